@@ -1,0 +1,26 @@
+//! The one error type the simulator returns. Every failure a user can cause (a bad config,
+//! a bad trace) is one of these, never a panic.
+
+use crate::trace::TraceError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A config value is wrong; `key` is the dotted path (`machine.tlb.l1d.ways`).
+    #[error("config: {key}: {message}")]
+    Config { key: String, message: String },
+    #[error("trace: {0}")]
+    Trace(#[from] TraceError),
+    #[error("{context}: {source}")]
+    Io { context: String, source: std::io::Error },
+    /// The simulation itself failed (an internal invariant broke); a bug in tlbsim.
+    #[error("simulation: {0}")]
+    Sim(String),
+}
+
+impl Error {
+    pub fn config(key: impl Into<String>, message: impl Into<String>) -> Error {
+        Error::Config { key: key.into(), message: message.into() }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,53 @@
+//! tlbsim-core: a simulator of address translation on multicore, multi-socket machines.
+//!
+//! No Python here; `tlbsim-py` is the thin binding. Entry points: [`run`] (one run from a
+//! config tree), [`bench::run_bench`] (the speed benchmark), [`trace`] (readers and the
+//! native writer).
+
+pub mod bench;
+pub mod config;
+pub mod error;
+pub mod machine;
+pub mod memory;
+pub mod page_table;
+pub mod rng;
+pub mod sim;
+pub mod stats;
+pub mod tlb;
+pub mod trace;
+pub mod types;
+pub mod walk;
+
+pub use error::{Error, Result};
+
+/// Version string recorded in every run's output (and in sweep run IDs).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// What one run produces.
+pub struct RunOutput {
+    /// The effective config: every key, after preset, file and overrides, so the run can
+    /// be repeated anywhere from this alone.
+    pub effective_config: serde_json::Value,
+    /// stats.json content.
+    pub stats: serde_json::Value,
+}
+
+/// Run one simulation. `config` is the user's config tree (parsed TOML or a Python dict
+/// as JSON); `overrides` are `dotted.key=value` strings (value parsed as a TOML literal,
+/// or taken as a bare string when it does not parse); relative trace paths are resolved
+/// against `base_dir`.
+pub fn run(
+    config: serde_json::Value,
+    overrides: &[String],
+    base_dir: &std::path::Path,
+) -> Result<RunOutput> {
+    let cfg = config::Config::resolve(config, overrides, base_dir)?;
+    let effective_config = cfg.to_json();
+    let stats = sim::run(&cfg)?;
+    Ok(RunOutput { effective_config, stats })
+}
+
+/// Parse a TOML config file into a config tree.
+pub fn load_config_file(path: &std::path::Path) -> Result<serde_json::Value> {
+    config::load_toml_file(path)
+}
