@@ -17,6 +17,7 @@ pub mod tlb;
 pub mod trace;
 pub mod types;
 pub mod walk;
+pub mod workload;
 
 pub use error::{Error, Result};
 

@@ -1,6 +1,397 @@
-//! The engine.
-use crate::config::Config;
-pub fn run(cfg: &Config) -> crate::Result<serde_json::Value> {
-    let _ = cfg;
-    todo!()
+//! The trace-driven engine: threads (one per core) run their event streams against the
+//! machine's TLBs, walkers and page tables; the core furthest behind in simulated time
+//! runs next, for one batch, so cores interleave deterministically in time order.
+//!
+//! Without an OS model (a later issue adds it), all threads share one address space, and
+//! the first touch of a page maps it: a frame from the toucher's node (or interleaved),
+//! page-table pages placed by `os.pt_placement`.
+
+use crate::config::{Config, Placement};
+use crate::error::{Error, Result};
+use crate::memory::{FrameKind, PhysMem};
+use crate::page_table::{PageTables, PTE_DIRTY, PTE_USER, PTE_WRITABLE};
+use crate::stats::{self, CoreStats};
+use crate::tlb::hierarchy::{Found, NoTlbListener, TlbHierarchy, TlbListener};
+use crate::tlb::set_assoc::{FLAG_DIRTY, FLAG_USER, FLAG_WRITABLE};
+use crate::tlb::{Tlb, TlbGeometry};
+use crate::trace::{TraceEvent, TraceSource};
+use crate::types::{AccessKind, CoreId, NodeId, PageSize, Vpn};
+use crate::walk::{self, NoWalkListener, WalkListener, WalkMemory, WalkOutcome};
+use serde_json::json;
+
+/// Fixed-point shift for the per-core clock (1/1024 cycle), so a fractional base CPI
+/// accumulates exactly and deterministically.
+const CLOCK_SHIFT: u32 = 10;
+
+pub struct Core {
+    pub id: CoreId,
+    pub socket: u32,
+    pub tlbs: TlbHierarchy,
+    pub stats: CoreStats,
+    /// Simulated time in 1/1024 cycles.
+    clock: u64,
+}
+
+/// One address space (trace mode has exactly one).
+pub struct AddressSpace {
+    pub id: u32,
+    pub root: u32,
+    pub levels: u32,
+}
+
+pub struct Machine {
+    pub cores: Vec<Core>,
+    pub pt_caches: Vec<Option<Tlb>>,
+    pt_cache_latency: u32,
+    /// latency[socket][node]
+    latency: Vec<Vec<u32>>,
+    pub mem: PhysMem,
+    pub pt: PageTables,
+    pt_placement: Placement,
+    data_interleave: bool,
+    thp: bool,
+    interleave_next: u32,
+    fault_cycles: u64,
+    cpi_fixed: u64,
+    fetches: bool,
+}
+
+impl Machine {
+    pub fn new(cfg: &Config) -> Result<Machine> {
+        let m = &cfg.machine;
+        let sockets = m.sockets;
+        let mut cores = Vec::with_capacity(cfg.cores() as usize);
+        for i in 0..cfg.cores() {
+            cores.push(Core {
+                id: CoreId(i),
+                socket: i / m.cores_per_socket,
+                tlbs: TlbHierarchy::new(CoreId(i), &m.tlb, cfg.seed)?,
+                stats: CoreStats::default(),
+                clock: 0,
+            });
+        }
+        let pc = &m.pt_cache;
+        let pt_caches = (0..sockets)
+            .map(|_| {
+                (pc.entries > 0)
+                    .then(|| Tlb::new(&TlbGeometry { entries: pc.entries, ways: pc.ways, replacement: pc.replacement }, cfg.seed))
+                    .transpose()
+                    .map_err(|e| Error::config("machine.pt_cache", e))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Machine {
+            cores,
+            pt_caches,
+            pt_cache_latency: pc.latency,
+            latency: (0..sockets).map(|s| (0..sockets).map(|n| cfg.latency(s, n)).collect()).collect(),
+            mem: PhysMem::new(sockets, m.memory.node_mib),
+            pt: PageTables::new(),
+            pt_placement: Placement::parse("os.pt_placement", &cfg.os.pt_placement, sockets)?,
+            data_interleave: cfg.os.data_placement == "interleave",
+            thp: cfg.os.thp,
+            interleave_next: 0,
+            fault_cycles: cfg.sim.fault_cycles,
+            cpi_fixed: (m.base_cpi * (1u64 << CLOCK_SHIFT) as f64).round() as u64,
+            fetches: cfg.workload.fetches,
+        })
+    }
+
+    /// A new, empty address space with its root table on `node`.
+    pub fn new_address_space(&mut self, id: u32, levels: u32, node: NodeId) -> Result<AddressSpace> {
+        let root = self.pt.alloc_table(&mut self.mem, node, id)?;
+        Ok(AddressSpace { id, root, levels })
+    }
+
+    fn next_interleaved(&mut self) -> NodeId {
+        let n = NodeId(self.interleave_next);
+        self.interleave_next = (self.interleave_next + 1) % self.mem.nodes();
+        n
+    }
+
+    /// First-touch fault in trace mode: map the page (a 2 MiB page with THP when the whole
+    /// aligned region is unmapped), table pages placed by policy.
+    fn fault(&mut self, core: usize, space: &AddressSpace, va: u64) -> Result<()> {
+        let socket = self.cores[core].socket;
+        let data_node = if self.data_interleave { self.next_interleaved() } else { NodeId(socket) };
+        let placement = self.pt_placement;
+        let nodes = self.mem.nodes();
+        let mut interleave = self.interleave_next;
+        let mut place = || match placement {
+            Placement::FirstTouch => NodeId(socket),
+            Placement::Fixed(n) => NodeId(n),
+            Placement::Interleave => {
+                let n = NodeId(interleave);
+                interleave = (interleave + 1) % nodes;
+                n
+            }
+        };
+        let flags = PTE_WRITABLE | PTE_USER;
+        let huge_ok = self.thp && {
+            // The PD entry for this 2 MiB region must be empty: no 4 KiB table under it.
+            !self.has_table_at_pd(space, va)
+        };
+        if huge_ok {
+            let pfn = self.mem.alloc_contiguous(data_node, 512, FrameKind::Data, space.id)?;
+            let va2m = va & !((2 << 20) - 1);
+            self.pt.map(&mut self.mem, space.root, space.levels, va2m, pfn, PageSize::Size2M, flags, space.id, &mut place)?;
+        } else {
+            let pfn = self.mem.alloc(data_node, FrameKind::Data, space.id)?;
+            self.pt.map(&mut self.mem, space.root, space.levels, va & !0xfff, pfn, PageSize::Size4K, flags, space.id, &mut place)?;
+        }
+        self.interleave_next = interleave;
+        Ok(())
+    }
+
+    fn has_table_at_pd(&self, space: &AddressSpace, va: u64) -> bool {
+        // Walk to the PD entry: present and not huge means a PT page exists below it.
+        let mut slot = space.root;
+        for level in (2..=space.levels).rev() {
+            let e = self.pt.entry(slot, crate::page_table::level_index(va, level));
+            if e & crate::page_table::PTE_PRESENT == 0 {
+                return false;
+            }
+            if level == 2 {
+                return e & crate::page_table::PTE_HUGE == 0;
+            }
+            slot = self.mem.desc(crate::page_table::pte_pfn(e)).pt_slot;
+        }
+        false
+    }
+
+    /// Simulate one memory access by `core` in `space`. The hot path.
+    #[inline]
+    pub fn access<T: TlbListener, W: WalkListener>(
+        &mut self,
+        core: usize,
+        space: &AddressSpace,
+        va: u64,
+        kind: AccessKind,
+        tl: &mut T,
+        wl: &mut W,
+    ) -> Result<()> {
+        let c = &mut self.cores[core];
+        c.stats.accesses += 1;
+        let vpn = Vpn::of_va(va);
+        let (found, cycles) = c.tlbs.lookup(vpn, kind, tl);
+        let mut spent = cycles as u64;
+        match found {
+            Found::L1(e) => {
+                c.stats.l1_tlb_hits += 1;
+                if kind.is_write() && e.flags & FLAG_DIRTY == 0 {
+                    spent += self.set_dirty(core, space, va, e, wl)?;
+                }
+            }
+            Found::L2(e) => {
+                c.stats.l1_tlb_misses += 1;
+                c.stats.l2_tlb_hits += 1;
+                if kind.is_write() && e.flags & FLAG_DIRTY == 0 {
+                    spent += self.set_dirty(core, space, va, e, wl)?;
+                }
+            }
+            Found::Miss => {
+                c.stats.l1_tlb_misses += 1;
+                if c.tlbs.present(crate::tlb::hierarchy::L2) {
+                    c.stats.l2_tlb_misses += 1;
+                }
+                spent += self.walk_and_fill(core, space, va, kind, tl, wl)?;
+            }
+        }
+        let c = &mut self.cores[core];
+        c.stats.translation_cycles += spent;
+        c.clock += spent << CLOCK_SHIFT;
+        Ok(())
+    }
+
+    /// A write hit a clean entry: the processor walks again to set the PTE's dirty bit
+    /// (Intel SDM 4.8: D is set by a locked update of the paging entry).
+    #[cold]
+    fn set_dirty<W: WalkListener>(
+        &mut self,
+        core: usize,
+        space: &AddressSpace,
+        va: u64,
+        e: crate::tlb::TlbEntry,
+        wl: &mut W,
+    ) -> Result<u64> {
+        let c = &mut self.cores[core];
+        let socket = c.socket as usize;
+        let mut memsys = WalkMemory {
+            pt_cache: self.pt_caches[socket].as_mut(),
+            pt_cache_latency: self.pt_cache_latency,
+            node_latency: &self.latency[socket],
+            socket: socket as u32,
+        };
+        let (outcome, cycles) =
+            walk::walk(&mut self.pt, &self.mem, &mut c.tlbs, &mut memsys, space.root, space.levels, va, true, &mut c.stats, wl);
+        match outcome {
+            WalkOutcome::Mapped { .. } => {
+                c.tlbs.mark_dirty(&e);
+                Ok(cycles)
+            }
+            WalkOutcome::Fault { .. } => Err(Error::Sim(format!("write to {va:#x}: mapping vanished under a TLB entry"))),
+        }
+    }
+
+    fn walk_and_fill<T: TlbListener, W: WalkListener>(
+        &mut self,
+        core: usize,
+        space: &AddressSpace,
+        va: u64,
+        kind: AccessKind,
+        tl: &mut T,
+        wl: &mut W,
+    ) -> Result<u64> {
+        let mut spent = 0;
+        // At most two walks: one that faults, one after the fault handler mapped the page.
+        for _ in 0..2 {
+            let c = &mut self.cores[core];
+            let socket = c.socket as usize;
+            let mut memsys = WalkMemory {
+                pt_cache: self.pt_caches[socket].as_mut(),
+                pt_cache_latency: self.pt_cache_latency,
+                node_latency: &self.latency[socket],
+                socket: socket as u32,
+            };
+            let (outcome, cycles) = walk::walk(
+                &mut self.pt,
+                &self.mem,
+                &mut c.tlbs,
+                &mut memsys,
+                space.root,
+                space.levels,
+                va,
+                kind.is_write(),
+                &mut c.stats,
+                wl,
+            );
+            spent += cycles;
+            match outcome {
+                WalkOutcome::Mapped { pte, size } => {
+                    let mut flags = 0;
+                    if pte & PTE_WRITABLE != 0 {
+                        flags |= FLAG_WRITABLE;
+                    }
+                    if pte & PTE_USER != 0 {
+                        flags |= FLAG_USER;
+                    }
+                    if pte & PTE_DIRTY != 0 {
+                        flags |= FLAG_DIRTY;
+                    }
+                    let e = c.tlbs.entry(Vpn::of_va(va), crate::page_table::pte_pfn(pte), size, flags);
+                    c.tlbs.fill(e, kind, tl);
+                    return Ok(spent);
+                }
+                WalkOutcome::Fault { present: false } => {
+                    c.stats.page_faults += 1;
+                    spent += self.fault_cycles;
+                    self.fault(core, space, va)?;
+                }
+                WalkOutcome::Fault { present: true } => {
+                    return Err(Error::Sim(format!("write to read-only page {va:#x} in trace mode")));
+                }
+            }
+        }
+        Err(Error::Sim(format!("page {va:#x} still unmapped after its fault")))
+    }
+
+    /// Run one batch of events on `core`.
+    pub fn run_batch<T: TlbListener, W: WalkListener>(
+        &mut self,
+        core: usize,
+        space: &AddressSpace,
+        events: &[TraceEvent],
+        tl: &mut T,
+        wl: &mut W,
+    ) -> Result<()> {
+        let cpi = self.cpi_fixed;
+        let fetches = self.fetches;
+        for ev in events {
+            match *ev {
+                TraceEvent::Access { va, kind, .. } => {
+                    if kind.is_fetch() {
+                        let c = &mut self.cores[core];
+                        c.stats.instructions += 1;
+                        c.clock += cpi;
+                        if !fetches {
+                            continue;
+                        }
+                    }
+                    self.access(core, space, va, kind, tl, wl)?;
+                }
+                TraceEvent::Instructions { n } => {
+                    let c = &mut self.cores[core];
+                    c.stats.instructions += n;
+                    c.clock += cpi * n;
+                }
+                // OS events in a trace are for the OS model; trace mode ignores them.
+                TraceEvent::Mmap { .. } | TraceEvent::Munmap { .. } | TraceEvent::Thread { .. } => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Run a whole simulation and return stats.json.
+pub fn run(cfg: &Config) -> Result<serde_json::Value> {
+    let mut machine = Machine::new(cfg)?;
+    let space = machine.new_address_space(1, cfg.os.pt_levels, NodeId(0))?;
+    let mut sources: Vec<Box<dyn TraceSource>> = match cfg.workload.kind.as_str() {
+        "trace" => cfg
+            .workload
+            .paths
+            .iter()
+            .map(|p| crate::trace::open(p, cfg.workload.format).map_err(Error::from))
+            .collect::<Result<_>>()?,
+        _ => (0..cfg.workload.threads)
+            .map(|t| Box::new(crate::workload::synthetic::Synthetic::new(&cfg.workload, cfg.seed, t)) as Box<dyn TraceSource>)
+            .collect(),
+    };
+    let batch = cfg.sim.batch as usize;
+    let mut buf = Vec::with_capacity(batch);
+    let mut live: Vec<bool> = vec![true; sources.len()];
+    let mut tl = NoTlbListener;
+    let mut wl = NoWalkListener;
+    // The thread whose core is furthest behind runs next (ties: lowest core).
+    while let Some(t) = (0..sources.len()).filter(|&t| live[t]).min_by_key(|&t| (machine.cores[t].clock, t)) {
+        let n = sources[t].next_batch(&mut buf, batch)?;
+        if n == 0 {
+            live[t] = false;
+            continue;
+        }
+        machine.run_batch(t, &space, &buf, &mut tl, &mut wl)?;
+    }
+    Ok(machine.stats_json(cfg, sources.len()))
+}
+
+impl Machine {
+    pub fn stats_json(&mut self, cfg: &Config, threads: usize) -> serde_json::Value {
+        for c in self.cores.iter_mut() {
+            c.stats.cycles = c.clock >> CLOCK_SHIFT;
+        }
+        let cores: Vec<CoreStats> = self.cores.iter().map(|c| c.stats).collect();
+        let structures: Vec<_> = self.cores.iter().map(|c| c.tlbs.named_counters()).collect();
+        let per_socket: Vec<_> = (0..cfg.machine.sockets)
+            .map(|s| {
+                json!({
+                    "socket": s,
+                    "pt_cache": self.pt_caches[s as usize].as_ref().map(|c| json!({"entries": c.occupancy()})),
+                    "frames_used": self.mem.used(NodeId(s)),
+                })
+            })
+            .collect();
+        let totals = stats::totals(&cores);
+        let makespan = cores.iter().map(|c| c.cycles).max().unwrap_or(0);
+        let per_10k = |x: u64| if totals.instructions == 0 { 0.0 } else { x as f64 * 1e4 / totals.instructions as f64 };
+        let run = json!({
+            "version": crate::VERSION,
+            "threads": threads,
+            "makespan_cycles": makespan,
+            "seconds": makespan as f64 / (cfg.machine.frequency_ghz * 1e9),
+            "page_table_pages": self.pt.table_pages(),
+            "l1_tlb_misses_per_10k_instructions": per_10k(totals.l1_tlb_misses),
+            "l2_tlb_misses_per_10k_instructions": per_10k(totals.l2_tlb_misses),
+            "walks_per_10k_instructions": per_10k(totals.walks),
+        });
+        stats::to_json(&cores, &structures, json!(per_socket), run)
+    }
 }

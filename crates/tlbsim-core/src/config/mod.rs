@@ -1,20 +1,486 @@
-//! Run configuration.
-use crate::Result;
-use std::path::Path;
+//! Run configuration: TOML (or a Python dict) → defaults < preset < file < `--set`
+//! overrides → a typed, validated [`Config`].
+//!
+//! Errors name the dotted key and what is allowed, and are raised before anything runs.
+//! Every key has a default; the effective config ([`Config::to_json`]) writes every key
+//! out, so a run can be repeated anywhere from its `config.json` alone.
 
-pub struct Config {}
+pub mod host;
+pub mod presets;
+mod tree;
 
-impl Config {
-    pub fn resolve(tree: serde_json::Value, overrides: &[String], base_dir: &Path) -> Result<Config> {
-        let _ = (tree, overrides, base_dir);
-        todo!()
-    }
-    pub fn to_json(&self) -> serde_json::Value {
-        todo!()
+use crate::error::{Error, Result};
+use crate::tlb::Replacement;
+use crate::trace::TraceFormat;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+pub use tree::{apply_override, load_toml_file, merge};
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Seed for every random choice of the run (random replacement, synthetic workloads).
+    pub seed: u64,
+    pub machine: MachineConfig,
+    pub os: OsConfig,
+    pub workload: WorkloadConfig,
+    /// Trace-mode and engine options that are not part of the machine.
+    pub sim: SimConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            seed: 1,
+            machine: MachineConfig::default(),
+            os: OsConfig::default(),
+            workload: WorkloadConfig::default(),
+            sim: SimConfig::default(),
+        }
     }
 }
 
-pub fn load_toml_file(path: &Path) -> Result<serde_json::Value> {
-    let _ = path;
-    todo!()
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct MachineConfig {
+    /// Name of the preset the numbers below started from (`host`, `abis-haswell-2s`,
+    /// `mitosis-4s`, `didi-cmp`, `tagtlb-p4`, or `none` for the built-in defaults).
+    pub preset: String,
+    pub sockets: u32,
+    pub cores_per_socket: u32,
+    /// Clock frequency, to turn cycles into seconds.
+    pub frequency_ghz: f64,
+    /// Cycles per instruction of work that is not address translation: the core model is
+    /// a fixed-CPI pipeline plus the translation stalls tlbsim simulates.
+    pub base_cpi: f64,
+    pub memory: MemoryConfig,
+    /// Per-socket cache of page-table lines (64-byte lines of page-table pages), standing
+    /// for the data caches that keep hot upper levels close (Mitosis §3 on GUPS).
+    pub pt_cache: CacheConfig,
+    pub tlb: TlbConfig,
+}
+
+impl Default for MachineConfig {
+    fn default() -> Self {
+        presets::builtin_machine()
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Cycles for a page-table read from the local node's DRAM.
+    pub local_latency: u32,
+    /// Cycles for a read from another socket's DRAM.
+    pub remote_latency: u32,
+    /// Full sockets × nodes latency matrix in cycles; when non-empty it replaces
+    /// local/remote (row = requesting socket, column = node holding the line).
+    pub latency_matrix: Vec<Vec<u32>>,
+    /// Memory per NUMA node, in MiB (frames are allocated from it; running out is an error).
+    pub node_mib: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct CacheConfig {
+    /// 0 turns the structure off.
+    pub entries: u32,
+    pub ways: u32,
+    pub replacement: Replacement,
+    /// Cycles charged on a hit.
+    pub latency: u32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlbConfig {
+    /// `none` (CR3 write flushes non-global entries), `pcid`, `domain`, `cr3` (TMT).
+    pub tagging: Tagging,
+    /// Tag Manager Table entries (tagging = "cr3"; tag paper §5: 4).
+    pub tmt_entries: u32,
+    /// Entries each service level (VM) is allotted in every TLB structure, indexed by SL;
+    /// empty = no partitioning (tag paper §4).
+    pub sl_quota_fraction: Vec<f64>,
+    pub l1d: LevelConfig,
+    pub l1d_2m: LevelConfig,
+    pub l1d_1g: LevelConfig,
+    pub l1i: LevelConfig,
+    /// Unified second level (STLB), holding every page size.
+    pub l2: LevelConfig,
+    /// Page-walk caches: PML5/PML4 entries, PDPT entries, PD entries (x86 paging-structure
+    /// caches), keyed by the virtual-address bits above the level they skip to.
+    pub pwc_pml4: LevelConfig,
+    pub pwc_pdpt: LevelConfig,
+    pub pwc_pd: LevelConfig,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LevelConfig {
+    /// 0 removes the structure: its accesses go to the next level.
+    pub entries: u32,
+    /// 1 = direct mapped; `ways = entries` = fully associative.
+    pub ways: u32,
+    pub replacement: Replacement,
+    /// Cycles charged for every lookup of this structure.
+    pub latency: u32,
+}
+
+impl LevelConfig {
+    pub fn new(entries: u32, ways: u32, replacement: Replacement, latency: u32) -> Self {
+        LevelConfig { entries, ways, replacement, latency }
+    }
+}
+
+impl Default for LevelConfig {
+    fn default() -> Self {
+        LevelConfig::new(0, 1, Replacement::Lru, 1)
+    }
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig { entries: 0, ways: 1, replacement: Replacement::Lru, latency: 40 }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Tagging {
+    None,
+    Pcid,
+    Domain,
+    Cr3,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct OsConfig {
+    /// Where page-table pages are allocated: `first-touch`, `interleave`, `fixed:N`.
+    pub pt_placement: String,
+    /// Page-table depth: 4 or 5 levels.
+    pub pt_levels: u32,
+    /// Map anonymous memory with 2 MiB pages where a whole aligned 2 MiB region is free.
+    pub thp: bool,
+    /// Where data frames come from: `first-touch` (the faulting core's node) or `interleave`.
+    pub data_placement: String,
+}
+
+impl Default for OsConfig {
+    fn default() -> Self {
+        OsConfig {
+            pt_placement: "first-touch".into(),
+            pt_levels: 4,
+            thp: false,
+            data_placement: "first-touch".into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimConfig {
+    /// Cycles charged for a first-touch page fault in trace mode (no OS model: the fault
+    /// maps the page and returns). Default: 0, so trace runs measure translation only.
+    pub fault_cycles: u64,
+    /// Keep `per_core` stats (always on; reserved for interval stats).
+    pub batch: u32,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig { fault_cycles: 0, batch: 4096 }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkloadConfig {
+    /// `trace` (one trace per thread) or `synthetic` (a generated stream per thread).
+    pub kind: String,
+    /// trace: format of every path.
+    pub format: TraceFormat,
+    /// trace: one path per simulated thread; thread i is pinned to core i.
+    pub paths: Vec<PathBuf>,
+    /// Simulate instruction fetches (they still count as instructions when false).
+    pub fetches: bool,
+    /// synthetic: number of threads (pinned to cores 0..threads), sharing one address space.
+    pub threads: u32,
+    /// synthetic: `random`, `sequential` or `strided`.
+    pub pattern: String,
+    /// synthetic: bytes of the region each thread accesses.
+    pub region_bytes: u64,
+    /// synthetic: accesses per thread.
+    pub accesses: u64,
+    /// synthetic: bytes between consecutive accesses (sequential, strided).
+    pub stride: u64,
+    /// synthetic: fraction of accesses that are stores.
+    pub write_fraction: f64,
+    /// synthetic: instructions per memory access (the rest are non-memory instructions).
+    pub instructions_per_access: u32,
+    /// synthetic: threads share one region (true) or each has its own (false).
+    pub shared_region: bool,
+}
+
+impl Default for WorkloadConfig {
+    fn default() -> Self {
+        WorkloadConfig {
+            kind: "synthetic".into(),
+            format: TraceFormat::Lackey,
+            paths: Vec::new(),
+            fetches: true,
+            threads: 1,
+            pattern: "random".into(),
+            region_bytes: 64 << 20,
+            accesses: 2_000_000,
+            stride: 64,
+            write_fraction: 0.3,
+            instructions_per_access: 3,
+            shared_region: true,
+        }
+    }
+}
+
+/// Where page-table pages go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    FirstTouch,
+    Interleave,
+    Fixed(u32),
+}
+
+impl Placement {
+    pub fn parse(key: &str, s: &str, nodes: u32) -> Result<Placement> {
+        match s {
+            "first-touch" => Ok(Placement::FirstTouch),
+            "interleave" => Ok(Placement::Interleave),
+            _ => {
+                let n = s
+                    .strip_prefix("fixed:")
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .ok_or_else(|| {
+                        Error::config(
+                            key,
+                            format!("{s:?} is not a placement: use \"first-touch\", \"interleave\" or \"fixed:N\""),
+                        )
+                    })?;
+                if n >= nodes {
+                    return Err(Error::config(key, format!("fixed:{n}: node {n} does not exist (the machine has {nodes} nodes, 0..{})", nodes - 1)));
+                }
+                Ok(Placement::Fixed(n))
+            }
+        }
+    }
+}
+
+impl Config {
+    /// Build the effective config from the user's tree, `--set` overrides and the preset.
+    pub fn resolve(tree: serde_json::Value, overrides: &[String], base_dir: &Path) -> Result<Config> {
+        let mut user = match tree {
+            serde_json::Value::Null => serde_json::Value::Object(Default::default()),
+            serde_json::Value::Object(_) => tree,
+            other => return Err(Error::config("(top level)", format!("a config must be a table, got {other}"))),
+        };
+        for o in overrides {
+            apply_override(&mut user, o)?;
+        }
+        let preset_name = user
+            .get("machine")
+            .and_then(|m| m.get("preset"))
+            .map(|p| {
+                p.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| Error::config("machine.preset", format!("expected a string, got {p}")))
+            })
+            .transpose()?
+            .unwrap_or_else(|| "none".to_owned());
+        // Merge complete trees, so that a table the user gives in part keeps the preset's
+        // (or the defaults') values for the keys it leaves out.
+        let mut merged = Config::default().to_json();
+        merge(&mut merged, serde_json::json!({ "machine": presets::preset_tree(&preset_name)? }));
+        merge(&mut merged, user);
+        let mut cfg: Config = tree::from_tree(merged)?;
+        cfg.machine.preset = preset_name;
+        for p in cfg.workload.paths.iter_mut() {
+            if p.is_relative() {
+                *p = base_dir.join(&*p);
+            }
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("config serializes")
+    }
+
+    pub fn cores(&self) -> u32 {
+        self.machine.sockets * self.machine.cores_per_socket
+    }
+
+    /// Latency in cycles of a read by a core of `socket` from memory on `node`.
+    pub fn latency(&self, socket: u32, node: u32) -> u32 {
+        let m = &self.machine.memory;
+        if !m.latency_matrix.is_empty() {
+            m.latency_matrix[socket as usize][node as usize]
+        } else if socket == node {
+            m.local_latency
+        } else {
+            m.remote_latency
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let m = &self.machine;
+        range("machine.sockets", m.sockets as u64, 1, 64)?;
+        range("machine.cores_per_socket", m.cores_per_socket as u64, 1, 1024)?;
+        range("machine.sockets × machine.cores_per_socket", self.cores() as u64, 1, 4096)?;
+        positive("machine.frequency_ghz", m.frequency_ghz)?;
+        positive("machine.base_cpi", m.base_cpi)?;
+        range("machine.memory.node_mib", m.memory.node_mib, 1, 1 << 30)?;
+        if !m.memory.latency_matrix.is_empty() {
+            let n = m.sockets as usize;
+            if m.memory.latency_matrix.len() != n || m.memory.latency_matrix.iter().any(|r| r.len() != n) {
+                return Err(Error::config(
+                    "machine.memory.latency_matrix",
+                    format!("must be {n} rows of {n} latencies (machine.sockets = {n})"),
+                ));
+            }
+        }
+        let t = &m.tlb;
+        for (name, l) in t.levels() {
+            check_geometry(&format!("machine.tlb.{name}"), l.entries, l.ways, l.replacement)?;
+        }
+        check_geometry("machine.pt_cache", m.pt_cache.entries, m.pt_cache.ways, m.pt_cache.replacement)?;
+        if t.tagging == Tagging::Cr3 {
+            range("machine.tlb.tmt_entries", t.tmt_entries as u64, 1, 4096)?;
+        }
+        for (i, f) in t.sl_quota_fraction.iter().enumerate() {
+            if !(0.0..=1.0).contains(f) {
+                return Err(Error::config(
+                    format!("machine.tlb.sl_quota_fraction[{i}]"),
+                    format!("{f} is out of range: a fraction of the TLB, 0.0 to 1.0"),
+                ));
+            }
+        }
+        if t.sl_quota_fraction.len() > 256 {
+            return Err(Error::config("machine.tlb.sl_quota_fraction", "at most 256 service levels"));
+        }
+        Placement::parse("os.pt_placement", &self.os.pt_placement, m.sockets)?;
+        match self.os.data_placement.as_str() {
+            "first-touch" | "interleave" => {}
+            s => {
+                return Err(Error::config(
+                    "os.data_placement",
+                    format!("{s:?}: use \"first-touch\" or \"interleave\""),
+                ))
+            }
+        }
+        if !(self.os.pt_levels == 4 || self.os.pt_levels == 5) {
+            return Err(Error::config("os.pt_levels", format!("{}: page tables have 4 or 5 levels", self.os.pt_levels)));
+        }
+        range("sim.batch", self.sim.batch as u64, 1, 1 << 20)?;
+        let w = &self.workload;
+        match w.kind.as_str() {
+            "trace" => {
+                if w.paths.is_empty() {
+                    return Err(Error::config("workload.paths", "a trace workload needs at least one path"));
+                }
+                if w.paths.len() as u32 > self.cores() {
+                    return Err(Error::config(
+                        "workload.paths",
+                        format!("{} traces but only {} cores: one trace per thread, one thread per core", w.paths.len(), self.cores()),
+                    ));
+                }
+            }
+            "synthetic" => {
+                range("workload.threads", w.threads as u64, 1, self.cores() as u64)
+                    .map_err(|e| match e {
+                        Error::Config { key, message } => Error::Config { key, message: format!("{message} (one thread per core)") },
+                        e => e,
+                    })?;
+                match w.pattern.as_str() {
+                    "random" | "sequential" | "strided" => {}
+                    p => {
+                        return Err(Error::config(
+                            "workload.pattern",
+                            format!("{p:?}: use \"random\", \"sequential\" or \"strided\""),
+                        ))
+                    }
+                }
+                range("workload.region_bytes", w.region_bytes, 4096, 1 << 47)?;
+                range("workload.stride", w.stride, 1, 1 << 40)?;
+                if !(0.0..=1.0).contains(&w.write_fraction) {
+                    return Err(Error::config("workload.write_fraction", format!("{}: must be 0.0 to 1.0", w.write_fraction)));
+                }
+                range("workload.instructions_per_access", w.instructions_per_access as u64, 1, 1 << 20)?;
+            }
+            k => {
+                return Err(Error::config(
+                    "workload.kind",
+                    format!("{k:?} is not a workload kind: use \"trace\" or \"synthetic\""),
+                ))
+            }
+        }
+        Ok(())
+    }
+}
+
+impl TlbConfig {
+    /// Every TLB structure of a core with its config name.
+    pub fn levels(&self) -> [(&'static str, &LevelConfig); 8] {
+        [
+            ("l1d", &self.l1d),
+            ("l1d_2m", &self.l1d_2m),
+            ("l1d_1g", &self.l1d_1g),
+            ("l1i", &self.l1i),
+            ("l2", &self.l2),
+            ("pwc_pml4", &self.pwc_pml4),
+            ("pwc_pdpt", &self.pwc_pdpt),
+            ("pwc_pd", &self.pwc_pd),
+        ]
+    }
+}
+
+fn range(key: &str, v: u64, lo: u64, hi: u64) -> Result<()> {
+    if v < lo || v > hi {
+        return Err(Error::config(key, format!("{v} is out of range: allowed {lo} to {hi}")));
+    }
+    Ok(())
+}
+
+fn positive(key: &str, v: f64) -> Result<()> {
+    if !(v.is_finite() && v > 0.0) {
+        return Err(Error::config(key, format!("{v}: must be a positive number")));
+    }
+    Ok(())
+}
+
+fn check_geometry(key: &str, entries: u32, ways: u32, replacement: Replacement) -> Result<()> {
+    if entries == 0 {
+        return Ok(());
+    }
+    range(&format!("{key}.entries"), entries as u64, 0, 1 << 20)?;
+    if ways == 0 || ways > entries {
+        return Err(Error::config(
+            format!("{key}.ways"),
+            format!("{ways}: ways must be 1 (direct mapped) to entries = {entries} (fully associative)"),
+        ));
+    }
+    crate::tlb::Tlb::new(&crate::tlb::TlbGeometry { entries, ways, replacement }, 0)
+        .map(|_| ())
+        .map_err(|m| Error::config(format!("{key}.ways"), m))
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        presets::builtin_machine().memory
+    }
+}
+
+impl Default for TlbConfig {
+    fn default() -> Self {
+        presets::builtin_machine().tlb
+    }
 }

@@ -1,1 +1,347 @@
-//! (to be written)
+//! One core's translation hardware: L1 data TLBs per page size, L1 instruction TLB, a
+//! unified L2 (STLB), the page-walk caches, and the tagging state (DESIGN.md "TLBs (per
+//! core)"; tag paper §4 for CR3 tags).
+//!
+//! Lookups go L1 (the one for the access's kind; the per-size data TLBs are probed in
+//! parallel, as hardware does) → L2 → walk. A walk fills the L2 and the L1. Every insert
+//! and every eviction is reported to a [`TlbListener`] (DiDi's directory needs both).
+//!
+//! Tagging, one mode per run:
+//! - `none`: a CR3 write flushes every non-global entry;
+//! - `pcid`: entries carry a 12-bit PCID; a CR3 write changes the current tag, no flush;
+//! - `domain`: entries carry the VM id (VPID/ASID style): only a VM switch changes tags,
+//!   a switch between processes of one VM flushes non-global entries;
+//! - `cr3`: the Tag Manager Table assigns VASIs (tag paper §4); forced and capacity
+//!   flushes flush the TLB and the TMT.
+//! A structure with `entries = 0` is absent: not looked up, not counted.
+//! Simplified: the L2 is neither inclusive nor exclusive of the L1s (Intel's STLB is not
+//! documented as either); the page-walk caches are flushed with the TLB on full flushes
+//! and, for invalidations of one page, entirely (x86 allows INVLPG to drop any
+//! paging-structure-cache entry).
+
+use super::set_assoc::{Tlb, TlbEntry, TlbGeometry, FLAG_GLOBAL};
+use super::tmt::{Cr3WriteOutcome, Tmt};
+use crate::config::{LevelConfig, Tagging, TlbConfig};
+use crate::error::{Error, Result};
+use crate::stats::StructCounters;
+use crate::types::{AccessKind, CoreId, PageSize, Vpn};
+
+/// Index of each structure in `TlbHierarchy::structs` and its stats name.
+pub const L1D_4K: usize = 0;
+pub const L1D_2M: usize = 1;
+pub const L1D_1G: usize = 2;
+pub const L1I: usize = 3;
+pub const L2: usize = 4;
+pub const PWC_PML4: usize = 5;
+pub const PWC_PDPT: usize = 6;
+pub const PWC_PD: usize = 7;
+pub const NAMES: [&str; 8] = ["l1d", "l1d_2m", "l1d_1g", "l1i", "l2", "pwc_pml4", "pwc_pdpt", "pwc_pd"];
+
+/// Observer of TLB contents (DiDi's directory, the stale-translation checker).
+pub trait TlbListener {
+    fn inserted(&mut self, core: CoreId, structure: usize, entry: &TlbEntry);
+    fn evicted(&mut self, core: CoreId, structure: usize, entry: &TlbEntry);
+}
+
+/// A listener that does nothing; compiles away.
+pub struct NoTlbListener;
+impl TlbListener for NoTlbListener {
+    #[inline]
+    fn inserted(&mut self, _: CoreId, _: usize, _: &TlbEntry) {}
+    #[inline]
+    fn evicted(&mut self, _: CoreId, _: usize, _: &TlbEntry) {}
+}
+
+/// Why a full flush happened (stats `full_flushes_by_cause`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushCause {
+    ContextSwitch,
+    TagCapacity,
+    TagForced,
+    Other,
+}
+
+pub struct TlbHierarchy {
+    pub core: CoreId,
+    pub structs: [Tlb; 8],
+    present: [bool; 8],
+    latency: [u32; 8],
+    /// Per structure, entries allotted to each service level (empty: no quotas).
+    quotas: [Vec<u32>; 8],
+    pub counters: [StructCounters; 8],
+    tagging: Tagging,
+    tmt: Option<Tmt>,
+    /// Tag new entries get and lookups compare.
+    tag: u16,
+    /// Service level of the running context.
+    sl: u8,
+    /// Current CR3 value and VM, for the untagged and domain modes.
+    cr3: u64,
+    vm: u16,
+}
+
+/// Where a lookup found its translation.
+#[derive(Clone, Copy, Debug)]
+pub enum Found {
+    L1(TlbEntry),
+    L2(TlbEntry),
+    Miss,
+}
+
+impl TlbHierarchy {
+    pub fn new(core: CoreId, cfg: &TlbConfig, seed: u64) -> Result<Self> {
+        let levels = cfg.levels();
+        let mk = |i: usize| -> Result<Tlb> {
+            let l: &LevelConfig = levels[i].1;
+            let seed = seed ^ ((i as u64) << 56) ^ core.0 as u64;
+            Tlb::new(&TlbGeometry { entries: l.entries, ways: l.ways, replacement: l.replacement }, seed)
+                .map_err(|m| Error::config(format!("machine.tlb.{}", NAMES[i]), m))
+        };
+        let structs = [mk(0)?, mk(1)?, mk(2)?, mk(3)?, mk(4)?, mk(5)?, mk(6)?, mk(7)?];
+        let present = std::array::from_fn(|i| levels[i].1.entries > 0);
+        let latency = std::array::from_fn(|i| levels[i].1.latency);
+        let quotas = std::array::from_fn(|i| {
+            cfg.sl_quota_fraction.iter().map(|f| (f * levels[i].1.entries as f64).round() as u32).collect()
+        });
+        Ok(TlbHierarchy {
+            core,
+            structs,
+            present,
+            latency,
+            quotas,
+            counters: Default::default(),
+            tagging: cfg.tagging,
+            tmt: (cfg.tagging == Tagging::Cr3).then(|| Tmt::new(cfg.tmt_entries)),
+            tag: 0,
+            sl: 0,
+            cr3: 0,
+            vm: 0,
+        })
+    }
+
+    /// Tag of the running context (what lookups compare and new entries carry).
+    #[inline]
+    pub fn tag(&self) -> u16 {
+        self.tag
+    }
+
+    #[inline]
+    pub fn present(&self, structure: usize) -> bool {
+        self.present[structure]
+    }
+
+    #[inline]
+    pub fn latency(&self, structure: usize) -> u32 {
+        self.latency[structure]
+    }
+
+    /// Look `vpn` up in the L1 for `kind`, then the L2; an L2 hit fills the L1. Counts hits
+    /// and misses; returns where it was found and the lookup cycles.
+    #[inline]
+    pub fn lookup<L: TlbListener>(&mut self, vpn: Vpn, kind: AccessKind, listener: &mut L) -> (Found, u32) {
+        let tag = self.tag;
+        let mut cycles = 0;
+        if kind.is_fetch() {
+            if self.present[L1I] {
+                cycles += self.latency[L1I];
+                // The instruction TLB holds every page size.
+                for size in PageSize::ALL {
+                    if let Some(e) = self.structs[L1I].lookup(vpn.align(size), size, tag) {
+                        self.counters[L1I].hits += 1;
+                        return (Found::L1(e), cycles);
+                    }
+                }
+                self.counters[L1I].misses += 1;
+            }
+        } else {
+            // The per-size L1 DTLBs are probed in parallel: one latency, one hit at most.
+            let mut lat = 0;
+            for (i, size) in [(L1D_4K, PageSize::Size4K), (L1D_2M, PageSize::Size2M), (L1D_1G, PageSize::Size1G)] {
+                if self.present[i] {
+                    lat = lat.max(self.latency[i]);
+                    if let Some(e) = self.structs[i].lookup(vpn.align(size), size, tag) {
+                        self.counters[i].hits += 1;
+                        return (Found::L1(e), lat);
+                    }
+                }
+            }
+            cycles += lat;
+            for i in [L1D_4K, L1D_2M, L1D_1G] {
+                if self.present[i] {
+                    self.counters[i].misses += 1;
+                }
+            }
+        }
+        if self.present[L2] {
+            cycles += self.latency[L2];
+            for size in PageSize::ALL {
+                if let Some(e) = self.structs[L2].lookup(vpn.align(size), size, tag) {
+                    self.counters[L2].hits += 1;
+                    self.fill_l1(e, kind, listener);
+                    return (Found::L2(e), cycles);
+                }
+            }
+            self.counters[L2].misses += 1;
+        }
+        (Found::Miss, cycles)
+    }
+
+    /// Build an entry for the running context.
+    #[inline]
+    pub fn entry(&self, vpn: Vpn, pfn: crate::types::Pfn, size: PageSize, flags: u8) -> TlbEntry {
+        let tag = if flags & FLAG_GLOBAL != 0 { 0 } else { self.tag };
+        TlbEntry { vpn: vpn.align(size), pfn, size, tag, sl: self.sl, flags }
+    }
+
+    /// Fill after a walk: the L2 and the L1 for `kind`.
+    pub fn fill<L: TlbListener>(&mut self, e: TlbEntry, kind: AccessKind, listener: &mut L) {
+        if self.present[L2] {
+            self.insert(L2, e, listener);
+        }
+        self.fill_l1(e, kind, listener);
+    }
+
+    fn fill_l1<L: TlbListener>(&mut self, e: TlbEntry, kind: AccessKind, listener: &mut L) {
+        let i = if kind.is_fetch() {
+            L1I
+        } else {
+            match e.size {
+                PageSize::Size4K => L1D_4K,
+                PageSize::Size2M => L1D_2M,
+                PageSize::Size1G => L1D_1G,
+            }
+        };
+        if self.present[i] {
+            self.insert(i, e, listener);
+        }
+    }
+
+    /// Insert into one structure, honouring service-level quotas, counting and reporting
+    /// the eviction.
+    #[inline]
+    pub fn insert<L: TlbListener>(&mut self, i: usize, e: TlbEntry, listener: &mut L) {
+        let evicted = if self.quotas[i].is_empty() {
+            self.structs[i].insert(e)
+        } else {
+            self.structs[i].insert_with_quota(e, &self.quotas[i])
+        };
+        listener.inserted(self.core, i, &e);
+        if let Some(v) = evicted {
+            self.counters[i].evictions += 1;
+            listener.evicted(self.core, i, &v);
+        }
+    }
+
+    /// A write hit an entry filled by a read: mark it dirty in every data structure holding
+    /// it (the PTE's D bit is the caller's business).
+    pub fn mark_dirty(&mut self, e: &TlbEntry) {
+        for i in [L1D_4K, L1D_2M, L1D_1G, L2] {
+            if self.present[i] {
+                self.structs[i].mark_dirty(e.vpn, e.size, e.tag);
+            }
+        }
+    }
+
+    /// INVLPG: drop every translation of 4 KiB page `vpn` (any page size covering it) for
+    /// `tag` (`None`: every tag), and the page-walk caches. Returns entries removed.
+    pub fn invalidate_page<L: TlbListener>(&mut self, vpn: Vpn, tag: Option<u16>, listener: &mut L) -> u32 {
+        let core = self.core;
+        let mut n = 0;
+        for i in 0..8 {
+            if !self.present[i] {
+                continue;
+            }
+            let removed = if i >= PWC_PML4 {
+                self.structs[i].flush(false, &mut |_| {})
+            } else {
+                self.structs[i].invalidate_page(vpn, tag, &mut |e| listener.evicted(core, i, e))
+            };
+            self.counters[i].invalidations += removed as u64;
+            if i < PWC_PML4 {
+                n += removed;
+            }
+        }
+        n
+    }
+
+    /// Drop every non-global entry of `tag` (INVPCID single-context).
+    pub fn invalidate_tag<L: TlbListener>(&mut self, tag: u16, listener: &mut L) -> u32 {
+        let core = self.core;
+        let mut n = 0;
+        for i in 0..8 {
+            if self.present[i] {
+                let removed = self.structs[i].invalidate_tag(tag, &mut |e| listener.evicted(core, i, e));
+                self.counters[i].invalidations += removed as u64;
+                if i < PWC_PML4 {
+                    n += removed;
+                }
+            }
+        }
+        n
+    }
+
+    /// Flush every structure (keeping global entries if asked). With CR3 tags the TMT is
+    /// flushed too, keeping only the current context (tag paper §4).
+    pub fn flush_all<L: TlbListener>(&mut self, keep_global: bool, listener: &mut L) -> u32 {
+        let core = self.core;
+        let mut n = 0;
+        for i in 0..8 {
+            if self.present[i] {
+                let removed = self.structs[i].flush(keep_global, &mut |e| listener.evicted(core, i, e));
+                self.counters[i].invalidations += removed as u64;
+                if i < PWC_PML4 {
+                    n += removed;
+                }
+            }
+        }
+        if let Some(t) = self.tmt.as_mut() {
+            t.flush_keep_current();
+        }
+        n
+    }
+
+    /// The OS writes CR3 to switch to address space `cr3` with PCID `pcid`, in VM `vm` (its
+    /// service level). Returns the full flush this caused, if any.
+    pub fn write_cr3<L: TlbListener>(&mut self, cr3: u64, pcid: u16, vm: u16, listener: &mut L) -> Option<FlushCause> {
+        let cause = match self.tagging {
+            Tagging::None => {
+                self.tag = 0;
+                Some(FlushCause::ContextSwitch)
+            }
+            Tagging::Pcid => {
+                self.tag = pcid & 0xfff;
+                None
+            }
+            Tagging::Domain => {
+                let same_vm = vm == self.vm;
+                self.tag = vm;
+                // Only a VM switch changes the tag; a process switch within a VM flushes.
+                (same_vm && cr3 != self.cr3).then_some(FlushCause::ContextSwitch)
+            }
+            Tagging::Cr3 => {
+                let tmt = self.tmt.as_mut().expect("cr3 tagging has a TMT");
+                let outcome = tmt.write_cr3(cr3, vm as u8);
+                self.tag = tmt.current_vasi();
+                match outcome {
+                    Cr3WriteOutcome::ForcedFlush => Some(FlushCause::TagForced),
+                    Cr3WriteOutcome::CapacityFlush => Some(FlushCause::TagCapacity),
+                    Cr3WriteOutcome::Hit | Cr3WriteOutcome::Inserted => None,
+                }
+            }
+        };
+        self.cr3 = cr3;
+        self.vm = vm;
+        self.sl = vm.min(255) as u8;
+        if let Some(c) = cause {
+            // The TMT was already reset by the outcome; flush_all resets it again harmlessly.
+            self.flush_all(c == FlushCause::ContextSwitch, listener);
+        }
+        cause
+    }
+
+    /// (name, counters) of every present structure.
+    pub fn named_counters(&self) -> Vec<(&'static str, StructCounters)> {
+        (0..8).filter(|&i| self.present[i]).map(|i| (NAMES[i], self.counters[i])).collect()
+    }
+}
+

@@ -1,0 +1,125 @@
+//! Machine presets. Each number carries its source: a paper's stated hardware, a vendor
+//! manual, or a measurement on this workplace's machines. A preset is a partial machine
+//! table merged over the built-in defaults; the user's own keys are merged over the preset.
+
+use super::{CacheConfig, LevelConfig, MachineConfig, MemoryConfig, TlbConfig, Tagging};
+use crate::error::{Error, Result};
+use crate::tlb::Replacement::Lru;
+use serde_json::{json, Value};
+
+pub const NAMES: &[&str] = &["none", "host", "abis-haswell-2s", "mitosis-4s", "didi-cmp", "tagtlb-p4"];
+
+/// The built-in defaults (`preset = "none"`): a modern x86 core shaped like this
+/// workplace's machines.
+pub fn builtin_machine() -> MachineConfig {
+    MachineConfig {
+        preset: "none".into(),
+        sockets: 1,
+        cores_per_socket: 2,
+        // Nominal; no paper or measurement fixes it. Only converts cycles to seconds.
+        frequency_ghz: 3.0,
+        base_cpi: 1.0,
+        memory: MemoryConfig {
+            // Mitosis §8: local DRAM ~280 cycles, remote socket 580 cycles (E7-4850v3).
+            local_latency: 280,
+            remote_latency: 580,
+            latency_matrix: Vec::new(),
+            node_mib: 32 * 1024,
+        },
+        // 2 MiB of page-table lines per socket, 16-way; 40 cycles is a last-level-cache hit
+        // on current Intel and AMD parts (vendor optimisation manuals: ~40-50 cycles).
+        pt_cache: CacheConfig { entries: 32768, ways: 16, replacement: Lru, latency: 40 },
+        tlb: TlbConfig {
+            tagging: Tagging::Pcid,
+            tmt_entries: 4,
+            sl_quota_fraction: Vec::new(),
+            // Measured on this workplace's machines (Zen 5 under KVM): L1 DTLB 96 entries,
+            // fully associative. 1-cycle lookup: assumption (overlaps the L1 cache access).
+            l1d: LevelConfig::new(96, 96, Lru, 1),
+            // Separate L1 structures for large pages, Intel style (Intel optimisation manual,
+            // Skylake: 32 entries 4-way for 2 MiB, 4 entries fully associative for 1 GiB).
+            l1d_2m: LevelConfig::new(32, 4, Lru, 1),
+            l1d_1g: LevelConfig::new(4, 4, Lru, 1),
+            // AMD Zen 4/5 L1 ITLB: 64 entries fully associative (AMD optimisation guide).
+            l1i: LevelConfig::new(64, 64, Lru, 1),
+            // Measured here: L2 DTLB 4096 entries. 16 ways is an assumption (AMD documents
+            // 16-way for Zen 5's 4096-entry L2 DTLB); 7 cycles: Intel manual's STLB latency.
+            l2: LevelConfig::new(4096, 16, Lru, 7),
+            // Paging-structure caches: sizes as reported for Intel cores by Barr, Cox and
+            // Rixner, "Translation Caching", ISCA 2010 (2 PML4, 4 PDPT, 32 PD entries).
+            pwc_pml4: LevelConfig::new(2, 2, Lru, 1),
+            pwc_pdpt: LevelConfig::new(4, 4, Lru, 1),
+            pwc_pd: LevelConfig::new(32, 4, Lru, 1),
+        },
+    }
+}
+
+/// The machine table of preset `name`.
+pub fn preset_tree(name: &str) -> Result<Value> {
+    Ok(match name {
+        "none" => json!({}),
+        "host" => super::host::host_tree(),
+        // ABIS §5: two-socket Dell R630, "Intel 24-cores Haswell EP CPUs" (read as 24 cores
+        // per socket; PBZIP2 runs up to 48 threads). TLBs: Intel optimisation manual,
+        // Haswell: L1 DTLB 64 entries 4-way (4K), 32 4-way (2M), 4 fully assoc. (1G);
+        // ITLB 128 8-way; STLB 1024 8-way. No PCID in Linux 4.5 (ABIS §2.3): untagged.
+        // DRAM latency: not stated by ABIS; Mitosis §8 measured 280/580 cycles on a
+        // Haswell-EP-generation E7-4850v3, used here. 2.2 GHz: same source, assumption.
+        "abis-haswell-2s" => json!({
+            "sockets": 2, "cores_per_socket": 24, "frequency_ghz": 2.2,
+            "memory": {"local_latency": 280, "remote_latency": 580},
+            "tlb": {
+                "tagging": "none",
+                "l1d": {"entries": 64, "ways": 4, "replacement": "lru", "latency": 1},
+                "l1d_2m": {"entries": 32, "ways": 4, "replacement": "lru", "latency": 1},
+                "l1d_1g": {"entries": 4, "ways": 4, "replacement": "lru", "latency": 1},
+                "l1i": {"entries": 128, "ways": 8, "replacement": "lru", "latency": 1},
+                "l2": {"entries": 1024, "ways": 8, "replacement": "lru", "latency": 7}
+            }
+        }),
+        // Mitosis §8: 4 sockets × 14 cores, 2.20 GHz, per-core two-level TLB with 64 + 1024
+        // entries, local/remote DRAM 280/580 cycles. Associativity is not stated: Haswell's
+        // 4-way L1 and 8-way STLB (Intel optimisation manual).
+        "mitosis-4s" => json!({
+            "sockets": 4, "cores_per_socket": 14, "frequency_ghz": 2.2,
+            "memory": {"local_latency": 280, "remote_latency": 580},
+            "tlb": {
+                "l1d": {"entries": 64, "ways": 4, "replacement": "lru", "latency": 1},
+                "l2": {"entries": 1024, "ways": 8, "replacement": "lru", "latency": 7}
+            }
+        }),
+        // DiDi Table I: per-core TLB 128 entries, 4-way, 2 cycles; 32-256 cores (set
+        // cores_per_socket; 16 here). One chip. No second-level private TLB: DiDi's shared
+        // directory is its L2. Frequency: Table II's Intel platform, 2.67 GHz.
+        "didi-cmp" => json!({
+            "sockets": 1, "cores_per_socket": 16, "frequency_ghz": 2.67,
+            "tlb": {
+                "l1d": {"entries": 128, "ways": 4, "replacement": "lru", "latency": 2},
+                "l2": {"entries": 0}
+            }
+        }),
+        // Tag paper §5: Simics, two P4 CPUs, four 64-entry fully associative FIFO TLBs
+        // (DTLB and ITLB, each split into 4 KB and large pages); no STLB, no walk caches;
+        // one instruction per cycle.
+        "tagtlb-p4" => json!({
+            "sockets": 1, "cores_per_socket": 2, "base_cpi": 1.0,
+            "pt_cache": {"entries": 0},
+            "tlb": {
+                "tagging": "none",
+                "l1d": {"entries": 64, "ways": 64, "replacement": "fifo", "latency": 1},
+                "l1d_2m": {"entries": 64, "ways": 64, "replacement": "fifo", "latency": 1},
+                "l1d_1g": {"entries": 0},
+                "l1i": {"entries": 64, "ways": 64, "replacement": "fifo", "latency": 1},
+                "l2": {"entries": 0},
+                "pwc_pml4": {"entries": 0}, "pwc_pdpt": {"entries": 0}, "pwc_pd": {"entries": 0}
+            }
+        }),
+        other => {
+            return Err(Error::config(
+                "machine.preset",
+                format!("unknown preset {other:?}; known: {}", NAMES.join(", ")),
+            ))
+        }
+    })
+}
+

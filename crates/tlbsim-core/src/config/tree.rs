@@ -1,0 +1,99 @@
+//! Config trees: TOML files, dotted-key overrides, merging, and typed parsing with errors
+//! that name the dotted key.
+
+use crate::error::{Error, Result};
+use serde_json::{Map, Value};
+use std::path::Path;
+
+/// Read a TOML file into a JSON-shaped tree.
+pub fn load_toml_file(path: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::Io { context: format!("reading config {}", path.display()), source: e })?;
+    parse_toml(&text).map_err(|m| Error::config(path.display().to_string(), m))
+}
+
+/// Parse TOML text into a JSON-shaped tree. The error says where (line, column).
+pub fn parse_toml(text: &str) -> std::result::Result<Value, String> {
+    let v: toml::Value = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())?;
+    serde_json::to_value(v).map_err(|e| e.to_string())
+}
+
+/// Apply one `dotted.key=value` override. The value is read as a TOML literal
+/// (`64`, `true`, `"lru"`, `[1, 2]`); a value that is not one is taken as a bare string,
+/// so `--set os.coherence=linux` works without quotes.
+pub fn apply_override(tree: &mut Value, spec: &str) -> Result<()> {
+    let (key, raw) = spec
+        .split_once('=')
+        .ok_or_else(|| Error::config(spec, "an override is dotted.key=value"))?;
+    let key = key.trim();
+    if key.is_empty() || key.split('.').any(str::is_empty) {
+        return Err(Error::config(key, "an override's key is dotted names, like machine.tlb.l1d.entries"));
+    }
+    let raw = raw.trim();
+    let value = match toml::from_str::<toml::Value>(&format!("v = {raw}")) {
+        Ok(toml::Value::Table(mut t)) => serde_json::to_value(t.remove("v").expect("v present"))
+            .map_err(|e| Error::config(key, e.to_string()))?,
+        _ => Value::String(raw.to_owned()),
+    };
+    let mut node = tree;
+    let parts: Vec<&str> = key.split('.').collect();
+    for (i, part) in parts.iter().enumerate() {
+        let obj = match node {
+            Value::Object(o) => o,
+            _ => {
+                return Err(Error::config(
+                    parts[..i].join("."),
+                    format!("is not a table, so {key} cannot be set"),
+                ))
+            }
+        };
+        if i + 1 == parts.len() {
+            obj.insert((*part).to_owned(), value);
+            return Ok(());
+        }
+        node = obj.entry((*part).to_owned()).or_insert_with(|| Value::Object(Map::new()));
+    }
+    unreachable!("key has at least one part")
+}
+
+/// Deep-merge `top` into `base`: tables merge key by key, anything else replaces.
+pub fn merge(base: &mut Value, top: Value) {
+    match (base, top) {
+        (Value::Object(b), Value::Object(t)) => {
+            for (k, v) in t {
+                match b.get_mut(&k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, top) => *slot = top,
+    }
+}
+
+/// Typed parse; errors name the dotted key (`machine.tlb.l1d.ways`) and what was expected.
+pub fn from_tree<T: serde::de::DeserializeOwned>(tree: Value) -> Result<T> {
+    serde_path_to_error::deserialize(tree).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        // serde reports an unknown field at its parent's path; name the field itself.
+        let key = match unknown_field(&inner) {
+            Some(field) if path == "." || path.is_empty() => field.to_owned(),
+            Some(field) => format!("{path}.{field}"),
+            None => path,
+        };
+        let message = if unknown_field(&inner).is_some() {
+            format!("unknown key; {}", inner.split_once(", expected").map(|(_, rest)| format!("expected{rest}")).unwrap_or(inner.clone()))
+        } else {
+            inner
+        };
+        Error::config(key, message)
+    })
+}
+
+fn unknown_field(msg: &str) -> Option<&str> {
+    let rest = msg.strip_prefix("unknown field `")?;
+    rest.split_once('`').map(|(f, _)| f)
+}
