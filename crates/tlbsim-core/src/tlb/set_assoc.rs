@@ -12,7 +12,20 @@
 //! caller. Quotas are counted over the whole structure, but (as hardware must) the victim
 //! is chosen within the set the new entry maps to; when that set holds no entry of the
 //! wanted service level the normal replacement policy decides.
+//!
+//! Implementation (this is the simulator's hot path): each way has a `u64` match key
+//! (vpn in page-size units, size, global bit, tag; see `KEY_*` below) in one flat vector,
+//! so a set scan is two integer compares per way (exact tag, global); payloads, recency
+//! stamps, FIFO stamps and PLRU bits live in parallel flat vectors. A one-entry last-hit
+//! memo answers a repeated lookup of the same page without a scan, and updates the
+//! replacement state exactly as the scan would. Nothing allocates after `new`.
+//!
+//! Choices the spec leaves open (also in the doc comment of [`Tlb`]): a non-global entry
+//! outranks a global one of the same page on lookup; a global entry is identified by its
+//! page alone; FIFO age survives an overwrite in place; the lowest invalid way fills first;
+//! `insert_with_quota` takes "least recently used" from recency stamps under every policy.
 
+use crate::rng::SplitMix64;
 use crate::types::{PageSize, Pfn, Vpn};
 use serde::{Deserialize, Serialize};
 
@@ -57,9 +70,98 @@ pub struct TlbGeometry {
     pub replacement: Replacement,
 }
 
+/// Match-key layout (one `u64` per way, so a set scan is a few integer compares):
+///
+/// ```text
+///   63 ........ 19 | 18 17 | 16 | 15 ..... 0
+///   vpn in units   | size  | G  | tag (0 if G)
+///   of the page    |       |    |
+/// ```
+///
+/// Global entries are keyed with G set and tag 0, so a lookup compares each way against
+/// two keys: the exact one (tag = the caller's tag) and the global one.
+const KEY_TAG_BITS: u32 = 16;
+const KEY_GLOBAL_BIT: u64 = 1 << 16;
+const KEY_SIZE_SHIFT: u32 = 17;
+const KEY_VPN_SHIFT: u32 = 19;
+/// VPN (in page-size units) bits kept in a key. Only a 4 KiB VPN can be wider (a full 64-bit
+/// address shifted by 12 has 52 bits); dropping bits 45..51 cannot alias two canonical
+/// addresses, because for 48-bit (57-bit) virtual addresses VPN bits 35..51 (44..51) are
+/// copies of one sign bit, so two canonical VPNs that agree on bits 0..44 agree everywhere.
+const KEY_VPN_MASK: u64 = (1 << (64 - KEY_VPN_SHIFT)) - 1;
+/// Key of an invalid way. Its size field is 3, which no page size has, so no real key
+/// (and no query key) ever equals it.
+const INVALID: u64 = u64::MAX;
+
+#[inline(always)]
+fn key_base(vpn: Vpn, size: PageSize) -> (u64, u64) {
+    let units = vpn.0 >> size.shift_4k();
+    let base = ((units & KEY_VPN_MASK) << KEY_VPN_SHIFT) | ((size as u64) << KEY_SIZE_SHIFT);
+    (base, units)
+}
+
+#[inline(always)]
+fn entry_key(e: &TlbEntry) -> (u64, u64) {
+    let (base, units) = key_base(e.vpn, e.size);
+    let key = if e.flags & FLAG_GLOBAL != 0 {
+        base | KEY_GLOBAL_BIT
+    } else {
+        base | e.tag as u64
+    };
+    (key, units)
+}
+
+const NO_ENTRY: TlbEntry = TlbEntry {
+    vpn: Vpn(0),
+    pfn: Pfn(0),
+    size: PageSize::Size4K,
+    tag: 0,
+    sl: 0,
+    flags: 0,
+};
+
 /// A set-associative structure. See the module comment.
+///
+/// Semantics worth knowing (the doc comments of the methods are the contract):
+/// * At most one entry per *key*: a non-global entry is keyed by (vpn, size, tag), a
+///   global one by (vpn, size) alone — inserting a global entry overwrites a global entry of
+///   the same page whatever tag it was stored with. A global and a non-global entry of the
+///   same page may coexist (x86 calls that a software error); a lookup then returns the
+///   non-global entry with the caller's tag, if any, else the global one.
+/// * A victim is chosen only when the set has no invalid way; the lowest-numbered invalid
+///   way is filled first.
+/// * Every policy keeps per-way recency stamps (hits, inserts and in-place overwrites make
+///   a way most recently used); they are what `insert_with_quota` means by "least recently
+///   used" whatever the policy. FIFO age is set when an entry is placed in a way and is
+///   *not* reset by an in-place overwrite of the same key (the refill of a translation that
+///   is still cached does not make it a new arrival). Random draws from its generator only
+///   when it must evict.
 pub struct Tlb {
-    // (implementation-defined private fields)
+    geometry: TlbGeometry,
+    /// `entries == 0`: storage is one permanently invalid way so that `lookup` needs no
+    /// special case; inserts do nothing.
+    disabled: bool,
+    ways: usize,
+    set_mask: usize,
+    keys: Vec<u64>,
+    slots: Vec<TlbEntry>,
+    /// Recency stamp per way (all policies).
+    recency: Vec<u64>,
+    /// Insertion stamp per way (FIFO only).
+    inserted: Vec<u64>,
+    /// Tree-PLRU bits, `plru_words` words per set; node n (1-based heap order, children 2n
+    /// and 2n+1, leaves ways..2*ways) is bit n; 1 = the next victim is in the right subtree.
+    plru: Vec<u64>,
+    plru_words: usize,
+    clock: u64,
+    rng: SplitMix64,
+    valid: u32,
+    sl_count: [u32; 256],
+    /// Last hit: the query key (exact-tag key) it answered and the way. Checked against the
+    /// way's live key, so invalidation and eviction need not clear it; an insert of a new
+    /// key resets it (a new non-global entry may now outrank a global one it pointed at).
+    memo_query: u64,
+    memo_way: usize,
 }
 
 impl Tlb {
@@ -68,12 +170,79 @@ impl Tlb {
     /// saying which and what is allowed. `entries == 0` is valid: a structure that never
     /// hits and never holds anything. `seed` feeds `Random` replacement.
     pub fn new(geometry: &TlbGeometry, seed: u64) -> Result<Tlb, String> {
-        let _ = (geometry, seed);
-        todo!()
+        let entries = geometry.entries;
+        let ways = geometry.ways;
+        let disabled = entries == 0;
+        if !disabled {
+            if ways == 0 {
+                return Err(format!(
+                    "ways is 0: the associativity must be at least 1 (1 = direct mapped, \
+                     {entries} = fully associative)"
+                ));
+            }
+            if ways > entries {
+                return Err(format!(
+                    "ways ({ways}) must not exceed entries ({entries}); ways == entries is \
+                     fully associative"
+                ));
+            }
+            if !entries.is_multiple_of(ways) {
+                return Err(format!(
+                    "entries ({entries}) must be a multiple of ways ({ways})"
+                ));
+            }
+            let sets = entries / ways;
+            if !sets.is_power_of_two() {
+                return Err(format!(
+                    "entries/ways = {sets} sets: the number of sets must be a power of two \
+                     (1, 2, 4, ...)"
+                ));
+            }
+            if geometry.replacement == Replacement::Plru && !ways.is_power_of_two() {
+                return Err(format!(
+                    "plru needs a power-of-two number of ways, got {ways} (use lru, fifo or \
+                     random for other associativities)"
+                ));
+            }
+        }
+        let (sets, ways) = if disabled {
+            (1usize, 1usize)
+        } else {
+            ((entries / ways) as usize, ways as usize)
+        };
+        let n = sets * ways;
+        let plru_words = if geometry.replacement == Replacement::Plru {
+            ways.div_ceil(64)
+        } else {
+            0
+        };
+        Ok(Tlb {
+            geometry: geometry.clone(),
+            disabled,
+            ways,
+            set_mask: sets - 1,
+            keys: vec![INVALID; n],
+            slots: vec![NO_ENTRY; n],
+            recency: vec![0; n],
+            inserted: vec![0; n],
+            plru: vec![0; sets * plru_words],
+            plru_words,
+            clock: 0,
+            rng: SplitMix64::new(seed),
+            valid: 0,
+            sl_count: [0; 256],
+            memo_query: INVALID,
+            memo_way: 0,
+        })
     }
 
     pub fn geometry(&self) -> &TlbGeometry {
-        todo!()
+        &self.geometry
+    }
+
+    /// Number of sets (1 for `entries == 0`).
+    pub fn sets(&self) -> usize {
+        self.set_mask + 1
     }
 
     /// Look up the page of `size` that starts at `vpn` (already aligned) for address-space
@@ -82,30 +251,70 @@ impl Tlb {
     /// a copy of the entry is returned. Hot path: no allocation.
     #[inline]
     pub fn lookup(&mut self, vpn: Vpn, size: PageSize, tag: u16) -> Option<TlbEntry> {
-        let _ = (vpn, size, tag);
-        todo!()
+        let (base, units) = key_base(vpn, size);
+        let exact = base | tag as u64;
+        let global = base | KEY_GLOBAL_BIT;
+        if exact == self.memo_query {
+            let w = self.memo_way;
+            let k = self.keys[w];
+            if k == exact || k == global {
+                self.touch(w);
+                return Some(self.slots[w]);
+            }
+        }
+        let start = (units as usize & self.set_mask) * self.ways;
+        let w = self.find_in_set(start, exact, global)?;
+        self.memo_query = exact;
+        self.memo_way = w;
+        self.touch(w);
+        Some(self.slots[w])
     }
 
     /// As `lookup` but without touching replacement state.
     pub fn probe(&self, vpn: Vpn, size: PageSize, tag: u16) -> Option<TlbEntry> {
-        let _ = (vpn, size, tag);
-        todo!()
+        let (base, units) = key_base(vpn, size);
+        let start = (units as usize & self.set_mask) * self.ways;
+        self.find_in_set(start, base | tag as u64, base | KEY_GLOBAL_BIT)
+            .map(|w| self.slots[w])
     }
 
     /// Set the dirty flag of a present entry (a write hit an entry filled by a read).
     pub fn mark_dirty(&mut self, vpn: Vpn, size: PageSize, tag: u16) {
-        let _ = (vpn, size, tag);
-        todo!()
+        let (base, units) = key_base(vpn, size);
+        let start = (units as usize & self.set_mask) * self.ways;
+        if let Some(w) = self.find_in_set(start, base | tag as u64, base | KEY_GLOBAL_BIT) {
+            self.slots[w].flags |= FLAG_DIRTY;
+        }
     }
 
     /// Insert `entry`. If an entry with the same vpn, size and tag is present it is
     /// overwritten in place (and made most recently used) and `None` is returned. Otherwise
     /// an invalid way of the set is used if any, else a victim chosen by the replacement
     /// policy; the displaced valid entry is returned so that the caller can tell listeners.
+    ///
+    /// "Same tag" for a global entry means "also global" (see the type's comment).
     #[inline]
     pub fn insert(&mut self, entry: TlbEntry) -> Option<TlbEntry> {
-        let _ = entry;
-        todo!()
+        if self.disabled {
+            return None;
+        }
+        let (key, start) = self.prepare(&entry);
+        match self.scan_for_insert(start, key) {
+            Slot::Same(w) => {
+                self.overwrite(w, entry);
+                None
+            }
+            Slot::Free(w) => {
+                self.place(w, key, entry);
+                None
+            }
+            Slot::Full => {
+                let w = start + self.policy_victim(start);
+                let old = self.slots[w];
+                self.place(w, key, entry);
+                Some(old)
+            }
+        }
     }
 
     /// As `insert`, with service-level quotas (tag paper §4): `quota[sl]` is the number of
@@ -115,9 +324,39 @@ impl Tlb {
     /// entry of the set with that sl; otherwise the least recently used entry of the set
     /// whose sl is over its quota. When the set has no such entry, or a way is invalid,
     /// the normal rule applies.
+    ///
+    /// "Over its quota" for another level means strictly more entries than allotted (the
+    /// paper: "a domain which has exceeded its allotment"); "least recently used" is by
+    /// recency stamp, kept for every replacement policy.
     pub fn insert_with_quota(&mut self, entry: TlbEntry, quota: &[u32]) -> Option<TlbEntry> {
-        let _ = (entry, quota);
-        todo!()
+        if self.disabled {
+            return None;
+        }
+        let (key, start) = self.prepare(&entry);
+        match self.scan_for_insert(start, key) {
+            Slot::Same(w) => {
+                self.overwrite(w, entry);
+                None
+            }
+            Slot::Free(w) => {
+                self.place(w, key, entry);
+                None
+            }
+            Slot::Full => {
+                let q = |sl: u8| quota.get(sl as usize).copied().unwrap_or(u32::MAX);
+                let own = entry.sl;
+                let w = if self.sl_count[own as usize] >= q(own) {
+                    self.lru_where(start, |e| e.sl == own)
+                } else {
+                    let counts = &self.sl_count;
+                    self.lru_where(start, |e| counts[e.sl as usize] > q(e.sl))
+                };
+                let w = start + w.unwrap_or_else(|| self.policy_victim(start));
+                let old = self.slots[w];
+                self.place(w, key, entry);
+                Some(old)
+            }
+        }
     }
 
     /// Invalidate every entry (of any size) whose page contains 4 KiB page `vpn`; only
@@ -129,35 +368,255 @@ impl Tlb {
         tag: Option<u16>,
         removed: &mut dyn FnMut(&TlbEntry),
     ) -> u32 {
-        let _ = (vpn, tag, removed);
-        todo!()
+        if self.disabled {
+            return 0;
+        }
+        let mut n = 0;
+        for size in PageSize::ALL {
+            let (base, units) = key_base(vpn, size);
+            let start = (units as usize & self.set_mask) * self.ways;
+            for w in start..start + self.ways {
+                let k = self.keys[w];
+                if k == INVALID || (k >> KEY_SIZE_SHIFT) != (base >> KEY_SIZE_SHIFT) {
+                    continue;
+                }
+                let hit = match tag {
+                    None => true,
+                    Some(t) => k & KEY_GLOBAL_BIT != 0 || (k as u16) == t,
+                };
+                if hit {
+                    removed(&self.slots[w]);
+                    self.remove(w);
+                    n += 1;
+                }
+            }
+        }
+        n
     }
 
     /// Invalidate every non-global entry with `tag`; returns how many.
     pub fn invalidate_tag(&mut self, tag: u16, removed: &mut dyn FnMut(&TlbEntry)) -> u32 {
-        let _ = (tag, removed);
-        todo!()
+        let mut n = 0;
+        for w in 0..self.keys.len() {
+            let k = self.keys[w];
+            // Low 17 bits = G bit + tag; INVALID has G set, so it never matches.
+            if k & (KEY_GLOBAL_BIT | ((1 << KEY_TAG_BITS) - 1)) == tag as u64 {
+                removed(&self.slots[w]);
+                self.remove(w);
+                n += 1;
+            }
+        }
+        n
     }
 
     /// Invalidate everything (or everything but global entries); returns how many.
     pub fn flush(&mut self, keep_global: bool, removed: &mut dyn FnMut(&TlbEntry)) -> u32 {
-        let _ = (keep_global, removed);
-        todo!()
+        let mut n = 0;
+        for w in 0..self.keys.len() {
+            let k = self.keys[w];
+            if k == INVALID || (keep_global && k & KEY_GLOBAL_BIT != 0) {
+                continue;
+            }
+            removed(&self.slots[w]);
+            self.remove(w);
+            n += 1;
+        }
+        n
     }
 
     /// Number of valid entries.
     pub fn occupancy(&self) -> u32 {
-        todo!()
+        self.valid
     }
 
     /// Number of valid entries with service level `sl`.
     pub fn occupancy_of_sl(&self, sl: u8) -> u32 {
-        let _ = sl;
-        todo!()
+        self.sl_count[sl as usize]
     }
 
     /// Every valid entry, in storage order (set by set, way by way).
     pub fn entries(&self) -> impl Iterator<Item = &TlbEntry> + '_ {
-        std::iter::empty()
+        self.keys
+            .iter()
+            .zip(self.slots.iter())
+            .filter(|(k, _)| **k != INVALID)
+            .map(|(_, e)| e)
     }
+
+    /// Every valid entry with its (set, way) position, in storage order.
+    pub fn entries_with_position(&self) -> impl Iterator<Item = (usize, usize, &TlbEntry)> + '_ {
+        let ways = self.ways;
+        self.keys
+            .iter()
+            .zip(self.slots.iter())
+            .enumerate()
+            .filter(|(_, (k, _))| **k != INVALID)
+            .map(move |(i, (_, e))| (i / ways, i % ways, e))
+    }
+
+    // ---- private helpers ----
+
+    /// The way (absolute index) that answers a query: the exact-key way if any, else the
+    /// global-key way if any.
+    #[inline(always)]
+    fn find_in_set(&self, start: usize, exact: u64, global: u64) -> Option<usize> {
+        let keys = &self.keys[start..start + self.ways];
+        let mut g = None;
+        for (w, &k) in keys.iter().enumerate() {
+            if k == exact {
+                return Some(start + w);
+            }
+            if k == global {
+                g = Some(start + w);
+            }
+        }
+        g
+    }
+
+    /// Make way `w` (absolute) most recently used.
+    #[inline(always)]
+    fn touch(&mut self, w: usize) {
+        self.clock += 1;
+        self.recency[w] = self.clock;
+        if self.plru_words != 0 {
+            self.plru_touch(w);
+        }
+    }
+
+    #[inline]
+    fn plru_touch(&mut self, w: usize) {
+        let set = w / self.ways;
+        let bits = &mut self.plru[set * self.plru_words..(set + 1) * self.plru_words];
+        let mut n = self.ways + w % self.ways;
+        while n > 1 {
+            let p = n >> 1;
+            let (word, bit) = (p >> 6, 1u64 << (p & 63));
+            // Coming from the left child: the next victim is on the right, and vice versa.
+            if n & 1 == 0 {
+                bits[word] |= bit;
+            } else {
+                bits[word] &= !bit;
+            }
+            n = p;
+        }
+    }
+
+    fn plru_victim(&self, start: usize) -> usize {
+        let set = start / self.ways;
+        let bits = &self.plru[set * self.plru_words..(set + 1) * self.plru_words];
+        let mut n = 1;
+        while n < self.ways {
+            let b = (bits[n >> 6] >> (n & 63)) & 1;
+            n = 2 * n + b as usize;
+        }
+        n - self.ways
+    }
+
+    /// Key and set start of an entry about to be inserted.
+    #[inline(always)]
+    fn prepare(&self, entry: &TlbEntry) -> (u64, usize) {
+        debug_assert_eq!(
+            entry.vpn,
+            entry.vpn.align(entry.size),
+            "TLB entry vpn not aligned to its size"
+        );
+        let (key, units) = entry_key(entry);
+        (key, (units as usize & self.set_mask) * self.ways)
+    }
+
+    #[inline(always)]
+    fn scan_for_insert(&self, start: usize, key: u64) -> Slot {
+        let keys = &self.keys[start..start + self.ways];
+        let mut free = None;
+        for (w, &k) in keys.iter().enumerate() {
+            if k == key {
+                return Slot::Same(start + w);
+            }
+            if k == INVALID && free.is_none() {
+                free = Some(start + w);
+            }
+        }
+        match free {
+            Some(w) => Slot::Free(w),
+            None => Slot::Full,
+        }
+    }
+
+    /// Victim way (relative to the set) in a full set, by the replacement policy.
+    fn policy_victim(&mut self, start: usize) -> usize {
+        match self.geometry.replacement {
+            Replacement::Lru => argmin(&self.recency[start..start + self.ways]),
+            Replacement::Fifo => argmin(&self.inserted[start..start + self.ways]),
+            Replacement::Plru => self.plru_victim(start),
+            Replacement::Random => self.rng.below(self.ways as u64) as usize,
+        }
+    }
+
+    /// Least recently used valid way of the set (relative) whose entry satisfies `pred`.
+    fn lru_where(&self, start: usize, pred: impl Fn(&TlbEntry) -> bool) -> Option<usize> {
+        let mut best: Option<(u64, usize)> = None;
+        for w in 0..self.ways {
+            let i = start + w;
+            if self.keys[i] != INVALID
+                && pred(&self.slots[i])
+                && best.is_none_or(|(s, _)| self.recency[i] < s)
+            {
+                best = Some((self.recency[i], w));
+            }
+        }
+        best.map(|(_, w)| w)
+    }
+
+    /// Same key already present at `w`: overwrite in place, most recently used.
+    fn overwrite(&mut self, w: usize, entry: TlbEntry) {
+        let old_sl = self.slots[w].sl;
+        self.sl_count[old_sl as usize] -= 1;
+        self.sl_count[entry.sl as usize] += 1;
+        self.slots[w] = entry;
+        self.touch(w);
+    }
+
+    /// Put a new key into way `w` (invalid, or a victim whose entry is dropped here).
+    fn place(&mut self, w: usize, key: u64, entry: TlbEntry) {
+        if self.keys[w] != INVALID {
+            self.sl_count[self.slots[w].sl as usize] -= 1;
+        } else {
+            self.valid += 1;
+        }
+        self.sl_count[entry.sl as usize] += 1;
+        self.keys[w] = key;
+        self.slots[w] = entry;
+        self.touch(w);
+        self.inserted[w] = self.clock;
+        if key & KEY_GLOBAL_BIT == 0 {
+            self.memo_query = key;
+            self.memo_way = w;
+        } else {
+            self.memo_query = INVALID;
+        }
+    }
+
+    fn remove(&mut self, w: usize) {
+        debug_assert_ne!(self.keys[w], INVALID);
+        self.keys[w] = INVALID;
+        self.valid -= 1;
+        self.sl_count[self.slots[w].sl as usize] -= 1;
+    }
+}
+
+enum Slot {
+    Same(usize),
+    Free(usize),
+    Full,
+}
+
+#[inline]
+fn argmin(v: &[u64]) -> usize {
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x < v[best] {
+            best = i;
+        }
+    }
+    best
 }
