@@ -165,11 +165,11 @@ mod tests {
     fn amd_decoding() {
         // L1: 4K DTLB 96 entries fully assoc (0xff), ITLB 64 fully assoc.
         let l1 = [0, (0xff << 24) | (96 << 16) | (0xff << 8) | 64, 0, 0];
-        // L2: 4K DTLB 4096 entries 16-way (code 8).
-        let l2 = [0, (8 << 28) | (4096 << 16), 0, 0];
+        // L2: 4K DTLB 2048 entries 16-way (code 8); the field is 12 bits wide.
+        let l2 = [0, (8 << 28) | (2048 << 16), 0, 0];
         let t = decode_amd(l1, l2);
         assert!(t.contains(&ReportedTlb { level: 1, kind: 'd', page_4k: true, page_2m: false, page_1g: false, entries: 96, ways: 96 }));
-        assert!(t.contains(&ReportedTlb { level: 2, kind: 'd', page_4k: true, page_2m: false, page_1g: false, entries: 4096, ways: 16 }));
+        assert!(t.contains(&ReportedTlb { level: 2, kind: 'd', page_4k: true, page_2m: false, page_1g: false, entries: 2048, ways: 16 }));
     }
 
     #[test]

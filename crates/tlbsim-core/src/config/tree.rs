@@ -78,11 +78,10 @@ pub fn from_tree<T: serde::de::DeserializeOwned>(tree: Value) -> Result<T> {
     serde_path_to_error::deserialize(tree).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
-        // serde reports an unknown field at its parent's path; name the field itself.
+        // serde_path_to_error's path already ends with an unknown field's own name.
         let key = match unknown_field(&inner) {
             Some(field) if path == "." || path.is_empty() => field.to_owned(),
-            Some(field) => format!("{path}.{field}"),
-            None => path,
+            _ => path,
         };
         let message = if unknown_field(&inner).is_some() {
             format!("unknown key; {}", inner.split_once(", expected").map(|(_, rest)| format!("expected{rest}")).unwrap_or(inner.clone()))
