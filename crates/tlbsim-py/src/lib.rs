@@ -1,1 +1,152 @@
-//! (to be written)
+//! `tlbsim._tlbsim`: the thin PyO3 binding of `tlbsim-core`.
+//!
+//! Everything crosses the boundary as JSON text or plain strings; the Python package
+//! (`python/tlbsim/`) builds the friendly API on top. Every call releases the GIL while the
+//! core works, and no Rust panic reaches Python (see `guard.rs`).
+
+mod errors;
+mod guard;
+
+use guard::detached;
+use pyo3::prelude::*;
+use std::path::{Path, PathBuf};
+use tlbsim_core::trace::{TraceError, TraceFormat};
+
+fn to_json_string(py: Python<'_>, value: &impl serde::Serialize) -> PyResult<String> {
+    serde_json::to_string(value).map_err(|e| {
+        errors::new_err(
+            py,
+            errors::Kind::Simulation,
+            format!("cannot serialise output: {e}"),
+            &[],
+        )
+    })
+}
+
+/// Run one simulation. Returns (effective config JSON, stats JSON).
+#[pyfunction]
+fn run(
+    py: Python<'_>,
+    config_json: String,
+    overrides: Vec<String>,
+    base_dir: PathBuf,
+) -> PyResult<(String, String)> {
+    let config: serde_json::Value = serde_json::from_str(&config_json).map_err(|e| {
+        errors::new_err(
+            py,
+            errors::Kind::Config,
+            format!("config: not valid JSON: {e}"),
+            &[],
+        )
+    })?;
+    let out = detached(py, move || tlbsim_core::run(config, &overrides, &base_dir))?
+        .map_err(|e| errors::from_core(py, e))?;
+    Ok((
+        to_json_string(py, &out.effective_config)?,
+        to_json_string(py, &out.stats)?,
+    ))
+}
+
+/// Parse a TOML config file; returns the config tree as JSON.
+#[pyfunction]
+fn load_config(py: Python<'_>, path: PathBuf) -> PyResult<String> {
+    let tree = detached(py, move || tlbsim_core::load_config_file(&path))?
+        .map_err(|e| errors::from_core(py, e))?;
+    to_json_string(py, &tree)
+}
+
+/// The speed benchmark; returns the report as JSON.
+#[pyfunction(name = "bench")]
+fn bench_py(py: Python<'_>, accesses: u64) -> PyResult<String> {
+    let opts = tlbsim_core::bench::BenchOptions { accesses };
+    let report = detached(py, move || tlbsim_core::bench::run_bench(&opts))?
+        .map_err(|e| errors::from_core(py, e))?;
+    to_json_string(py, &report)
+}
+
+/// Why a conversion failed.
+enum ConvertFailure {
+    #[allow(dead_code)] // TODO(merge): produced once the real converter is bound.
+    Trace(TraceError),
+    Unavailable(&'static str),
+}
+
+/// The one place that calls the core's trace converter.
+// TODO(merge): once `tlbsim_core::trace::native::convert` lands, replace the body with
+//     tlbsim_core::trace::native::convert(input, format, output)
+//         .map_err(ConvertFailure::Trace)
+//         .map(|report| serde_json::to_value(report).expect("ConvertReport serialises"))
+// (ConvertReport must derive Serialize), and drop `Unavailable`.
+fn convert_trace(
+    input: &Path,
+    format: TraceFormat,
+    output: &Path,
+) -> Result<serde_json::Value, ConvertFailure> {
+    let _ = (input, format, output);
+    Err(ConvertFailure::Unavailable(
+        "trace conversion is not available in this build yet (the native trace writer has not been merged)",
+    ))
+}
+
+/// Convert a trace to tlbsim's native format; returns the conversion report as JSON.
+#[pyfunction]
+fn convert(
+    py: Python<'_>,
+    input: PathBuf,
+    input_format: String,
+    output: PathBuf,
+) -> PyResult<String> {
+    let format: TraceFormat =
+        serde_json::from_value(serde_json::Value::String(input_format.clone())).map_err(|_| {
+            errors::new_err(
+                py,
+                errors::Kind::Trace,
+                format!(
+                    "unknown trace format {input_format:?}: expected lackey, champsim or native"
+                ),
+                &[],
+            )
+        })?;
+    let report =
+        detached(py, move || convert_trace(&input, format, &output))?.map_err(|e| match e {
+            ConvertFailure::Trace(e) => errors::from_trace(py, e),
+            ConvertFailure::Unavailable(msg) => {
+                errors::new_err(py, errors::Kind::Base, msg.into(), &[])
+            }
+        })?;
+    to_json_string(py, &report)
+}
+
+/// The core's version.
+#[pyfunction]
+fn version() -> &'static str {
+    tlbsim_core::VERSION
+}
+
+/// Test hook: panics inside a guarded call, to check that panics become SimulationError.
+#[pyfunction]
+fn _panic_for_test(py: Python<'_>) -> PyResult<()> {
+    detached(py, || -> () { panic!("deliberate panic for testing") })
+}
+
+/// Test hook: sleeps `seconds` with the GIL released, to check that calls release it.
+#[pyfunction]
+fn _sleep_for_test(py: Python<'_>, seconds: f64) -> PyResult<()> {
+    let d = std::time::Duration::try_from_secs_f64(seconds).unwrap_or_default();
+    detached(py, move || std::thread::sleep(d))
+}
+
+#[pymodule]
+fn _tlbsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    guard::install_panic_hook();
+    errors::register(m)?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(load_config, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_py, m)?)?;
+    m.add_function(wrap_pyfunction!(convert, m)?)?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
+    m.add_function(wrap_pyfunction!(_sleep_for_test, m)?)?;
+    m.add("__version__", tlbsim_core::VERSION)?;
+    Ok(())
+}

@@ -1,0 +1,62 @@
+# tlbsim — quick start: `make demo`, `make test`. Each target sets itself up on a fresh
+# machine (needs only Rust, Python >= 3.11 with pip; cargo-nextest is used when present):
+# it creates .venv/, installs the build and test dependencies named in pyproject.toml, and
+# builds the extension into .venv with `maturin develop --release` (incremental via cargo).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := demo
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+VPY := $(VENV)/bin/python
+# The dependency stamp is keyed on pyproject.toml's content: editing it reinstalls.
+DEPS_STAMP := $(VENV)/.deps-$(shell sha256sum pyproject.toml | cut -c1-16)
+READ_DEPS := import tomllib; d = tomllib.load(open("pyproject.toml", "rb")); \
+	print("\n".join(d["build-system"]["requires"] + d["project"]["dependencies"] \
+	+ d["project"]["optional-dependencies"]["test"]))
+
+RUST_TEST := if cargo nextest --version >/dev/null 2>&1; then \
+		echo "+ cargo nextest run --workspace --exclude tlbsim-py"; \
+		cargo nextest run --workspace --exclude tlbsim-py --no-tests=warn; \
+	else \
+		echo "+ cargo test --workspace --exclude tlbsim-py"; \
+		cargo test --workspace --exclude tlbsim-py; \
+	fi
+PY_TEST := echo "+ $(VPY) -m pytest python/tests -q"; $(VPY) -m pytest python/tests -q
+
+.PHONY: demo test bench develop rust-test py-test clean
+
+demo: develop
+	$(VENV)/bin/tlbsim demo
+
+# Both suites always run; the target fails if either failed.
+test: develop
+	@status=0; \
+	( $(RUST_TEST) ) || status=1; \
+	( $(PY_TEST) ) || status=1; \
+	exit $$status
+
+bench: develop
+	$(VENV)/bin/tlbsim bench
+
+rust-test:
+	@$(RUST_TEST)
+
+py-test: develop
+	@$(PY_TEST)
+
+develop: $(DEPS_STAMP)
+	VIRTUAL_ENV="$(abspath $(VENV))" $(VENV)/bin/maturin develop --release
+
+$(VPY):
+	$(PYTHON) -m venv $(VENV)
+
+$(DEPS_STAMP): pyproject.toml | $(VPY)
+	rm -f $(VENV)/.deps-*
+	$(VPY) -c '$(READ_DEPS)' > $(VENV)/requirements.txt
+	$(VPY) -m pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt
+	touch $@
+
+clean:
+	rm -rf $(VENV) target

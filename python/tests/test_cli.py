@@ -1,0 +1,133 @@
+"""tlbsim.cli: the tlbsim command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tlbsim.cli import main
+
+
+def _error_of(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.err.startswith("tlbsim: error: ")
+    assert "Traceback" not in captured.err
+    return captured.err
+
+
+def _assert_user_error(err: str) -> None:
+    """A clean user error, not an internal error from the simulator."""
+    assert "panic" not in err and "internal error" not in err
+
+
+def test_missing_config_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    err = _error_of(capsys, ["run", str(tmp_path / "missing.toml")])
+    assert "missing.toml" in err
+    assert "not found" in err
+    _assert_user_error(err)
+
+
+def test_missing_config_file_as_a_process(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tlbsim.cli", "run", str(tmp_path / "missing.toml")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("tlbsim: error: ")
+    assert "Traceback" not in proc.stderr
+
+
+def test_malformed_set_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["run", "x.toml", "--set", "no-equals-sign"])
+    assert info.value.code == 2
+    assert "dotted.key=value" in capsys.readouterr().err
+
+
+def test_no_command_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit) as info:
+        main([])
+    assert info.value.code == 2
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import tlbsim
+
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert tlbsim.__version__ in capsys.readouterr().out
+
+
+# --- with the real core ----------------------------------------------------------------
+
+
+def test_malformed_toml(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("seed = = 1\n[machine\n")
+    err = _error_of(capsys, ["run", str(config)])
+    _assert_user_error(err)
+
+
+def test_unknown_key(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "unknown.toml"
+    config.write_text("seed = 1\n[machine]\nno_such_key = 3\n")
+    err = _error_of(capsys, ["run", str(config)])
+    assert "machine.no_such_key" in err
+    _assert_user_error(err)
+
+
+def test_unknown_key_in_set(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "ok.toml"
+    config.write_text("seed = 1\n")
+    err = _error_of(capsys, ["run", str(config), "--set", "machine.tlb.no_such_key=1"])
+    assert "machine.tlb.no_such_key" in err
+    _assert_user_error(err)
+
+
+def test_run_writes_config_and_stats(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "small.toml"
+    config.write_text("seed = 1\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(config), "--set", "seed=2"]) == 0
+    out = tmp_path / "out" / "small"
+    effective = json.loads((out / "config.json").read_text())
+    stats = json.loads((out / "stats.json").read_text())
+    assert effective["seed"] == 2
+    assert "totals" in stats and "per_core" in stats
+    printed = capsys.readouterr().out
+    assert "total" in printed
+    assert str(Path("out") / "small" / "stats.json") in printed
+    assert not [p for p in os.listdir(out) if p.startswith(".")]  # no temp files left
+
+
+def test_run_with_out_dir(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "small.toml"
+    config.write_text("seed = 1\n")
+    assert main(["run", str(config), "--out", str(tmp_path / "here")]) == 0
+    assert (tmp_path / "here" / "stats.json").is_file()
+    assert (tmp_path / "here" / "config.json").is_file()
+
+
+def test_demo(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("total") for line in lines)
+
+
+def test_bench_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--json", "--accesses", "10000"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    for key in ("l1_hit_stream_per_s", "walk_stream_per_s", "null_loop_per_s", "l1_hit_over_null"):
+        assert report[key] > 0
+    assert report["accesses"] == 10000

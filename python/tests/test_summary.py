@@ -1,0 +1,49 @@
+"""tlbsim.summary: the CLI's summary table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tlbsim.summary import HEADERS, summary_row, summary_table, tlb_misses
+
+
+def test_table_has_header_cores_and_total(fake_stats: dict[str, Any]) -> None:
+    lines = summary_table(fake_stats).splitlines()
+    assert lines[0].split()[0] == "core"
+    assert [line.split()[0] for line in lines[1:]] == ["0", "1", "total"]
+
+
+def test_row_values() -> None:
+    row = {
+        "instructions": 20_000,
+        "accesses": 10_000,
+        "l1_tlb_hits": 9_000,
+        "l1_tlb_misses": 1_000,
+        "l2_tlb_hits": 600,
+        "l2_tlb_misses": 400,
+        "walks": 400,
+        "walk_cycles": 10_000,
+        "pt_accesses_local": 1_200,
+        "pt_accesses_remote": 400,
+        "cycles": 1_234_567,
+    }
+    cells = dict(zip(HEADERS, summary_row("0", row), strict=True))
+    assert cells["accesses"] == "10,000"
+    assert cells["L1 hit %"] == "90.00"
+    assert cells["L2 hit %"] == "60.00"
+    assert cells["cyc/walk"] == "25.0"
+    assert cells["PT remote"] == "400"
+    assert cells["cycles"] == "1,234,567"
+    assert cells["miss/10k instr"] == "200.00"
+
+
+def test_missing_or_zero_counters_show_dash() -> None:
+    cells = dict(zip(HEADERS, summary_row("total", {"accesses": 0}), strict=True))
+    assert cells["L1 hit %"] == "-"
+    assert cells["cyc/walk"] == "-"
+    assert cells["walks"] == "-"
+
+
+def test_tlb_misses_falls_back_to_l1_without_l2() -> None:
+    assert tlb_misses({"l1_tlb_misses": 5, "l2_tlb_hits": 0, "l2_tlb_misses": 0}) == 5
+    assert tlb_misses({"l1_tlb_misses": 5, "l2_tlb_hits": 2, "l2_tlb_misses": 3}) == 3

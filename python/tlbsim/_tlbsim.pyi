@@ -1,0 +1,42 @@
+"""Type stubs for the compiled extension ``tlbsim._tlbsim`` (crates/tlbsim-py)."""
+
+import os
+
+_Path = str | os.PathLike[str]
+
+__version__: str
+
+class TlbsimError(Exception):
+    """Base class of every error tlbsim raises."""
+
+class ConfigError(TlbsimError, ValueError):
+    """A config value is wrong; ``key`` is its dotted path (``machine.tlb.l1d.ways``)."""
+
+    key: str
+
+class TraceError(TlbsimError, ValueError):
+    """A trace file is malformed or cannot be read."""
+
+class SimulationError(TlbsimError, RuntimeError):
+    """The simulation failed internally (a bug in tlbsim), including Rust panics."""
+
+class IoError(TlbsimError, OSError):
+    """A file could not be read or written."""
+
+def run(config_json: str, overrides: list[str], base_dir: _Path) -> tuple[str, str]:
+    """Run one simulation; returns (effective config JSON, stats JSON)."""
+
+def load_config(path: _Path) -> str:
+    """Parse a TOML config file; returns the config tree as JSON."""
+
+def bench(accesses: int) -> str:
+    """Run the speed benchmark; returns its report as JSON."""
+
+def convert(input: _Path, input_format: str, output: _Path) -> str:
+    """Convert a trace to the native format; returns the report as JSON."""
+
+def version() -> str:
+    """The core's version."""
+
+def _panic_for_test() -> None: ...
+def _sleep_for_test(seconds: float) -> None: ...

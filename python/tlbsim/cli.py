@@ -1,0 +1,135 @@
+"""The ``tlbsim`` command: run, bench, convert, demo.
+
+User errors (tlbsim errors, OS errors) print ``tlbsim: error: <message>`` and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import tlbsim
+from tlbsim.summary import summary_table
+
+EXIT_USAGE = 2
+
+
+def _override(text: str) -> str:
+    key, sep, _ = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected dotted.key=value, got {text!r}")
+    return text
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    config = Path(args.config)
+    out = Path(args.out) if args.out else Path("out") / config.stem
+    result = tlbsim.run(config, overrides=args.set or [])
+    result.save(out)
+    print(summary_table(result.stats))
+    print(f"\nwrote {out / 'config.json'}\n      {out / 'stats.json'}")
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    report = tlbsim.bench(args.accesses)
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(f"accesses per stream      {report['accesses']:,}")
+    print(f"L1-hit stream            {report['l1_hit_stream_per_s'] / 1e6:8.1f} M accesses/s")
+    print(f"page-walk stream         {report['walk_stream_per_s'] / 1e6:8.1f} M accesses/s")
+    print(f"null loop                {report['null_loop_per_s'] / 1e6:8.1f} M accesses/s")
+    print(f"L1-hit / null loop       {report['l1_hit_over_null']:8.3f}")
+    return 0
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    report = tlbsim.convert(args.input, args.output, input_format=args.input_format)
+    print(f"wrote {args.output}")
+    for key, value in report.items():
+        print(f"  {key}: {value}")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    result = tlbsim.run(None)
+    print("tlbsim demo: the built-in default machine and synthetic workload\n")
+    print(summary_table(result.stats))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tlbsim", description="Simulate address translation: TLBs, page walks, shootdowns."
+    )
+    parser.add_argument("--version", action="version", version=f"tlbsim {tlbsim.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("run", help="run one simulation from a TOML config")
+    p.add_argument("config", metavar="CONFIG.toml")
+    p.add_argument(
+        "--set",
+        action="append",
+        type=_override,
+        metavar="KEY=VALUE",
+        help="override one config key (dotted, e.g. machine.tlb.l1d.entries=64); repeatable",
+    )
+    p.add_argument("--out", metavar="DIR", help="output folder (default: out/<config stem>)")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("bench", help="measure simulated accesses per second")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--accesses",
+        type=int,
+        default=tlbsim.api.DEFAULT_BENCH_ACCESSES,
+        metavar="N",
+        help="accesses per stream (default: %(default)s)",
+    )
+    p.set_defaults(func=_cmd_bench)
+
+    p = sub.add_parser("convert", help="convert a trace to tlbsim's native format")
+    p.add_argument("input", metavar="INPUT")
+    p.add_argument(
+        "--from",
+        dest="input_format",
+        required=True,
+        choices=["lackey", "champsim", "native"],
+        help="format of INPUT",
+    )
+    p.add_argument("output", metavar="OUTPUT")
+    p.set_defaults(func=_cmd_convert)
+
+    p = sub.add_parser("demo", help="run the built-in default config and print its summary")
+    p.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def _describe(err: BaseException) -> str:
+    if isinstance(err, OSError) and not isinstance(err, tlbsim.TlbsimError) and err.strerror:
+        return f"{err.filename}: {err.strerror}" if err.filename else err.strerror
+    return str(err) or type(err).__name__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except BrokenPipeError:  # output piped into e.g. `head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (tlbsim.TlbsimError, OSError) as err:
+        print(f"tlbsim: error: {_describe(err)}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
