@@ -47,10 +47,23 @@ pub fn leaf_level(size: PageSize) -> u32 {
 }
 
 /// All page-table pages of the simulation (every address space), in one arena.
+///
+/// Besides the entries (whose pfn fields are real simulated frame numbers), each
+/// upper-level table keeps the arena slots of its children, the simulator's handle for
+/// "the table page at that frame", so a walk follows a pointer without a frame-descriptor
+/// lookup: on a large mapping the descriptors are far too big to stay in the host's cache,
+/// while these few upper-level arrays always do.
 pub struct PageTables {
     pages: Vec<[u64; PT_ENTRIES]>,
     pfn_of_slot: Vec<Pfn>,
+    /// Per slot: index into `children`, or `NO_CHILDREN` (leaf tables, empty tables).
+    children_of_slot: Vec<u32>,
+    children: Vec<[u32; PT_ENTRIES]>,
 }
+
+const NO_CHILDREN: u32 = u32::MAX;
+/// Child slot value of an entry with no child table.
+pub const NO_SLOT: u32 = u32::MAX;
 
 /// Where a software walk ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,7 +82,7 @@ impl Default for PageTables {
 
 impl PageTables {
     pub fn new() -> Self {
-        PageTables { pages: Vec::new(), pfn_of_slot: Vec::new() }
+        PageTables { pages: Vec::new(), pfn_of_slot: Vec::new(), children_of_slot: Vec::new(), children: Vec::new() }
     }
 
     /// Allocate an empty table page on `node`.
@@ -78,8 +91,28 @@ impl PageTables {
         let slot = self.pages.len() as u32;
         self.pages.push([0; PT_ENTRIES]);
         self.pfn_of_slot.push(pfn);
+        self.children_of_slot.push(NO_CHILDREN);
         mem.desc_mut(pfn).pt_slot = slot;
         Ok(slot)
+    }
+
+    /// Arena slot of the table that entry `index` of table `slot` points to (`NO_SLOT`
+    /// when it points to none).
+    #[inline]
+    pub fn child_slot(&self, slot: u32, index: usize) -> u32 {
+        match self.children_of_slot[slot as usize] {
+            NO_CHILDREN => NO_SLOT,
+            c => self.children[c as usize][index],
+        }
+    }
+
+    fn set_child(&mut self, slot: u32, index: usize, child: u32) {
+        if self.children_of_slot[slot as usize] == NO_CHILDREN {
+            self.children_of_slot[slot as usize] = self.children.len() as u32;
+            self.children.push([NO_SLOT; PT_ENTRIES]);
+        }
+        let c = self.children_of_slot[slot as usize];
+        self.children[c as usize][index] = child;
     }
 
     #[inline]
@@ -123,12 +156,13 @@ impl PageTables {
             let idx = level_index(va, level);
             let e = self.entry(slot, idx);
             slot = if e & PTE_PRESENT != 0 && e & PTE_HUGE == 0 {
-                mem.desc(pte_pfn(e)).pt_slot
+                self.child_slot(slot, idx)
             } else {
                 let child = self.alloc_table(mem, place(), owner)?;
                 // Upper levels are permissive; the leaf decides (as Linux sets them).
                 *self.entry_mut(slot, idx) =
                     make_pte(self.pfn_of(child), PTE_PRESENT | PTE_WRITABLE | PTE_USER);
+                self.set_child(slot, idx, child);
                 child
             };
         }
@@ -140,7 +174,7 @@ impl PageTables {
     }
 
     /// Software walk (no timing, no A/D updates): the leaf entry mapping `va`, if any.
-    pub fn lookup(&self, mem: &PhysMem, root: u32, levels: u32, va: u64) -> Option<Leaf> {
+    pub fn lookup(&self, root: u32, levels: u32, va: u64) -> Option<Leaf> {
         let mut slot = root;
         for level in (1..=levels).rev() {
             let index = level_index(va, level);
@@ -151,7 +185,7 @@ impl PageTables {
             if level == 1 || (pte & PTE_HUGE != 0 && level <= 3) {
                 return Some(Leaf { slot, index, level, pte });
             }
-            slot = mem.desc(pte_pfn(pte)).pt_slot;
+            slot = self.child_slot(slot, index);
         }
         None
     }
@@ -180,12 +214,12 @@ mod tests {
         pt.map(&mut mem, root, 4, va4k, Pfn(42), PageSize::Size4K, PTE_WRITABLE, 1, &mut place).unwrap();
         let va2m = 0x4000_0000u64 + (5 << 21);
         pt.map(&mut mem, root, 4, va2m, Pfn(1024), PageSize::Size2M, 0, 1, &mut place).unwrap();
-        let l = pt.lookup(&mem, root, 4, va4k + 123).unwrap();
+        let l = pt.lookup(root, 4, va4k + 123).unwrap();
         assert_eq!((l.level, pte_pfn(l.pte)), (1, Pfn(42)));
         assert!(l.pte & PTE_WRITABLE != 0);
-        let l = pt.lookup(&mem, root, 4, va2m + 0x1234).unwrap();
+        let l = pt.lookup(root, 4, va2m + 0x1234).unwrap();
         assert_eq!((l.level, pte_pfn(l.pte)), (2, Pfn(1024)));
-        assert!(pt.lookup(&mem, root, 4, 0x1000).is_none());
+        assert!(pt.lookup(root, 4, 0x1000).is_none());
         // 4K mapping: root + PDPT + PD + PT = 4 pages; 2M: a new PDPT entry → PD (+1 PDPT? same
         // PML4 index 0 vs 0xfe: different) → at least 6 pages, all but the root on node 1.
         assert!(pt.table_pages() >= 6);
@@ -202,6 +236,6 @@ mod tests {
         let va = 0x00ab_cdef_1234_5000u64 & ((1 << 57) - 1) & !0xfff;
         pt.map(&mut mem, root, 5, va, Pfn(7), PageSize::Size4K, 0, 1, &mut || NodeId(0)).unwrap();
         assert_eq!(pt.table_pages(), 5);
-        assert_eq!(pte_pfn(pt.lookup(&mem, root, 5, va).unwrap().pte), Pfn(7));
+        assert_eq!(pte_pfn(pt.lookup(root, 5, va).unwrap().pte), Pfn(7));
     }
 }

@@ -153,7 +153,7 @@ impl Machine {
             if level == 2 {
                 return e & crate::page_table::PTE_HUGE == 0;
             }
-            slot = self.mem.desc(crate::page_table::pte_pfn(e)).pt_slot;
+            slot = self.pt.child_slot(slot, crate::page_table::level_index(va, level));
         }
         false
     }
@@ -222,7 +222,7 @@ impl Machine {
             socket: socket as u32,
         };
         let (outcome, cycles) =
-            walk::walk(&mut self.pt, &self.mem, &mut c.tlbs, &mut memsys, space.root, space.levels, va, true, &mut c.stats, wl);
+            walk::walk(&mut self.pt, &mut c.tlbs, &mut memsys, space.root, space.levels, va, true, &mut c.stats, wl);
         match outcome {
             WalkOutcome::Mapped { .. } => {
                 c.tlbs.mark_dirty(&e);
@@ -254,7 +254,6 @@ impl Machine {
             };
             let (outcome, cycles) = walk::walk(
                 &mut self.pt,
-                &self.mem,
                 &mut c.tlbs,
                 &mut memsys,
                 space.root,

@@ -12,7 +12,7 @@
 //! locked read-modify-writes of a line the walk just brought in); the page-walk caches are
 //! looked up in parallel and charged once.
 
-use crate::memory::{node_of, PhysMem};
+use crate::memory::node_of;
 use crate::page_table::{
     level_index, pte_pfn, PageTables, PTE_ACCESSED, PTE_DIRTY, PTE_HUGE, PTE_PRESENT, PTE_WRITABLE,
 };
@@ -70,7 +70,6 @@ fn pwc_for_level(level: u32) -> Option<(usize, u32)> {
 #[allow(clippy::too_many_arguments)]
 pub fn walk<W: WalkListener>(
     pt: &mut PageTables,
-    mem: &PhysMem,
     tlbs: &mut TlbHierarchy,
     memsys: &mut WalkMemory<'_>,
     root: u32,
@@ -85,7 +84,8 @@ pub fn walk<W: WalkListener>(
     let mut cycles: u64 = 0;
     // Deepest page-walk-cache hit decides where the walk starts.
     let mut level = levels;
-    let mut table = pt.pfn_of(root);
+    // Arena slot of the table being read (PWC entries hold slots: see below).
+    let mut slot = root;
     let mut pwc_probed = false;
     for (i, shift, start_level) in [(PWC_PD, 21, 1), (PWC_PDPT, 30, 2), (PWC_PML4, 39, 3)] {
         if tlbs.present(i) {
@@ -94,7 +94,7 @@ pub fn walk<W: WalkListener>(
             if let Some(e) = tlbs.structs[i].lookup(Vpn(va >> shift), PageSize::Size4K, tag) {
                 tlbs.counters[i].hits += 1;
                 level = start_level;
-                table = e.pfn;
+                slot = e.pfn.0 as u32;
                 stats.pwc_hits += 1;
                 break;
             }
@@ -103,9 +103,8 @@ pub fn walk<W: WalkListener>(
     }
     let _ = pwc_probed;
     loop {
-        let slot = mem.desc(table).pt_slot;
         let index = level_index(va, level);
-        cycles += read_cost(memsys, table, index, stats);
+        cycles += read_cost(memsys, pt.pfn_of(slot), index, stats);
         let entry = pt.entry_mut(slot, index);
         let pte = *entry;
         if pte & PTE_PRESENT == 0 {
@@ -116,13 +115,17 @@ pub fn walk<W: WalkListener>(
         if !leaf {
             // Hardware sets A on every paging-structure entry it uses.
             *entry |= PTE_ACCESSED;
+            let child = pt.child_slot(slot, index);
+            debug_assert_eq!(pt.pfn_of(child), pte_pfn(pte));
             if let Some((i, shift)) = pwc_for_level(level) {
                 if tlbs.present(i) {
-                    let e = TlbEntry { vpn: Vpn(va >> shift), pfn: pte_pfn(pte), size: PageSize::Size4K, tag, sl: 0, flags: 0 };
+                    // A paging-structure-cache entry names the next table; we store the
+                    // simulator's handle for it (its arena slot) in the pfn field.
+                    let e = TlbEntry { vpn: Vpn(va >> shift), pfn: Pfn(child as u64), size: PageSize::Size4K, tag, sl: 0, flags: 0 };
                     tlbs.insert(i, e, &mut crate::tlb::hierarchy::NoTlbListener);
                 }
             }
-            table = pte_pfn(pte);
+            slot = child;
             level -= 1;
             continue;
         }

@@ -38,41 +38,41 @@ fn setup(pwc: bool) -> (PhysMem, PageTables, u32, TlbHierarchy) {
 
 #[test]
 fn remote_lower_levels_cost_remote_latency() {
-    let (mem, mut pt, root, mut tlbs) = setup(false);
+    let (_mem, mut pt, root, mut tlbs) = setup(false);
     let mut stats = CoreStats::default();
     let mut memsys = WalkMemory { pt_cache: None, pt_cache_latency: 40, node_latency: &LAT, socket: 0 };
     let mut rec = Recorder(vec![]);
-    let (out, cycles) = walk(&mut pt, &mem, &mut tlbs, &mut memsys, root, 4, VA + 8, false, &mut stats, &mut rec);
+    let (out, cycles) = walk(&mut pt, &mut tlbs, &mut memsys, root, 4, VA + 8, false, &mut stats, &mut rec);
     let WalkOutcome::Mapped { pte, size } = out else { panic!("{out:?}") };
     assert_eq!((pte_pfn(pte), size), (Pfn(99), PageSize::Size4K));
     assert_eq!(cycles, 280 + 3 * 580);
     assert_eq!((stats.pt_accesses_local, stats.pt_accesses_remote), (1, 3));
     assert_eq!(stats.walk_cycles, cycles);
     // A set in memory, D not (a read); the transition reported once.
-    let leaf = pt.lookup(&mem, root, 4, VA).unwrap();
+    let leaf = pt.lookup(root, 4, VA).unwrap();
     assert!(leaf.pte & PTE_ACCESSED != 0 && leaf.pte & PTE_DIRTY == 0);
     assert_eq!(rec.0, vec![VA + 8]);
     // From socket 1 the same walk is 1 remote + 3 local.
     let lat1 = [580, 280];
     let mut memsys = WalkMemory { pt_cache: None, pt_cache_latency: 40, node_latency: &lat1, socket: 1 };
     let mut stats = CoreStats::default();
-    let (_, cycles) = walk(&mut pt, &mem, &mut tlbs, &mut memsys, root, 4, VA, true, &mut stats, &mut rec);
+    let (_, cycles) = walk(&mut pt, &mut tlbs, &mut memsys, root, 4, VA, true, &mut stats, &mut rec);
     assert_eq!(cycles, 580 + 3 * 280);
     assert_eq!((stats.pt_accesses_local, stats.pt_accesses_remote), (3, 1));
     // Already accessed: no second report. Now dirty.
     assert_eq!(rec.0.len(), 1);
-    assert!(pt.lookup(&mem, root, 4, VA).unwrap().pte & PTE_DIRTY != 0);
+    assert!(pt.lookup(root, 4, VA).unwrap().pte & PTE_DIRTY != 0);
     assert_eq!(stats.dirty_bits_set, 1);
 }
 
 #[test]
 fn page_walk_caches_skip_levels() {
-    let (mem, mut pt, root, mut tlbs) = setup(true);
+    let (_mem, mut pt, root, mut tlbs) = setup(true);
     let mut memsys = WalkMemory { pt_cache: None, pt_cache_latency: 40, node_latency: &LAT, socket: 0 };
     let mut stats = CoreStats::default();
-    let (_, first) = walk(&mut pt, &mem, &mut tlbs, &mut memsys, root, 4, VA, false, &mut stats, &mut Recorder(vec![]));
+    let (_, first) = walk(&mut pt, &mut tlbs, &mut memsys, root, 4, VA, false, &mut stats, &mut Recorder(vec![]));
     assert_eq!(stats.pwc_hits, 0);
-    let (_, second) = walk(&mut pt, &mem, &mut tlbs, &mut memsys, root, 4, VA, false, &mut stats, &mut Recorder(vec![]));
+    let (_, second) = walk(&mut pt, &mut tlbs, &mut memsys, root, 4, VA, false, &mut stats, &mut Recorder(vec![]));
     // The PD-entry cache holds the path: only the leaf table is read (remote), plus 1 cycle
     // of PWC lookup.
     assert_eq!(stats.pwc_hits, 1);
@@ -83,12 +83,12 @@ fn page_walk_caches_skip_levels() {
 
 #[test]
 fn page_table_line_cache_serves_repeat_reads() {
-    let (mem, mut pt, root, mut tlbs) = setup(false);
+    let (_mem, mut pt, root, mut tlbs) = setup(false);
     let mut cache = Tlb::new(&TlbGeometry { entries: 64, ways: 4, replacement: Replacement::Lru }, 0).unwrap();
     let mut memsys = WalkMemory { pt_cache: Some(&mut cache), pt_cache_latency: 40, node_latency: &LAT, socket: 0 };
     let mut stats = CoreStats::default();
-    walk(&mut pt, &mem, &mut tlbs, &mut memsys, root, 4, VA, false, &mut stats, &mut Recorder(vec![]));
-    let (_, cycles) = walk(&mut pt, &mem, &mut tlbs, &mut memsys, root, 4, VA, false, &mut stats, &mut Recorder(vec![]));
+    walk(&mut pt, &mut tlbs, &mut memsys, root, 4, VA, false, &mut stats, &mut Recorder(vec![]));
+    let (_, cycles) = walk(&mut pt, &mut tlbs, &mut memsys, root, 4, VA, false, &mut stats, &mut Recorder(vec![]));
     assert_eq!(cycles, 4 * 40);
     assert_eq!(stats.pt_cache_hits, 4);
     assert_eq!(stats.pt_accesses_local + stats.pt_accesses_remote, 4);
@@ -106,12 +106,12 @@ fn huge_pages_walk_three_levels_and_faults_are_reported() {
     let lat = [280];
     let mut memsys = WalkMemory { pt_cache: None, pt_cache_latency: 40, node_latency: &lat, socket: 0 };
     let mut stats = CoreStats::default();
-    let (out, cycles) = walk(&mut pt, &mem, &mut tlbs, &mut memsys, root, 4, va + 0x1234, false, &mut stats, &mut Recorder(vec![]));
-    assert_eq!(out, WalkOutcome::Mapped { pte: pt.lookup(&mem, root, 4, va).unwrap().pte, size: PageSize::Size2M });
+    let (out, cycles) = walk(&mut pt, &mut tlbs, &mut memsys, root, 4, va + 0x1234, false, &mut stats, &mut Recorder(vec![]));
+    assert_eq!(out, WalkOutcome::Mapped { pte: pt.lookup(root, 4, va).unwrap().pte, size: PageSize::Size2M });
     assert_eq!(cycles, 3 * 280);
     // Read-only page: a write faults with the page present.
-    let (out, _) = walk(&mut pt, &mem, &mut tlbs, &mut memsys, root, 4, va, true, &mut stats, &mut Recorder(vec![]));
+    let (out, _) = walk(&mut pt, &mut tlbs, &mut memsys, root, 4, va, true, &mut stats, &mut Recorder(vec![]));
     assert_eq!(out, WalkOutcome::Fault { present: true });
-    let (out, _) = walk(&mut pt, &mem, &mut tlbs, &mut memsys, root, 4, 0x1000, false, &mut stats, &mut Recorder(vec![]));
+    let (out, _) = walk(&mut pt, &mut tlbs, &mut memsys, root, 4, 0x1000, false, &mut stats, &mut Recorder(vec![]));
     assert_eq!(out, WalkOutcome::Fault { present: false });
 }

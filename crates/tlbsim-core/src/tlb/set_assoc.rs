@@ -162,7 +162,21 @@ pub struct Tlb {
     /// key resets it (a new non-global entry may now outrank a global one it pointed at).
     memo_query: u64,
     memo_way: usize,
+    /// Structures with many ways (a 96-entry fully associative L1, say) are searched
+    /// through a key → way index instead of a scan of every way: the software stand-in for
+    /// the hardware's parallel tag compare. Open addressing with linear probing over
+    /// `keys`; empty (`Vec::new()`) when the ways are few enough to scan.
+    index: Vec<u32>,
+    index_shift: u32,
+    /// Valid ways per set, so an insert into a full set skips the search for a free way.
+    set_valid: Vec<u32>,
+    /// Valid global entries: lookups try the global key only when there are some.
+    globals: u32,
 }
+
+/// Associativity from which a structure keeps a key index rather than scanning its sets.
+const INDEX_MIN_WAYS: usize = 16;
+const INDEX_EMPTY: u32 = u32::MAX;
 
 impl Tlb {
     /// A new, empty structure. `entries` must be a multiple of `ways`, the set count a
@@ -233,6 +247,15 @@ impl Tlb {
             sl_count: [0; 256],
             memo_query: INVALID,
             memo_way: 0,
+            index: if ways >= INDEX_MIN_WAYS && !disabled {
+                // Load factor at most 1/4: probes stay short.
+                vec![INDEX_EMPTY; (4 * n).next_power_of_two()]
+            } else {
+                Vec::new()
+            },
+            index_shift: 64 - (4 * n).next_power_of_two().trailing_zeros(),
+            set_valid: vec![0; sets],
+            globals: 0,
         })
     }
 
@@ -460,6 +483,13 @@ impl Tlb {
     /// global-key way if any.
     #[inline(always)]
     fn find_in_set(&self, start: usize, exact: u64, global: u64) -> Option<usize> {
+        if !self.index.is_empty() {
+            return match self.index_find(exact) {
+                Some(w) => Some(w),
+                None if self.globals > 0 => self.index_find(global),
+                None => None,
+            };
+        }
         let keys = &self.keys[start..start + self.ways];
         let mut g = None;
         for (w, &k) in keys.iter().enumerate() {
@@ -526,6 +556,19 @@ impl Tlb {
 
     #[inline(always)]
     fn scan_for_insert(&self, start: usize, key: u64) -> Slot {
+        if !self.index.is_empty() {
+            if let Some(w) = self.index_find(key) {
+                return Slot::Same(w);
+            }
+            if self.set_valid[start / self.ways] as usize == self.ways {
+                return Slot::Full;
+            }
+            let keys = &self.keys[start..start + self.ways];
+            return match keys.iter().position(|&k| k == INVALID) {
+                Some(w) => Slot::Free(start + w),
+                None => Slot::Full,
+            };
+        }
         let keys = &self.keys[start..start + self.ways];
         let mut free = None;
         for (w, &k) in keys.iter().enumerate() {
@@ -578,13 +621,19 @@ impl Tlb {
 
     /// Put a new key into way `w` (invalid, or a victim whose entry is dropped here).
     fn place(&mut self, w: usize, key: u64, entry: TlbEntry) {
-        if self.keys[w] != INVALID {
+        let old = self.keys[w];
+        if old != INVALID {
             self.sl_count[self.slots[w].sl as usize] -= 1;
+            self.index_remove(old, w);
+            self.globals -= (old & KEY_GLOBAL_BIT != 0) as u32;
         } else {
             self.valid += 1;
+            self.set_valid[w / self.ways] += 1;
         }
         self.sl_count[entry.sl as usize] += 1;
+        self.globals += (key & KEY_GLOBAL_BIT != 0) as u32;
         self.keys[w] = key;
+        self.index_insert(key, w);
         self.slots[w] = entry;
         self.touch(w);
         self.inserted[w] = self.clock;
@@ -598,9 +647,81 @@ impl Tlb {
 
     fn remove(&mut self, w: usize) {
         debug_assert_ne!(self.keys[w], INVALID);
+        let old = self.keys[w];
+        self.index_remove(old, w);
+        self.globals -= (old & KEY_GLOBAL_BIT != 0) as u32;
+        self.set_valid[w / self.ways] -= 1;
         self.keys[w] = INVALID;
         self.valid -= 1;
         self.sl_count[self.slots[w].sl as usize] -= 1;
+    }
+}
+
+impl Tlb {
+    #[inline(always)]
+    fn index_home(&self, key: u64) -> usize {
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.index_shift) as usize
+    }
+
+    /// The way holding `key`, through the index.
+    #[inline(always)]
+    fn index_find(&self, key: u64) -> Option<usize> {
+        let mask = self.index.len() - 1;
+        let mut i = self.index_home(key);
+        loop {
+            let w = self.index[i];
+            if w == INDEX_EMPTY {
+                return None;
+            }
+            if self.keys[w as usize] == key {
+                return Some(w as usize);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    #[inline]
+    fn index_insert(&mut self, key: u64, w: usize) {
+        if self.index.is_empty() {
+            return;
+        }
+        let mask = self.index.len() - 1;
+        let mut i = self.index_home(key);
+        while self.index[i] != INDEX_EMPTY {
+            i = (i + 1) & mask;
+        }
+        self.index[i] = w as u32;
+    }
+
+    /// Remove way `w` (holding `key`, still in `keys`) from the index, by backward-shift
+    /// deletion so that no probe chain is broken.
+    #[inline]
+    fn index_remove(&mut self, key: u64, w: usize) {
+        if self.index.is_empty() {
+            return;
+        }
+        let mask = self.index.len() - 1;
+        let mut i = self.index_home(key);
+        while self.index[i] != w as u32 {
+            debug_assert_ne!(self.index[i], INDEX_EMPTY, "way {w} missing from the index");
+            i = (i + 1) & mask;
+        }
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            let moved = self.index[j];
+            if moved == INDEX_EMPTY {
+                self.index[i] = INDEX_EMPTY;
+                return;
+            }
+            let home = self.index_home(self.keys[moved as usize]);
+            // The entry at j may fill the hole at i unless its home lies cyclically in (i, j].
+            let stays = if i <= j { i < home && home <= j } else { i < home || home <= j };
+            if !stays {
+                self.index[i] = moved;
+                i = j;
+            }
+        }
     }
 }
 

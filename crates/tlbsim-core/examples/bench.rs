@@ -1,0 +1,7 @@
+//! `cargo run --release -p tlbsim-core --example bench [ACCESSES]`: the same benchmark as
+//! `tlbsim bench`, without Python.
+fn main() {
+    let accesses = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(20_000_000);
+    let r = tlbsim_core::bench::run_bench(&tlbsim_core::bench::BenchOptions { accesses }).expect("bench");
+    println!("{}", serde_json::to_string_pretty(&r).unwrap());
+}
