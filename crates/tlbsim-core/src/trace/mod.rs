@@ -6,11 +6,21 @@
 //! offset (binary formats, offset in the decompressed stream) where the input went wrong.
 
 pub mod champsim;
+mod input;
 pub mod lackey;
 pub mod native;
 
+pub use champsim::ChampsimReader;
+pub use input::Compression;
+pub use lackey::LackeyReader;
+pub use native::{convert, ConvertReport, NativeReader, NativeWriter};
+
 use crate::types::AccessKind;
+use std::io::Read;
 use std::path::{Path, PathBuf};
+
+/// A good batch size for `TraceSource::next_batch`.
+pub const DEFAULT_BATCH: usize = 4096;
 
 /// One event of a thread's trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,7 +66,37 @@ pub trait TraceSource: Send {
 
 /// Open `path` as `format`. Compression is detected from the content (gzip, xz, zstd
 /// magic numbers), not the file name.
+///
+/// After an error, `next_batch` returns the same error again on every later call. When an
+/// error is found part-way through a batch, the batch's good events are returned first
+/// (`Ok(n)`) and the error on the next call.
 pub fn open(path: &Path, format: TraceFormat) -> Result<Box<dyn TraceSource>, TraceError> {
-    let _ = (path, format);
-    todo!()
+    Ok(match format {
+        TraceFormat::Lackey => Box::new(LackeyReader::open(path)?),
+        TraceFormat::Champsim => Box::new(ChampsimReader::open(path)?),
+        TraceFormat::Native => Box::new(NativeReader::open(path)?),
+    })
+}
+
+/// Like [`open`], on any reader (e.g. bytes in memory); `name` is used in error messages.
+pub fn open_reader<R: Read + Send + 'static>(
+    r: R,
+    name: &Path,
+    format: TraceFormat,
+) -> Result<Box<dyn TraceSource>, TraceError> {
+    Ok(match format {
+        TraceFormat::Lackey => Box::new(LackeyReader::from_reader(r, name)?),
+        TraceFormat::Champsim => Box::new(ChampsimReader::from_reader(r, name)?),
+        TraceFormat::Native => Box::new(NativeReader::from_reader(r, name)?),
+    })
+}
+
+/// Read a whole source into memory (tests and small traces).
+pub fn read_all(src: &mut dyn TraceSource) -> Result<Vec<TraceEvent>, TraceError> {
+    let mut all = Vec::new();
+    let mut batch = Vec::with_capacity(DEFAULT_BATCH);
+    while src.next_batch(&mut batch, DEFAULT_BATCH)? > 0 {
+        all.extend_from_slice(&batch);
+    }
+    Ok(all)
 }
