@@ -17,11 +17,11 @@ READ_DEPS := import tomllib; d = tomllib.load(open("pyproject.toml", "rb")); \
 	+ d["project"]["optional-dependencies"]["test"]))
 
 RUST_TEST := if cargo nextest --version >/dev/null 2>&1; then \
-		echo "+ cargo nextest run --workspace --exclude tlbsim-py"; \
-		cargo nextest run --workspace --exclude tlbsim-py --no-tests=warn; \
+		echo "+ cargo nextest run --release --workspace --exclude tlbsim-py"; \
+		cargo nextest run --release --workspace --exclude tlbsim-py; \
 	else \
-		echo "+ cargo test --workspace --exclude tlbsim-py"; \
-		cargo test --workspace --exclude tlbsim-py; \
+		echo "+ cargo test --release --workspace --exclude tlbsim-py"; \
+		cargo test --release --workspace --exclude tlbsim-py; \
 	fi
 PY_TEST := echo "+ $(VPY) -m pytest python/tests -q"; $(VPY) -m pytest python/tests -q
 

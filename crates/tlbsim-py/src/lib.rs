@@ -64,30 +64,6 @@ fn bench_py(py: Python<'_>, accesses: u64) -> PyResult<String> {
     to_json_string(py, &report)
 }
 
-/// Why a conversion failed.
-enum ConvertFailure {
-    #[allow(dead_code)] // TODO(merge): produced once the real converter is bound.
-    Trace(TraceError),
-    Unavailable(&'static str),
-}
-
-/// The one place that calls the core's trace converter.
-// TODO(merge): once `tlbsim_core::trace::native::convert` lands, replace the body with
-//     tlbsim_core::trace::native::convert(input, format, output)
-//         .map_err(ConvertFailure::Trace)
-//         .map(|report| serde_json::to_value(report).expect("ConvertReport serialises"))
-// (ConvertReport must derive Serialize), and drop `Unavailable`.
-fn convert_trace(
-    input: &Path,
-    format: TraceFormat,
-    output: &Path,
-) -> Result<serde_json::Value, ConvertFailure> {
-    let _ = (input, format, output);
-    Err(ConvertFailure::Unavailable(
-        "trace conversion is not available in this build yet (the native trace writer has not been merged)",
-    ))
-}
-
 /// Convert a trace to tlbsim's native format; returns the conversion report as JSON.
 #[pyfunction]
 fn convert(
@@ -107,13 +83,8 @@ fn convert(
                 &[],
             )
         })?;
-    let report =
-        detached(py, move || convert_trace(&input, format, &output))?.map_err(|e| match e {
-            ConvertFailure::Trace(e) => errors::from_trace(py, e),
-            ConvertFailure::Unavailable(msg) => {
-                errors::new_err(py, errors::Kind::Base, msg.into(), &[])
-            }
-        })?;
+    let report = detached(py, move || tlbsim_core::trace::native::convert(&input, format, &output))?
+        .map_err(|e| errors::from_trace(py, e))?;
     to_json_string(py, &report)
 }
 
