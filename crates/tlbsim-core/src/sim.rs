@@ -225,6 +225,7 @@ impl Machine {
             walk::walk(&mut self.pt, &mut c.tlbs, &mut memsys, space.root, space.levels, va, true, &mut c.stats, wl);
         match outcome {
             WalkOutcome::Mapped { .. } => {
+                c.stats.dirty_walks += 1;
                 c.tlbs.mark_dirty(&e);
                 Ok(cycles)
             }
@@ -341,7 +342,7 @@ pub fn run(cfg: &Config) -> Result<serde_json::Value> {
             .iter()
             .map(|p| crate::trace::open(p, cfg.workload.format).map_err(Error::from))
             .collect::<Result<_>>()?,
-        _ => (0..cfg.workload.threads)
+        _ => (0..cfg.synthetic_threads())
             .map(|t| Box::new(crate::workload::synthetic::Synthetic::new(&cfg.workload, cfg.seed, t)) as Box<dyn TraceSource>)
             .collect(),
     };

@@ -31,7 +31,11 @@ pub struct CoreStats {
     pub l1_tlb_misses: u64,
     pub l2_tlb_hits: u64,
     pub l2_tlb_misses: u64,
+    /// Page walks, including the `dirty_walks`.
     pub walks: u64,
+    /// Walks made only to set a PTE's dirty bit: a write hit a TLB entry filled by a read
+    /// (Intel SDM §4.8: the processor updates D with a locked walk).
+    pub dirty_walks: u64,
     /// Cycles spent in page walks (PWC lookups and page-table reads).
     pub walk_cycles: u64,
     /// Walks that skipped at least one level thanks to a page-walk-cache hit.
@@ -58,7 +62,7 @@ pub fn totals(cores: &[CoreStats]) -> CoreStats {
     let mut t = CoreStats::default();
     for c in cores {
         macro_rules! add { ($($f:ident),*) => { $( t.$f += c.$f; )* } }
-        add!(instructions, accesses, l1_tlb_hits, l1_tlb_misses, l2_tlb_hits, l2_tlb_misses, walks,
+        add!(instructions, accesses, l1_tlb_hits, l1_tlb_misses, l2_tlb_hits, l2_tlb_misses, walks, dirty_walks,
             walk_cycles, pwc_hits, pt_accesses_local, pt_accesses_remote, pt_cache_hits,
             accessed_bits_set, dirty_bits_set, page_faults, full_flushes, translation_cycles);
         t.cycles += c.cycles;

@@ -9,8 +9,8 @@ mod guard;
 
 use guard::detached;
 use pyo3::prelude::*;
-use std::path::{Path, PathBuf};
-use tlbsim_core::trace::{TraceError, TraceFormat};
+use std::path::PathBuf;
+use tlbsim_core::trace::TraceFormat;
 
 fn to_json_string(py: Python<'_>, value: &impl serde::Serialize) -> PyResult<String> {
     serde_json::to_string(value).map_err(|e| {

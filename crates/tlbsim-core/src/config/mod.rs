@@ -205,7 +205,8 @@ pub struct WorkloadConfig {
     pub paths: Vec<PathBuf>,
     /// Simulate instruction fetches (they still count as instructions when false).
     pub fetches: bool,
-    /// synthetic: number of threads (pinned to cores 0..threads), sharing one address space.
+    /// synthetic: number of threads (pinned to cores 0..threads), sharing one address
+    /// space; 0 = one per core.
     pub threads: u32,
     /// synthetic: `random`, `sequential` or `strided`.
     pub pattern: String,
@@ -230,7 +231,7 @@ impl Default for WorkloadConfig {
             format: TraceFormat::Lackey,
             paths: Vec::new(),
             fetches: true,
-            threads: 1,
+            threads: 0,
             pattern: "random".into(),
             region_bytes: 64 << 20,
             accesses: 2_000_000,
@@ -319,6 +320,15 @@ impl Config {
         self.machine.sockets * self.machine.cores_per_socket
     }
 
+    /// Threads of a synthetic workload (`workload.threads = 0`: one per core).
+    pub fn synthetic_threads(&self) -> u32 {
+        if self.workload.threads == 0 {
+            self.cores()
+        } else {
+            self.workload.threads
+        }
+    }
+
     /// Latency in cycles of a read by a core of `socket` from memory on `node`.
     pub fn latency(&self, socket: u32, node: u32) -> u32 {
         let m = &self.machine.memory;
@@ -395,7 +405,7 @@ impl Config {
                 }
             }
             "synthetic" => {
-                range("workload.threads", w.threads as u64, 1, self.cores() as u64)
+                range("workload.threads", w.threads as u64, 0, self.cores() as u64)
                     .map_err(|e| match e {
                         Error::Config { key, message } => Error::Config { key, message: format!("{message} (one thread per core)") },
                         e => e,
