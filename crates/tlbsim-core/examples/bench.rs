@@ -2,6 +2,10 @@
 //! `tlbsim bench`, without Python.
 fn main() {
     let accesses = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(20_000_000);
+    if std::env::args().nth(2).as_deref() == Some("l1") {
+        println!("{:?}", tlbsim_core::bench::l1_hit_stream(accesses).expect("bench"));
+        return;
+    }
     let r = tlbsim_core::bench::run_bench(&tlbsim_core::bench::BenchOptions { accesses }).expect("bench");
     println!("{}", serde_json::to_string_pretty(&r).unwrap());
 }

@@ -71,6 +71,17 @@ fn timed(m: &mut Machine, space: &crate::sim::AddressSpace, events: &[TraceEvent
     Ok(events.len() as f64 / start.elapsed().as_secs_f64())
 }
 
+/// Stream (i) alone (for profiling): accesses per second and L1 hit rate.
+pub fn l1_hit_stream(n: u64) -> crate::Result<(f64, f64)> {
+    let events = random_loads(n, 32, 1);
+    let (mut m, space) = machine()?;
+    m.run_batch(0, &space, &events[..events.len().min(10_000)], &mut NoTlbListener, &mut NoWalkListener)?;
+    let before = m.cores[0].stats;
+    let per_s = timed(&mut m, &space, &events)?;
+    let s = m.cores[0].stats;
+    Ok((per_s, (s.l1_tlb_hits - before.l1_tlb_hits) as f64 / (s.accesses - before.accesses) as f64))
+}
+
 pub fn run_bench(opts: &BenchOptions) -> crate::Result<BenchReport> {
     let n = opts.accesses.max(1000);
     // (iii) null loop.
@@ -87,14 +98,9 @@ pub fn run_bench(opts: &BenchOptions) -> crate::Result<BenchReport> {
     std::hint::black_box(sum);
     let null_loop_per_s = n as f64 / start.elapsed().as_secs_f64();
 
-    // (i) L1-hit-heavy.
-    let (mut m, space) = machine()?;
-    m.run_batch(0, &space, &events[..events.len().min(10_000)], &mut NoTlbListener, &mut NoWalkListener)?;
-    let before = m.cores[0].stats;
-    let l1_hit_stream_per_s = timed(&mut m, &space, &events)?;
-    let s = m.cores[0].stats;
-    let l1_hit_stream_hit_rate = (s.l1_tlb_hits - before.l1_tlb_hits) as f64 / (s.accesses - before.accesses) as f64;
     drop(events);
+    // (i) L1-hit-heavy.
+    let (l1_hit_stream_per_s, l1_hit_stream_hit_rate) = l1_hit_stream(n)?;
 
     // (ii) walk stream over 16 GiB.
     let (mut m, space) = machine()?;

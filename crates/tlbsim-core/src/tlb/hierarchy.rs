@@ -137,7 +137,7 @@ impl TlbHierarchy {
 
     /// Look `vpn` up in the L1 for `kind`, then the L2; an L2 hit fills the L1. Counts hits
     /// and misses; returns where it was found and the lookup cycles.
-    #[inline]
+    #[inline(always)]
     pub fn lookup<L: TlbListener>(&mut self, vpn: Vpn, kind: AccessKind, listener: &mut L) -> (Found, u32) {
         let tag = self.tag;
         let mut cycles = 0;

@@ -18,7 +18,10 @@
 //! so a set scan is two integer compares per way (exact tag, global); payloads, recency
 //! stamps, FIFO stamps and PLRU bits live in parallel flat vectors. A one-entry last-hit
 //! memo answers a repeated lookup of the same page without a scan, and updates the
-//! replacement state exactly as the scan would. Nothing allocates after `new`.
+//! replacement state exactly as the scan would. Scans of common associativities (1, 2, 4,
+//! 6, 8, 12, 16 ways) are unrolled and branch-free; sets wider than 16 ways (large fully
+//! associative structures) keep a 16-bit fingerprint per way and compare those 16 at a
+//! time with SSE2 before checking full keys. Nothing allocates after `new`.
 //!
 //! Choices the spec leaves open (also in the doc comment of [`Tlb`]): a non-global entry
 //! outranks a global one of the same page on lookup; a global entry is identified by its
@@ -93,6 +96,20 @@ const KEY_VPN_MASK: u64 = (1 << (64 - KEY_VPN_SHIFT)) - 1;
 /// (and no query key) ever equals it.
 const INVALID: u64 = u64::MAX;
 
+/// Sets with more ways than this (large fully associative structures) are scanned through
+/// 16-bit key fingerprints first.
+const WIDE_WAYS: usize = 16;
+const INDEX_EMPTY: u32 = u32::MAX;
+
+/// A 16-bit fold of a key's page-and-size bits (not the tag or global bit, so that the
+/// exact and the global query keys of a page share it). Two different pages of a set share
+/// a fingerprint rarely; the full key is always checked.
+#[inline(always)]
+fn fingerprint(key: u64) -> u16 {
+    let x = key >> KEY_SIZE_SHIFT;
+    (x ^ (x >> 16) ^ (x >> 32)) as u16
+}
+
 #[inline(always)]
 fn key_base(vpn: Vpn, size: PageSize) -> (u64, u64) {
     let units = vpn.0 >> size.shift_4k();
@@ -144,39 +161,44 @@ pub struct Tlb {
     ways: usize,
     set_mask: usize,
     keys: Vec<u64>,
+    /// Sets wider than `WIDE_WAYS` ways: a 16-bit fingerprint of each way's key (see
+    /// `fingerprint`), scanned first. Empty otherwise.
+    wide: bool,
+    fps: Vec<u16>,
+    /// Wide sets are searched through a key → way index first: the software stand-in for
+    /// the hardware's parallel tag compare, one or two probes where the fingerprint scan
+    /// reads every way. Open addressing with linear probing over `keys`, load factor at
+    /// most 1/4; empty when the sets are narrow.
+    index: Vec<u32>,
+    index_shift: u32,
     slots: Vec<TlbEntry>,
     /// Recency stamp per way (all policies).
     recency: Vec<u64>,
     /// Insertion stamp per way (FIFO only).
     inserted: Vec<u64>,
+    fifo: bool,
     /// Tree-PLRU bits, `plru_words` words per set; node n (1-based heap order, children 2n
     /// and 2n+1, leaves ways..2*ways) is bit n; 1 = the next victim is in the right subtree.
     plru: Vec<u64>,
     plru_words: usize,
+    /// log2(ways) (PLRU only).
+    ways_log2: u32,
+    /// PLRU with at most 64 ways: per way, (path mask, path value); see `plru_paths`.
+    plru_path: Vec<(u64, u64)>,
     clock: u64,
     rng: SplitMix64,
     valid: u32,
+    /// Valid global entries (lookups skip the global compare while there are none).
+    globals: u32,
+    /// Valid entries per page size (`invalidate_page` skips sizes with none).
+    size_count: [u32; 3],
     sl_count: [u32; 256],
     /// Last hit: the query key (exact-tag key) it answered and the way. Checked against the
     /// way's live key, so invalidation and eviction need not clear it; an insert of a new
     /// key resets it (a new non-global entry may now outrank a global one it pointed at).
     memo_query: u64,
     memo_way: usize,
-    /// Structures with many ways (a 96-entry fully associative L1, say) are searched
-    /// through a key → way index instead of a scan of every way: the software stand-in for
-    /// the hardware's parallel tag compare. Open addressing with linear probing over
-    /// `keys`; empty (`Vec::new()`) when the ways are few enough to scan.
-    index: Vec<u32>,
-    index_shift: u32,
-    /// Valid ways per set, so an insert into a full set skips the search for a free way.
-    set_valid: Vec<u32>,
-    /// Valid global entries: lookups try the global key only when there are some.
-    globals: u32,
 }
-
-/// Associativity from which a structure keeps a key index rather than scanning its sets.
-const INDEX_MIN_WAYS: usize = 16;
-const INDEX_EMPTY: u32 = u32::MAX;
 
 impl Tlb {
     /// A new, empty structure. `entries` must be a multiple of `ways`, the set count a
@@ -236,26 +258,38 @@ impl Tlb {
             ways,
             set_mask: sets - 1,
             keys: vec![INVALID; n],
-            slots: vec![NO_ENTRY; n],
-            recency: vec![0; n],
-            inserted: vec![0; n],
-            plru: vec![0; sets * plru_words],
-            plru_words,
-            clock: 0,
-            rng: SplitMix64::new(seed),
-            valid: 0,
-            sl_count: [0; 256],
-            memo_query: INVALID,
-            memo_way: 0,
-            index: if ways >= INDEX_MIN_WAYS && !disabled {
-                // Load factor at most 1/4: probes stay short.
-                vec![INDEX_EMPTY; (4 * n).next_power_of_two()]
+            wide: ways > WIDE_WAYS,
+            index: if ways > WIDE_WAYS { vec![INDEX_EMPTY; (4 * n).next_power_of_two()] } else { Vec::new() },
+            index_shift: 64 - (4 * n).next_power_of_two().trailing_zeros(),
+            fps: if ways > WIDE_WAYS {
+                vec![0; n]
             } else {
                 Vec::new()
             },
-            index_shift: 64 - (4 * n).next_power_of_two().trailing_zeros(),
-            set_valid: vec![0; sets],
+            slots: vec![NO_ENTRY; n],
+            recency: vec![0; n],
+            inserted: if geometry.replacement == Replacement::Fifo {
+                vec![0; n]
+            } else {
+                Vec::new()
+            },
+            fifo: geometry.replacement == Replacement::Fifo,
+            plru: vec![0; sets * plru_words],
+            plru_words,
+            ways_log2: ways.trailing_zeros(),
+            plru_path: if plru_words == 1 {
+                plru_paths(ways)
+            } else {
+                Vec::new()
+            },
+            clock: 0,
+            rng: SplitMix64::new(seed),
+            valid: 0,
             globals: 0,
+            size_count: [0; 3],
+            sl_count: [0; 256],
+            memo_query: INVALID,
+            memo_way: 0,
         })
     }
 
@@ -396,21 +430,43 @@ impl Tlb {
         }
         let mut n = 0;
         for size in PageSize::ALL {
+            if self.size_count[size as usize] == 0 {
+                continue;
+            }
             let (base, units) = key_base(vpn, size);
             let start = (units as usize & self.set_mask) * self.ways;
-            for w in start..start + self.ways {
-                let k = self.keys[w];
-                if k == INVALID || (k >> KEY_SIZE_SHIFT) != (base >> KEY_SIZE_SHIFT) {
-                    continue;
+            let page = base >> KEY_SIZE_SHIFT;
+            let mut consider = |tlb: &mut Tlb, w: usize| {
+                let k = tlb.keys[w];
+                if k == INVALID || (k >> KEY_SIZE_SHIFT) != page {
+                    return;
                 }
                 let hit = match tag {
                     None => true,
                     Some(t) => k & KEY_GLOBAL_BIT != 0 || (k as u16) == t,
                 };
                 if hit {
-                    removed(&self.slots[w]);
-                    self.remove(w);
+                    removed(&tlb.slots[w]);
+                    tlb.remove(w);
                     n += 1;
+                }
+            };
+            if self.wide {
+                // The fingerprint ignores tag and global bit: every entry of the page is a
+                // candidate.
+                let f = fingerprint(base);
+                for c in (start..start + self.ways).step_by(64) {
+                    let end = (c + 64).min(start + self.ways);
+                    let mut m = fp_mask(&self.fps[c..end], f);
+                    while m != 0 {
+                        let w = c + m.trailing_zeros() as usize;
+                        m &= m - 1;
+                        consider(self, w);
+                    }
+                }
+            } else {
+                for w in start..start + self.ways {
+                    consider(self, w);
                 }
             }
         }
@@ -419,6 +475,9 @@ impl Tlb {
 
     /// Invalidate every non-global entry with `tag`; returns how many.
     pub fn invalidate_tag(&mut self, tag: u16, removed: &mut dyn FnMut(&TlbEntry)) -> u32 {
+        if self.valid == 0 {
+            return 0;
+        }
         let mut n = 0;
         for w in 0..self.keys.len() {
             let k = self.keys[w];
@@ -434,6 +493,9 @@ impl Tlb {
 
     /// Invalidate everything (or everything but global entries); returns how many.
     pub fn flush(&mut self, keep_global: bool, removed: &mut dyn FnMut(&TlbEntry)) -> u32 {
+        if self.valid == self.globals && (keep_global || self.valid == 0) {
+            return 0;
+        }
         let mut n = 0;
         for w in 0..self.keys.len() {
             let k = self.keys[w];
@@ -483,7 +545,7 @@ impl Tlb {
     /// global-key way if any.
     #[inline(always)]
     fn find_in_set(&self, start: usize, exact: u64, global: u64) -> Option<usize> {
-        if !self.index.is_empty() {
+        if self.wide {
             return match self.index_find(exact) {
                 Some(w) => Some(w),
                 None if self.globals > 0 => self.index_find(global),
@@ -491,16 +553,13 @@ impl Tlb {
             };
         }
         let keys = &self.keys[start..start + self.ways];
-        let mut g = None;
-        for (w, &k) in keys.iter().enumerate() {
-            if k == exact {
-                return Some(start + w);
-            }
-            if k == global {
-                g = Some(start + w);
-            }
+        if let Some(w) = find_key(keys, exact) {
+            return Some(start + w);
         }
-        g
+        if self.globals == 0 {
+            return None;
+        }
+        find_key(keys, global).map(|w| start + w)
     }
 
     /// Make way `w` (absolute) most recently used.
@@ -513,26 +572,32 @@ impl Tlb {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn plru_touch(&mut self, w: usize) {
-        let set = w / self.ways;
-        let bits = &mut self.plru[set * self.plru_words..(set + 1) * self.plru_words];
-        let mut n = self.ways + w % self.ways;
+        // Ways are a power of two here: set and way by shift and mask, no division.
+        let set = w >> self.ways_log2;
+        let way = w & (self.ways - 1);
+        if self.plru_words == 1 {
+            // Up to 64 ways: one precomputed (path mask, path value) per way.
+            let (mask, value) = self.plru_path[way];
+            let b = &mut self.plru[set];
+            *b = (*b & !mask) | value;
+            return;
+        }
+        let base = set * self.plru_words;
+        let mut n = self.ways + way;
         while n > 1 {
             let p = n >> 1;
-            let (word, bit) = (p >> 6, 1u64 << (p & 63));
-            // Coming from the left child: the next victim is on the right, and vice versa.
-            if n & 1 == 0 {
-                bits[word] |= bit;
-            } else {
-                bits[word] &= !bit;
-            }
+            let (word, bit) = (base + (p >> 6), 1u64 << (p & 63));
+            // Coming from the left child (n even): the next victim is on the right.
+            let right = 0u64.wrapping_sub(((n & 1) ^ 1) as u64);
+            self.plru[word] = (self.plru[word] & !bit) | (bit & right);
             n = p;
         }
     }
 
     fn plru_victim(&self, start: usize) -> usize {
-        let set = start / self.ways;
+        let set = start >> self.ways_log2;
         let bits = &self.plru[set * self.plru_words..(set + 1) * self.plru_words];
         let mut n = 1;
         while n < self.ways {
@@ -556,31 +621,23 @@ impl Tlb {
 
     #[inline(always)]
     fn scan_for_insert(&self, start: usize, key: u64) -> Slot {
-        if !self.index.is_empty() {
-            if let Some(w) = self.index_find(key) {
-                return Slot::Same(w);
-            }
-            if self.set_valid[start / self.ways] as usize == self.ways {
-                return Slot::Full;
-            }
-            let keys = &self.keys[start..start + self.ways];
-            return match keys.iter().position(|&k| k == INVALID) {
-                Some(w) => Slot::Free(start + w),
-                None => Slot::Full,
-            };
-        }
         let keys = &self.keys[start..start + self.ways];
-        let mut free = None;
-        for (w, &k) in keys.iter().enumerate() {
-            if k == key {
-                return Slot::Same(start + w);
-            }
-            if k == INVALID && free.is_none() {
-                free = Some(start + w);
-            }
+        let same = if self.wide {
+            // An exact query for `key` finds exactly the way holding `key` (for a global key
+            // the "exact" and "global" keys coincide).
+            self.index_find(key).map(|w| w - start)
+        } else {
+            find_key(keys, key)
+        };
+        if let Some(w) = same {
+            return Slot::Same(start + w);
         }
-        match free {
-            Some(w) => Slot::Free(w),
+        // A full structure (the steady state) has no invalid way to look for.
+        if self.valid as usize == self.keys.len() {
+            return Slot::Full;
+        }
+        match find_key(keys, INVALID) {
+            Some(w) => Slot::Free(start + w),
             None => Slot::Full,
         }
     }
@@ -588,7 +645,7 @@ impl Tlb {
     /// Victim way (relative to the set) in a full set, by the replacement policy.
     fn policy_victim(&mut self, start: usize) -> usize {
         match self.geometry.replacement {
-            Replacement::Lru => argmin(&self.recency[start..start + self.ways]),
+            Replacement::Lru => lru_way(&self.recency[start..start + self.ways]),
             Replacement::Fifo => argmin(&self.inserted[start..start + self.ways]),
             Replacement::Plru => self.plru_victim(start),
             Replacement::Random => self.rng.below(self.ways as u64) as usize,
@@ -624,19 +681,25 @@ impl Tlb {
         let old = self.keys[w];
         if old != INVALID {
             self.sl_count[self.slots[w].sl as usize] -= 1;
-            self.index_remove(old, w);
+            self.size_count[self.slots[w].size as usize] -= 1;
             self.globals -= (old & KEY_GLOBAL_BIT != 0) as u32;
+            self.index_remove(old, w);
         } else {
             self.valid += 1;
-            self.set_valid[w / self.ways] += 1;
         }
         self.sl_count[entry.sl as usize] += 1;
+        self.size_count[entry.size as usize] += 1;
         self.globals += (key & KEY_GLOBAL_BIT != 0) as u32;
         self.keys[w] = key;
         self.index_insert(key, w);
+        if self.wide {
+            self.fps[w] = fingerprint(key);
+        }
         self.slots[w] = entry;
         self.touch(w);
-        self.inserted[w] = self.clock;
+        if self.fifo {
+            self.inserted[w] = self.clock;
+        }
         if key & KEY_GLOBAL_BIT == 0 {
             self.memo_query = key;
             self.memo_way = w;
@@ -647,10 +710,9 @@ impl Tlb {
 
     fn remove(&mut self, w: usize) {
         debug_assert_ne!(self.keys[w], INVALID);
-        let old = self.keys[w];
-        self.index_remove(old, w);
-        self.globals -= (old & KEY_GLOBAL_BIT != 0) as u32;
-        self.set_valid[w / self.ways] -= 1;
+        self.globals -= (self.keys[w] & KEY_GLOBAL_BIT != 0) as u32;
+        self.size_count[self.slots[w].size as usize] -= 1;
+        self.index_remove(self.keys[w], w);
         self.keys[w] = INVALID;
         self.valid -= 1;
         self.sl_count[self.slots[w].sl as usize] -= 1;
@@ -733,11 +795,130 @@ enum Slot {
 
 #[inline]
 fn argmin(v: &[u64]) -> usize {
-    let mut best = 0;
+    let (mut best, mut at) = (u64::MAX, 0);
     for (i, &x) in v.iter().enumerate() {
-        if x < v[best] {
-            best = i;
+        let lt = x < best;
+        best = if lt { x } else { best };
+        at = if lt { i } else { at };
+    }
+    at
+}
+
+/// Position of the smallest stamp (stamps are distinct). Up to 64 ways, a branch-free min
+/// over (stamp << 6 | way) (stamps stay far below 2^58).
+#[inline(always)]
+fn lru_way(stamps: &[u64]) -> usize {
+    if stamps.len() > 64 {
+        return argmin(stamps);
+    }
+    let m = stamps
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| (s << 6) | i as u64)
+        .min()
+        .unwrap_or(0);
+    (m & 63) as usize
+}
+
+/// Position of `k` in `keys` (a set's keys; keys in a set are unique). The scan is
+/// specialised for the common associativities so that it compiles to a few unrolled,
+/// branch-free compares: the matching way is at a random position, and an early-exit loop
+/// would mispredict on most lookups. Other sizes scan 8 ways at a time.
+#[inline(always)]
+fn find_key(keys: &[u64], k: u64) -> Option<usize> {
+    match keys.len() {
+        1 => find_n::<1>(keys, k),
+        2 => find_n::<2>(keys, k),
+        4 => find_n::<4>(keys, k),
+        6 => find_n::<6>(keys, k),
+        8 => find_n::<8>(keys, k),
+        12 => find_n::<12>(keys, k),
+        16 => find_n::<16>(keys, k),
+        _ => find_any(keys, k),
+    }
+}
+
+#[inline(always)]
+fn find_n<const N: usize>(keys: &[u64], k: u64) -> Option<usize> {
+    let keys: &[u64; N] = keys.try_into().expect("set length");
+    let mut m = 0u32;
+    for (i, &x) in keys.iter().enumerate() {
+        m |= ((x == k) as u32) << i;
+    }
+    if m != 0 {
+        Some(m.trailing_zeros() as usize)
+    } else {
+        None
+    }
+}
+
+/// Bit mask of the positions in `fps` (at most 64) equal to `f`.
+#[inline(always)]
+fn fp_mask(fps: &[u16], f: u16) -> u64 {
+    let mut m = 0u64;
+    let mut base = 0;
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SSE2 (always present on x86_64): 16 fingerprints per step.
+        use std::arch::x86_64::{
+            __m128i, _mm_cmpeq_epi16, _mm_loadu_si128, _mm_movemask_epi8, _mm_packs_epi16,
+            _mm_set1_epi16,
+        };
+        let mut chunks = fps.chunks_exact(16);
+        // SAFETY: SSE2 is part of the x86_64 baseline, so the intrinsics are available on
+        // every x86_64 CPU; each chunk is 16 u16s (32 bytes) and the two 16-byte loads are
+        // unaligned loads inside it.
+        unsafe {
+            let needle = _mm_set1_epi16(f as i16);
+            for c in &mut chunks {
+                let p = c.as_ptr() as *const __m128i;
+                let (lo, hi) = (_mm_loadu_si128(p), _mm_loadu_si128(p.add(1)));
+                // Equal lanes -> 0xFFFF -> packed to 0xFF -> one mask bit per fingerprint.
+                let eq = _mm_packs_epi16(_mm_cmpeq_epi16(lo, needle), _mm_cmpeq_epi16(hi, needle));
+                m |= (_mm_movemask_epi8(eq) as u32 as u64) << base;
+                base += 16;
+            }
         }
     }
-    best
+    for (i, &x) in fps[base..].iter().enumerate() {
+        m |= ((x == f) as u64) << (base + i);
+    }
+    m
+}
+
+#[inline]
+fn find_any(keys: &[u64], k: u64) -> Option<usize> {
+    let mut chunks = keys.chunks_exact(8);
+    let mut base = 0;
+    for c in &mut chunks {
+        if let Some(w) = find_n::<8>(c, k) {
+            return Some(base + w);
+        }
+        base += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&x| x == k)
+        .map(|w| base + w)
+}
+
+/// For each way of a `ways`-way (power of two, at most 64) tree-PLRU set: the mask of the
+/// tree nodes on its path and the values an access to it writes there.
+fn plru_paths(ways: usize) -> Vec<(u64, u64)> {
+    (0..ways)
+        .map(|w| {
+            let (mut mask, mut value) = (0u64, 0u64);
+            let mut n = ways + w;
+            while n > 1 {
+                let p = n >> 1;
+                mask |= 1 << p;
+                if n & 1 == 0 {
+                    value |= 1 << p;
+                }
+                n = p;
+            }
+            (mask, value)
+        })
+        .collect()
 }
