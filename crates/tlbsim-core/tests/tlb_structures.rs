@@ -377,7 +377,7 @@ fn op(max_quota: u32) -> impl Strategy<Value = Op> {
     ]
 }
 
-/// Geometries: direct mapped, 2- and 4-way, fully associative; 0 to 96 entries.
+/// Geometries: direct mapped, 2- to 16-way, fully associative; 0 to 128 entries.
 const GEOMETRIES: &[(u32, u32)] = &[
     (0, 1),
     (1, 1),
@@ -392,6 +392,13 @@ const GEOMETRIES: &[(u32, u32)] = &[
     (16, 16),
     (64, 64),
     (96, 96),
+    // Every specialised scan width, the 8-wide chunked scan with a remainder, and tree-PLRU
+    // with more than 64 ways (several words of tree bits per set).
+    (24, 6),
+    (8, 8),
+    (48, 12),
+    (20, 20),
+    (128, 128),
 ];
 
 fn geometry(policy: Replacement) -> impl Strategy<Value = TlbGeometry> {

@@ -153,9 +153,15 @@ pub struct Tlb {
     /// and 2n+1, leaves ways..2*ways) is bit n; 1 = the next victim is in the right subtree.
     plru: Vec<u64>,
     plru_words: usize,
+    /// log2(ways) (PLRU only).
+    ways_log2: u32,
+    /// PLRU with at most 64 ways: per way, (path mask, path value); see `plru_paths`.
+    plru_path: Vec<(u64, u64)>,
     clock: u64,
     rng: SplitMix64,
     valid: u32,
+    /// Valid global entries (lookups skip the global compare while there are none).
+    globals: u32,
     sl_count: [u32; 256],
     /// Last hit: the query key (exact-tag key) it answered and the way. Checked against the
     /// way's live key, so invalidation and eviction need not clear it; an insert of a new
@@ -227,9 +233,16 @@ impl Tlb {
             inserted: vec![0; n],
             plru: vec![0; sets * plru_words],
             plru_words,
+            ways_log2: ways.trailing_zeros(),
+            plru_path: if plru_words == 1 {
+                plru_paths(ways)
+            } else {
+                Vec::new()
+            },
             clock: 0,
             rng: SplitMix64::new(seed),
             valid: 0,
+            globals: 0,
             sl_count: [0; 256],
             memo_query: INVALID,
             memo_way: 0,
@@ -461,16 +474,13 @@ impl Tlb {
     #[inline(always)]
     fn find_in_set(&self, start: usize, exact: u64, global: u64) -> Option<usize> {
         let keys = &self.keys[start..start + self.ways];
-        let mut g = None;
-        for (w, &k) in keys.iter().enumerate() {
-            if k == exact {
-                return Some(start + w);
-            }
-            if k == global {
-                g = Some(start + w);
-            }
+        if let Some(w) = find_key(keys, exact) {
+            return Some(start + w);
         }
-        g
+        if self.globals == 0 {
+            return None;
+        }
+        find_key(keys, global).map(|w| start + w)
     }
 
     /// Make way `w` (absolute) most recently used.
@@ -483,26 +493,32 @@ impl Tlb {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn plru_touch(&mut self, w: usize) {
-        let set = w / self.ways;
-        let bits = &mut self.plru[set * self.plru_words..(set + 1) * self.plru_words];
-        let mut n = self.ways + w % self.ways;
+        // Ways are a power of two here: set and way by shift and mask, no division.
+        let set = w >> self.ways_log2;
+        let way = w & (self.ways - 1);
+        if self.plru_words == 1 {
+            // Up to 64 ways: one precomputed (path mask, path value) per way.
+            let (mask, value) = self.plru_path[way];
+            let b = &mut self.plru[set];
+            *b = (*b & !mask) | value;
+            return;
+        }
+        let base = set * self.plru_words;
+        let mut n = self.ways + way;
         while n > 1 {
             let p = n >> 1;
-            let (word, bit) = (p >> 6, 1u64 << (p & 63));
-            // Coming from the left child: the next victim is on the right, and vice versa.
-            if n & 1 == 0 {
-                bits[word] |= bit;
-            } else {
-                bits[word] &= !bit;
-            }
+            let (word, bit) = (base + (p >> 6), 1u64 << (p & 63));
+            // Coming from the left child (n even): the next victim is on the right.
+            let right = 0u64.wrapping_sub(((n & 1) ^ 1) as u64);
+            self.plru[word] = (self.plru[word] & !bit) | (bit & right);
             n = p;
         }
     }
 
     fn plru_victim(&self, start: usize) -> usize {
-        let set = start / self.ways;
+        let set = start >> self.ways_log2;
         let bits = &self.plru[set * self.plru_words..(set + 1) * self.plru_words];
         let mut n = 1;
         while n < self.ways {
@@ -527,17 +543,15 @@ impl Tlb {
     #[inline(always)]
     fn scan_for_insert(&self, start: usize, key: u64) -> Slot {
         let keys = &self.keys[start..start + self.ways];
-        let mut free = None;
-        for (w, &k) in keys.iter().enumerate() {
-            if k == key {
-                return Slot::Same(start + w);
-            }
-            if k == INVALID && free.is_none() {
-                free = Some(start + w);
-            }
+        if let Some(w) = find_key(keys, key) {
+            return Slot::Same(start + w);
         }
-        match free {
-            Some(w) => Slot::Free(w),
+        // A full structure (the steady state) has no invalid way to look for.
+        if self.valid as usize == self.keys.len() {
+            return Slot::Full;
+        }
+        match find_key(keys, INVALID) {
+            Some(w) => Slot::Free(start + w),
             None => Slot::Full,
         }
     }
@@ -578,12 +592,15 @@ impl Tlb {
 
     /// Put a new key into way `w` (invalid, or a victim whose entry is dropped here).
     fn place(&mut self, w: usize, key: u64, entry: TlbEntry) {
-        if self.keys[w] != INVALID {
+        let old = self.keys[w];
+        if old != INVALID {
             self.sl_count[self.slots[w].sl as usize] -= 1;
+            self.globals -= (old & KEY_GLOBAL_BIT != 0) as u32;
         } else {
             self.valid += 1;
         }
         self.sl_count[entry.sl as usize] += 1;
+        self.globals += (key & KEY_GLOBAL_BIT != 0) as u32;
         self.keys[w] = key;
         self.slots[w] = entry;
         self.touch(w);
@@ -598,6 +615,7 @@ impl Tlb {
 
     fn remove(&mut self, w: usize) {
         debug_assert_ne!(self.keys[w], INVALID);
+        self.globals -= (self.keys[w] & KEY_GLOBAL_BIT != 0) as u32;
         self.keys[w] = INVALID;
         self.valid -= 1;
         self.sl_count[self.slots[w].sl as usize] -= 1;
@@ -612,11 +630,80 @@ enum Slot {
 
 #[inline]
 fn argmin(v: &[u64]) -> usize {
-    let mut best = 0;
+    let (mut best, mut at) = (u64::MAX, 0);
     for (i, &x) in v.iter().enumerate() {
-        if x < v[best] {
-            best = i;
-        }
+        let lt = x < best;
+        best = if lt { x } else { best };
+        at = if lt { i } else { at };
     }
-    best
+    at
+}
+
+/// Position of `k` in `keys` (a set's keys; keys in a set are unique). The scan is
+/// specialised for the common associativities so that it compiles to a few unrolled,
+/// branch-free compares: the matching way is at a random position, and an early-exit loop
+/// would mispredict on most lookups. Other sizes scan 8 ways at a time.
+#[inline(always)]
+fn find_key(keys: &[u64], k: u64) -> Option<usize> {
+    match keys.len() {
+        1 => find_n::<1>(keys, k),
+        2 => find_n::<2>(keys, k),
+        4 => find_n::<4>(keys, k),
+        6 => find_n::<6>(keys, k),
+        8 => find_n::<8>(keys, k),
+        12 => find_n::<12>(keys, k),
+        16 => find_n::<16>(keys, k),
+        _ => find_any(keys, k),
+    }
+}
+
+#[inline(always)]
+fn find_n<const N: usize>(keys: &[u64], k: u64) -> Option<usize> {
+    let keys: &[u64; N] = keys.try_into().expect("set length");
+    let mut m = 0u32;
+    for (i, &x) in keys.iter().enumerate() {
+        m |= ((x == k) as u32) << i;
+    }
+    if m != 0 {
+        Some(m.trailing_zeros() as usize)
+    } else {
+        None
+    }
+}
+
+#[inline]
+fn find_any(keys: &[u64], k: u64) -> Option<usize> {
+    let mut chunks = keys.chunks_exact(8);
+    let mut base = 0;
+    for c in &mut chunks {
+        if let Some(w) = find_n::<8>(c, k) {
+            return Some(base + w);
+        }
+        base += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&x| x == k)
+        .map(|w| base + w)
+}
+
+/// For each way of a `ways`-way (power of two, at most 64) tree-PLRU set: the mask of the
+/// tree nodes on its path and the values an access to it writes there.
+fn plru_paths(ways: usize) -> Vec<(u64, u64)> {
+    (0..ways)
+        .map(|w| {
+            let (mut mask, mut value) = (0u64, 0u64);
+            let mut n = ways + w;
+            while n > 1 {
+                let p = n >> 1;
+                mask |= 1 << p;
+                if n & 1 == 0 {
+                    value |= 1 << p;
+                }
+                n = p;
+            }
+            (mask, value)
+        })
+        .collect()
 }
