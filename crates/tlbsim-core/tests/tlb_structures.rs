@@ -329,14 +329,17 @@ enum Op {
 }
 
 /// 4 KiB pages in a few 2 MiB regions, two of them inside the second 1 GiB page, so that
-/// pages of every size overlap and share sets.
+/// pages of every size overlap and share sets; and 4 KiB pages `k * 0x10001`, whose keys all
+/// have the same 16-bit fingerprint (wide sets compare fingerprints first).
 fn page() -> impl Strategy<Value = (Vpn, PageSize)> {
-    (
+    let regions = (
         prop_oneof![Just(0u64), Just(1), Just(2), Just(3), Just(512), Just(513)],
         0u64..48,
         prop_oneof![6 => Just(PageSize::Size4K), 3 => Just(PageSize::Size2M), 1 => Just(PageSize::Size1G)],
     )
-        .prop_map(|(region, idx, size)| (Vpn(region * 512 + idx).align(size), size))
+        .prop_map(|(region, idx, size)| (Vpn(region * 512 + idx).align(size), size));
+    let colliding = (0u64..16).prop_map(|k| (Vpn(k * 0x10001), PageSize::Size4K));
+    prop_oneof![9 => regions, 1 => colliding]
 }
 
 fn tag() -> impl Strategy<Value = u16> {
@@ -397,6 +400,7 @@ const GEOMETRIES: &[(u32, u32)] = &[
     (24, 6),
     (8, 8),
     (48, 12),
+    (40, 10),
     (20, 20),
     (128, 128),
 ];
@@ -860,6 +864,60 @@ fn random_fills_invalid_ways_first_and_is_seeded() {
     };
     assert_eq!(run(42), run(42));
     assert_ne!(run(42), run(43));
+}
+
+#[test]
+fn lru_victim_in_a_wide_set() {
+    // 64-way LRU: the victim can be any way, including the high ones.
+    for hot in [0u64, 31, 32, 40, 63] {
+        let mut t = Tlb::new(&geom(64, 64, Replacement::Lru), 0).unwrap();
+        for v in 0..64 {
+            t.insert(e4k(v, 0));
+        }
+        for v in 0..64 {
+            if v != hot {
+                t.lookup(Vpn(v), PageSize::Size4K, 0);
+            }
+        }
+        assert_eq!(t.insert(e4k(100, 0)), Some(e4k(hot, 0)));
+        assert_eq!(
+            t.entries_with_position()
+                .find(|x| x.2.vpn == Vpn(100))
+                .unwrap()
+                .1,
+            hot as usize
+        );
+    }
+}
+
+#[test]
+fn wide_set_fingerprint_collisions() {
+    // 16 pages whose keys share one fingerprint, in a 64-way fully associative structure.
+    let mut t = Tlb::new(&geom(64, 64, Replacement::Lru), 0).unwrap();
+    let g = TlbEntry {
+        flags: FLAG_GLOBAL,
+        ..e4k(0x10001 * 3, 0)
+    };
+    t.insert(g);
+    for k in 0..16 {
+        if k != 3 {
+            t.insert(e4k(k * 0x10001, 1));
+        }
+    }
+    for k in 0..16 {
+        let got = t.lookup(Vpn(k * 0x10001), PageSize::Size4K, 1).unwrap();
+        assert_eq!(got.vpn, Vpn(k * 0x10001));
+        assert_eq!(got.flags & FLAG_GLOBAL != 0, k == 3);
+    }
+    assert_eq!(t.lookup(Vpn(0x10001 * 5), PageSize::Size4K, 2), None);
+    t.insert(e4k(0x10001 * 3, 1)); // non-global outranks the global entry for tag 1
+    assert_eq!(
+        t.lookup(Vpn(0x10001 * 3), PageSize::Size4K, 1),
+        Some(e4k(0x10001 * 3, 1))
+    );
+    assert_eq!(t.lookup(Vpn(0x10001 * 3), PageSize::Size4K, 7), Some(g));
+    assert_eq!(t.insert(e4k(0x10001 * 7, 1)), None); // overwrite in place
+    assert_eq!(t.occupancy(), 17);
 }
 
 #[test]

@@ -18,7 +18,10 @@
 //! so a set scan is two integer compares per way (exact tag, global); payloads, recency
 //! stamps, FIFO stamps and PLRU bits live in parallel flat vectors. A one-entry last-hit
 //! memo answers a repeated lookup of the same page without a scan, and updates the
-//! replacement state exactly as the scan would. Nothing allocates after `new`.
+//! replacement state exactly as the scan would. Scans of common associativities (1, 2, 4,
+//! 6, 8, 12, 16 ways) are unrolled and branch-free; sets wider than 16 ways (large fully
+//! associative structures) keep a 16-bit fingerprint per way and compare those 16 at a
+//! time with SSE2 before checking full keys. Nothing allocates after `new`.
 //!
 //! Choices the spec leaves open (also in the doc comment of [`Tlb`]): a non-global entry
 //! outranks a global one of the same page on lookup; a global entry is identified by its
@@ -93,6 +96,19 @@ const KEY_VPN_MASK: u64 = (1 << (64 - KEY_VPN_SHIFT)) - 1;
 /// (and no query key) ever equals it.
 const INVALID: u64 = u64::MAX;
 
+/// Sets with more ways than this (large fully associative structures) are scanned through
+/// 16-bit key fingerprints first.
+const WIDE_WAYS: usize = 16;
+
+/// A 16-bit fold of a key's page-and-size bits (not the tag or global bit, so that the
+/// exact and the global query keys of a page share it). Two different pages of a set share
+/// a fingerprint rarely; the full key is always checked.
+#[inline(always)]
+fn fingerprint(key: u64) -> u16 {
+    let x = key >> KEY_SIZE_SHIFT;
+    (x ^ (x >> 16) ^ (x >> 32)) as u16
+}
+
 #[inline(always)]
 fn key_base(vpn: Vpn, size: PageSize) -> (u64, u64) {
     let units = vpn.0 >> size.shift_4k();
@@ -144,11 +160,16 @@ pub struct Tlb {
     ways: usize,
     set_mask: usize,
     keys: Vec<u64>,
+    /// Sets wider than `WIDE_WAYS` ways: a 16-bit fingerprint of each way's key (see
+    /// `fingerprint`), scanned first. Empty otherwise.
+    wide: bool,
+    fps: Vec<u16>,
     slots: Vec<TlbEntry>,
     /// Recency stamp per way (all policies).
     recency: Vec<u64>,
     /// Insertion stamp per way (FIFO only).
     inserted: Vec<u64>,
+    fifo: bool,
     /// Tree-PLRU bits, `plru_words` words per set; node n (1-based heap order, children 2n
     /// and 2n+1, leaves ways..2*ways) is bit n; 1 = the next victim is in the right subtree.
     plru: Vec<u64>,
@@ -162,6 +183,8 @@ pub struct Tlb {
     valid: u32,
     /// Valid global entries (lookups skip the global compare while there are none).
     globals: u32,
+    /// Valid entries per page size (`invalidate_page` skips sizes with none).
+    size_count: [u32; 3],
     sl_count: [u32; 256],
     /// Last hit: the query key (exact-tag key) it answered and the way. Checked against the
     /// way's live key, so invalidation and eviction need not clear it; an insert of a new
@@ -228,9 +251,20 @@ impl Tlb {
             ways,
             set_mask: sets - 1,
             keys: vec![INVALID; n],
+            wide: ways > WIDE_WAYS,
+            fps: if ways > WIDE_WAYS {
+                vec![0; n]
+            } else {
+                Vec::new()
+            },
             slots: vec![NO_ENTRY; n],
             recency: vec![0; n],
-            inserted: vec![0; n],
+            inserted: if geometry.replacement == Replacement::Fifo {
+                vec![0; n]
+            } else {
+                Vec::new()
+            },
+            fifo: geometry.replacement == Replacement::Fifo,
             plru: vec![0; sets * plru_words],
             plru_words,
             ways_log2: ways.trailing_zeros(),
@@ -243,6 +277,7 @@ impl Tlb {
             rng: SplitMix64::new(seed),
             valid: 0,
             globals: 0,
+            size_count: [0; 3],
             sl_count: [0; 256],
             memo_query: INVALID,
             memo_way: 0,
@@ -386,21 +421,43 @@ impl Tlb {
         }
         let mut n = 0;
         for size in PageSize::ALL {
+            if self.size_count[size as usize] == 0 {
+                continue;
+            }
             let (base, units) = key_base(vpn, size);
             let start = (units as usize & self.set_mask) * self.ways;
-            for w in start..start + self.ways {
-                let k = self.keys[w];
-                if k == INVALID || (k >> KEY_SIZE_SHIFT) != (base >> KEY_SIZE_SHIFT) {
-                    continue;
+            let page = base >> KEY_SIZE_SHIFT;
+            let mut consider = |tlb: &mut Tlb, w: usize| {
+                let k = tlb.keys[w];
+                if k == INVALID || (k >> KEY_SIZE_SHIFT) != page {
+                    return;
                 }
                 let hit = match tag {
                     None => true,
                     Some(t) => k & KEY_GLOBAL_BIT != 0 || (k as u16) == t,
                 };
                 if hit {
-                    removed(&self.slots[w]);
-                    self.remove(w);
+                    removed(&tlb.slots[w]);
+                    tlb.remove(w);
                     n += 1;
+                }
+            };
+            if self.wide {
+                // The fingerprint ignores tag and global bit: every entry of the page is a
+                // candidate.
+                let f = fingerprint(base);
+                for c in (start..start + self.ways).step_by(64) {
+                    let end = (c + 64).min(start + self.ways);
+                    let mut m = fp_mask(&self.fps[c..end], f);
+                    while m != 0 {
+                        let w = c + m.trailing_zeros() as usize;
+                        m &= m - 1;
+                        consider(self, w);
+                    }
+                }
+            } else {
+                for w in start..start + self.ways {
+                    consider(self, w);
                 }
             }
         }
@@ -409,6 +466,9 @@ impl Tlb {
 
     /// Invalidate every non-global entry with `tag`; returns how many.
     pub fn invalidate_tag(&mut self, tag: u16, removed: &mut dyn FnMut(&TlbEntry)) -> u32 {
+        if self.valid == 0 {
+            return 0;
+        }
         let mut n = 0;
         for w in 0..self.keys.len() {
             let k = self.keys[w];
@@ -424,6 +484,9 @@ impl Tlb {
 
     /// Invalidate everything (or everything but global entries); returns how many.
     pub fn flush(&mut self, keep_global: bool, removed: &mut dyn FnMut(&TlbEntry)) -> u32 {
+        if self.valid == self.globals && (keep_global || self.valid == 0) {
+            return 0;
+        }
         let mut n = 0;
         for w in 0..self.keys.len() {
             let k = self.keys[w];
@@ -473,6 +536,9 @@ impl Tlb {
     /// global-key way if any.
     #[inline(always)]
     fn find_in_set(&self, start: usize, exact: u64, global: u64) -> Option<usize> {
+        if self.wide {
+            return self.find_wide(start, exact, global);
+        }
         let keys = &self.keys[start..start + self.ways];
         if let Some(w) = find_key(keys, exact) {
             return Some(start + w);
@@ -481,6 +547,43 @@ impl Tlb {
             return None;
         }
         find_key(keys, global).map(|w| start + w)
+    }
+
+    /// `find_in_set` for sets wider than `WIDE_WAYS`: compare the 16-bit fingerprints 64 at
+    /// a time, then check the full key of each candidate (usually none or one).
+    #[inline]
+    fn find_wide(&self, start: usize, exact: u64, global: u64) -> Option<usize> {
+        let f = fingerprint(exact);
+        let fps = &self.fps[start..start + self.ways];
+        let keys = &self.keys[start..start + self.ways];
+        let mut g = None;
+        let mut chunks = fps.chunks_exact(64);
+        let mut base = 0;
+        let mut check = |mut m: u64, base: usize| -> Option<usize> {
+            while m != 0 {
+                let i = base + m.trailing_zeros() as usize;
+                m &= m - 1;
+                let k = keys[i];
+                if k == exact {
+                    return Some(start + i);
+                }
+                if k == global && g.is_none() {
+                    g = Some(start + i);
+                }
+            }
+            None
+        };
+        for c in &mut chunks {
+            let c: &[u16; 64] = c.try_into().expect("chunk of 64");
+            if let Some(w) = check(fp_mask(c, f), base) {
+                return Some(w);
+            }
+            base += 64;
+        }
+        if let Some(w) = check(fp_mask(chunks.remainder(), f), base) {
+            return Some(w);
+        }
+        g
     }
 
     /// Make way `w` (absolute) most recently used.
@@ -543,7 +646,14 @@ impl Tlb {
     #[inline(always)]
     fn scan_for_insert(&self, start: usize, key: u64) -> Slot {
         let keys = &self.keys[start..start + self.ways];
-        if let Some(w) = find_key(keys, key) {
+        let same = if self.wide {
+            // An exact query for `key` finds exactly the way holding `key` (for a global key
+            // the "exact" and "global" keys coincide).
+            self.find_wide(start, key, key).map(|w| w - start)
+        } else {
+            find_key(keys, key)
+        };
+        if let Some(w) = same {
             return Slot::Same(start + w);
         }
         // A full structure (the steady state) has no invalid way to look for.
@@ -559,7 +669,7 @@ impl Tlb {
     /// Victim way (relative to the set) in a full set, by the replacement policy.
     fn policy_victim(&mut self, start: usize) -> usize {
         match self.geometry.replacement {
-            Replacement::Lru => argmin(&self.recency[start..start + self.ways]),
+            Replacement::Lru => lru_way(&self.recency[start..start + self.ways]),
             Replacement::Fifo => argmin(&self.inserted[start..start + self.ways]),
             Replacement::Plru => self.plru_victim(start),
             Replacement::Random => self.rng.below(self.ways as u64) as usize,
@@ -595,16 +705,23 @@ impl Tlb {
         let old = self.keys[w];
         if old != INVALID {
             self.sl_count[self.slots[w].sl as usize] -= 1;
+            self.size_count[self.slots[w].size as usize] -= 1;
             self.globals -= (old & KEY_GLOBAL_BIT != 0) as u32;
         } else {
             self.valid += 1;
         }
         self.sl_count[entry.sl as usize] += 1;
+        self.size_count[entry.size as usize] += 1;
         self.globals += (key & KEY_GLOBAL_BIT != 0) as u32;
         self.keys[w] = key;
+        if self.wide {
+            self.fps[w] = fingerprint(key);
+        }
         self.slots[w] = entry;
         self.touch(w);
-        self.inserted[w] = self.clock;
+        if self.fifo {
+            self.inserted[w] = self.clock;
+        }
         if key & KEY_GLOBAL_BIT == 0 {
             self.memo_query = key;
             self.memo_way = w;
@@ -616,6 +733,7 @@ impl Tlb {
     fn remove(&mut self, w: usize) {
         debug_assert_ne!(self.keys[w], INVALID);
         self.globals -= (self.keys[w] & KEY_GLOBAL_BIT != 0) as u32;
+        self.size_count[self.slots[w].size as usize] -= 1;
         self.keys[w] = INVALID;
         self.valid -= 1;
         self.sl_count[self.slots[w].sl as usize] -= 1;
@@ -637,6 +755,22 @@ fn argmin(v: &[u64]) -> usize {
         at = if lt { i } else { at };
     }
     at
+}
+
+/// Position of the smallest stamp (stamps are distinct). Up to 64 ways, a branch-free min
+/// over (stamp << 6 | way) (stamps stay far below 2^58).
+#[inline(always)]
+fn lru_way(stamps: &[u64]) -> usize {
+    if stamps.len() > 64 {
+        return argmin(stamps);
+    }
+    let m = stamps
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| (s << 6) | i as u64)
+        .min()
+        .unwrap_or(0);
+    (m & 63) as usize
 }
 
 /// Position of `k` in `keys` (a set's keys; keys in a set are unique). The scan is
@@ -669,6 +803,40 @@ fn find_n<const N: usize>(keys: &[u64], k: u64) -> Option<usize> {
     } else {
         None
     }
+}
+
+/// Bit mask of the positions in `fps` (at most 64) equal to `f`.
+#[inline(always)]
+fn fp_mask(fps: &[u16], f: u16) -> u64 {
+    let mut m = 0u64;
+    let mut base = 0;
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SSE2 (always present on x86_64): 16 fingerprints per step.
+        use std::arch::x86_64::{
+            __m128i, _mm_cmpeq_epi16, _mm_loadu_si128, _mm_movemask_epi8, _mm_packs_epi16,
+            _mm_set1_epi16,
+        };
+        let mut chunks = fps.chunks_exact(16);
+        // SAFETY: SSE2 is part of the x86_64 baseline, so the intrinsics are available on
+        // every x86_64 CPU; each chunk is 16 u16s (32 bytes) and the two 16-byte loads are
+        // unaligned loads inside it.
+        unsafe {
+            let needle = _mm_set1_epi16(f as i16);
+            for c in &mut chunks {
+                let p = c.as_ptr() as *const __m128i;
+                let (lo, hi) = (_mm_loadu_si128(p), _mm_loadu_si128(p.add(1)));
+                // Equal lanes -> 0xFFFF -> packed to 0xFF -> one mask bit per fingerprint.
+                let eq = _mm_packs_epi16(_mm_cmpeq_epi16(lo, needle), _mm_cmpeq_epi16(hi, needle));
+                m |= (_mm_movemask_epi8(eq) as u32 as u64) << base;
+                base += 16;
+            }
+        }
+    }
+    for (i, &x) in fps[base..].iter().enumerate() {
+        m |= ((x == f) as u64) << (base + i);
+    }
+    m
 }
 
 #[inline]
