@@ -10,6 +10,7 @@ pub mod error;
 pub mod machine;
 pub mod memory;
 pub mod page_table;
+pub mod prefetch;
 pub mod rng;
 pub mod sim;
 pub mod stats;

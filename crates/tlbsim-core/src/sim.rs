@@ -30,7 +30,13 @@ pub struct Core {
     pub stats: CoreStats,
     /// Simulated time in 1/1024 cycles.
     clock: u64,
+    /// Accesses and L1 misses when the last batch started (for the prefetch decision).
+    batch_start_accesses: u64,
+    batch_start_misses: u64,
 }
+
+/// How many events ahead the engine prefetches on miss-heavy streams.
+const PREFETCH_DISTANCE: usize = 12;
 
 /// One address space (trace mode has exactly one).
 pub struct AddressSpace {
@@ -68,6 +74,8 @@ impl Machine {
                 tlbs: TlbHierarchy::new(CoreId(i), &m.tlb, cfg.seed)?,
                 stats: CoreStats::default(),
                 clock: 0,
+                batch_start_accesses: 0,
+                batch_start_misses: 0,
             });
         }
         let pc = &m.pt_cache;
@@ -294,6 +302,18 @@ impl Machine {
         Err(Error::Sim(format!("page {va:#x} still unmapped after its fault")))
     }
 
+    /// Host-cache hints for a coming access: its L2 TLB set, the page-table entries its walk
+    /// would read, and the page-table-line cache set of the leaf entry.
+    #[inline]
+    fn prefetch(&self, core: usize, space: &AddressSpace, va: u64) {
+        let c = &self.cores[core];
+        c.tlbs.structs[crate::tlb::hierarchy::L2].prefetch(Vpn::of_va(va), PageSize::Size4K, c.tlbs.tag());
+        let line = self.pt.prefetch_walk(space.root, space.levels, va);
+        if let Some(cache) = &self.pt_caches[c.socket as usize] {
+            cache.prefetch(Vpn(line), PageSize::Size4K, 0);
+        }
+    }
+
     /// Run one batch of events on `core`.
     pub fn run_batch<T: TlbListener, W: WalkListener>(
         &mut self,
@@ -305,7 +325,26 @@ impl Machine {
     ) -> Result<()> {
         let cpi = self.cpi_fixed;
         let fetches = self.fetches;
-        for ev in events {
+        // On a miss-heavy stream, hint the host cache a few accesses ahead (no simulated
+        // effect). Decided per batch from the previous batch's L1 miss rate, so a hit-heavy
+        // stream pays nothing.
+        let s = &self.cores[core].stats;
+        let (accesses, misses) = (s.accesses, s.l1_tlb_misses);
+        let lookahead = if misses - self.cores[core].batch_start_misses > (accesses - self.cores[core].batch_start_accesses) / 8 {
+            PREFETCH_DISTANCE
+        } else {
+            0
+        };
+        self.cores[core].batch_start_accesses = accesses;
+        self.cores[core].batch_start_misses = misses;
+        for (i, ev) in events.iter().enumerate() {
+            if lookahead != 0 {
+                if let Some(TraceEvent::Access { va, kind, .. }) = events.get(i + lookahead) {
+                    if fetches || !kind.is_fetch() {
+                        self.prefetch(core, space, *va);
+                    }
+                }
+            }
             match *ev {
                 TraceEvent::Access { va, kind, .. } => {
                     if kind.is_fetch() {

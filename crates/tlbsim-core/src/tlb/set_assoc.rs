@@ -327,6 +327,24 @@ impl Tlb {
         Some(self.slots[w])
     }
 
+    /// Ask the host CPU to bring in the lines a lookup of this page will read (a hint: no
+    /// simulated state changes). The engine issues it a few accesses ahead on miss-heavy
+    /// streams, so the host's cache misses on large structures overlap.
+    #[inline]
+    pub fn prefetch(&self, vpn: Vpn, size: PageSize, tag: u16) {
+        if self.disabled {
+            return;
+        }
+        let (base, units) = key_base(vpn, size);
+        let start = (units as usize & self.set_mask) * self.ways;
+        if self.wide {
+            crate::prefetch::read(&self.index[self.index_home(base | tag as u64)]);
+        } else {
+            crate::prefetch::read(&self.keys[start]);
+        }
+        crate::prefetch::read(&self.recency[start]);
+    }
+
     /// As `lookup` but without touching replacement state.
     pub fn probe(&self, vpn: Vpn, size: PageSize, tag: u16) -> Option<TlbEntry> {
         let (base, units) = key_base(vpn, size);
@@ -804,20 +822,20 @@ fn argmin(v: &[u64]) -> usize {
     at
 }
 
-/// Position of the smallest stamp (stamps are distinct). Up to 64 ways, a branch-free min
-/// over (stamp << 6 | way) (stamps stay far below 2^58).
+/// Position of the smallest stamp (stamps are distinct). Up to 128 ways, a branch-free min
+/// over (stamp << 7 | way) (stamps count touches and stay far below 2^57).
 #[inline(always)]
 fn lru_way(stamps: &[u64]) -> usize {
-    if stamps.len() > 64 {
+    if stamps.len() > 128 {
         return argmin(stamps);
     }
     let m = stamps
         .iter()
         .enumerate()
-        .map(|(i, &s)| (s << 6) | i as u64)
+        .map(|(i, &s)| (s << 7) | i as u64)
         .min()
         .unwrap_or(0);
-    (m & 63) as usize
+    (m & 127) as usize
 }
 
 /// Position of `k` in `keys` (a set's keys; keys in a set are unique). The scan is
