@@ -131,3 +131,47 @@ def test_bench_json(capsys: pytest.CaptureFixture[str]) -> None:
     for key in ("l1_hit_stream_per_s", "walk_stream_per_s", "null_loop_per_s", "l1_hit_over_null"):
         assert report[key] > 0
     assert report["accesses"] == 10000
+
+
+README_EXAMPLE = """\
+seed = 1
+[machine]
+preset = "host"
+sockets = 1
+cores_per_socket = 1
+[machine.tlb]
+tagging = "pcid"
+[machine.tlb.l1d]
+entries = 256
+ways = 4
+replacement = "lru"
+[machine.tlb.l2]
+entries = 0
+[workload]
+kind = "trace"
+format = "lackey"
+paths = ["prog.lackey.gz"]
+fetches = false
+"""
+
+
+def test_readme_example_config_runs_as_written(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The README's config is a user contract: it must work exactly as written."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert README_EXAMPLE in readme
+    trace = Path(__file__).parents[2] / "crates/tlbsim-core/tests/data/lackey_tiny.txt.gz"
+    (tmp_path / "prog.lackey.gz").write_bytes(trace.read_bytes())
+    (tmp_path / "example.toml").write_text(README_EXAMPLE)
+    assert main(["run", str(tmp_path / "example.toml"), "--out", str(tmp_path / "out")]) == 0
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    effective = json.loads((tmp_path / "out" / "config.json").read_text())
+    totals = stats["totals"]
+    # Loads, stores and modifies only (fetches = false), every one looked up once.
+    assert totals["accesses"] == totals["l1_tlb_hits"] + totals["l1_tlb_misses"] > 0
+    assert totals["instructions"] > totals["accesses"]
+    assert "l2" not in stats["per_structure"]
+    assert effective["machine"]["tlb"]["l1d"] == {
+        "entries": 256, "ways": 4, "replacement": "lru", "latency": effective["machine"]["tlb"]["l1d"]["latency"]
+    }

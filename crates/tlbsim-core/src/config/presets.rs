@@ -34,14 +34,15 @@ pub fn builtin_machine() -> MachineConfig {
             tmt_entries: 4,
             sl_quota_fraction: Vec::new(),
             // Measured on this workplace's machines (Zen 5 under KVM): L1 DTLB 96 entries,
-            // fully associative. 1-cycle lookup: assumption (overlaps the L1 cache access).
-            l1d: LevelConfig::new(96, 96, Lru, 1),
+            // fully associative. Latency 0: an L1 TLB is looked up in parallel with the
+            // (virtually indexed) L1 data cache, so a hit adds nothing to the base CPI.
+            l1d: LevelConfig::new(96, 96, Lru, 0),
             // Separate L1 structures for large pages, Intel style (Intel optimisation manual,
             // Skylake: 32 entries 4-way for 2 MiB, 4 entries fully associative for 1 GiB).
-            l1d_2m: LevelConfig::new(32, 4, Lru, 1),
-            l1d_1g: LevelConfig::new(4, 4, Lru, 1),
+            l1d_2m: LevelConfig::new(32, 4, Lru, 0),
+            l1d_1g: LevelConfig::new(4, 4, Lru, 0),
             // AMD Zen 4/5 L1 ITLB: 64 entries fully associative (AMD optimisation guide).
-            l1i: LevelConfig::new(64, 64, Lru, 1),
+            l1i: LevelConfig::new(64, 64, Lru, 0),
             // Measured here: L2 DTLB 4096 entries. 16 ways is an assumption (AMD documents
             // 16-way for Zen 5's 4096-entry L2 DTLB); 7 cycles: Intel manual's STLB latency.
             l2: LevelConfig::new(4096, 16, Lru, 7),
@@ -70,10 +71,10 @@ pub fn preset_tree(name: &str) -> Result<Value> {
             "memory": {"local_latency": 280, "remote_latency": 580},
             "tlb": {
                 "tagging": "none",
-                "l1d": {"entries": 64, "ways": 4, "replacement": "lru", "latency": 1},
-                "l1d_2m": {"entries": 32, "ways": 4, "replacement": "lru", "latency": 1},
-                "l1d_1g": {"entries": 4, "ways": 4, "replacement": "lru", "latency": 1},
-                "l1i": {"entries": 128, "ways": 8, "replacement": "lru", "latency": 1},
+                "l1d": {"entries": 64, "ways": 4, "replacement": "lru", "latency": 0},
+                "l1d_2m": {"entries": 32, "ways": 4, "replacement": "lru", "latency": 0},
+                "l1d_1g": {"entries": 4, "ways": 4, "replacement": "lru", "latency": 0},
+                "l1i": {"entries": 128, "ways": 8, "replacement": "lru", "latency": 0},
                 "l2": {"entries": 1024, "ways": 8, "replacement": "lru", "latency": 7}
             }
         }),
@@ -84,7 +85,7 @@ pub fn preset_tree(name: &str) -> Result<Value> {
             "sockets": 4, "cores_per_socket": 14, "frequency_ghz": 2.2,
             "memory": {"local_latency": 280, "remote_latency": 580},
             "tlb": {
-                "l1d": {"entries": 64, "ways": 4, "replacement": "lru", "latency": 1},
+                "l1d": {"entries": 64, "ways": 4, "replacement": "lru", "latency": 0},
                 "l2": {"entries": 1024, "ways": 8, "replacement": "lru", "latency": 7}
             }
         }),
@@ -106,10 +107,10 @@ pub fn preset_tree(name: &str) -> Result<Value> {
             "pt_cache": {"entries": 0},
             "tlb": {
                 "tagging": "none",
-                "l1d": {"entries": 64, "ways": 64, "replacement": "fifo", "latency": 1},
-                "l1d_2m": {"entries": 64, "ways": 64, "replacement": "fifo", "latency": 1},
+                "l1d": {"entries": 64, "ways": 64, "replacement": "fifo", "latency": 0},
+                "l1d_2m": {"entries": 64, "ways": 64, "replacement": "fifo", "latency": 0},
                 "l1d_1g": {"entries": 0},
-                "l1i": {"entries": 64, "ways": 64, "replacement": "fifo", "latency": 1},
+                "l1i": {"entries": 64, "ways": 64, "replacement": "fifo", "latency": 0},
                 "l2": {"entries": 0},
                 "pwc_pml4": {"entries": 0}, "pwc_pdpt": {"entries": 0}, "pwc_pd": {"entries": 0}
             }
