@@ -210,6 +210,20 @@ impl Machine {
         Ok(())
     }
 
+    /// One hardware walk by `core` through its socket's memory system.
+    #[inline]
+    fn walk<W: WalkListener>(&mut self, core: usize, space: &AddressSpace, va: u64, write: bool, wl: &mut W) -> (WalkOutcome, u64) {
+        let c = &mut self.cores[core];
+        let socket = c.socket as usize;
+        let mut memsys = WalkMemory {
+            pt_cache: self.pt_caches[socket].as_mut(),
+            pt_cache_latency: self.pt_cache_latency,
+            node_latency: &self.latency[socket],
+            socket: socket as u32,
+        };
+        walk::walk(&mut self.pt, &mut c.tlbs, &mut memsys, space.root, space.levels, va, write, &mut c.stats, wl)
+    }
+
     /// A write hit a clean entry: the processor walks again to set the PTE's dirty bit
     /// (Intel SDM 4.8: D is set by a locked update of the paging entry).
     #[cold]
@@ -221,16 +235,8 @@ impl Machine {
         e: crate::tlb::TlbEntry,
         wl: &mut W,
     ) -> Result<u64> {
+        let (outcome, cycles) = self.walk(core, space, va, true, wl);
         let c = &mut self.cores[core];
-        let socket = c.socket as usize;
-        let mut memsys = WalkMemory {
-            pt_cache: self.pt_caches[socket].as_mut(),
-            pt_cache_latency: self.pt_cache_latency,
-            node_latency: &self.latency[socket],
-            socket: socket as u32,
-        };
-        let (outcome, cycles) =
-            walk::walk(&mut self.pt, &mut c.tlbs, &mut memsys, space.root, space.levels, va, true, &mut c.stats, wl);
         match outcome {
             WalkOutcome::Mapped { .. } => {
                 c.stats.dirty_walks += 1;
@@ -253,25 +259,8 @@ impl Machine {
         let mut spent = 0;
         // At most two walks: one that faults, one after the fault handler mapped the page.
         for _ in 0..2 {
+            let (outcome, cycles) = self.walk(core, space, va, kind.is_write(), wl);
             let c = &mut self.cores[core];
-            let socket = c.socket as usize;
-            let mut memsys = WalkMemory {
-                pt_cache: self.pt_caches[socket].as_mut(),
-                pt_cache_latency: self.pt_cache_latency,
-                node_latency: &self.latency[socket],
-                socket: socket as u32,
-            };
-            let (outcome, cycles) = walk::walk(
-                &mut self.pt,
-                &mut c.tlbs,
-                &mut memsys,
-                space.root,
-                space.levels,
-                va,
-                kind.is_write(),
-                &mut c.stats,
-                wl,
-            );
             spent += cycles;
             match outcome {
                 WalkOutcome::Mapped { pte, size } => {

@@ -319,6 +319,11 @@ impl Tlb {
                 return Some(self.slots[w]);
             }
         }
+        // A structure holding no page of this size (the 2 MiB and 1 GiB probes of a 4 KiB
+        // workload) answers without touching its sets.
+        if self.size_count[size as usize] == 0 {
+            return None;
+        }
         let start = (units as usize & self.set_mask) * self.ways;
         let w = self.find_in_set(start, exact, global)?;
         self.memo_query = exact;
