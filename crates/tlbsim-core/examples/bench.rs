@@ -2,6 +2,10 @@
 //! `tlbsim bench`, without Python.
 fn main() {
     let accesses = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(20_000_000);
+    if std::env::args().nth(2).as_deref() == Some("walk") {
+        println!("{:?}", tlbsim_core::bench::walk_stream(accesses).expect("bench"));
+        return;
+    }
     if std::env::args().nth(2).as_deref() == Some("l1") {
         println!("{:?}", tlbsim_core::bench::l1_hit_stream(accesses).expect("bench"));
         return;
