@@ -215,3 +215,11 @@ def test_unknown_key_is_config_error_naming_the_key() -> None:
         tlbsim.run({"machine": {"no_such_key": 1}})
     assert "machine.no_such_key" in str(info.value)
     assert info.value.key == "machine.no_such_key"  # type: ignore[attr-defined]
+
+
+def test_resolve_validates_without_running() -> None:
+    effective = tlbsim.resolve({"machine": {"preset": "didi-cmp"}}, machine__cores_per_socket=32)
+    assert effective["machine"]["cores_per_socket"] == 32
+    assert effective["machine"]["tlb"]["l1d"]["entries"] == 128  # DiDi Table I
+    with pytest.raises(tlbsim.ConfigError, match="machine.sockets"):
+        tlbsim.resolve(None, machine__sockets=0)

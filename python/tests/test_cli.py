@@ -175,3 +175,17 @@ def test_readme_example_config_runs_as_written(
     assert effective["machine"]["tlb"]["l1d"] == {
         "entries": 256, "ways": 4, "replacement": "lru", "latency": effective["machine"]["tlb"]["l1d"]["latency"]
     }
+
+
+def test_config_prints_every_key_of_a_preset(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "--set", "machine.preset=mitosis-4s", "--set", "seed=7"]) == 0
+    effective = json.loads(capsys.readouterr().out)
+    assert effective["seed"] == 7
+    assert effective["machine"]["sockets"] == 4  # Mitosis §8: 4 sockets
+    assert effective["machine"]["tlb"]["l2"]["entries"] == 1024
+    assert set(effective) >= {"machine", "os", "workload", "sim"}
+
+
+def test_config_names_a_bad_key(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _error_of(capsys, ["config", "--set", "machine.tlb.l1d.entires=4"])
+    assert "machine.tlb.l1d.entires" in err

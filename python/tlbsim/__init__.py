@@ -14,7 +14,7 @@ from tlbsim._tlbsim import (
     TraceError,
 )
 from tlbsim._tlbsim import version as _core_version
-from tlbsim.api import bench, convert, override_strings, run, toml_literal
+from tlbsim.api import bench, convert, override_strings, resolve, run, toml_literal
 from tlbsim.result import Result
 
 __version__: str = _core_version()
@@ -28,6 +28,7 @@ __all__ = [
     "TraceError",
     "__version__",
     "bench",
+    "resolve",
     "convert",
     "override_strings",
     "run",

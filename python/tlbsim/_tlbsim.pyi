@@ -26,6 +26,9 @@ class IoError(TlbsimError, OSError):
 def run(config_json: str, overrides: list[str], base_dir: _Path) -> tuple[str, str]:
     """Run one simulation; returns (effective config JSON, stats JSON)."""
 
+def resolve(config_json: str, overrides: list[str], base_dir: _Path) -> str:
+    """Resolve a config without running it; returns the effective config JSON."""
+
 def load_config(path: _Path) -> str:
     """Parse a TOML config file; returns the config tree as JSON."""
 

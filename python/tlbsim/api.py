@@ -125,6 +125,15 @@ def run(config: ConfigLike = None, *, overrides: Overrides = None, **kwargs: obj
     return Result(config=json.loads(effective), stats=json.loads(stats))
 
 
+def resolve(config: ConfigLike = None, *, overrides: Overrides = None, **kwargs: object) -> dict[str, Any]:
+    """The effective config (every key, after preset, file and overrides) without running;
+    raises ``ConfigError`` naming the key exactly as ``run`` would."""
+    config_json, base_dir = _config_source(config)
+    strings = override_strings(overrides, **kwargs)
+    effective: dict[str, Any] = json.loads(_tlbsim.resolve(config_json, strings, base_dir))
+    return effective
+
+
 def bench(accesses: int = DEFAULT_BENCH_ACCESSES) -> dict[str, Any]:
     """Simulated accesses per second on this machine: ``l1_hit_stream_per_s``,
     ``walk_stream_per_s``, ``null_loop_per_s``, ``l1_hit_over_null``, ``accesses``."""

@@ -35,6 +35,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_config(args: argparse.Namespace) -> int:
+    config = Path(args.config) if args.config else None
+    print(json.dumps(tlbsim.resolve(config, overrides=args.set or []), indent=2))
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     report = tlbsim.bench(args.accesses)
     if args.json:
@@ -81,6 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", metavar="DIR", help="output folder (default: out/<config stem>)")
     p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser(
+        "config", help="print the effective config (every key with its value) without running"
+    )
+    p.add_argument("config", metavar="CONFIG.toml", nargs="?", help="default: built-in defaults")
+    p.add_argument("--set", action="append", type=_override, metavar="KEY=VALUE",
+                   help="override one config key; repeatable")
+    p.set_defaults(func=_cmd_config)
 
     p = sub.add_parser("bench", help="measure simulated accesses per second")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -49,6 +49,16 @@ pub fn run(
     Ok(RunOutput { effective_config, stats })
 }
 
+/// Resolve a config without running it: the effective config (every key), or the error a
+/// run would raise. Sweeps use it to validate every expanded config before any run starts.
+pub fn resolve_config(
+    config: serde_json::Value,
+    overrides: &[String],
+    base_dir: &std::path::Path,
+) -> Result<serde_json::Value> {
+    Ok(config::Config::resolve(config, overrides, base_dir)?.to_json())
+}
+
 /// Parse a TOML config file into a config tree.
 pub fn load_config_file(path: &std::path::Path) -> Result<serde_json::Value> {
     config::load_toml_file(path)

@@ -47,6 +47,22 @@ fn run(
     ))
 }
 
+/// Resolve a config without running it; returns the effective config as JSON.
+#[pyfunction]
+fn resolve(
+    py: Python<'_>,
+    config_json: String,
+    overrides: Vec<String>,
+    base_dir: PathBuf,
+) -> PyResult<String> {
+    let config: serde_json::Value = serde_json::from_str(&config_json).map_err(|e| {
+        errors::new_err(py, errors::Kind::Config, format!("config: not valid JSON: {e}"), &[])
+    })?;
+    let effective = detached(py, move || tlbsim_core::resolve_config(config, &overrides, &base_dir))?
+        .map_err(|e| errors::from_core(py, e))?;
+    to_json_string(py, &effective)
+}
+
 /// Parse a TOML config file; returns the config tree as JSON.
 #[pyfunction]
 fn load_config(py: Python<'_>, path: PathBuf) -> PyResult<String> {
@@ -113,6 +129,7 @@ fn _tlbsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(load_config, m)?)?;
+    m.add_function(wrap_pyfunction!(resolve, m)?)?;
     m.add_function(wrap_pyfunction!(bench_py, m)?)?;
     m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
