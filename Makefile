@@ -25,7 +25,11 @@ RUST_TEST := if cargo nextest --version >/dev/null 2>&1; then \
 	fi
 PY_TEST := echo "+ $(VPY) -m pytest python/tests -q"; $(VPY) -m pytest python/tests -q
 
-.PHONY: demo test bench develop rust-test py-test clean
+.PHONY: demo test bench bench-native develop rust-test py-test clean
+
+# Native shootdown micro-benchmarks on the real kernel (bench/shootdown.c, patterns in
+# bench/patterns.toml): one JSON line per pattern.
+NATIVE_BENCH := target/native/shootdown
 
 demo: develop
 	$(VENV)/bin/tlbsim demo
@@ -39,6 +43,13 @@ test: develop
 
 bench: develop
 	$(VENV)/bin/tlbsim bench
+
+bench-native: $(NATIVE_BENCH)
+	$(NATIVE_BENCH)
+
+$(NATIVE_BENCH): bench/shootdown.c
+	@mkdir -p $(dir $@)
+	gcc -O2 -Wall -Wextra -pthread -o $@ $<
 
 rust-test:
 	@$(RUST_TEST)
