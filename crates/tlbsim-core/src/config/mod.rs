@@ -184,7 +184,9 @@ pub struct SimConfig {
     /// Cycles charged for a first-touch page fault in trace mode (no OS model: the fault
     /// maps the page and returns). Default: 0, so trace runs measure translation only.
     pub fault_cycles: u64,
-    /// Keep `per_core` stats (always on; reserved for interval stats).
+    /// Events one thread runs before the engine again picks the core furthest behind:
+    /// bounds how far cores run ahead of each other (the multi-core engine replaces it
+    /// with a quantum in cycles).
     pub batch: u32,
 }
 
