@@ -1,21 +1,42 @@
-//! Simulated physical memory: frames on NUMA nodes, each with a descriptor.
+//! Simulated physical memory: frames on NUMA nodes, each with a descriptor, handed out by a
+//! buddy allocator with per-CPU lists of single frames in front of it.
 //!
-//! DESIGN.md "Physical memory and the OS": a per-frame descriptor (owner, mapcount, what
-//! the frame holds, and a word of technique metadata such as FPR's tracking word).
-//! Frame numbers encode their node (`pfn = node << NODE_SHIFT | index`), so the node of a
-//! frame, which every page-table read needs, is a shift, not a lookup.
+//! DESIGN.md "Physical memory and the OS": a per-frame descriptor (owner, mapcount, what the
+//! frame holds, and a word of technique metadata such as FPR's tracking word), and an
+//! allocator shaped like Linux's, because FPR's gain comes from which frame comes back from
+//! which free list:
+//! - per node, a binary buddy allocator over blocks of 2^0 .. 2^MAX_ORDER frames (Linux's
+//!   MAX_PAGE_ORDER = 10: 4 MiB), free lists last-in first-out, splitting from the smallest
+//!   free block that fits and merging a freed block with its free buddy, order by order;
+//! - per CPU and node, a LIFO list of single frames (Linux's per-CPU pageset): a free goes
+//!   to the freeing CPU's list and the next allocation on that CPU takes it back; an empty
+//!   list is refilled with `batch` frames from the buddy allocator, a list longer than
+//!   `high` gives its `batch` oldest frames back.
+//! Frame numbers encode their node (`pfn = node << NODE_SHIFT | index`), so a frame's node is
+//! a shift. Descriptors are made a 4 MiB block at a time, when the block is first split, so
+//! a large, mostly untouched node costs nothing.
 //!
-//! Simplified (this issue): each node hands out frames from a bump pointer with a LIFO
-//! free list in front; no per-CPU lists or buddy allocator yet (the OS-model issue adds
-//! them behind this same interface). Descriptors exist only for frames handed out so far,
-//! so a large, mostly unused node costs nothing.
+//! Simplified: one zone per node; no migrate types, compaction or watermarks here (reclaim
+//! belongs to the OS model); allocation never falls back to another node (the caller picks
+//! the node).
 
 use crate::error::{Error, Result};
-use crate::types::{NodeId, Pfn};
+use crate::types::{CoreId, NodeId, Pfn};
 
 /// Frames per node are numbered below 2^NODE_SHIFT (1 TiB of 4 KiB frames).
 pub const NODE_SHIFT: u32 = 28;
 const INDEX_MASK: u64 = (1 << NODE_SHIFT) - 1;
+/// Largest block order (Linux MAX_PAGE_ORDER): 2^10 frames = 4 MiB.
+pub const MAX_ORDER: u32 = 10;
+const CHUNK: u64 = 1 << MAX_ORDER;
+/// `FrameDesc::order` of a frame that is not the head of a free buddy block.
+const NOT_FREE_HEAD: u8 = u8::MAX;
+
+/// Linux's per-CPU pageset batch for large zones (zone_batchsize caps at 63, rounded to
+/// 2^n - 1); `high` = 8 batches is an assumption (Linux derives it from zone size and
+/// `percpu_pagelist_high_fraction`).
+pub const DEFAULT_PCP_BATCH: u32 = 63;
+pub const DEFAULT_PCP_HIGH: u32 = 8 * DEFAULT_PCP_BATCH;
 
 /// What a frame holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,30 +50,50 @@ pub enum FrameKind {
 #[derive(Clone, Copy, Debug)]
 pub struct FrameDesc {
     pub kind: FrameKind,
+    /// Order of the free buddy block this frame heads, or NOT_FREE_HEAD.
+    order: u8,
     /// Owning address space (process) id; `u32::MAX` when free or shared.
     pub owner: u32,
     /// Number of page-table entries mapping this frame.
     pub mapcount: u32,
     /// For a page-table frame: its slot in the page-table arena.
     pub pt_slot: u32,
-    /// Room for a technique's per-frame metadata (FPR's tracking word, ...).
+    /// Position of a free block's head in its free list (for O(1) removal on merge).
+    free_pos: u32,
+    /// Room for a technique's per-frame metadata (FPR's tracking word, ...). It survives
+    /// while the frame sits in the allocator's free lists, as FPR requires.
     pub technique_word: u64,
 }
 
 impl FrameDesc {
-    const FREE: FrameDesc =
-        FrameDesc { kind: FrameKind::Free, owner: u32::MAX, mapcount: 0, pt_slot: u32::MAX, technique_word: 0 };
+    const FREE: FrameDesc = FrameDesc {
+        kind: FrameKind::Free,
+        order: NOT_FREE_HEAD,
+        owner: u32::MAX,
+        mapcount: 0,
+        pt_slot: u32::MAX,
+        free_pos: 0,
+        technique_word: 0,
+    };
 }
 
 struct Node {
+    /// Frames on the node (a whole number of 4 MiB blocks).
     capacity: u64,
-    /// Frames ever handed out: descriptors exist for indices below this.
-    descs: Vec<FrameDesc>,
-    free: Vec<u64>,
+    /// Descriptors per 4 MiB block, made when the block is first split.
+    chunks: Vec<Option<Box<[FrameDesc]>>>,
+    /// Free block heads (node-relative indices) per order; the last is taken first.
+    free: Vec<Vec<u64>>,
+    /// Per CPU: free single frames, the last freed taken first.
+    pcp: Vec<Vec<u64>>,
+    /// Frames handed out to users (not in a free list or a per-CPU list).
+    used: u64,
 }
 
 pub struct PhysMem {
     nodes: Vec<Node>,
+    pcp_batch: u32,
+    pcp_high: u32,
 }
 
 #[inline]
@@ -60,76 +101,340 @@ pub fn node_of(pfn: Pfn) -> NodeId {
     NodeId((pfn.0 >> NODE_SHIFT) as u32)
 }
 
+impl Node {
+    #[inline]
+    fn desc(&self, i: u64) -> &FrameDesc {
+        &self.chunks[(i / CHUNK) as usize].as_ref().expect("descriptor of an untouched block")[(i % CHUNK) as usize]
+    }
+
+    #[inline]
+    fn desc_mut(&mut self, i: u64) -> &mut FrameDesc {
+        &mut self.chunks[(i / CHUNK) as usize].as_mut().expect("descriptor of an untouched block")[(i % CHUNK) as usize]
+    }
+
+    fn materialize(&mut self, i: u64) {
+        let c = &mut self.chunks[(i / CHUNK) as usize];
+        if c.is_none() {
+            *c = Some(vec![FrameDesc::FREE; CHUNK as usize].into_boxed_slice());
+        }
+    }
+
+    fn push_free(&mut self, i: u64, order: u32) {
+        if order < MAX_ORDER {
+            let pos = self.free[order as usize].len() as u32;
+            let d = self.desc_mut(i);
+            d.order = order as u8;
+            d.free_pos = pos;
+        } else if self.chunks[(i / CHUNK) as usize].is_some() {
+            self.desc_mut(i).order = order as u8;
+        }
+        self.free[order as usize].push(i);
+    }
+
+    fn remove_free(&mut self, i: u64, order: u32) {
+        let pos = self.desc(i).free_pos as usize;
+        let list = &mut self.free[order as usize];
+        debug_assert_eq!(list[pos], i);
+        list.swap_remove(pos);
+        if let Some(&moved) = list.get(pos) {
+            self.desc_mut(moved).free_pos = pos as u32;
+        }
+        self.desc_mut(i).order = NOT_FREE_HEAD;
+    }
+
+    /// Take a free block of `order` from the buddy allocator (node-relative index).
+    fn alloc_block(&mut self, order: u32) -> Option<u64> {
+        let j = (order..=MAX_ORDER).find(|&j| !self.free[j as usize].is_empty())?;
+        let head = self.free[j as usize].pop().expect("non-empty");
+        self.materialize(head);
+        self.desc_mut(head).order = NOT_FREE_HEAD;
+        // Split: the upper halves go back to the free lists.
+        for k in (order..j).rev() {
+            self.push_free(head + (1 << k), k);
+        }
+        Some(head)
+    }
+
+    /// Give a block back to the buddy allocator, merging it with free buddies.
+    fn free_block(&mut self, mut i: u64, order: u32) {
+        let mut k = order;
+        while k < MAX_ORDER {
+            let buddy = i ^ (1 << k);
+            if self.desc(buddy).order != k as u8 {
+                break;
+            }
+            self.remove_free(buddy, k);
+            i = i.min(buddy);
+            k += 1;
+        }
+        self.push_free(i, k);
+    }
+}
+
 impl PhysMem {
+    /// `nodes` nodes of `mib_per_node` MiB each (rounded down to whole 4 MiB blocks, at least
+    /// one), default per-CPU list sizes, per-CPU lists for up to 4096 CPUs made on demand.
     pub fn new(nodes: u32, mib_per_node: u64) -> PhysMem {
-        let capacity = (mib_per_node << 20 >> 12).min(INDEX_MASK + 1);
-        PhysMem { nodes: (0..nodes).map(|_| Node { capacity, descs: Vec::new(), free: Vec::new() }).collect() }
+        PhysMem::with_pcp(nodes, mib_per_node, DEFAULT_PCP_BATCH, DEFAULT_PCP_HIGH)
+    }
+
+    pub fn with_pcp(nodes: u32, mib_per_node: u64, pcp_batch: u32, pcp_high: u32) -> PhysMem {
+        let frames = (mib_per_node << 20 >> 12).min(INDEX_MASK + 1);
+        let capacity = (frames / CHUNK).max(1) * CHUNK;
+        let nodes = (0..nodes)
+            .map(|_| {
+                let mut free = vec![Vec::new(); MAX_ORDER as usize + 1];
+                // Lowest addresses first out.
+                free[MAX_ORDER as usize] = (0..capacity / CHUNK).rev().map(|c| c * CHUNK).collect();
+                Node { capacity, chunks: (0..capacity / CHUNK).map(|_| None).collect(), free, pcp: Vec::new(), used: 0 }
+            })
+            .collect();
+        PhysMem { nodes, pcp_batch: pcp_batch.max(1), pcp_high: pcp_high.max(pcp_batch.max(1)) }
     }
 
     pub fn nodes(&self) -> u32 {
         self.nodes.len() as u32
     }
 
-    /// Allocate one frame on `node`.
+    fn out_of_memory(&self, node: NodeId, order: u32) -> Error {
+        let n = &self.nodes[node.0 as usize];
+        Error::Sim(format!(
+            "node {} has no free block of {} frames ({} of {} MiB in use): raise machine.memory.node_mib",
+            node.0,
+            1u64 << order,
+            n.used * 4096 >> 20,
+            n.capacity * 4096 >> 20
+        ))
+    }
+
+    fn claim(&mut self, node: NodeId, i: u64, order: u32, kind: FrameKind, owner: u32) -> Pfn {
+        let n = &mut self.nodes[node.0 as usize];
+        for f in i..i + (1 << order) {
+            let d = n.desc_mut(f);
+            let word = d.technique_word;
+            *d = FrameDesc { kind, owner, technique_word: word, ..FrameDesc::FREE };
+        }
+        n.used += 1 << order;
+        Pfn(((node.0 as u64) << NODE_SHIFT) | i)
+    }
+
+    /// Allocate 2^`order` contiguous, aligned frames on `node` from the buddy allocator.
+    pub fn alloc_order(&mut self, node: NodeId, order: u32, kind: FrameKind, owner: u32) -> Result<Pfn> {
+        assert!(order <= MAX_ORDER, "order {order} above MAX_ORDER");
+        let i = self.nodes[node.0 as usize].alloc_block(order).ok_or_else(|| self.out_of_memory(node, order))?;
+        Ok(self.claim(node, i, order, kind, owner))
+    }
+
+    /// Allocate one frame on `node` (no CPU: straight from the buddy allocator).
     pub fn alloc(&mut self, node: NodeId, kind: FrameKind, owner: u32) -> Result<Pfn> {
+        self.alloc_order(node, 0, kind, owner)
+    }
+
+    /// Allocate one frame on `node` through `cpu`'s per-CPU list.
+    pub fn alloc_on(&mut self, cpu: CoreId, node: NodeId, kind: FrameKind, owner: u32) -> Result<Pfn> {
+        let batch = self.pcp_batch;
         let n = &mut self.nodes[node.0 as usize];
-        let index = match n.free.pop() {
-            Some(i) => i,
-            None => {
-                if n.descs.len() as u64 >= n.capacity {
-                    return Err(Error::Sim(format!(
-                        "node {} is out of memory ({} MiB): raise machine.memory.node_mib",
-                        node.0,
-                        n.capacity * 4096 >> 20
-                    )));
+        let c = cpu.0 as usize;
+        if n.pcp.len() <= c {
+            n.pcp.resize_with(c + 1, Vec::new);
+        }
+        if n.pcp[c].is_empty() {
+            // Refill with a batch; taken in the order the buddy hands them out.
+            let mut got = Vec::with_capacity(batch as usize);
+            while got.len() < batch as usize {
+                match n.alloc_block(0) {
+                    Some(i) => got.push(i),
+                    None => break,
                 }
-                n.descs.push(FrameDesc::FREE);
-                n.descs.len() as u64 - 1
             }
-        };
-        n.descs[index as usize] = FrameDesc { kind, owner, ..FrameDesc::FREE };
-        Ok(Pfn(((node.0 as u64) << NODE_SHIFT) | index))
+            got.reverse();
+            n.pcp[c] = got;
+        }
+        let i = n.pcp[c].pop().ok_or_else(|| self.out_of_memory(node, 0))?;
+        Ok(self.claim(node, i, 0, kind, owner))
     }
 
-    /// Allocate `count` contiguous frames (a power of two) aligned to `count` on `node`, for
-    /// a huge page; from fresh memory only (no compaction is modelled).
+    /// Allocate `count` contiguous frames (a power of two, at most 2^MAX_ORDER), aligned to
+    /// `count`, on `node`: a huge page.
     pub fn alloc_contiguous(&mut self, node: NodeId, count: u64, kind: FrameKind, owner: u32) -> Result<Pfn> {
-        let n = &mut self.nodes[node.0 as usize];
-        let start = (n.descs.len() as u64).next_multiple_of(count);
-        if start + count > n.capacity {
-            return Err(Error::Sim(format!("node {} has no free {count}-frame block left", node.0)));
-        }
-        while (n.descs.len() as u64) < start {
-            // Frames skipped for alignment go to the free list for 4 KiB use.
-            n.free.push(n.descs.len() as u64);
-            n.descs.push(FrameDesc::FREE);
-        }
-        for _ in 0..count {
-            n.descs.push(FrameDesc { kind, owner, ..FrameDesc::FREE });
-        }
-        Ok(Pfn(((node.0 as u64) << NODE_SHIFT) | start))
+        assert!(count.is_power_of_two() && count <= CHUNK, "block of {count} frames");
+        self.alloc_order(node, count.trailing_zeros(), kind, owner)
     }
 
-    pub fn free(&mut self, pfn: Pfn) {
-        let n = &mut self.nodes[node_of(pfn).0 as usize];
+    fn release(&mut self, pfn: Pfn, order: u32) -> (usize, u64) {
+        let node = node_of(pfn).0 as usize;
         let i = pfn.0 & INDEX_MASK;
-        n.descs[i as usize] = FrameDesc::FREE;
-        n.free.push(i);
+        let n = &mut self.nodes[node];
+        for f in i..i + (1 << order) {
+            let d = n.desc_mut(f);
+            debug_assert_ne!(d.kind, FrameKind::Free, "double free of frame {f}");
+            let word = d.technique_word;
+            *d = FrameDesc { technique_word: word, ..FrameDesc::FREE };
+        }
+        n.used -= 1 << order;
+        (node, i)
+    }
+
+    /// Free a block of 2^`order` frames to the buddy allocator.
+    pub fn free_order(&mut self, pfn: Pfn, order: u32) {
+        let (node, i) = self.release(pfn, order);
+        self.nodes[node].free_block(i, order);
+    }
+
+    /// Free one frame to the buddy allocator.
+    pub fn free(&mut self, pfn: Pfn) {
+        self.free_order(pfn, 0)
+    }
+
+    /// Free one frame to `cpu`'s per-CPU list (Linux's free_unref_page).
+    pub fn free_on(&mut self, cpu: CoreId, pfn: Pfn) {
+        let (node, i) = self.release(pfn, 0);
+        let (batch, high) = (self.pcp_batch as usize, self.pcp_high as usize);
+        let n = &mut self.nodes[node];
+        let c = cpu.0 as usize;
+        if n.pcp.len() <= c {
+            n.pcp.resize_with(c + 1, Vec::new);
+        }
+        n.pcp[c].push(i);
+        if n.pcp[c].len() > high {
+            // The oldest (coldest) frames go back to the buddy allocator.
+            let spill: Vec<u64> = n.pcp[c].drain(..batch).collect();
+            for f in spill {
+                n.free_block(f, 0);
+            }
+        }
+    }
+
+    /// Give every per-CPU list back to the buddy allocator (Linux's drain_all_pages).
+    pub fn drain_pcp(&mut self) {
+        for n in &mut self.nodes {
+            let lists = std::mem::take(&mut n.pcp);
+            for f in lists.into_iter().flatten() {
+                n.free_block(f, 0);
+            }
+        }
     }
 
     #[inline]
     pub fn desc(&self, pfn: Pfn) -> &FrameDesc {
-        &self.nodes[(pfn.0 >> NODE_SHIFT) as usize].descs[(pfn.0 & INDEX_MASK) as usize]
+        self.nodes[(pfn.0 >> NODE_SHIFT) as usize].desc(pfn.0 & INDEX_MASK)
     }
 
     #[inline]
     pub fn desc_mut(&mut self, pfn: Pfn) -> &mut FrameDesc {
-        &mut self.nodes[(pfn.0 >> NODE_SHIFT) as usize].descs[(pfn.0 & INDEX_MASK) as usize]
+        self.nodes[(pfn.0 >> NODE_SHIFT) as usize].desc_mut(pfn.0 & INDEX_MASK)
     }
 
     /// Frames in use on `node`.
     pub fn used(&self, node: NodeId) -> u64 {
-        let n = &self.nodes[node.0 as usize];
-        n.descs.len() as u64 - n.free.len() as u64
+        self.nodes[node.0 as usize].used
+    }
+
+    /// Free blocks per order on `node` (for tests and stats).
+    pub fn free_blocks(&self, node: NodeId) -> Vec<usize> {
+        self.nodes[node.0 as usize].free.iter().map(Vec::len).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    #[test]
+    fn split_and_merge_restore_the_initial_state() {
+        let mut m = PhysMem::new(1, 16); // 4 blocks of 4 MiB
+        let a = m.alloc_order(NodeId(0), 0, FrameKind::Data, 1).unwrap();
+        // The first frame of the lowest block; its buddies at orders 0..9 are now free.
+        assert_eq!(a, Pfn(0));
+        assert_eq!(m.free_blocks(NodeId(0)), vec![1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3]);
+        let b = m.alloc_order(NodeId(0), 0, FrameKind::Data, 1).unwrap();
+        assert_eq!(b, Pfn(1), "the smallest free block that fits is split");
+        m.free(a);
+        m.free(b);
+        assert_eq!(m.free_blocks(NodeId(0)), vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4]);
+        assert_eq!(m.used(NodeId(0)), 0);
+    }
+
+    #[test]
+    fn per_cpu_lists_give_back_the_last_freed_frame() {
+        let mut m = PhysMem::new(2, 16);
+        let a = m.alloc_on(CoreId(3), NodeId(1), FrameKind::Data, 1).unwrap();
+        assert_eq!(node_of(a), NodeId(1));
+        let b = m.alloc_on(CoreId(3), NodeId(1), FrameKind::Data, 1).unwrap();
+        assert_ne!(a, b);
+        m.free_on(CoreId(3), a);
+        // The same CPU gets the same frame back (FPR's recycling depends on this) ...
+        assert_eq!(m.alloc_on(CoreId(3), NodeId(1), FrameKind::Data, 2).unwrap(), a);
+        m.free_on(CoreId(3), a);
+        // ... another CPU does not.
+        assert_ne!(m.alloc_on(CoreId(0), NodeId(1), FrameKind::Data, 2).unwrap(), a);
+    }
+
+    #[test]
+    fn technique_word_survives_the_free_lists() {
+        let mut m = PhysMem::new(1, 4);
+        let a = m.alloc_on(CoreId(0), NodeId(0), FrameKind::Data, 1).unwrap();
+        m.desc_mut(a).technique_word = 0xfeed;
+        m.free_on(CoreId(0), a);
+        let again = m.alloc_on(CoreId(0), NodeId(0), FrameKind::Data, 7).unwrap();
+        assert_eq!((again, m.desc(again).technique_word, m.desc(again).owner), (a, 0xfeed, 7));
+    }
+
+    #[test]
+    fn out_of_memory_is_an_error() {
+        let mut m = PhysMem::new(1, 4); // one 4 MiB block
+        m.alloc_order(NodeId(0), MAX_ORDER, FrameKind::Data, 1).unwrap();
+        let e = m.alloc(NodeId(0), FrameKind::Data, 1).unwrap_err().to_string();
+        assert!(e.contains("node_mib"), "{e}");
+    }
+
+    /// Random allocations and frees (buddy and per-CPU) against a simple model: blocks
+    /// never overlap, are aligned, `used` matches, and freeing everything merges back to
+    /// whole 4 MiB blocks.
+    #[test]
+    fn random_operations_against_a_model() {
+        for seed in 0..20 {
+            let mut rng = SplitMix64::new(seed);
+            let mut m = PhysMem::with_pcp(1, 32, 7, 20);
+            let mut owned = vec![false; 8 * CHUNK as usize];
+            let mut live: Vec<(Pfn, u32, Option<CoreId>)> = Vec::new();
+            for _ in 0..3000 {
+                if live.is_empty() || rng.below(100) < 55 {
+                    let via_cpu = rng.below(2) == 0;
+                    let (r, order, cpu) = if via_cpu {
+                        let cpu = CoreId(rng.below(3) as u32);
+                        (m.alloc_on(cpu, NodeId(0), FrameKind::Data, 1), 0, Some(cpu))
+                    } else {
+                        let order = rng.below(6) as u32;
+                        (m.alloc_order(NodeId(0), order, FrameKind::Data, 1), order, None)
+                    };
+                    let Ok(p) = r else { continue };
+                    assert_eq!(p.0 % (1 << order), 0, "aligned");
+                    for f in p.0..p.0 + (1 << order) {
+                        assert!(!owned[f as usize], "frame {f} handed out twice");
+                        owned[f as usize] = true;
+                    }
+                    live.push((p, order, cpu));
+                } else {
+                    let (p, order, cpu) = live.swap_remove(rng.below(live.len() as u64) as usize);
+                    for f in p.0..p.0 + (1 << order) {
+                        owned[f as usize] = false;
+                    }
+                    match cpu {
+                        Some(c) if rng.below(2) == 0 => m.free_on(c, p),
+                        _ => m.free_order(p, order),
+                    }
+                }
+                assert_eq!(m.used(NodeId(0)), owned.iter().filter(|&&o| o).count() as u64);
+            }
+            for (p, order, _) in live.drain(..) {
+                m.free_order(p, order);
+            }
+            m.drain_pcp();
+            let mut expect = vec![0; MAX_ORDER as usize + 1];
+            expect[MAX_ORDER as usize] = 8;
+            assert_eq!(m.free_blocks(NodeId(0)), expect, "seed {seed}: everything merges back");
+        }
     }
 }

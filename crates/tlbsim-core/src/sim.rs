@@ -143,7 +143,7 @@ impl Machine {
             let va2m = va & !((2 << 20) - 1);
             self.pt.map(&mut self.mem, space.root, space.levels, va2m, pfn, PageSize::Size2M, flags, space.id, &mut place)?;
         } else {
-            let pfn = self.mem.alloc(data_node, FrameKind::Data, space.id)?;
+            let pfn = self.mem.alloc_on(CoreId(core as u32), data_node, FrameKind::Data, space.id)?;
             self.pt.map(&mut self.mem, space.root, space.levels, va & !0xfff, pfn, PageSize::Size4K, flags, space.id, &mut place)?;
         }
         self.interleave_next = interleave;
