@@ -100,7 +100,11 @@ def _html_of(summary: Any) -> str:
 def _check_output(summary: Any) -> None:
     assert summary.index.is_file()
     text = _html_of(summary)
-    assert "http" not in text.lower(), "the page must not refer to any URL"
+    outside_images = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", text)
+    assert "http" not in outside_images.lower(), "the page must not refer to any URL"
+    assert re.findall(r'src="([^"]{0,22})', text) == ["data:image/png;base64,"] * len(
+        summary.figures
+    )
     assert text.count("<img ") == len(summary.figures)
     for f in summary.figures:
         assert f.png.read_bytes().startswith(b"\x89PNG")
@@ -249,13 +253,13 @@ def real_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small real sweep: L1 dTLB size × pattern × 2 seeds."""
     root = tmp_path_factory.mktemp("sweep")
     for i, (entries, pattern, seed) in enumerate(
-        itertools.product([16, 32, 64, 128], ["random", "strided"], [1, 2])
+        itertools.product([16, 32, 64, 128], ["random", "strided", "sequential"], [1, 2])
     ):
         params = {
             "machine.tlb.l1d.entries": entries,
             "machine.tlb.l1d.ways": 4,
             "workload.pattern": pattern,
-            "workload.region_bytes": 8 << 20,
+            "workload.region_bytes": 1 << 20,
             "workload.accesses": 20_000,
             "workload.stride": 4096,
             "seed": seed,
@@ -394,7 +398,10 @@ def _chromium() -> str:
     return exe
 
 
-def test_html_loads_in_chromium(real_report: Any, tmp_path: Path) -> None:
+def _open_in_chromium(page: Path) -> tuple[list[dict[str, Any]], list[list[Any]], bytes]:
+    """Load ``page`` in headless Chromium (1200 px wide): the console errors and uncaught
+    exceptions, [complete, naturalWidth, naturalHeight] of each image, and a full-page
+    PNG screenshot."""
     browser = Chromium(_chromium())
     try:
         target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
@@ -408,7 +415,7 @@ def test_html_loads_in_chromium(real_report: Any, tmp_path: Path) -> None:
             {"width": 1200, "height": 2000, "deviceScaleFactor": 1, "mobile": False},
             session=session,
         )
-        browser.send("Page.navigate", {"url": real_report.index.as_uri()}, session=session)
+        browser.send("Page.navigate", {"url": page.as_uri()}, session=session)
         browser.wait_event("Page.loadEventFired")
         check = browser.send(
             "Runtime.evaluate",
@@ -435,11 +442,28 @@ def test_html_loads_in_chromium(real_report: Any, tmp_path: Path) -> None:
         ]
     finally:
         browser.close()
+    return errors, images, base64.b64decode(shot["data"])
+
+
+def test_html_loads_in_chromium(real_report: Any, tmp_path: Path) -> None:
+    errors, images, png = _open_in_chromium(real_report.index)
     screenshot = tmp_path / "report.png"
-    screenshot.write_bytes(base64.b64decode(shot["data"]))
+    screenshot.write_bytes(png)
     print(f"screenshot: {screenshot}")
     assert errors == [], errors
     assert len(images) == len(real_report.figures) >= 2
     assert all(complete and w > 0 and h > 0 for complete, w, h in images), images
-    assert screenshot.stat().st_size > 10_000
-    assert re.search(rb"IHDR", screenshot.read_bytes()[:32])
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+
+
+def test_chromium_check_sees_errors_and_broken_images(tmp_path: Path) -> None:
+    """The browser check itself: a script error, a console error and a broken image."""
+    page = tmp_path / "bad.html"
+    page.write_text(
+        "<!DOCTYPE html><html><body><img src='data:image/png;base64,AAAA'>"
+        "<script>console.error('boom'); undefinedFunction();</script></body></html>"
+    )
+    errors, images, _ = _open_in_chromium(page)
+    methods = {ev["method"] for ev in errors}
+    assert {"Runtime.exceptionThrown", "Runtime.consoleAPICalled"} <= methods, errors
+    assert images and images[0][1] == 0

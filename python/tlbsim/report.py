@@ -167,6 +167,12 @@ def _ordered(values: Any) -> list[Any]:
     return sorted(pd.unique(pd.Series(values).dropna()), key=_sort_key)
 
 
+def _policies(values: pd.Series) -> list[str]:
+    """The distinct values in order of appearance, ``linux`` (the baseline) first."""
+    seen = [str(v) for v in pd.unique(values.astype(str))]
+    return sorted(seen, key=lambda p: p != "linux")
+
+
 def _new_figure(height: float | None = None) -> Figure:
     from matplotlib.figure import Figure
 
@@ -198,6 +204,8 @@ def _grouped_bars(
     series: list[Any],
     lo: pd.DataFrame | None = None,
     hi: pd.DataFrame | None = None,
+    legend_title: str | None = None,
+    legend: bool = True,
 ) -> None:
     """Bars of ``table`` (index: groups, columns: series), side by side in each group,
     with optional min/max error bars."""
@@ -214,8 +222,24 @@ def _grouped_bars(
                 kwargs = {"yerr": [err_lo, err_hi], "capsize": 3, "ecolor": "black"}
         ax.bar(xs, ys, width, label=_fmt(s), **_bar_style(i), **kwargs)
     ax.set_xticks(range(len(groups)), [_fmt(g) for g in groups])
-    if len(series) > 1:
-        ax.legend(fontsize="small")
+    top = (hi if hi is not None else table).max(numeric_only=True).max()
+    _headroom(ax, float(top) if pd.notna(top) else math.nan)
+    if legend and len(series) > 1:
+        _legend(ax, legend_title)
+
+
+def _legend(ax: Axes, title: str | None = None) -> None:
+    """The legend to the right of the axes, where it hides no data."""
+    ax.legend(fontsize="small", title=title or None, title_fontsize="small",
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
+def _headroom(ax: Axes, top: float) -> None:
+    """y from 0 to 10 % above the highest point (error bars included)."""
+    if math.isfinite(top) and top > 0:
+        ax.set_ylim(0, top * 1.1)
+    else:
+        ax.set_ylim(bottom=0)
 
 
 def _save(fig: Figure, out: Path, name: str) -> tuple[Path, Path]:
@@ -253,9 +277,8 @@ def _fig_coherence(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tuple[
     workload_cols = [c for c in workload_cols if "workload" in c] or workload_cols
     df["_workload"] = _label(df, workload_cols)
     df["_policy"] = df[pol].astype(str)
-    policies = [str(p) for p in pd.unique(df["_policy"])]
-    base = "linux" if "linux" in policies else policies[0]
-    policies = [base] + [p for p in policies if p != base]
+    policies = _policies(df["_policy"])
+    base = policies[0]
     workloads = _ordered(df["_workload"])
     df["_makespan"] = _numeric(df, "run.makespan_cycles")
     base_mean = df[df["_policy"] == base].groupby("_workload")["_makespan"].mean()
@@ -267,10 +290,10 @@ def _fig_coherence(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tuple[
     if shoot:
         df["_shoot"] = _numeric(df, "stats.shootdowns_sent")
         panels.append(("_shoot", "shootdowns sent (count)"))
-    for ax, (col, ylabel) in zip(axes, panels):
+    for k, (ax, (col, ylabel)) in enumerate(zip(axes, panels)):
         g = df.groupby(["_workload", "_policy"])[col]
         mean, lo, hi = (g.agg(f).unstack("_policy") for f in ("mean", "min", "max"))
-        _grouped_bars(ax, mean, workloads, policies, lo, hi)
+        _grouped_bars(ax, mean, workloads, policies, lo, hi, "coherence policy", legend=k == 0)
         ax.set_ylabel(ylabel)
         ax.grid(axis="y", linestyle=":", linewidth=0.5)
         ax.set_axisbelow(True)
@@ -324,9 +347,9 @@ def _fig_throughput(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tuple
         )
     ax.set_xlabel("threads (config.workload.threads)")
     ax.set_ylabel("throughput (operations/s)")
-    ax.set_ylim(bottom=0)
+    _headroom(ax, float(agg["max"].max()))
     ax.grid(linestyle=":", linewidth=0.5)
-    ax.legend(fontsize="small")
+    _legend(ax, "thread class")
     caption = (
         "Throughput of each thread class against the number of threads: operations "
         f"completed by the class's threads ({ops_col}) divided by the run's simulated time "
@@ -351,8 +374,8 @@ def _fig_targets(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tuple[Fi
     pol = "config.os.coherence"
     df = frame.copy()
     series_cols = [pol] if _has(df, pol) and _nunique(df, pol) > 1 else _varied(df)
-    df["_series"] = _label(df, series_cols)
-    series = [str(s) for s in pd.unique(df["_series"])]
+    df["_series"] = _label(df, series_cols).astype(str)
+    series = _policies(df["_series"])
     if _has(df, hist_col):
         hists = df[hist_col].map(_histogram)
         if hists.notna().any():
@@ -375,7 +398,7 @@ def _fig_targets(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tuple[Fi
             ax.grid(axis="y", linestyle=":", linewidth=0.5)
             ax.set_axisbelow(True)
             if n > 1:
-                ax.legend(fontsize="small")
+                _legend(ax, ", ".join(_short(c) for c in series_cols))
             caption = (
                 "Distribution of the number of target cores per shootdown "
                 f"({hist_col}, a histogram indexed by target count), summed over the runs "
@@ -399,6 +422,7 @@ def _fig_targets(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tuple[Fi
         err = [[max(m - lo.at[s, "v"], 0)], [max(hi.at[s, "v"] - m, 0)]] if not math.isnan(m) else None
         ax.bar([i], [m], 0.6, yerr=err, capsize=3, **_bar_style(i))
     ax.set_xticks(range(len(order)), order)
+    _headroom(ax, float(hi["v"].max()))
     ax.set_xlabel(", ".join(_short(c) for c in series_cols) or "runs")
     ax.set_ylabel("false-positive targets per shootdown" if per_sd else "false-positive targets (count)")
     ax.grid(axis="y", linestyle=":", linewidth=0.5)
@@ -449,10 +473,10 @@ def _fig_mpki(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tuple[Figur
         ax.set_xticks(xs, [_fmt(v) for v in xs])
         ax.minorticks_off()
         ax.set_ylabel(ylabel)
-        ax.set_ylim(bottom=0)
+        _headroom(ax, float(agg["max"].max()))
         ax.grid(linestyle=":", linewidth=0.5)
-        if len(series) > 1:
-            ax.legend(fontsize="small", title=", ".join(_short(c) for c in series_cols))
+    if len(series) > 1:
+        _legend(axes[0], ", ".join(_short(c) for c in series_cols))
     axes[-1].set_xlabel("L1 data TLB entries (config.machine.tlb.l1d.entries, log2 scale)")
     caption = (
         "TLB misses per 10,000 instructions (run.l1_tlb_misses_per_10k_instructions"
@@ -487,9 +511,7 @@ def _fig_walk_cycles(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tupl
     mean, lo, hi = (g.agg(f).unstack("_series") for f in ("mean", "min", "max"))
     fig = _new_figure()
     ax = fig.subplots()
-    _grouped_bars(ax, mean, groups, series, lo, hi)
-    if len(series) > 1:
-        ax.legend(fontsize="small", title=", ".join(_short(c) for c in others))
+    _grouped_bars(ax, mean, groups, series, lo, hi, ", ".join(_short(c) for c in others))
     ax.set_xlabel(_short(xcol))
     ax.set_ylabel("page-walk cycles per walk (cycles)")
     ax.grid(axis="y", linestyle=":", linewidth=0.5)
