@@ -17,7 +17,6 @@ from typing import Any
 
 import pandas as pd
 import pytest
-
 import tlbsim
 from tlbsim.report import build_report
 
@@ -109,7 +108,7 @@ def _check_output(summary: Any) -> None:
     for f in summary.figures:
         assert f.png.read_bytes().startswith(b"\x89PNG")
         assert f.pdf.read_bytes().startswith(b"%PDF")
-        assert f"<h2 id=\"{f.name}\">" in text
+        assert f'<h2 id="{f.name}">' in text
         assert f.caption and f.caption in text.replace("&#x27;", "'")
     assert set(summary.made) | set(summary.skipped) == ALL
     assert not set(summary.made) & set(summary.skipped)
@@ -186,9 +185,7 @@ def test_one_policy_skips_coherence(tmp_path: Path) -> None:
 
 def test_targets_histogram(tmp_path: Path) -> None:
     frame = _coherence_sweep().drop(columns=["stats.false_positive_targets"])
-    frame["stats.targets_per_shootdown"] = [
-        json.dumps([0, 5 + i, 3, 1]) for i in range(len(frame))
-    ]
+    frame["stats.targets_per_shootdown"] = [json.dumps([0, 5 + i, 3, 1]) for i in range(len(frame))]
     summary = build_report(frame, tmp_path)
     targets = next(f for f in summary.figures if f.name == "targets_per_shootdown")
     assert "histogram" in targets.caption
@@ -279,8 +276,12 @@ def test_real_sweep_report(real_report: Any) -> None:
     assert set(real_report.made) == {"tlb_mpki_vs_size", "walk_cycles_per_walk"}
 
 
-def test_cli_report(real_sweep: Path, monkeypatch: pytest.MonkeyPatch,
-                    capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_cli_report(
+    real_sweep: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
     import sys
     import types
 
@@ -313,6 +314,7 @@ class Chromium:
         self.timeout = timeout
         cmd_r, self._cmd_w = os.pipe()
         self._ev_r, ev_w = os.pipe()
+
         def to_3_and_4() -> None:  # in the child: cmd_r becomes fd 3, ev_w fd 4
             r, w = os.dup(cmd_r), os.dup(ev_w)  # in case either already is 3 or 4
             os.dup2(r, 3)
@@ -320,11 +322,20 @@ class Chromium:
 
         self.proc = subprocess.Popen(
             [
-                exe, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
-                "--no-default-browser-check", "--disable-extensions", "--hide-scrollbars",
-                "--remote-debugging-pipe", "about:blank",
+                exe,
+                "--headless",
+                "--disable-gpu",
+                "--no-sandbox",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-extensions",
+                "--hide-scrollbars",
+                "--remote-debugging-pipe",
+                "about:blank",
             ],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             close_fds=False,  # our pipes are non-inheritable; dup2'd fds 3 and 4 are not
             preexec_fn=to_3_and_4,
         )
@@ -334,8 +345,9 @@ class Chromium:
         self._next_id = 0
         self.events: list[dict[str, Any]] = []
 
-    def send(self, method: str, params: dict[str, Any] | None = None,
-             session: str | None = None) -> dict[str, Any]:
+    def send(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
+    ) -> dict[str, Any]:
         self._next_id += 1
         msg: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
         if session:
@@ -370,7 +382,9 @@ class Chromium:
             if ready:
                 chunk = os.read(self._ev_r, 1 << 20)
                 if not chunk:
-                    err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                    err = (
+                        self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                    )
                     raise RuntimeError(f"Chromium exited while waiting for {what}:\n{err[-2000:]}")
                 self._buf += chunk
 
@@ -433,12 +447,17 @@ def _open_in_chromium(page: Path) -> tuple[list[dict[str, Any]], list[list[Any]]
             session=session,
         )
         errors = [
-            ev for ev in browser.events
+            ev
+            for ev in browser.events
             if ev.get("method") == "Runtime.exceptionThrown"
-            or (ev.get("method") == "Runtime.consoleAPICalled"
-                and ev["params"].get("type") in ("error", "assert"))
-            or (ev.get("method") == "Log.entryAdded"
-                and ev["params"]["entry"].get("level") == "error")
+            or (
+                ev.get("method") == "Runtime.consoleAPICalled"
+                and ev["params"].get("type") in ("error", "assert")
+            )
+            or (
+                ev.get("method") == "Log.entryAdded"
+                and ev["params"]["entry"].get("level") == "error"
+            )
         ]
     finally:
         browser.close()

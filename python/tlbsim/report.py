@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import json
 import math
 import os
@@ -213,11 +212,17 @@ def _grouped_bars(
     width = 0.8 / n
     for i, s in enumerate(series):
         xs = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
-        ys = [table.at[g, s] if g in table.index and s in table.columns else math.nan for g in groups]
+        ys = [
+            table.at[g, s] if g in table.index and s in table.columns else math.nan for g in groups
+        ]
         kwargs: dict[str, Any] = {}
         if lo is not None and hi is not None:
-            err_lo = [max(y - lo.at[g, s], 0.0) if not math.isnan(y) else 0.0 for g, y in zip(groups, ys)]
-            err_hi = [max(hi.at[g, s] - y, 0.0) if not math.isnan(y) else 0.0 for g, y in zip(groups, ys)]
+            err_lo = [
+                max(y - lo.at[g, s], 0.0) if not math.isnan(y) else 0.0 for g, y in zip(groups, ys)
+            ]
+            err_hi = [
+                max(hi.at[g, s] - y, 0.0) if not math.isnan(y) else 0.0 for g, y in zip(groups, ys)
+            ]
             if any(err_lo) or any(err_hi):
                 kwargs = {"yerr": [err_lo, err_hi], "capsize": 3, "ecolor": "black"}
         ax.bar(xs, ys, width, label=_fmt(s), **_bar_style(i), **kwargs)
@@ -230,8 +235,14 @@ def _grouped_bars(
 
 def _legend(ax: Axes, title: str | None = None) -> None:
     """The legend to the right of the axes, where it hides no data."""
-    ax.legend(fontsize="small", title=title or None, title_fontsize="small",
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    ax.legend(
+        fontsize="small",
+        title=title or None,
+        title_fontsize="small",
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        borderaxespad=0.0,
+    )
 
 
 def _headroom(ax: Axes, top: float) -> None:
@@ -245,14 +256,20 @@ def _headroom(ax: Axes, top: float) -> None:
 def _save(fig: Figure, out: Path, name: str) -> tuple[Path, Path]:
     png, pdf = out / f"{name}.png", out / f"{name}.pdf"
     fig.savefig(png, dpi=DPI, metadata={"Software": None})
-    fig.savefig(pdf, metadata={"CreationDate": None, "ModDate": None, "Creator": None, "Producer": None})
+    fig.savefig(
+        pdf, metadata={"CreationDate": None, "ModDate": None, "Creator": None, "Producer": None}
+    )
     return png, pdf
 
 
 def _agg(frame: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
     """Mean, min and max of ``value`` over the rows of each ``keys`` combination (the
     seeds)."""
-    return frame.groupby(keys, dropna=False, sort=False)[value].agg(["mean", "min", "max"]).reset_index()
+    return (
+        frame.groupby(keys, dropna=False, sort=False)[value]
+        .agg(["mean", "min", "max"])
+        .reset_index()
+    )
 
 
 def _numeric(frame: pd.DataFrame, col: str) -> pd.Series:
@@ -319,7 +336,9 @@ def _fig_throughput(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tuple
         raise _Skip("no per-thread operation counts (ops) in the per-core results")
     if not _has(frame, "run.seconds"):
         raise _Skip("no run.seconds column")
-    cls_col = next((c for c in ("thread_class", "class", "stats.thread_class") if c in per_core.columns), None)
+    cls_col = next(
+        (c for c in ("thread_class", "class", "stats.thread_class") if c in per_core.columns), None
+    )
     pc = per_core[per_core["run_id"].isin(frame["run_id"])].copy()
     if "core" in pc.columns:
         pc = pc[pc["core"].astype(str) != "total"]
@@ -342,8 +361,12 @@ def _fig_throughput(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tuple
     for i, s in enumerate(_ordered(agg["_series"])):
         a = agg[agg["_series"] == s].sort_values("_threads")
         ax.errorbar(
-            a["_threads"], a["mean"], yerr=[a["mean"] - a["min"], a["max"] - a["mean"]],
-            label=s, capsize=3, **_style(i),
+            a["_threads"],
+            a["mean"],
+            yerr=[a["mean"] - a["min"], a["max"] - a["mean"]],
+            label=s,
+            capsize=3,
+            **_style(i),
         )
     ax.set_xlabel("threads (config.workload.threads)")
     ax.set_ylabel("throughput (operations/s)")
@@ -419,12 +442,18 @@ def _fig_targets(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tuple[Fi
     order = series
     for i, s in enumerate(order):
         m = mean.at[s, "v"]
-        err = [[max(m - lo.at[s, "v"], 0)], [max(hi.at[s, "v"] - m, 0)]] if not math.isnan(m) else None
+        err = (
+            [[max(m - lo.at[s, "v"], 0)], [max(hi.at[s, "v"] - m, 0)]]
+            if not math.isnan(m)
+            else None
+        )
         ax.bar([i], [m], 0.6, yerr=err, capsize=3, **_bar_style(i))
     ax.set_xticks(range(len(order)), order)
     _headroom(ax, float(hi["v"].max()))
     ax.set_xlabel(", ".join(_short(c) for c in series_cols) or "runs")
-    ax.set_ylabel("false-positive targets per shootdown" if per_sd else "false-positive targets (count)")
+    ax.set_ylabel(
+        "false-positive targets per shootdown" if per_sd else "false-positive targets (count)"
+    )
     ax.grid(axis="y", linestyle=":", linewidth=0.5)
     ax.set_axisbelow(True)
     caption = (
@@ -465,8 +494,12 @@ def _fig_mpki(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tuple[Figur
         for i, s in enumerate(series):
             a = agg[agg["_series"] == s].sort_values("_x")
             ax.errorbar(
-                a["_x"], a["mean"], yerr=[a["mean"] - a["min"], a["max"] - a["mean"]],
-                label=_fmt(s), capsize=3, **_style(i),
+                a["_x"],
+                a["mean"],
+                yerr=[a["mean"] - a["min"], a["max"] - a["mean"]],
+                label=_fmt(s),
+                capsize=3,
+                **_style(i),
             )
         ax.set_xscale("log", base=2)
         xs = _ordered(df["_x"])
@@ -520,7 +553,8 @@ def _fig_walk_cycles(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tupl
         ax.tick_params(axis="x", labelrotation=45)
     caption = (
         "Mean page-walk latency: stats.walk_cycles divided by stats.walks, per value of "
-        f"{_short(xcol)}" + (f" and {', '.join(_short(c) for c in others)}" if others else "")
+        f"{_short(xcol)}"
+        + (f" and {', '.join(_short(c) for c in others)}" if others else "")
         + "; bars are means over seeds, error bars min–max."
     )
     return fig, "Walk cycles per walk", caption
@@ -670,5 +704,9 @@ def report(
         per_core = load(root, per_core=True)
     except (TypeError, ValueError, KeyError):
         per_core = None
-    return build_report(frame, Path(out) if out is not None else root / "report", per_core,
-                        title=f"tlbsim report: {root.resolve().name}")
+    return build_report(
+        frame,
+        Path(out) if out is not None else root / "report",
+        per_core,
+        title=f"tlbsim report: {root.resolve().name}",
+    )
