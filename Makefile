@@ -25,7 +25,7 @@ RUST_TEST := if cargo nextest --version >/dev/null 2>&1; then \
 	fi
 PY_TEST := echo "+ $(VPY) -m pytest python/tests -q"; $(VPY) -m pytest python/tests -q
 
-.PHONY: demo test bench bench-native develop rust-test py-test clean
+.PHONY: demo test bench bench-native develop rust-test py-test chromium clean
 
 # Native shootdown micro-benchmarks on the real kernel (bench/shootdown.c, patterns in
 # bench/patterns.toml): one JSON line per pattern.
@@ -35,7 +35,7 @@ demo: develop
 	$(VENV)/bin/tlbsim demo
 
 # Both suites always run; the target fails if either failed.
-test: develop
+test: develop chromium
 	@status=0; \
 	( $(RUST_TEST) ) || status=1; \
 	( $(PY_TEST) ) || status=1; \
@@ -54,8 +54,16 @@ $(NATIVE_BENCH): bench/shootdown.c
 rust-test:
 	@$(RUST_TEST)
 
-py-test: develop
+py-test: develop chromium
 	@$(PY_TEST)
+
+# python/tests/test_report.py opens the HTML report in headless Chromium. Installed here
+# when missing (Debian, as root, as in CI); elsewhere that one test fails and says why.
+chromium:
+	@command -v chromium >/dev/null || \
+	( apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium ) || \
+	echo "warning: could not install chromium (needs apt-get as root);" \
+		"the browser test in python/tests/test_report.py will fail" >&2
 
 develop: $(DEPS_STAMP)
 	VIRTUAL_ENV="$(abspath $(VENV))" $(VENV)/bin/maturin develop --release

@@ -1,4 +1,4 @@
-"""The ``tlbsim`` command: run, bench, convert, demo.
+"""The ``tlbsim`` command: run, bench, convert, demo, report.
 
 User errors (tlbsim errors, OS errors) print ``tlbsim: error: <message>`` and exit 2.
 """
@@ -69,6 +69,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from tlbsim.report import report  # matplotlib is imported only for this command
+
+    summary = report(args.dir, args.out)
+    print(summary)
+    print(f"\nopen {summary.index}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tlbsim", description="Simulate address translation: TLBs, page walks, shootdowns."
@@ -121,6 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="run the built-in default config and print its summary")
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser(
+        "report", help="figures (PNG, PDF) and one HTML page from a sweep's results"
+    )
+    p.add_argument("dir", metavar="DIR", help="a sweep folder (holding runs/)")
+    p.add_argument("--out", metavar="OUT", help="output folder (default: DIR/report)")
+    p.set_defaults(func=_cmd_report)
     return parser
 
 
