@@ -4,6 +4,8 @@
 >>> result = tlbsim.run("machine.toml", machine__tlb__l1d__entries=64)
 >>> result.to_frame()          # one row per core, plus "total"
 >>> result.save("out/run1")    # config.json + stats.json
+>>> tlbsim.sweep("sweep.toml", "out/sweep")   # every run of a sweep spec, resumable
+>>> tlbsim.load("out/sweep")   # one row per run
 """
 
 from tlbsim._tlbsim import (
@@ -19,10 +21,16 @@ from tlbsim.result import Result
 
 __version__: str = _core_version()
 
+from tlbsim import sweep  # noqa: E402  (a callable module: tlbsim.sweep(spec, out, ...))
+from tlbsim.store import load  # noqa: E402
+from tlbsim.sweep import SpecError, SweepSummary  # noqa: E402
+
 __all__ = [
     "ConfigError",
     "IoError",
     "Result",
+    "SpecError",
+    "SweepSummary",
     "SimulationError",
     "TlbsimError",
     "TraceError",
@@ -30,6 +38,8 @@ __all__ = [
     "bench",
     "convert",
     "override_strings",
+    "load",
     "run",
+    "sweep",
     "toml_literal",
 ]
