@@ -29,7 +29,9 @@ def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_collect_writes_one_row_per_run(sweep_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_collect_writes_one_row_per_run(
+    sweep_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["collect", str(sweep_dir)]) == 0
     assert "results.parquet" in capsys.readouterr().out
     df = pd.read_parquet(sweep_dir / "results.parquet")

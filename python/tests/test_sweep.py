@@ -73,10 +73,8 @@ def test_example_spec_expands_grid_times_zip_times_seeds(tmp_path: Path) -> None
     combos = {tuple(sorted(r.params.items())) for r in sw.runs}
     assert len(combos) == 32
     # zip keys vary together, never crossed
-    assert {(r.params["machine.cores_per_socket"], r.params["workload.threads"]) for r in sw.runs} == {
-        (2, 2),
-        (4, 4),
-    }
+    pairs = {(r.params["machine.cores_per_socket"], r.params["workload.threads"]) for r in sw.runs}
+    assert pairs == {(2, 2), (4, 4)}
     assert {r.params["machine.tlb.l1d.entries"] for r in sw.runs} == {16, 32, 64, 128}
     assert {r.params["seed"] for r in sw.runs} == {1, 2}
     assert len({r.id for r in sw.runs}) == 32
@@ -133,7 +131,10 @@ def test_no_seeds_means_one_run_per_combination() -> None:
         ({"base": FAST_BASE, "grid": {"machine.sockets": [0]}}, 'grid."machine.sockets"'),
         ({"base": FAST_BASE, "grid": {"machine.sockets": ["two"]}}, 'grid."machine.sockets"'),
         (
-            {"base": FAST_BASE, "zip": {"machine.cores_per_socket": [2, 1], "workload.threads": [2, 2]}},
+            {
+                "base": FAST_BASE,
+                "zip": {"machine.cores_per_socket": [2, 1], "workload.threads": [2, 2]},
+            },
             'zip."workload.threads"',
         ),
         ({"base": {"machine": {"socket": 1}}}, "base"),

@@ -19,26 +19,27 @@ from tlbsim._tlbsim import version as _core_version
 from tlbsim.api import bench, convert, override_strings, run, toml_literal
 from tlbsim.result import Result
 
-__version__: str = _core_version()
+# tlbsim.sweep is a callable module: tlbsim.sweep(spec, out, ...) runs a sweep
+from tlbsim import sweep
+from tlbsim.store import load
+from tlbsim.sweep import SpecError, SweepSummary
 
-from tlbsim import sweep  # noqa: E402  (a callable module: tlbsim.sweep(spec, out, ...))
-from tlbsim.store import load  # noqa: E402
-from tlbsim.sweep import SpecError, SweepSummary  # noqa: E402
+__version__: str = _core_version()
 
 __all__ = [
     "ConfigError",
     "IoError",
     "Result",
+    "SimulationError",
     "SpecError",
     "SweepSummary",
-    "SimulationError",
     "TlbsimError",
     "TraceError",
     "__version__",
     "bench",
     "convert",
-    "override_strings",
     "load",
+    "override_strings",
     "run",
     "sweep",
     "toml_literal",

@@ -17,6 +17,7 @@ rows sorted by ``run_id`` then ``core``.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,9 +43,7 @@ def _flatten(tree: Mapping[str, Any], prefix: str, out: dict[str, Any]) -> None:
 
 
 def _scalars(tree: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    return {
-        f"{prefix}{k}": v for k, v in tree.items() if v is None or isinstance(v, _SCALARS)
-    }
+    return {f"{prefix}{k}": v for k, v in tree.items() if v is None or isinstance(v, _SCALARS)}
 
 
 def _finished_runs(directory: Path) -> list[Path]:
@@ -98,7 +97,7 @@ def _frame(rows: list[dict[str, Any]], sort: list[str]) -> pd.DataFrame:
 
 
 def _is_nan(v: object) -> bool:
-    return isinstance(v, float) and v != v
+    return isinstance(v, float) and math.isnan(v)
 
 
 def _write_parquet(df: pd.DataFrame, path: Path) -> None:
@@ -129,9 +128,7 @@ def load(directory: str | os.PathLike[str], per_core: bool = False) -> pd.DataFr
 
     d = Path(directory)
     path = d / (RESULTS_PER_CORE if per_core else RESULTS)
-    newest = max(
-        (os.stat(p / "stats.json").st_mtime_ns for p in _finished_runs(d)), default=0
-    )
+    newest = max((os.stat(p / "stats.json").st_mtime_ns for p in _finished_runs(d)), default=0)
     if not path.is_file() or os.stat(path).st_mtime_ns <= newest:
         collect(d)
     return pd.read_parquet(path)

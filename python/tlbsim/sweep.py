@@ -203,9 +203,7 @@ def expand(spec: SpecLike, *, validate: bool = True) -> Sweep:
     data, root, source = _read_spec(spec)
     unknown = [k for k in data if k not in SPEC_KEYS]
     if unknown:
-        raise SpecError(
-            f"{unknown[0]}: unknown top-level key; allowed: {', '.join(SPEC_KEYS)}"
-        )
+        raise SpecError(f"{unknown[0]}: unknown top-level key; allowed: {', '.join(SPEC_KEYS)}")
 
     base = data.get("base", {})
     if isinstance(base, (str, os.PathLike)):
@@ -232,7 +230,7 @@ def expand(spec: SpecLike, *, validate: bool = True) -> Sweep:
         raise SpecError(f'zip."{first}": zip lists must have equal lengths ({detail})')
     both = set(grid) & set(zipped)
     if both:
-        raise SpecError(f'zip."{sorted(both)[0]}": key is in both [grid] and [zip]')
+        raise SpecError(f'zip."{min(both)}": key is in both [grid] and [zip]')
     seeds: list[Any] | None = None
     if "seeds" in data:
         seeds = data["seeds"]
@@ -353,9 +351,7 @@ def _run_local(sw: Sweep, todo: list[RunSpec], runs_dir: Path, jobs: int, bar: A
             raise
 
 
-def _run_cluster(
-    sw: Sweep, todo: list[RunSpec], runs_dir: Path, address: str, bar: Any
-) -> None:
+def _run_cluster(sw: Sweep, todo: list[RunSpec], runs_dir: Path, address: str, bar: Any) -> None:
     try:
         from dask.distributed import Client, as_completed
     except ImportError as err:
