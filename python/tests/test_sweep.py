@@ -138,6 +138,10 @@ def test_no_seeds_means_one_run_per_combination() -> None:
             'zip."workload.threads"',
         ),
         ({"base": {"machine": {"socket": 1}}}, "base"),
+        ({"base": FAST_BASE, "grid": {"os.thp": [True, True]}}, 'grid."os.thp"'),
+        ({"base": FAST_BASE, "seeds": [1, 2, 1]}, "seeds"),
+        ({"base": FAST_BASE, "grid": {"seed": [1]}, "seeds": [2]}, "seeds"),
+        ({"base": 3}, "base"),
     ],
 )
 def test_bad_spec_fails_before_any_run_naming_the_key(
@@ -193,7 +197,7 @@ seeds = [1, 2, 3, 4, 5, 6]
 [base.machine]
 cores_per_socket = 2
 [base.workload]
-accesses = 250000
+accesses = 500000
 [grid]
 "os.thp" = [false, true]
 """

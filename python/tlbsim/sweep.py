@@ -52,7 +52,7 @@ import shutil
 import sys
 import tomllib
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,8 +137,18 @@ def _check_lists(section: str, table: object) -> dict[str, list[Any]]:
             raise SpecError(f"{name}: empty list")
         if not key or any(not part for part in str(key).split(".")):
             raise SpecError(f"{name}: not a dotted config key")
+        _check_unique(name, values)
         out[str(key)] = list(values)
     return out
+
+
+def _check_unique(name: str, values: Sequence[Any]) -> None:
+    seen: set[str] = set()
+    for value in values:
+        text = canonical_json(value)
+        if text in seen:
+            raise SpecError(f"{name}: duplicate value {value!r}")
+        seen.add(text)
 
 
 def _set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
@@ -236,6 +246,7 @@ def expand(spec: SpecLike, *, validate: bool = True) -> Sweep:
         seeds = data["seeds"]
         if not isinstance(seeds, list) or not seeds:
             raise SpecError(f"seeds: expected a non-empty list of seeds, got {seeds!r}")
+        _check_unique("seeds", seeds)
         if "seed" in grid or "seed" in zipped:
             raise SpecError('seeds: "seed" is also swept in [grid] or [zip]')
 
