@@ -4,6 +4,8 @@
 >>> result = tlbsim.run("machine.toml", machine__tlb__l1d__entries=64)
 >>> result.to_frame()          # one row per core, plus "total"
 >>> result.save("out/run1")    # config.json + stats.json
+>>> tlbsim.sweep("sweep.toml", "out/sweep")   # every run of a sweep spec, resumable
+>>> tlbsim.load("out/sweep")   # one row per run
 """
 
 from tlbsim._tlbsim import (
@@ -17,6 +19,11 @@ from tlbsim._tlbsim import version as _core_version
 from tlbsim.api import bench, convert, override_strings, resolve, run, toml_literal
 from tlbsim.result import Result
 
+# tlbsim.sweep is a callable module: tlbsim.sweep(spec, out, ...) runs a sweep
+from tlbsim import sweep
+from tlbsim.store import load
+from tlbsim.sweep import SpecError, SweepSummary
+
 __version__: str = _core_version()
 
 __all__ = [
@@ -24,13 +31,17 @@ __all__ = [
     "IoError",
     "Result",
     "SimulationError",
+    "SpecError",
+    "SweepSummary",
     "TlbsimError",
     "TraceError",
     "__version__",
     "bench",
     "resolve",
     "convert",
+    "load",
     "override_strings",
     "run",
+    "sweep",
     "toml_literal",
 ]

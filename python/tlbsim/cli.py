@@ -1,4 +1,4 @@
-"""The ``tlbsim`` command: run, bench, convert, demo, report.
+"""The ``tlbsim`` command: run, config, sweep, collect, report, bench, convert, demo.
 
 User errors (tlbsim errors, OS errors) print ``tlbsim: error: <message>`` and exit 2.
 """
@@ -39,6 +39,46 @@ def _cmd_config(args: argparse.Namespace) -> int:
     config = Path(args.config) if args.config else None
     print(json.dumps(tlbsim.resolve(config, overrides=args.set or []), indent=2))
     return 0
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from tlbsim import sweep as sweep_module
+
+    def started(total: int, skipped: int) -> None:
+        print(f"{total} runs: {skipped} already finished, {total - skipped} to run", flush=True)
+
+    summary = sweep_module.sweep(
+        args.spec,
+        args.out,
+        jobs=args.jobs,
+        cluster=args.cluster,
+        progress=args.progress or sys.stderr.isatty(),
+        on_start=started,
+    )
+    print(
+        f"done: total {summary.total}, skipped {summary.skipped}, ran {summary.ran}; "
+        f"results in {summary.out / 'runs'}"
+    )
+    return 0
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    from tlbsim.store import collect
+
+    paths = collect(args.dir)
+    for path in paths:
+        print(f"wrote {path}")
+    return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -105,6 +145,46 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override one config key; repeatable")
     p.set_defaults(func=_cmd_config)
 
+    p = sub.add_parser(
+        "sweep",
+        help="run every combination of a sweep spec (resumable)",
+        description=(
+            "Run every run of a sweep spec (TOML: base, seeds, [grid], [zip]). The spec is "
+            "validated before any run starts. Each run is written to DIR/runs/<id>/ "
+            "(config.json, params.json, stats.json last); runs whose stats.json exists are "
+            "skipped, so an interrupted sweep resumes where it stopped."
+        ),
+    )
+    p.add_argument("spec", metavar="SPEC.toml")
+    p.add_argument(
+        "--jobs",
+        type=_positive,
+        metavar="N",
+        help="simulations in parallel on this machine (default: number of CPUs)",
+    )
+    p.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="run on a Dask distributed scheduler (e.g. tcp://host:8786); "
+        "needs pip install 'tlbsim[cluster]'",
+    )
+    p.add_argument("--out", metavar="DIR", help="output folder (default: out/<spec stem>)")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="show the progress bar even when stderr is not a terminal",
+    )
+    p.set_defaults(func=_cmd_sweep)
+
+    p = sub.add_parser(
+        "collect",
+        help="gather a sweep's runs into Parquet tables",
+        description="Write DIR/results.parquet (one row per finished run) and "
+        "DIR/results_per_core.parquet (one row per run and core).",
+    )
+    p.add_argument("dir", metavar="DIR", help="a sweep output folder")
+    p.set_defaults(func=_cmd_collect)
+
     p = sub.add_parser("bench", help="measure simulated accesses per second")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
@@ -154,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into e.g. `head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except (tlbsim.TlbsimError, OSError) as err:
+    except (tlbsim.TlbsimError, OSError, tlbsim.SpecError, ImportError) as err:
         print(f"tlbsim: error: {_describe(err)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

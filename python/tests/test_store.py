@@ -1,0 +1,102 @@
+"""tlbsim.store: ``tlbsim collect`` and ``tlbsim.load``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+import tlbsim
+from tlbsim.cli import main
+from tlbsim.store import collect
+
+SPEC: dict[str, Any] = {
+    "base": {"machine": {"cores_per_socket": 2}, "workload": {"accesses": 20000}},
+    "seeds": [1, 2],
+    "grid": {"os.thp": [False, True]},
+    "zip": {"machine.cores_per_socket": [1, 2], "workload.threads": [1, 2]},
+}
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("store")
+    tlbsim.sweep(SPEC, out, jobs=2)
+    return out
+
+
+def test_collect_writes_one_row_per_run(
+    sweep_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["collect", str(sweep_dir)]) == 0
+    assert "results.parquet" in capsys.readouterr().out
+    df = pd.read_parquet(sweep_dir / "results.parquet")
+    assert len(df) == 8
+    assert list(df["run_id"]) == sorted(p.name for p in (sweep_dir / "runs").iterdir())
+    for col in (
+        "param.os.thp",
+        "param.machine.cores_per_socket",
+        "param.workload.threads",
+        "param.seed",
+        "config.machine.tlb.l1d.entries",
+        "config.machine.memory.latency_matrix",
+        "config.workload.paths",
+        "stats.accesses",
+        "stats.walks",
+        "run.makespan_cycles",
+    ):
+        assert col in df.columns, col
+    assert not any(c.startswith("stats.per_structure") for c in df.columns)
+    assert (df["param.seed"] == df["config.seed"]).all()
+    assert (df["param.os.thp"] == df["config.os.thp"]).all()
+    assert json.loads(df["config.workload.paths"][0]) == []
+    stats = json.loads((sweep_dir / "runs" / df["run_id"][0] / "stats.json").read_text())
+    assert df["stats.walks"][0] == stats["totals"]["walks"]
+
+
+def test_per_core_rows_are_runs_times_cores(sweep_dir: Path) -> None:
+    collect(sweep_dir)
+    df = pd.read_parquet(sweep_dir / "results_per_core.parquet")
+    runs = pd.read_parquet(sweep_dir / "results.parquet")
+    assert len(df) == int(runs["config.machine.cores_per_socket"].sum())  # 4 runs x 1 + 4 x 2
+    assert list(zip(df["run_id"], df["core"])) == sorted(zip(df["run_id"], df["core"]))
+    assert {"run_id", "core", "param.seed", "stats.accesses", "run.makespan_cycles"} <= set(
+        df.columns
+    )
+    summed = df.groupby("run_id")["stats.accesses"].sum()
+    assert (summed.values == runs.set_index("run_id")["stats.accesses"].loc[summed.index]).all()
+
+
+def test_load_collects_when_stale_and_reads_when_fresh(sweep_dir: Path) -> None:
+    for name in ("results.parquet", "results_per_core.parquet"):
+        (sweep_dir / name).unlink(missing_ok=True)
+    df = tlbsim.load(sweep_dir)
+    assert len(df) == 8 and (sweep_dir / "results.parquet").is_file()
+    assert len(tlbsim.load(sweep_dir, per_core=True)) == 12
+    mtime = (sweep_dir / "results.parquet").stat().st_mtime_ns
+    tlbsim.load(sweep_dir)  # fresh: read as is
+    assert (sweep_dir / "results.parquet").stat().st_mtime_ns == mtime
+    # a newer stats.json makes it stale
+    stats = next((sweep_dir / "runs").glob("*/stats.json"))
+    os.utime(stats, ns=(mtime + 10**9, mtime + 10**9))
+    assert len(tlbsim.load(sweep_dir)) == 8
+    assert (sweep_dir / "results.parquet").stat().st_mtime_ns != mtime
+
+
+def test_unfinished_runs_are_not_rows(tmp_path: Path) -> None:
+    tlbsim.sweep({"base": SPEC["base"], "seeds": [1, 2]}, tmp_path, jobs=1)
+    unfinished = tmp_path / "runs" / "0000000000000000"
+    unfinished.mkdir()
+    (unfinished / "config.json").write_text("{}")
+    assert len(tlbsim.load(tmp_path)) == 2
+
+
+def test_collect_outside_a_sweep_is_a_user_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["collect", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("tlbsim: error: ")
