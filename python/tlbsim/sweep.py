@@ -194,10 +194,9 @@ def run_id(config: Mapping[str, Any], base_dir: Path, trace_hashes: dict[Path, s
 
 
 def _validate(base_json: str, base_dir: Path, overrides: list[str], keys: dict[str, str]) -> None:
-    """Resolve one config in the core with a one-access run; errors become SpecErrors."""
-    extra = [] if "workload.accesses" in keys else ["workload.accesses=1"]
+    """Resolve one config in the core without running it; errors become SpecErrors."""
     try:
-        _tlbsim.run(base_json, overrides + extra, base_dir)
+        _tlbsim.resolve(base_json, overrides, base_dir)
     except _tlbsim.ConfigError as err:
         if not overrides:
             raise SpecError(f"base: {err}") from None
