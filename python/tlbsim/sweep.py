@@ -19,10 +19,8 @@ Runs are expanded in order grid (first key outermost) × zip row × seed.
 Validation happens before any run starts. The spec's structure is checked in Python
 (unknown top-level key, non-list or empty list, unequal zip lists, a key in both grid
 and zip, duplicate run). Then every distinct combination of grid values and zip row
-(seeds excluded), and every seed, is resolved by the core on the base config with
-``workload.accesses = 1`` added (unless ``workload.accesses`` is swept): that is a real
-but trivially short run (~1-3 ms on a synthetic workload; a trace workload still reads
-its traces), since the core has no validate-only entry point. A ``ConfigError`` becomes
+(seeds excluded), and every seed, is resolved by the core on the base config without
+running (``tlbsim.resolve``: the same checks a run makes first). A ``ConfigError`` becomes
 a ``SpecError`` naming the spec key, e.g. ``grid."machine.tlb.l1d.entires"``.
 
 Run ID: the first 16 hex digits of the sha256 of the canonical JSON (keys sorted,
