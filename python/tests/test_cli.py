@@ -119,10 +119,19 @@ def test_run_with_out_dir(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
     assert (tmp_path / "here" / "config.json").is_file()
 
 
-def test_demo(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert any(line.startswith("total") for line in lines)
+def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "54 runs (0 reused" in printed
+    assert (out / "report" / "index.html").is_file()
+    # The summary's random-pattern rows follow 1 - E/P: more L1 entries, fewer misses.
+    random_rows = [line.split() for line in printed.splitlines() if line.strip().startswith("random")]
+    by_size = {int(r[2]): float(r[3].replace(",", "")) for r in random_rows if r[1] == "2"}
+    assert by_size[32] > by_size[64] > by_size[96] > 0
+    # A second demo reuses every run.
+    assert main(["demo", "--out", str(out)]) == 0
+    assert "54 runs (54 reused" in capsys.readouterr().out
 
 
 def test_bench_json(capsys: pytest.CaptureFixture[str]) -> None:

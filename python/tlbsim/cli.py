@@ -103,10 +103,9 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    result = tlbsim.run(None)
-    print("tlbsim demo: the built-in default machine and synthetic workload\n")
-    print(summary_table(result.stats))
-    return 0
+    from tlbsim.demo import main as demo_main
+
+    return demo_main(args.out, args.jobs)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -208,7 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("output", metavar="OUTPUT")
     p.set_defaults(func=_cmd_convert)
 
-    p = sub.add_parser("demo", help="run the built-in default config and print its summary")
+    p = sub.add_parser(
+        "demo", help="the default sweep, a summary table and the report (resumes)"
+    )
+    p.add_argument("--out", metavar="DIR", default="out/demo", help="default: %(default)s")
+    p.add_argument("--jobs", type=_positive, metavar="N", help="parallel runs (default: CPUs)")
     p.set_defaults(func=_cmd_demo)
 
     p = sub.add_parser(
