@@ -939,3 +939,38 @@ fn canonical_kernel_and_user_pages_do_not_alias() {
         assert_eq!(t.lookup(v, PageSize::Size4K, 0).unwrap().vpn, v);
     }
 }
+
+/// The touch queue of wide fully associative LRU structures is dropped during hit-only
+/// phases and rebuilt at the next eviction: victims must stay exactly LRU across such
+/// phase changes.
+#[test]
+fn wide_lru_victims_stay_exact_across_hit_and_miss_phases() {
+    use tlbsim_core::rng::SplitMix64;
+    let mut t = Tlb::new(&TlbGeometry { entries: 48, ways: 48, replacement: Replacement::Lru }, 0).unwrap();
+    let mut order: Vec<u64> = Vec::new(); // least recently used first
+    let mut rng = SplitMix64::new(9);
+    let mut next = 0u64;
+    let touch = |order: &mut Vec<u64>, v: u64| {
+        order.retain(|&x| x != v);
+        order.push(v);
+    };
+    for phase in 0..40 {
+        let hit_phase = phase % 2 == 1;
+        let steps = if hit_phase { 500 } else { 60 };
+        for _ in 0..steps {
+            if hit_phase && !order.is_empty() {
+                let v = order[rng.below(order.len() as u64) as usize];
+                assert!(t.lookup(Vpn(v), PageSize::Size4K, 0).is_some());
+                touch(&mut order, v);
+            } else {
+                let v = next;
+                next += 1;
+                let e = TlbEntry { vpn: Vpn(v), pfn: Pfn(v), size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 };
+                let evicted = t.insert(e).map(|x| x.vpn.0);
+                let expected = if order.len() == 48 { Some(order.remove(0)) } else { None };
+                assert_eq!(evicted, expected, "phase {phase}");
+                touch(&mut order, v);
+            }
+        }
+    }
+}

@@ -177,6 +177,18 @@ pub struct Tlb {
     /// Insertion stamp per way (FIFO only).
     inserted: Vec<u64>,
     fifo: bool,
+    /// A fully associative wide LRU structure that evicts often also keeps its touches in
+    /// order, (way, stamp) per touch, oldest first from `lru_head`: the least recently used
+    /// way is the first entry whose stamp is still the way's recency (a later touch of a
+    /// way makes its earlier entries stale). The victim is then found in amortised O(1)
+    /// instead of a minimum over every way. The queue is built from the stamps at a victim
+    /// query and kept up while evictions keep coming; after 4 × ways touches without one
+    /// (a hit-heavy phase) it is dropped, so hits pay one flag test.
+    lru_queue: Vec<(u32, u64)>,
+    lru_head: usize,
+    lru_queue_on: bool,
+    lru_queue_live: bool,
+    touches_since_victim: usize,
     /// Tree-PLRU bits, `plru_words` words per set; node n (1-based heap order, children 2n
     /// and 2n+1, leaves ways..2*ways) is bit n; 1 = the next victim is in the right subtree.
     plru: Vec<u64>,
@@ -274,6 +286,11 @@ impl Tlb {
                 Vec::new()
             },
             fifo: geometry.replacement == Replacement::Fifo,
+            lru_queue: Vec::new(),
+            lru_head: 0,
+            lru_queue_live: false,
+            touches_since_victim: 0,
+            lru_queue_on: !disabled && sets == 1 && ways > WIDE_WAYS && geometry.replacement == Replacement::Lru,
             plru: vec![0; sets * plru_words],
             plru_words,
             ways_log2: ways.trailing_zeros(),
@@ -593,6 +610,44 @@ impl Tlb {
         if self.plru_words != 0 {
             self.plru_touch(w);
         }
+        if self.lru_queue_live {
+            self.lru_queue.push((w as u32, self.clock));
+            self.touches_since_victim += 1;
+            if self.touches_since_victim > 4 * self.ways {
+                self.lru_queue_live = false;
+            }
+        }
+    }
+
+    /// Rebuild the touch queue from the recency stamps: each way once, oldest first.
+    #[cold]
+    fn rebuild_lru_queue(&mut self) {
+        self.lru_queue.clear();
+        self.lru_head = 0;
+        self.lru_queue.extend(self.recency.iter().enumerate().map(|(w, &s)| (w as u32, s)));
+        self.lru_queue.sort_unstable_by_key(|&(_, s)| s);
+        self.lru_queue_live = true;
+    }
+
+    /// The least recently used way of a full, fully associative set, from the queue.
+    #[inline]
+    fn lru_queue_victim(&mut self) -> usize {
+        self.touches_since_victim = 0;
+        if !self.lru_queue_live || self.lru_queue.len() - self.lru_head > 8 * self.ways {
+            self.rebuild_lru_queue();
+        } else if self.lru_head > 4 * self.ways {
+            // Reclaim the consumed front (no allocation: the buffer is reused).
+            self.lru_queue.drain(..self.lru_head);
+            self.lru_head = 0;
+        }
+        while let Some(&(w, stamp)) = self.lru_queue.get(self.lru_head) {
+            self.lru_head += 1;
+            if self.recency[w as usize] == stamp {
+                return w as usize;
+            }
+        }
+        // Unreachable while every touch is queued; the scan is the definition anyway.
+        lru_way(&self.recency)
     }
 
     #[inline(always)]
@@ -668,6 +723,7 @@ impl Tlb {
     /// Victim way (relative to the set) in a full set, by the replacement policy.
     fn policy_victim(&mut self, start: usize) -> usize {
         match self.geometry.replacement {
+            Replacement::Lru if self.lru_queue_on => self.lru_queue_victim(),
             Replacement::Lru => lru_way(&self.recency[start..start + self.ways]),
             Replacement::Fifo => argmin(&self.inserted[start..start + self.ways]),
             Replacement::Plru => self.plru_victim(start),
