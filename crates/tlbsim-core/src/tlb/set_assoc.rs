@@ -392,26 +392,7 @@ impl Tlb {
     /// "Same tag" for a global entry means "also global" (see the type's comment).
     #[inline]
     pub fn insert(&mut self, entry: TlbEntry) -> Option<TlbEntry> {
-        if self.disabled {
-            return None;
-        }
-        let (key, start) = self.prepare(&entry);
-        match self.scan_for_insert(start, key) {
-            Slot::Same(w) => {
-                self.overwrite(w, entry);
-                None
-            }
-            Slot::Free(w) => {
-                self.place(w, key, entry);
-                None
-            }
-            Slot::Full => {
-                let w = start + self.policy_victim(start);
-                let old = self.slots[w];
-                self.place(w, key, entry);
-                Some(old)
-            }
-        }
+        self.insert_choosing(entry, |t, start| t.policy_victim(start))
     }
 
     /// As `insert`, with service-level quotas (tag paper §4): `quota[sl]` is the number of
@@ -426,6 +407,22 @@ impl Tlb {
     /// paper: "a domain which has exceeded its allotment"); "least recently used" is by
     /// recency stamp, kept for every replacement policy.
     pub fn insert_with_quota(&mut self, entry: TlbEntry, quota: &[u32]) -> Option<TlbEntry> {
+        self.insert_choosing(entry, |t, start| {
+            let q = |sl: u8| quota.get(sl as usize).copied().unwrap_or(u32::MAX);
+            let own = entry.sl;
+            let w = if t.sl_count[own as usize] >= q(own) {
+                t.lru_where(start, |e| e.sl == own)
+            } else {
+                let counts = &t.sl_count;
+                t.lru_where(start, |e| counts[e.sl as usize] > q(e.sl))
+            };
+            w.unwrap_or_else(|| t.policy_victim(start))
+        })
+    }
+
+    /// Insert, with `victim(self, set start)` choosing the way to replace in a full set.
+    #[inline(always)]
+    fn insert_choosing(&mut self, entry: TlbEntry, victim: impl FnOnce(&mut Self, usize) -> usize) -> Option<TlbEntry> {
         if self.disabled {
             return None;
         }
@@ -440,15 +437,7 @@ impl Tlb {
                 None
             }
             Slot::Full => {
-                let q = |sl: u8| quota.get(sl as usize).copied().unwrap_or(u32::MAX);
-                let own = entry.sl;
-                let w = if self.sl_count[own as usize] >= q(own) {
-                    self.lru_where(start, |e| e.sl == own)
-                } else {
-                    let counts = &self.sl_count;
-                    self.lru_where(start, |e| counts[e.sl as usize] > q(e.sl))
-                };
-                let w = start + w.unwrap_or_else(|| self.policy_victim(start));
+                let w = start + victim(self, start);
                 let old = self.slots[w];
                 self.place(w, key, entry);
                 Some(old)
