@@ -29,7 +29,7 @@ PY_TEST := echo "+ $(VPY) -m pytest python/tests -q"; $(VPY) -m pytest python/te
 
 # Native shootdown micro-benchmarks on the real kernel (bench/shootdown.c, patterns in
 # bench/patterns.toml): one JSON line per pattern.
-NATIVE_BENCH := target/native/shootdown
+NATIVE_BENCH := target/native/shootdown target/native/tlb_reach
 
 demo: develop
 	$(VENV)/bin/tlbsim demo
@@ -45,9 +45,10 @@ bench: develop
 	$(VENV)/bin/tlbsim bench
 
 bench-native: $(NATIVE_BENCH)
-	$(NATIVE_BENCH)
+	target/native/shootdown
+	target/native/tlb_reach
 
-$(NATIVE_BENCH): bench/shootdown.c
+target/native/%: bench/%.c
 	@mkdir -p $(dir $@)
 	gcc -O2 -Wall -Wextra -pthread -o $@ $<
 

@@ -53,3 +53,25 @@ def test_output_is_one_json_object_per_pattern(shootdown: Path) -> None:
 def test_bad_arguments_are_a_usage_error(shootdown: Path) -> None:
     r = subprocess.run([str(shootdown), "--bogus"], capture_output=True, text=True)
     assert r.returncode == 2 and "usage" in r.stderr
+
+
+def test_tlb_reach_curve_is_graceful_json(tmp_path: Path) -> None:
+    exe = tmp_path / "tlb_reach"
+    subprocess.run(
+        ["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(exe), str(ROOT / "bench" / "tlb_reach.c")],
+        check=True,
+    )
+    out = subprocess.run(
+        [str(exe), "--max-bytes", str(1 << 20), "--accesses", "20000"],
+        check=True, capture_output=True, text=True, timeout=120,
+    ).stdout
+    host, *rows = [json.loads(line) for line in out.splitlines()]
+    assert host["host"]["vendor"] and host["host"]["counter_meaning"]
+    # 16 KiB to 1 MiB in x4 steps, for 4 KiB and 2 MiB pages.
+    assert [(r["page_size"], r["bytes"]) for r in rows] == [
+        (ps, 16384 * 4**k) for ps in ("4k", "2m") for k in range(4)
+    ]
+    for r in rows:
+        assert r["ns_per_access"] > 0
+        # Either the counters, or a sentence saying why not.
+        assert ("dtlb_load_misses_per_access" in r) != ("perf" in r)
