@@ -29,7 +29,7 @@ PY_TEST := echo "+ $(VPY) -m pytest python/tests -q"; $(VPY) -m pytest python/te
 
 # Native shootdown micro-benchmarks on the real kernel (bench/shootdown.c, patterns in
 # bench/patterns.toml): one JSON line per pattern.
-NATIVE_BENCH := target/native/shootdown target/native/tlb_reach
+NATIVE_BENCH := target/native/shootdown target/native/tlb_reach target/native/fpr_munmap
 
 demo: develop
 	$(VENV)/bin/tlbsim demo
@@ -47,6 +47,7 @@ bench: develop
 bench-native: $(NATIVE_BENCH)
 	target/native/shootdown
 	target/native/tlb_reach
+	target/native/fpr_munmap
 
 target/native/%: bench/%.c
 	@mkdir -p $(dir $@)

@@ -75,3 +75,23 @@ def test_tlb_reach_curve_is_graceful_json(tmp_path: Path) -> None:
         assert r["ns_per_access"] > 0
         # Either the counters, or a sentence saying why not.
         assert ("dtlb_load_misses_per_access" in r) != ("perf" in r)
+
+
+def test_fpr_munmap_cases_report_each_thread_class(tmp_path: Path) -> None:
+    exe = tmp_path / "fpr_munmap"
+    subprocess.run(
+        ["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", str(exe),
+         str(ROOT / "bench" / "fpr_munmap.c")],
+        check=True,
+    )
+    out = subprocess.run(
+        [str(exe), "--seconds", "0.2", "--case", "4", "--threads", "1", "--compute", "2"],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout
+    (row,) = [json.loads(line) for line in out.splitlines()]
+    assert (row["case"], row["io_threads"], row["compute_threads"]) == (4, 1, 2)
+    assert len(row["compute_ops_per_second_per_thread"]) == 2
+    assert row["io_ops_per_second"] > 0 and row["compute_ops_per_second"] > 0
+    assert "shootdown_ipis_per_second" in row or "not measurable" in row["shootdown_ipis"]
+    bad = subprocess.run([str(exe), "--case", "9", "--threads", "1"], capture_output=True, text=True)
+    assert bad.returncode == 2
