@@ -62,8 +62,11 @@ py-test: develop chromium
 # python/tests/test_report.py opens the HTML report in headless Chromium. Installed here
 # when missing (Debian, as root, as in CI); elsewhere that one test fails and says why.
 chromium:
-	@command -v chromium >/dev/null || \
-	( apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium ) || \
+	@command -v chromium >/dev/null || for attempt in 1 2 3; do \
+		( apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium ) && break; \
+		sleep 10; \
+	done; \
+	command -v chromium >/dev/null || \
 	echo "warning: could not install chromium (needs apt-get as root);" \
 		"the browser test in python/tests/test_report.py will fail" >&2
 
