@@ -12,6 +12,7 @@
 //!   to the freeing CPU's list and the next allocation on that CPU takes it back; an empty
 //!   list is refilled with `batch` frames from the buddy allocator, a list longer than
 //!   `high` gives its `batch` oldest frames back.
+//!
 //! Frame numbers encode their node (`pfn = node << NODE_SHIFT | index`), so a frame's node is
 //! a shift. Descriptors are made a 4 MiB block at a time, when the block is first split, so
 //! a large, mostly untouched node costs nothing.
@@ -202,8 +203,8 @@ impl PhysMem {
             "node {} has no free block of {} frames ({} of {} MiB in use): raise machine.memory.node_mib",
             node.0,
             1u64 << order,
-            n.used * 4096 >> 20,
-            n.capacity * 4096 >> 20
+            (n.used * 4096) >> 20,
+            (n.capacity * 4096) >> 20
         ))
     }
 

@@ -138,6 +138,7 @@ impl PageTables {
     /// Map `va` (aligned to `size`) to `pfn` with `flags` (PRESENT is added) in the tree at
     /// `root` of depth `levels`. Missing intermediate tables are allocated on the node
     /// `place()` returns. Returns the previous leaf entry (0 if none).
+    #[allow(clippy::too_many_arguments)]
     pub fn map(
         &mut self,
         mem: &mut PhysMem,

@@ -50,7 +50,7 @@ pub fn host_tree() -> Value {
 /// nearest power-of-two set count below.
 pub fn fit_geometry(entries: u32, ways: u32) -> (u32, u32) {
     let ways = ways.clamp(1, entries);
-    if entries % ways == 0 && (entries / ways).is_power_of_two() {
+    if entries.is_multiple_of(ways) && (entries / ways).is_power_of_two() {
         return (entries, ways);
     }
     let sets = 1u32 << (31 - (entries / ways).max(1).leading_zeros());

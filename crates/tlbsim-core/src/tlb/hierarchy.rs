@@ -13,7 +13,9 @@
 //!   a switch between processes of one VM flushes non-global entries;
 //! - `cr3`: the Tag Manager Table assigns VASIs (tag paper §4); forced and capacity
 //!   flushes flush the TLB and the TMT.
+//!
 //! A structure with `entries = 0` is absent: not looked up, not counted.
+//!
 //! Simplified: the L2 is neither inclusive nor exclusive of the L1s (Intel's STLB is not
 //! documented as either); the page-walk caches are flushed with the TLB on full flushes
 //! and, for invalidations of one page, entirely (x86 allows INVLPG to drop any
