@@ -49,7 +49,7 @@ bench-native: $(NATIVE_BENCH)
 	target/native/tlb_reach
 	target/native/fpr_munmap
 
-target/native/%: bench/%.c
+target/native/%: bench/%.c bench/proc_interrupts.h
 	@mkdir -p $(dir $@)
 	gcc -O2 -Wall -Wextra -pthread -o $@ $<
 

@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc_interrupts.h"
+
 enum kind { IO, COMPUTE, MIXED };
 static const char *KIND_NAMES[] = {"io", "compute", "mixed"};
 
@@ -42,30 +44,6 @@ struct worker {
 static atomic_int running;
 static int file_fd;
 static long cpus;
-
-static long long tlb_ipis(void) {
-    FILE *f = fopen("/proc/interrupts", "r");
-    if (!f) return -1;
-    char line[8192];
-    long long sum = -1;
-    while (fgets(line, sizeof line, f)) {
-        char *p = line;
-        while (*p == ' ') p++;
-        if (strncmp(p, "TLB:", 4) != 0) continue;
-        p += 4;
-        sum = 0;
-        for (;;) {
-            char *end;
-            long long v = strtoll(p, &end, 10);
-            if (end == p) break;
-            sum += v;
-            p = end;
-        }
-        break;
-    }
-    fclose(f);
-    return sum;
-}
 
 static void io_op(void) {
     char *p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, file_fd, 0);

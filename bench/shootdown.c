@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc_interrupts.h"
+
 #define PAGE 4096L
 
 enum sibling { SPIN, SLEEP, NONE, PROCESS };
@@ -61,31 +63,6 @@ static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-/* Sum of the TLB row of /proc/interrupts, or -1 when there is none. */
-static long long tlb_ipis(void) {
-    FILE *f = fopen("/proc/interrupts", "r");
-    if (!f) return -1;
-    char line[8192];
-    long long sum = -1;
-    while (fgets(line, sizeof line, f)) {
-        char *p = line;
-        while (*p == ' ') p++;
-        if (strncmp(p, "TLB:", 4) != 0) continue;
-        p += 4;
-        sum = 0;
-        for (;;) {
-            char *end;
-            long long v = strtoll(p, &end, 10);
-            if (end == p) break;
-            sum += v;
-            p = end;
-        }
-        break;
-    }
-    fclose(f);
-    return sum;
 }
 
 /* ---- operations ---- */
