@@ -255,3 +255,33 @@ pub(crate) fn hex_bytes(bytes: &[u8]) -> String {
         v.join(" ")
     }
 }
+
+/// The batch protocol every reader shares: a reader that failed keeps returning its error,
+/// a finished one returns `Ok(0)`; otherwise `fill` appends events, and when it fails part
+/// way the good events of this batch are handed out first and the error on the next call.
+pub(crate) fn next_batch(
+    out: &mut Vec<super::TraceEvent>,
+    failed: &mut Option<TraceError>,
+    done: bool,
+    fill: impl FnOnce(&mut Vec<super::TraceEvent>) -> Result<(), TraceError>,
+) -> Result<usize, TraceError> {
+    out.clear();
+    if let Some(e) = failed {
+        return Err(clone_error(e));
+    }
+    if done {
+        return Ok(0);
+    }
+    match fill(out) {
+        Ok(()) => Ok(out.len()),
+        Err(e) => {
+            let again = clone_error(&e);
+            *failed = Some(e);
+            if out.is_empty() {
+                Err(again)
+            } else {
+                Ok(out.len())
+            }
+        }
+    }
+}

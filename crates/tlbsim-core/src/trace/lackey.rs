@@ -189,26 +189,12 @@ impl LackeyReader {
 
 impl TraceSource for LackeyReader {
     fn next_batch(&mut self, out: &mut Vec<TraceEvent>, max: usize) -> Result<usize, TraceError> {
-        out.clear();
-        if let Some(e) = &self.failed {
-            return Err(input::clone_error(e));
-        }
-        if self.done {
-            return Ok(0);
-        }
-        match self.fill(out, max) {
-            Ok(()) => Ok(out.len()),
-            Err(e) => {
-                // Hand out the good events of this batch first; the error comes next call.
-                let again = input::clone_error(&e);
-                self.failed = Some(e);
-                if out.is_empty() {
-                    Err(again)
-                } else {
-                    Ok(out.len())
-                }
-            }
-        }
+        // `fill` needs `&mut self`, so the failure slot travels outside it and back.
+        let mut failed = self.failed.take();
+        let done = self.done;
+        let r = input::next_batch(out, &mut failed, done, |out| self.fill(out, max));
+        self.failed = failed;
+        r
     }
 }
 
