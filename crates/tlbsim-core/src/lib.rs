@@ -7,7 +7,6 @@
 pub mod bench;
 pub mod config;
 pub mod error;
-pub mod machine;
 pub mod memory;
 pub mod page_table;
 pub mod prefetch;

@@ -1,0 +1,216 @@
+//! The OS-mode workload, compiled: processes, threads and the flat program of operations
+//! each thread runs (DESIGN.md "Workloads": per-thread streams of accesses, compute,
+//! system calls, blocking and migration).
+//!
+//! Everything that produces an OS-mode workload ends here: the TOML scenario language
+//! (`workload.kind = "scenario"`, [`super::scenario`]) and the built-in generators
+//! (`fpr-munmap`, `apache`, `vmscale`, `reclaim`, `stm-mprotect`, `shootdown-patterns`,
+//! [`super::generators`]). The engine (`crate::os`) interprets it.
+//!
+//! Regions are named by slots: every thread has its own table of region slots, initialised
+//! from its process's pre-mapped regions (same addresses for every thread of the process,
+//! so threads share them); an `Mmap` writes a slot, later operations read it. A slot keeps
+//! its address after `Munmap`, so a program can touch memory it unmapped (a bug the
+//! checker and the SIGSEGV count make visible).
+
+/// What backs a mapping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backing {
+    Anonymous,
+    /// A file of the page cache: `file` id, first page of the mapping within it.
+    File { file: u32, offset_pages: u64 },
+}
+
+/// A mapping request (pre-mapped region or `Mmap` operation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapSpec {
+    pub bytes: u64,
+    pub backing: Backing,
+    /// MAP_SHARED (true) or MAP_PRIVATE.
+    pub shared: bool,
+    /// MAP_POPULATE: fault every page in at mmap time.
+    pub populate: bool,
+    /// PROT_WRITE (PROT_READ is always given).
+    pub writable: bool,
+}
+
+/// Order in which an `Access` operation visits the pages (8-byte accesses).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pattern {
+    /// From the window's start, `stride` bytes apart, wrapping at its end.
+    Sequential,
+    /// Uniform over the window.
+    Random,
+    /// Like sequential; kept separate so results name what the scenario asked for.
+    Strided,
+    /// Zipf-distributed over the window's pages with exponent `theta` (rank 1 = first page).
+    Zipf { theta: f64 },
+}
+
+/// Reads, writes, or a mix.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum AccessMode {
+    Read,
+    Write,
+    /// Each access is a write with this probability.
+    Mixed(f64),
+}
+
+/// One operation of a thread's program.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// `count` accesses to region `slot`, within `[offset, offset + len)` bytes of it
+    /// (`len = 0`: to its end).
+    Access { slot: usize, pattern: Pattern, mode: AccessMode, count: u64, offset: u64, len: u64, stride: u64 },
+    /// Non-memory work: this many cycles.
+    Compute { cycles: u64 },
+    Mmap { slot: usize, spec: MapSpec },
+    Munmap { slot: usize },
+    /// Change the protection of the whole region.
+    Mprotect { slot: usize, writable: bool },
+    /// madvise(MADV_DONTNEED) on the whole region.
+    MadviseDontneed { slot: usize },
+    /// msync(MS_SYNC) of the whole region: write back dirty file pages (cleaning their PTEs).
+    Msync { slot: usize },
+    /// fork(): a child process with a copy-on-write copy of the address space, whose one
+    /// thread runs `programs[program]`, on `core` (None: the parent's core's run queue).
+    Fork { program: usize, core: Option<u32> },
+    /// The thread ends; the process ends with its last thread.
+    Exit,
+    /// Blocked in the kernel (I/O, sleep) for this many cycles; the core runs something
+    /// else or idles meanwhile.
+    Block { cycles: u64 },
+    /// Move this thread to `core` (sched_setaffinity).
+    MigrateThread { core: u32 },
+    /// Move the region's pages to NUMA node `node` (move_pages / NUMA balancing).
+    MigratePages { slot: usize, node: u32 },
+    /// Repeat the next `body` operations `count` times.
+    Loop { count: u64, body: usize },
+    /// One operation of the thread's work finished: counts in `ops_completed`.
+    CountOp,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThreadSpec {
+    pub name: String,
+    /// Thread class (e.g. "io", "compute"): per-class throughput in the results.
+    pub class: String,
+    /// Pinned core; None = placed round-robin on the machine's cores, free to be moved.
+    pub core: Option<u32>,
+    /// Index into `Workload::programs`.
+    pub program: usize,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcessSpec {
+    pub name: String,
+    /// Memory cgroup this process is charged to (index into `Workload::groups`).
+    pub group: usize,
+    /// Regions mapped before the threads start (slot i = regions[i]).
+    pub regions: Vec<MapSpec>,
+    pub threads: Vec<ThreadSpec>,
+}
+
+/// A memory cgroup: a limit in 4 KiB pages (0 = unlimited) that reclaim enforces.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupSpec {
+    pub name: String,
+    pub limit_pages: u64,
+}
+
+/// A file of the page cache.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FileSpec {
+    pub name: String,
+    pub pages: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Workload {
+    pub groups: Vec<GroupSpec>,
+    pub files: Vec<FileSpec>,
+    pub processes: Vec<ProcessSpec>,
+    /// Thread programs (flat; `Loop` bodies follow their header).
+    pub programs: Vec<Vec<Op>>,
+    /// Region slots a thread has (pre-mapped regions first, then the slots `Mmap` writes).
+    pub slots: usize,
+}
+
+impl Workload {
+    /// Checks the invariants the engine relies on; errors name the process, thread and
+    /// operation index.
+    pub fn check(&self, cores: u32) -> Result<(), String> {
+        if self.processes.is_empty() {
+            return Err("the workload has no processes".into());
+        }
+        for (pi, p) in self.processes.iter().enumerate() {
+            if p.group >= self.groups.len().max(1) {
+                return Err(format!("process[{pi}].group: no group {}", p.group));
+            }
+            if p.regions.len() > self.slots {
+                return Err(format!("process[{pi}]: more regions than slots"));
+            }
+            for (ri, r) in p.regions.iter().enumerate() {
+                check_map(&format!("process[{pi}].region[{ri}]"), r, &self.files)?;
+            }
+            for (ti, t) in p.threads.iter().enumerate() {
+                if let Some(c) = t.core {
+                    if c >= cores {
+                        return Err(format!("process[{pi}].thread[{ti}].core: core {c} does not exist (the machine has {cores})"));
+                    }
+                }
+                if t.program >= self.programs.len() {
+                    return Err(format!("process[{pi}].thread[{ti}]: no program {}", t.program));
+                }
+            }
+        }
+        for (gi, prog) in self.programs.iter().enumerate() {
+            for (i, op) in prog.iter().enumerate() {
+                let at = || format!("program[{gi}].op[{i}]");
+                match op {
+                    Op::Access { slot, .. }
+                    | Op::Mmap { slot, .. }
+                    | Op::Munmap { slot }
+                    | Op::Mprotect { slot, .. }
+                    | Op::MadviseDontneed { slot }
+                    | Op::Msync { slot }
+                    | Op::MigratePages { slot, .. }
+                        if *slot >= self.slots =>
+                    {
+                        return Err(format!("{}: region slot {slot} does not exist", at()))
+                    }
+                    Op::Mmap { spec, .. } => check_map(&at(), spec, &self.files)?,
+                    Op::Loop { body, .. } if i + body >= prog.len() => {
+                        return Err(format!("{}: loop body runs past the end of the program", at()))
+                    }
+                    Op::Fork { program, core } => {
+                        if *program >= self.programs.len() {
+                            return Err(format!("{}: no program {program}", at()));
+                        }
+                        if core.is_some_and(|c| c >= cores) {
+                            return Err(format!("{}: core {} does not exist", at(), core.unwrap()));
+                        }
+                    }
+                    Op::MigrateThread { core } if *core >= cores => {
+                        return Err(format!("{}: core {core} does not exist (the machine has {cores})", at()))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_map(at: &str, m: &MapSpec, files: &[FileSpec]) -> Result<(), String> {
+    if m.bytes == 0 {
+        return Err(format!("{at}: a mapping needs at least one byte"));
+    }
+    if let Backing::File { file, offset_pages } = m.backing {
+        let f = files.get(file as usize).ok_or_else(|| format!("{at}: no file {file}"))?;
+        if offset_pages + m.bytes.div_ceil(4096) > f.pages {
+            return Err(format!("{at}: maps past the end of file {:?} ({} pages)", f.name, f.pages));
+        }
+    }
+    Ok(())
+}
