@@ -84,7 +84,8 @@ pub enum Op {
     MigrateThread { core: u32 },
     /// Move the region's pages to NUMA node `node` (move_pages / NUMA balancing).
     MigratePages { slot: usize, node: u32 },
-    /// Repeat the next `body` operations `count` times.
+    /// Repeat the next `body` operations `count` times (`count = 0`: forever, for
+    /// daemon threads).
     Loop { count: u64, body: usize },
     /// One operation of the thread's work finished: counts in `ops_completed`.
     CountOp,
@@ -99,6 +100,9 @@ pub struct ThreadSpec {
     pub core: Option<u32>,
     /// Index into `Workload::programs`.
     pub program: usize,
+    /// A background thread (a spinning or sleeping sibling): the run ends when every
+    /// non-daemon thread has exited, whatever the daemons are doing.
+    pub daemon: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
