@@ -5,10 +5,12 @@
 //! Every key has a default; the effective config ([`Config::to_json`]) writes every key
 //! out, so a run can be repeated anywhere from its `config.json` alone.
 
+pub mod costs;
 pub mod host;
 pub mod presets;
 mod tree;
 
+pub use costs::CostsConfig;
 use crate::error::{Error, Result};
 use crate::tlb::Replacement;
 use crate::trace::TraceFormat;
@@ -25,6 +27,8 @@ pub struct Config {
     pub machine: MachineConfig,
     pub os: OsConfig,
     pub workload: WorkloadConfig,
+    /// Cycles the OS model charges per kernel operation (OS-mode workloads).
+    pub costs: CostsConfig,
     /// Trace-mode and engine options that are not part of the machine.
     pub sim: SimConfig,
 }
@@ -36,6 +40,7 @@ impl Default for Config {
             machine: MachineConfig::default(),
             os: OsConfig::default(),
             workload: WorkloadConfig::default(),
+            costs: CostsConfig::default(),
             sim: SimConfig::default(),
         }
     }
@@ -165,6 +170,17 @@ pub struct OsConfig {
     pub thp: bool,
     /// Where data frames come from: `first-touch` (the faulting core's node) or `interleave`.
     pub data_placement: String,
+    /// TLB-coherence policy (OS-mode workloads): `linux`, `oracle`, `none`, ...
+    /// (`crate::coherence::NAMES` lists them).
+    pub coherence: String,
+    /// The stale-translation checker: every use of a TLB entry a page-table change made
+    /// stale is counted as a violation (DESIGN.md "Safety checker").
+    pub checker: bool,
+    /// Linux's `tlb_single_page_flush_ceiling`: a flush of more pages than this becomes a
+    /// full flush (arch/x86/mm/tlb.c: 33).
+    pub flush_ceiling: u32,
+    /// Scheduler time slice in cycles (assumed: 3 ms at 3 GHz, CFS's order of magnitude).
+    pub time_slice: u64,
 }
 
 impl Default for OsConfig {
@@ -174,6 +190,10 @@ impl Default for OsConfig {
             pt_levels: 4,
             thp: false,
             data_placement: "first-touch".into(),
+            coherence: "linux".into(),
+            checker: true,
+            flush_ceiling: 33,
+            time_slice: 9_000_000,
         }
     }
 }
@@ -188,11 +208,15 @@ pub struct SimConfig {
     /// bounds how far cores run ahead of each other (the multi-core engine replaces it
     /// with a quantum in cycles).
     pub batch: u32,
+    /// OS mode: how far (cycles) a core may run ahead of the core furthest behind before
+    /// the engine switches to another core; interactions (IPIs, wake-ups) are seen at most
+    /// this late. Halving it changes headline results by under 1% (see tests/os_engine.rs).
+    pub quantum_cycles: u64,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { fault_cycles: 0, batch: 4096 }
+        SimConfig { fault_cycles: 0, batch: 4096, quantum_cycles: 1_000 }
     }
 }
 
