@@ -5,9 +5,11 @@
 //! native writer).
 
 pub mod bench;
+pub mod coherence;
 pub mod config;
 pub mod error;
 pub mod memory;
+pub mod os;
 pub mod page_table;
 pub mod prefetch;
 pub mod rng;

@@ -59,6 +59,14 @@ pub struct FrameDesc {
     pub mapcount: u32,
     /// For a page-table frame: its slot in the page-table arena.
     pub pt_slot: u32,
+    /// Page-cache identity: 0 for anonymous memory, file id + 1 for a page-cache page.
+    pub mapping: u32,
+    /// For a page-cache page, its page index in the file; for an anonymous page, the
+    /// virtual page number it was faulted at (Linux's `page->index`, what rmap follows).
+    pub index: u64,
+    /// LRU position: the stamp of this frame's live entry in its group's reclaim LRU (0 =
+    /// not on an LRU). Older stamps in the queue are stale and skipped.
+    pub lru_stamp: u64,
     /// Position of a free block's head in its free list (for O(1) removal on merge).
     free_pos: u32,
     /// Room for a technique's per-frame metadata (FPR's tracking word, ...). It survives
@@ -73,6 +81,9 @@ impl FrameDesc {
         owner: u32::MAX,
         mapcount: 0,
         pt_slot: u32::MAX,
+        mapping: 0,
+        index: 0,
+        lru_stamp: 0,
         free_pos: 0,
         technique_word: 0,
     };

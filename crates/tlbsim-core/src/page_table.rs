@@ -7,8 +7,9 @@
 //! pointers as hardware does.
 //!
 //! Levels are numbered as the SDM does: 1 = PT, 2 = PD, 3 = PDPT, 4 = PML4, 5 = PML5.
-//! Simplified: table pages are never freed when they empty (Linux frees them only on
-//! munmap of whole ranges; the OS-model issue adds that with its shootdown).
+//! Table pages are freed by the OS model ([`PageTables::free_tables`]) when an unmapped
+//! range leaves a table covering no mapping (Linux's free_pgtables with its floor and
+//! ceiling); freed arena slots are reused.
 
 use crate::error::Result;
 use crate::memory::{FrameKind, PhysMem};
@@ -59,6 +60,8 @@ pub struct PageTables {
     /// Per slot: index into `children`, or `NO_CHILDREN` (leaf tables, empty tables).
     children_of_slot: Vec<u32>,
     children: Vec<[u32; PT_ENTRIES]>,
+    /// Arena slots of freed table pages, reused first.
+    free_slots: Vec<u32>,
 }
 
 const NO_CHILDREN: u32 = u32::MAX;
@@ -82,18 +85,78 @@ impl Default for PageTables {
 
 impl PageTables {
     pub fn new() -> Self {
-        PageTables { pages: Vec::new(), pfn_of_slot: Vec::new(), children_of_slot: Vec::new(), children: Vec::new() }
+        PageTables { pages: Vec::new(), pfn_of_slot: Vec::new(), children_of_slot: Vec::new(), children: Vec::new(), free_slots: Vec::new() }
     }
 
     /// Allocate an empty table page on `node`.
     pub fn alloc_table(&mut self, mem: &mut PhysMem, node: NodeId, owner: u32) -> Result<u32> {
         let pfn = mem.alloc(node, FrameKind::PageTable, owner)?;
-        let slot = self.pages.len() as u32;
-        self.pages.push([0; PT_ENTRIES]);
-        self.pfn_of_slot.push(pfn);
-        self.children_of_slot.push(NO_CHILDREN);
+        let slot = match self.free_slots.pop() {
+            Some(slot) => {
+                // A reused slot keeps its children array (all NO_SLOT after free_table).
+                self.pfn_of_slot[slot as usize] = pfn;
+                slot
+            }
+            None => {
+                self.pages.push([0; PT_ENTRIES]);
+                self.pfn_of_slot.push(pfn);
+                self.children_of_slot.push(NO_CHILDREN);
+                self.pages.len() as u32 - 1
+            }
+        };
         mem.desc_mut(pfn).pt_slot = slot;
         Ok(slot)
+    }
+
+    /// Free the (empty) table page at `slot`: its frame goes back to the allocator and the
+    /// slot to the free list.
+    pub fn free_table(&mut self, mem: &mut PhysMem, slot: u32) {
+        debug_assert!(self.pages[slot as usize].iter().all(|&e| e == 0), "freeing a non-empty table");
+        mem.free(self.pfn_of_slot[slot as usize]);
+        self.pfn_of_slot[slot as usize] = Pfn(u64::MAX);
+        self.free_slots.push(slot);
+    }
+
+    /// After `[start, end)` was unmapped from the tree at `root`: free every table page
+    /// below the root whose whole virtual range lies in no mapping (`in_use(lo, hi)` says
+    /// whether any mapping intersects `[lo, hi)`), clearing the entry that pointed to it.
+    /// Returns the freed slots (the caller frees their frames after the TLB flush, as
+    /// mmu_gather does, and must tell the page-walk caches).
+    pub fn free_tables(&mut self, root: u32, levels: u32, start: u64, end: u64, in_use: &dyn Fn(u64, u64) -> bool) -> Vec<u32> {
+        let mut freed = Vec::new();
+        self.free_tables_at(root, levels, 0, start, end, in_use, &mut freed);
+        freed
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn free_tables_at(&mut self, slot: u32, level: u32, base: u64, start: u64, end: u64, in_use: &dyn Fn(u64, u64) -> bool, freed: &mut Vec<u32>) {
+        if level == 1 {
+            return;
+        }
+        let span = 1u64 << (12 + 9 * (level - 1));
+        let first = ((start.saturating_sub(base)) / span) as usize;
+        let last = (((end - 1).saturating_sub(base)) / span).min(511) as usize;
+        for index in first..=last {
+            let e = self.entry(slot, index);
+            if e & PTE_PRESENT == 0 || e & PTE_HUGE != 0 {
+                continue;
+            }
+            let child = self.child_slot(slot, index);
+            let lo = base + index as u64 * span;
+            self.free_tables_at(child, level - 1, lo, start.max(lo), end.min(lo + span), in_use, freed);
+            if !in_use(lo, lo + span) && self.pages[child as usize].iter().all(|&x| x == 0) {
+                *self.entry_mut(slot, index) = 0;
+                self.set_child(slot, index, NO_SLOT);
+                freed.push(child);
+            }
+        }
+    }
+
+    /// Release the frames of tables `free_tables` unlinked.
+    pub fn release_tables(&mut self, mem: &mut PhysMem, slots: &[u32]) {
+        for &s in slots {
+            self.free_table(mem, s);
+        }
     }
 
     /// Arena slot of the table that entry `index` of table `slot` points to (`NO_SLOT`

@@ -21,7 +21,7 @@ use serde_json::json;
 
 /// Fixed-point shift for the per-core clock (1/1024 cycle), so a fractional base CPI
 /// accumulates exactly and deterministically.
-const CLOCK_SHIFT: u32 = 10;
+pub(crate) const CLOCK_SHIFT: u32 = 10;
 
 pub struct Core {
     pub id: CoreId,
@@ -29,7 +29,7 @@ pub struct Core {
     pub tlbs: TlbHierarchy,
     pub stats: CoreStats,
     /// Simulated time in 1/1024 cycles.
-    clock: u64,
+    pub(crate) clock: u64,
     /// Accesses and L1 misses when the last batch started (for the prefetch decision).
     batch_start_accesses: u64,
     batch_start_misses: u64,
@@ -58,7 +58,7 @@ pub struct Machine {
     thp: bool,
     interleave_next: u32,
     fault_cycles: u64,
-    cpi_fixed: u64,
+    pub(crate) cpi_fixed: u64,
     fetches: bool,
 }
 
@@ -212,7 +212,7 @@ impl Machine {
 
     /// One hardware walk by `core` through its socket's memory system.
     #[inline]
-    fn walk<W: WalkListener>(&mut self, core: usize, space: &AddressSpace, va: u64, write: bool, wl: &mut W) -> (WalkOutcome, u64) {
+    pub(crate) fn walk<W: WalkListener>(&mut self, core: usize, space: &AddressSpace, va: u64, write: bool, wl: &mut W) -> (WalkOutcome, u64) {
         let c = &mut self.cores[core];
         let socket = c.socket as usize;
         let mut memsys = WalkMemory {
@@ -361,6 +361,10 @@ impl Machine {
 
 /// Run a whole simulation and return stats.json.
 pub fn run(cfg: &Config) -> Result<serde_json::Value> {
+    if crate::workload::is_os_mode(&cfg.workload.kind) {
+        let workload = crate::workload::build(cfg)?;
+        return crate::os::run(cfg, workload);
+    }
     let mut machine = Machine::new(cfg)?;
     let space = machine.new_address_space(1, cfg.os.pt_levels, NodeId(0))?;
     let mut sources: Vec<Box<dyn TraceSource>> = match cfg.workload.kind.as_str() {

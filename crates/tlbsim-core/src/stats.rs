@@ -52,6 +52,9 @@ pub struct CoreStats {
     pub dirty_bits_set: u64,
     pub page_faults: u64,
     pub full_flushes: u64,
+    /// Walks that met a page-walk-cache entry pointing to a freed page-table page (the
+    /// checker reports each as a security violation in OS mode).
+    pub stale_pwc_uses: u64,
     /// Cycles spent translating (TLB lookups beyond overlap, walks, faults).
     pub translation_cycles: u64,
     pub cycles: u64,
@@ -64,7 +67,7 @@ pub fn totals(cores: &[CoreStats]) -> CoreStats {
         macro_rules! add { ($($f:ident),*) => { $( t.$f += c.$f; )* } }
         add!(instructions, accesses, l1_tlb_hits, l1_tlb_misses, l2_tlb_hits, l2_tlb_misses, walks, dirty_walks,
             walk_cycles, pwc_hits, pt_accesses_local, pt_accesses_remote, pt_cache_hits,
-            accessed_bits_set, dirty_bits_set, page_faults, full_flushes, translation_cycles);
+            accessed_bits_set, dirty_bits_set, page_faults, full_flushes, stale_pwc_uses, translation_cycles);
         t.cycles += c.cycles;
     }
     t

@@ -92,6 +92,13 @@ pub fn walk<W: WalkListener>(
             pwc_probed = true;
             cycles = cycles.max(tlbs.latency(i) as u64);
             if let Some(e) = tlbs.structs[i].lookup(Vpn(va >> shift), PageSize::Size4K, tag) {
+                if e.flags & crate::tlb::set_assoc::FLAG_STALE != 0 {
+                    // It points to a freed page-table page: the checker counts the use and
+                    // the walk goes on from memory (a real walker would read freed memory).
+                    stats.stale_pwc_uses += 1;
+                    tlbs.counters[i].misses += 1;
+                    continue;
+                }
                 tlbs.counters[i].hits += 1;
                 level = start_level;
                 slot = e.pfn.0 as u32;

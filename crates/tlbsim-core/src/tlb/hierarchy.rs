@@ -21,7 +21,7 @@
 //! and, for invalidations of one page, entirely (x86 allows INVLPG to drop any
 //! paging-structure-cache entry).
 
-use super::set_assoc::{Tlb, TlbEntry, TlbGeometry, FLAG_GLOBAL};
+use super::set_assoc::{Tlb, TlbEntry, TlbGeometry, FLAG_GLOBAL, FLAG_STALE};
 use super::tmt::{Cr3WriteOutcome, Tmt};
 use crate::config::{LevelConfig, Tagging, TlbConfig};
 use crate::error::{Error, Result};
@@ -266,6 +266,18 @@ impl TlbHierarchy {
         n
     }
 
+    /// The checker marks every page-walk-cache entry that points to page-table arena slot
+    /// `slot` (a table being freed) stale; returns how many.
+    pub fn mark_pwc_stale(&mut self, slot: u32) -> u32 {
+        let mut n = 0;
+        for i in [PWC_PML4, PWC_PDPT, PWC_PD] {
+            if self.present[i] {
+                n += self.structs[i].mark_where(|e| e.pfn.0 == slot as u64, FLAG_STALE);
+            }
+        }
+        n
+    }
+
     /// Drop every non-global entry of `tag` (INVPCID single-context).
     pub fn invalidate_tag<L: TlbListener>(&mut self, tag: u16, listener: &mut L) -> u32 {
         let core = self.core;
@@ -339,6 +351,43 @@ impl TlbHierarchy {
             self.flush_all(c == FlushCause::ContextSwitch, listener);
         }
         cause
+    }
+
+    /// Tag under which this core's TLB holds entries of the address space with page-table
+    /// root `cr3`, PCID `pcid`, VM `vm`, if it can hold any: untagged and domain-tagged
+    /// TLBs hold only the loaded address space's entries (a switch flushes the others),
+    /// PCID-tagged ones the PCID's, CR3-tagged ones the VASI the TMT gave it.
+    pub fn tag_of(&self, cr3: u64, pcid: u16, vm: u16) -> Option<u16> {
+        match self.tagging {
+            Tagging::None | Tagging::Domain => (self.cr3 == cr3 && self.vm == vm).then_some(self.tag),
+            Tagging::Pcid => Some(pcid & 0xfff),
+            Tagging::Cr3 => self.tmt.as_ref().and_then(|t| t.vasi_of(cr3)),
+        }
+    }
+
+    /// The address space loaded now (CR3 value).
+    pub fn cr3(&self) -> u64 {
+        self.cr3
+    }
+
+    /// Mark stale (FLAG_STALE) every TLB-level entry of 4 KiB page `vpn` with `tag` for
+    /// which `stale(entry)` holds; returns how many.
+    pub fn mark_stale_if(&mut self, vpn: Vpn, tag: u16, stale: &dyn Fn(&TlbEntry) -> bool) -> u32 {
+        let mut n = 0;
+        for i in [L1D_4K, L1D_2M, L1D_1G, L1I, L2] {
+            if self.present[i] {
+                n += self.structs[i].mark_page_if(vpn, Some(tag), FLAG_STALE, stale);
+            }
+        }
+        n
+    }
+
+    /// Whether a TLB level holds an entry of 4 KiB page `vpn` with `tag` for which
+    /// `stale(entry)` holds.
+    pub fn holds_if(&mut self, vpn: Vpn, tag: u16, stale: &dyn Fn(&TlbEntry) -> bool) -> bool {
+        [L1D_4K, L1D_2M, L1D_1G, L1I, L2]
+            .into_iter()
+            .any(|i| self.present[i] && self.structs[i].mark_page_if(vpn, Some(tag), 0, stale) > 0)
     }
 
     /// (name, counters) of every present structure.

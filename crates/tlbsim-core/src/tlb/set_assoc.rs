@@ -39,6 +39,9 @@ pub const FLAG_USER: u8 = 1 << 1;
 pub const FLAG_GLOBAL: u8 = 1 << 2;
 /// The entry was filled by a write, or a write has hit it since (the PTE's D bit is set).
 pub const FLAG_DIRTY: u8 = 1 << 3;
+/// The stale-translation checker's mark: a page-table change made this entry stale and the
+/// coherence protocol finished without removing it; using it is a violation.
+pub const FLAG_STALE: u8 = 1 << 4;
 
 /// A cached translation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -454,6 +457,28 @@ impl Tlb {
         tag: Option<u16>,
         removed: &mut dyn FnMut(&TlbEntry),
     ) -> u32 {
+        self.visit_page(vpn, tag, &mut |tlb, w| {
+            removed(&tlb.slots[w]);
+            tlb.remove(w);
+        })
+    }
+
+    /// Set `flag` on every entry `invalidate_page` would remove for which `pred` holds;
+    /// returns how many (with `flag = 0`: counts them, changing nothing).
+    pub fn mark_page_if(&mut self, vpn: Vpn, tag: Option<u16>, flag: u8, pred: &dyn Fn(&TlbEntry) -> bool) -> u32 {
+        let mut n = 0;
+        self.visit_page(vpn, tag, &mut |tlb, w| {
+            if pred(&tlb.slots[w]) {
+                tlb.slots[w].flags |= flag;
+                n += 1;
+            }
+        });
+        n
+    }
+
+    /// Call `action` on the way of every entry (of any size) whose page contains 4 KiB page
+    /// `vpn`, with tag `tag` (or global) if `Some`, any tag if `None`; returns how many.
+    fn visit_page(&mut self, vpn: Vpn, tag: Option<u16>, action: &mut dyn FnMut(&mut Tlb, usize)) -> u32 {
         if self.disabled {
             return 0;
         }
@@ -462,7 +487,7 @@ impl Tlb {
             if self.size_count[size as usize] == 0 {
                 continue;
             }
-            let (base, units) = key_base(vpn, size);
+            let (base, units) = key_base(vpn.align(size), size);
             let start = (units as usize & self.set_mask) * self.ways;
             let page = base >> KEY_SIZE_SHIFT;
             let mut consider = |tlb: &mut Tlb, w: usize| {
@@ -475,8 +500,7 @@ impl Tlb {
                     Some(t) => k & KEY_GLOBAL_BIT != 0 || (k as u16) == t,
                 };
                 if hit {
-                    removed(&tlb.slots[w]);
-                    tlb.remove(w);
+                    action(tlb, w);
                     n += 1;
                 }
             };
@@ -534,6 +558,18 @@ impl Tlb {
             removed(&self.slots[w]);
             self.remove(w);
             n += 1;
+        }
+        n
+    }
+
+    /// Set `flag` on every valid entry for which `pred` holds; returns how many.
+    pub fn mark_where(&mut self, pred: impl Fn(&TlbEntry) -> bool, flag: u8) -> u32 {
+        let mut n = 0;
+        for w in 0..self.keys.len() {
+            if self.keys[w] != INVALID && pred(&self.slots[w]) {
+                self.slots[w].flags |= flag;
+                n += 1;
+            }
         }
         n
     }

@@ -1,0 +1,30 @@
+//! `oracle`: the lower bound for every technique (DESIGN.md table). Exactly the cores whose
+//! TLBs hold a translation the change made stale are reached, instantly and at no cost,
+//! and they invalidate exactly the changed pages. No context-switch flush is ever needed
+//! for coherence (stale entries were removed when they became stale).
+//!
+//! Not a real mechanism: it uses the simulator's knowledge of every TLB's contents.
+
+use super::{Coherence, CoreView, Delivery, FlushPlan, FlushRequest, LocalFlush, OsView};
+use crate::types::CoreId;
+
+pub struct Oracle;
+
+impl Coherence for Oracle {
+    fn plan(&mut self, view: &OsView<'_>, req: &FlushRequest, plan: &mut FlushPlan) {
+        plan.delivery = Some(Delivery::Free);
+        for (i, &holds) in view.holders.iter().enumerate() {
+            if holds && i as u32 != req.initiator.0 {
+                plan.targets.push(CoreId(i as u32));
+            }
+        }
+    }
+
+    fn on_deliver(&mut self, _core: CoreId, _me: &CoreView, _req: &FlushRequest, _ceiling: u32) -> LocalFlush {
+        LocalFlush::Pages
+    }
+
+    fn on_switch(&mut self, _core: CoreId, _slot_gen: Option<u64>, _mm_gen: u64) -> bool {
+        false
+    }
+}

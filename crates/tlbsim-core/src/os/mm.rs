@@ -1,0 +1,794 @@
+//! Memory management of the OS model: mmap placement, page faults (anonymous zero-fill
+//! with the shared zero page, transparent huge pages with fallback, page-cache pages with
+//! fault-around, copy-on-write, swap-in), the system calls that change page tables
+//! (munmap, mprotect, madvise(MADV_DONTNEED), msync, fork, exit, NUMA page migration),
+//! reverse mapping, per-group accounting and kswapd-style reclaim.
+//!
+//! Each path follows the Linux function named in its comment (mm/mmap.c, mm/memory.c,
+//! mm/mprotect.c, mm/madvise.c, mm/msync.c + mm/rmap.c page_mkclean, kernel/fork.c
+//! dup_mmap, mm/migrate.c, mm/vmscan.c) at the level of which PTEs change, which frames
+//! come and go through which lists, and which TLB flush request results.
+//!
+//! Simplified: msync's page_mkclean flushes per page in Linux; here one batched request
+//! covers the pages an msync cleans. Reclaim skips huge pages. A page-cache miss stalls
+//! the core for `costs.read_page` instead of blocking the thread.
+
+use super::{Gather, Os, Vma, FAULT_AROUND_PAGES, MMAP_TOP};
+use crate::coherence::{Coherence, FlushReason};
+use crate::config::Placement;
+use crate::error::{Error, Result};
+use crate::memory::FrameKind;
+use crate::page_table::{pte_pfn, PTE_ACCESSED, PTE_DIRTY, PTE_HUGE, PTE_PRESENT, PTE_USER, PTE_WRITABLE};
+use crate::types::{CoreId, NodeId, PageSize, Pfn, Vpn};
+use crate::workload::program::{Backing, MapSpec};
+
+const PAGE: u64 = 4096;
+const HUGE: u64 = 2 << 20;
+
+impl<P: Coherence> Os<P> {
+    /// Node a new data frame comes from for a fault on `core`.
+    fn data_node(&mut self, core: usize) -> NodeId {
+        if self.interleave_data {
+            let n = NodeId(self.interleave_next);
+            self.interleave_next = (self.interleave_next + 1) % self.m.mem.nodes();
+            n
+        } else {
+            NodeId(self.m.cores[core].socket)
+        }
+    }
+
+    /// mmap: place a new VMA top-down below the lowest gap that fits (Linux's
+    /// unmapped_area_topdown), populate it if asked. Returns its address.
+    pub(crate) fn mmap_region(&mut self, core: usize, pid: u32, spec: &MapSpec) -> Result<u64> {
+        let len = spec.bytes.div_ceil(PAGE) * PAGE;
+        let p = &self.procs[pid as usize];
+        // Highest gap below MMAP_TOP that holds `len`.
+        let mut top = MMAP_TOP;
+        let mut addr = None;
+        for (&start, vma) in p.vmas.iter().rev() {
+            if vma.end <= top && top - vma.end >= len {
+                addr = Some(top - len);
+                break;
+            }
+            top = top.min(start);
+        }
+        let va = match addr {
+            Some(a) => a,
+            None if top >= len + (1 << 30) => top - len,
+            None => return Err(Error::Sim(format!("process {pid}: no virtual address space left for a {len}-byte mapping"))),
+        };
+        self.procs[pid as usize].vmas.insert(
+            va,
+            Vma { end: va + len, writable: spec.writable, shared: spec.shared, backing: spec.backing, reserved: false },
+        );
+        if spec.populate {
+            let mut page = va;
+            while page < va + len {
+                let present = self.m.pt.lookup(self.procs[pid as usize].root, self.pt_levels, page).is_some();
+                if !present {
+                    self.page_fault(core, usize::MAX, pid, page, spec.writable && !spec.shared, false)?;
+                }
+                page += PAGE;
+            }
+        }
+        Ok(va)
+    }
+
+    fn vma_at(&self, pid: u32, va: u64) -> Option<(u64, Vma)> {
+        let (&start, vma) = self.procs[pid as usize].vmas.range(..=va).next_back()?;
+        (va < vma.end).then(|| (start, vma.clone()))
+    }
+
+    /// Map one page in `pid`'s tree, page-table pages placed by `os.pt_placement`.
+    fn map_page(&mut self, core: usize, pid: u32, va: u64, pfn: Pfn, size: PageSize, writable: bool, dirty: bool) -> Result<()> {
+        let socket = self.m.cores[core].socket;
+        let nodes = self.m.mem.nodes();
+        let placement = self.pt_placement;
+        let mut interleave = self.interleave_next;
+        let mut place = || match placement {
+            Placement::FirstTouch => NodeId(socket),
+            Placement::Fixed(n) => NodeId(n),
+            Placement::Interleave => {
+                let n = NodeId(interleave);
+                interleave = (interleave + 1) % nodes;
+                n
+            }
+        };
+        let mut flags = PTE_USER;
+        if writable {
+            flags |= PTE_WRITABLE;
+        }
+        if dirty {
+            flags |= PTE_DIRTY;
+        }
+        let root = self.procs[pid as usize].root;
+        self.m.pt.map(&mut self.m.mem, root, self.pt_levels, va, pfn, size, flags, pid, &mut place)?;
+        self.interleave_next = interleave;
+        if Some(pfn) != self.zero_page {
+            self.m.mem.desc_mut(pfn).mapcount += 1;
+        }
+        Ok(())
+    }
+
+    /// Allocate a data frame for `pid` (anonymous at `vpn`, or page `index` of `file`),
+    /// charge its group, put it on the group's LRU, and reclaim if the group runs low.
+    fn alloc_data(&mut self, core: usize, pid: u32, file: Option<u32>, index: u64) -> Result<Pfn> {
+        let node = self.data_node(core);
+        let pfn = self.m.mem.alloc_on(CoreId(core as u32), node, FrameKind::Data, pid)?;
+        let group = self.procs[pid as usize].group;
+        self.lru_stamp += 1;
+        let stamp = self.lru_stamp;
+        let d = self.m.mem.desc_mut(pfn);
+        d.mapping = file.map_or(0, |f| f + 1);
+        d.index = index;
+        d.lru_stamp = stamp;
+        let g = &mut self.groups[group];
+        g.used_pages += 1;
+        g.lru.push_back((pfn, stamp));
+        self.frame_group.insert(pfn.0, group as u32);
+        if g.limit_pages > 0 {
+            let min = (g.limit_pages / 64).max(8);
+            let (low, high) = (min + min / 4, min + min / 2);
+            if g.limit_pages.saturating_sub(g.used_pages) < low {
+                self.reclaim(core, group, high)?;
+            }
+        }
+        Ok(pfn)
+    }
+
+    /// Free a data frame (after any flush that needed it gone from TLBs).
+    pub(crate) fn free_frame(&mut self, core: usize, pfn: Pfn, order: u32) {
+        if Some(pfn) == self.zero_page {
+            return;
+        }
+        let d = *self.m.mem.desc(pfn);
+        if d.kind == FrameKind::Free {
+            return;
+        }
+        if d.mapping != 0 {
+            self.page_cache.remove(&(d.mapping - 1, d.index));
+        }
+        if let Some(g) = self.frame_group.remove(&pfn.0) {
+            let g = &mut self.groups[g as usize];
+            g.used_pages = g.used_pages.saturating_sub(1 << order);
+        }
+        if order == 0 {
+            self.m.mem.free_on(CoreId(core as u32), pfn);
+        } else {
+            self.m.mem.free_order(pfn, order);
+        }
+    }
+
+    /// Handle a page fault of `pid` at `va` (on `core`; `thread` = usize::MAX for
+    /// MAP_POPULATE). Returns false for SIGSEGV.
+    pub(crate) fn page_fault(&mut self, core: usize, _thread: usize, pid: u32, va: u64, write: bool, present: bool) -> Result<bool> {
+        self.m.cores[core].stats.page_faults += 1;
+        self.charge(core, self.costs.page_fault);
+        let Some((start, vma)) = self.vma_at(pid, va) else { return Ok(false) };
+        if vma.reserved || (write && !vma.writable) {
+            return Ok(false);
+        }
+        let page = va & !(PAGE - 1);
+        if present {
+            return self.write_protect_fault(core, pid, page, &vma).map(|_| true);
+        }
+        let vpn = page >> 12;
+        if self.procs[pid as usize].swapped.remove(&vpn) {
+            // Swap-in (do_swap_page): read the page back into a new frame.
+            let pfn = self.alloc_data(core, pid, None, vpn)?;
+            self.charge(core, self.costs.read_page);
+            self.map_page(core, pid, page, pfn, PageSize::Size4K, vma.writable, write)?;
+            return Ok(true);
+        }
+        match vma.backing {
+            Backing::Anonymous => self.anon_fault(core, pid, page, start, &vma, write)?,
+            Backing::File { file, offset_pages } => {
+                let index = offset_pages + (page - start) / PAGE;
+                self.file_fault(core, pid, page, start, &vma, file, index, write)?
+            }
+        }
+        Ok(true)
+    }
+
+    /// do_anonymous_page / do_huge_pmd_anonymous_page.
+    fn anon_fault(&mut self, core: usize, pid: u32, page: u64, start: u64, vma: &Vma, write: bool) -> Result<()> {
+        if self.thp && !vma.shared {
+            let huge = page & !(HUGE - 1);
+            if huge >= start && huge + HUGE <= vma.end && !self.pd_has_table(pid, huge) {
+                let node = self.data_node(core);
+                if let Ok(pfn) = self.m.mem.alloc_contiguous(node, 512, FrameKind::Data, pid) {
+                    self.charge(core, self.costs.zero_page * 512);
+                    let group = self.procs[pid as usize].group;
+                    self.groups[group].used_pages += 512;
+                    self.frame_group.insert(pfn.0, group as u32);
+                    self.m.mem.desc_mut(pfn).index = huge >> 12;
+                    self.huge_frames.insert(pfn.0);
+                    return self.map_page(core, pid, huge, pfn, PageSize::Size2M, vma.writable, write);
+                }
+                // No free 2 MiB block: fall back to a 4 KiB page (THP's fallback path).
+            }
+        }
+        if !write && !vma.shared {
+            // A read maps the shared zero page read-only; the first write copies it.
+            let zero = self.zero_page()?;
+            return self.map_page(core, pid, page, zero, PageSize::Size4K, false, false);
+        }
+        let pfn = self.alloc_data(core, pid, None, page >> 12)?;
+        self.charge(core, self.costs.zero_page);
+        self.map_page(core, pid, page, pfn, PageSize::Size4K, vma.writable, write)
+    }
+
+    fn zero_page(&mut self) -> Result<Pfn> {
+        if let Some(z) = self.zero_page {
+            return Ok(z);
+        }
+        let z = self.m.mem.alloc(NodeId(0), FrameKind::Data, u32::MAX)?;
+        self.zero_page = Some(z);
+        Ok(z)
+    }
+
+    /// Whether the PD entry for the 2 MiB region at `va` points to a page table.
+    fn pd_has_table(&self, pid: u32, va: u64) -> bool {
+        let mut slot = self.procs[pid as usize].root;
+        for level in (2..=self.pt_levels).rev() {
+            let idx = crate::page_table::level_index(va, level);
+            let e = self.m.pt.entry(slot, idx);
+            if e & PTE_PRESENT == 0 {
+                return false;
+            }
+            if level == 2 {
+                return e & PTE_HUGE == 0;
+            }
+            slot = self.m.pt.child_slot(slot, idx);
+        }
+        false
+    }
+
+    /// The page-cache page `index` of `file`, read in on a miss.
+    fn cache_page(&mut self, core: usize, pid: u32, file: u32, index: u64) -> Result<Pfn> {
+        if let Some(&pfn) = self.page_cache.get(&(file, index)) {
+            return Ok(pfn);
+        }
+        self.stats[core].page_cache_misses += 1;
+        let pfn = self.alloc_data(core, pid, Some(file), index)?;
+        self.m.mem.desc_mut(pfn).owner = PAGE_CACHE_OWNER;
+        self.charge(core, self.costs.read_page);
+        self.page_cache.insert((file, index), pfn);
+        Ok(pfn)
+    }
+
+    /// do_read_fault (with do_fault_around) / do_shared_fault / do_cow_fault.
+    #[allow(clippy::too_many_arguments)]
+    fn file_fault(&mut self, core: usize, pid: u32, page: u64, start: u64, vma: &Vma, file: u32, index: u64, write: bool) -> Result<()> {
+        self.stats[core].file_faults += 1;
+        let pfn = self.cache_page(core, pid, file, index)?;
+        if write && !vma.shared {
+            // Private write: copy the file page into an anonymous one.
+            let copy = self.alloc_data(core, pid, None, page >> 12)?;
+            self.charge(core, self.costs.copy_page);
+            return self.map_page(core, pid, page, copy, PageSize::Size4K, true, true);
+        }
+        // A shared writable mapping is mapped writable on a write fault; a read fault maps
+        // read-only (the kernel tracks dirtying with the next write fault).
+        self.map_page(core, pid, page, pfn, PageSize::Size4K, vma.shared && write, write)?;
+        if !write {
+            // Fault-around: map the neighbours already in the page cache, read-only.
+            let window = FAULT_AROUND_PAGES * PAGE;
+            let lo = (page & !(window - 1)).max(start);
+            let hi = ((page & !(window - 1)) + window).min(vma.end);
+            let root = self.procs[pid as usize].root;
+            let mut va = lo;
+            while va < hi {
+                if va != page {
+                    let idx = index as i64 + (va as i64 - page as i64) / PAGE as i64;
+                    if idx >= 0 {
+                        if let Some(&p) = self.page_cache.get(&(file, idx as u64)) {
+                            if self.m.pt.lookup(root, self.pt_levels, va).is_none() {
+                                self.map_page(core, pid, va, p, PageSize::Size4K, false, false)?;
+                            }
+                        }
+                    }
+                }
+                va += PAGE;
+            }
+        }
+        Ok(())
+    }
+
+    /// A write to a present read-only PTE in a writable VMA: copy-on-write (wp_page_copy,
+    /// whose ptep_clear_flush is a one-page flush request) or reuse (wp_page_reuse: the
+    /// only mapper gets write permission, no flush, as Linux).
+    fn write_protect_fault(&mut self, core: usize, pid: u32, page: u64, vma: &Vma) -> Result<()> {
+        let root = self.procs[pid as usize].root;
+        let leaf = self.m.pt.lookup(root, self.pt_levels, page).expect("present");
+        let old = pte_pfn(leaf.pte);
+        if leaf.level != 1 {
+            // A write-protected huge page (after fork): make it writable in place if this
+            // process is its only mapper, else split-free copy is not modelled: reuse.
+            *self.m.pt.entry_mut(leaf.slot, leaf.index) |= PTE_WRITABLE | PTE_DIRTY;
+            return Ok(());
+        }
+        let d = *self.m.mem.desc(old);
+        let shared_frame = Some(old) == self.zero_page || d.mapping != 0 || d.mapcount > 1;
+        if vma.shared || !shared_frame {
+            *self.m.pt.entry_mut(leaf.slot, leaf.index) |= PTE_WRITABLE | PTE_DIRTY;
+            return Ok(());
+        }
+        self.stats[core].cow_faults += 1;
+        let new = self.alloc_data(core, pid, None, page >> 12)?;
+        self.charge(core, if Some(old) == self.zero_page { self.costs.zero_page } else { self.costs.copy_page });
+        *self.m.pt.entry_mut(leaf.slot, leaf.index) = 0;
+        let mut gather = Gather { pages: vec![Vpn(page >> 12)], ..Default::default() };
+        if Some(old) != self.zero_page {
+            let d = self.m.mem.desc_mut(old);
+            d.mapcount -= 1;
+            if d.mapcount == 0 && d.mapping == 0 {
+                gather.frames.push((old, 0));
+            }
+        }
+        self.map_page(core, pid, page, new, PageSize::Size4K, true, true)?;
+        self.flush(core, pid, FlushReason::CopyOnWrite, false, gather);
+        Ok(())
+    }
+
+    /// Clear the leaf entries of `[va, va+len)` (zap_pte_range), gathering pages to flush
+    /// and frames to free. Huge pages partly in the range are split first.
+    fn zap(&mut self, core: usize, pid: u32, va: u64, len: u64, gather: &mut Gather) -> Result<()> {
+        let root = self.procs[pid as usize].root;
+        let end = va + len;
+        let mut page = va;
+        while page < end {
+            let Some(leaf) = self.m.pt.lookup(root, self.pt_levels, page) else {
+                page = self.next_candidate(pid, page, end);
+                continue;
+            };
+            let pfn = pte_pfn(leaf.pte);
+            if leaf.level == 2 {
+                let base = page & !(HUGE - 1);
+                if base < va || base + HUGE > end {
+                    self.split_huge(core, pid, base, leaf.pte)?;
+                    continue;
+                }
+                *self.m.pt.entry_mut(leaf.slot, leaf.index) = 0;
+                gather.pages.push(Vpn(base >> 12));
+                self.charge(core, self.costs.per_page);
+                let d = self.m.mem.desc_mut(pfn);
+                d.mapcount = d.mapcount.saturating_sub(1);
+                if d.mapcount == 0 {
+                    self.huge_frames.remove(&pfn.0);
+                    gather.frames.push((pfn, 9));
+                }
+                page = base + HUGE;
+                continue;
+            }
+            *self.m.pt.entry_mut(leaf.slot, leaf.index) = 0;
+            gather.pages.push(Vpn(page >> 12));
+            self.charge(core, self.costs.per_page);
+            if Some(pfn) != self.zero_page {
+                let d = self.m.mem.desc_mut(pfn);
+                d.mapcount = d.mapcount.saturating_sub(1);
+                if d.mapcount == 0 && d.mapping == 0 {
+                    gather.frames.push((pfn, 0));
+                }
+            }
+            page += PAGE;
+        }
+        let swapped = &mut self.procs[pid as usize].swapped;
+        if !swapped.is_empty() {
+            swapped.retain(|&v| v < va >> 12 || v >= end >> 12);
+        }
+        Ok(())
+    }
+
+    /// Next address at or after `page` that may have a leaf (skips unmapped 2 MiB regions).
+    fn next_candidate(&self, pid: u32, page: u64, end: u64) -> u64 {
+        if self.pd_entry_empty(pid, page) {
+            ((page & !(HUGE - 1)) + HUGE).min(end)
+        } else {
+            page + PAGE
+        }
+    }
+
+    fn pd_entry_empty(&self, pid: u32, va: u64) -> bool {
+        let mut slot = self.procs[pid as usize].root;
+        for level in (2..=self.pt_levels).rev() {
+            let idx = crate::page_table::level_index(va, level);
+            let e = self.m.pt.entry(slot, idx);
+            if e & PTE_PRESENT == 0 {
+                return true;
+            }
+            if level == 2 {
+                return false;
+            }
+            slot = self.m.pt.child_slot(slot, idx);
+        }
+        false
+    }
+
+    /// Split a 2 MiB mapping into 512 4 KiB PTEs of the same frames (split_huge_pmd).
+    fn split_huge(&mut self, core: usize, pid: u32, base: u64, pte: u64) -> Result<()> {
+        let pfn = pte_pfn(pte);
+        let root = self.procs[pid as usize].root;
+        let leaf = self.m.pt.lookup(root, self.pt_levels, base).expect("huge leaf");
+        *self.m.pt.entry_mut(leaf.slot, leaf.index) = 0;
+        self.huge_frames.remove(&pfn.0);
+        for i in 0..512u64 {
+            self.map_page(core, pid, base + i * PAGE, Pfn(pfn.0 + i), PageSize::Size4K, pte & PTE_WRITABLE != 0, pte & PTE_DIRTY != 0)?;
+            if i > 0 {
+                self.m.mem.desc_mut(Pfn(pfn.0 + i)).index = (base >> 12) + i;
+            }
+        }
+        // The head frame's mapcount was 1 for the PMD and got 1 more from the loop.
+        let d = self.m.mem.desc_mut(pfn);
+        d.mapcount = d.mapcount.saturating_sub(1);
+        // The 2 MiB TLB entries still name the same frames; the zap that follows flushes
+        // the pages it removes, and INVLPG of a 4 KiB page drops any entry covering it.
+        Ok(())
+    }
+
+    /// Remove `[va, va+len)` from the VMA tree, splitting VMAs that straddle it.
+    fn remove_vmas(&mut self, pid: u32, va: u64, len: u64) {
+        let end = va + len;
+        let vmas = &mut self.procs[pid as usize].vmas;
+        let hit: Vec<u64> = vmas.range(..end).filter(|(_, v)| v.end > va).map(|(&s, _)| s).collect();
+        for s in hit {
+            let v = vmas.remove(&s).expect("listed");
+            if v.reserved {
+                vmas.insert(s, v);
+                continue;
+            }
+            if s < va {
+                vmas.insert(s, Vma { end: va, ..v.clone() });
+            }
+            if v.end > end {
+                let backing = match v.backing {
+                    Backing::File { file, offset_pages } => Backing::File { file, offset_pages: offset_pages + (end - s) / PAGE },
+                    b => b,
+                };
+                vmas.insert(end, Vma { backing, ..v });
+            }
+        }
+    }
+
+    /// munmap (__do_munmap → unmap_region: zap, free_pgtables, tlb_finish_mmu).
+    pub(crate) fn sys_munmap(&mut self, core: usize, thread: usize, va: u64, len: u64) -> Result<()> {
+        let pid = self.threads[thread].pid;
+        if len == 0 {
+            return Ok(());
+        }
+        let mut gather = Gather::default();
+        self.zap(core, pid, va, len, &mut gather)?;
+        self.remove_vmas(pid, va, len);
+        let root = self.procs[pid as usize].root;
+        let procs = &self.procs;
+        let in_use = |lo: u64, hi: u64| procs[pid as usize].vmas.range(..hi).any(|(_, v)| v.end > lo);
+        gather.tables = self.m.pt.free_tables(root, self.pt_levels, va, va + len, &in_use);
+        self.flush(core, pid, FlushReason::Munmap, false, gather);
+        Ok(())
+    }
+
+    /// madvise(MADV_DONTNEED): zap the range, keep the VMA and the page tables.
+    pub(crate) fn sys_dontneed(&mut self, core: usize, thread: usize, va: u64, len: u64) -> Result<()> {
+        let pid = self.threads[thread].pid;
+        let mut gather = Gather::default();
+        self.zap(core, pid, va, len, &mut gather)?;
+        self.flush(core, pid, FlushReason::MadviseDontneed, false, gather);
+        Ok(())
+    }
+
+    /// mprotect (change_protection): every present PTE of the range is rewritten; any
+    /// rewrite means a flush of the range (Linux flushes for RW→RO and RO→RW alike).
+    pub(crate) fn sys_mprotect(&mut self, core: usize, thread: usize, va: u64, len: u64, writable: bool) -> Result<()> {
+        let pid = self.threads[thread].pid;
+        let end = va + len;
+        // Split VMAs at the range's ends and set the new protection.
+        let vmas = &mut self.procs[pid as usize].vmas;
+        let hit: Vec<u64> = vmas.range(..end).filter(|(_, v)| v.end > va && !v.reserved).map(|(&s, _)| s).collect();
+        for s in hit {
+            let v = vmas.remove(&s).expect("listed");
+            let offset_of = |at: u64| match v.backing {
+                Backing::File { file, offset_pages } => Backing::File { file, offset_pages: offset_pages + (at - s) / PAGE },
+                b => b,
+            };
+            if s < va {
+                vmas.insert(s, Vma { end: va, ..v.clone() });
+            }
+            let lo = s.max(va);
+            let hi = v.end.min(end);
+            vmas.insert(lo, Vma { end: hi, writable, backing: offset_of(lo), ..v.clone() });
+            if v.end > end {
+                vmas.insert(end, Vma { backing: offset_of(end), ..v.clone() });
+            }
+        }
+        let root = self.procs[pid as usize].root;
+        let mut gather = Gather::default();
+        let mut page = va;
+        while page < end {
+            let Some(leaf) = self.m.pt.lookup(root, self.pt_levels, page) else {
+                page = self.next_candidate(pid, page, end);
+                continue;
+            };
+            let pfn = pte_pfn(leaf.pte);
+            let step = if leaf.level == 2 { HUGE } else { PAGE };
+            let d = *self.m.mem.desc(pfn);
+            // Pages still shared copy-on-write (or the zero page, or a private file page)
+            // stay read-only; the next write faults.
+            let shared_cow = leaf.level == 1 && (Some(pfn) == self.zero_page || d.mapcount > 1 || d.mapping != 0);
+            let vma_shared = self.vma_at(pid, page).is_some_and(|(_, v)| v.shared);
+            let e = self.m.pt.entry_mut(leaf.slot, leaf.index);
+            if writable && (!shared_cow || (vma_shared && *e & PTE_DIRTY != 0)) {
+                *e |= PTE_WRITABLE;
+            } else if !writable {
+                *e &= !PTE_WRITABLE;
+            }
+            gather.pages.push(Vpn((page & !(step - 1)) >> 12));
+            self.charge(core, self.costs.per_page);
+            page = (page & !(step - 1)) + step;
+        }
+        self.flush(core, pid, FlushReason::Mprotect, false, gather);
+        Ok(())
+    }
+
+    /// msync(MS_SYNC) of a shared file mapping: write back dirty pages, cleaning and
+    /// write-protecting their PTEs (page_mkclean).
+    pub(crate) fn sys_msync(&mut self, core: usize, thread: usize, va: u64, len: u64) -> Result<()> {
+        let pid = self.threads[thread].pid;
+        let root = self.procs[pid as usize].root;
+        let mut gather = Gather::default();
+        let end = va + len;
+        let mut page = va;
+        while page < end {
+            let shared_file = self.vma_at(pid, page).is_some_and(|(_, v)| v.shared && matches!(v.backing, Backing::File { .. }));
+            match self.m.pt.lookup(root, self.pt_levels, page) {
+                Some(leaf) if shared_file && leaf.level == 1 && leaf.pte & PTE_DIRTY != 0 => {
+                    *self.m.pt.entry_mut(leaf.slot, leaf.index) &= !(PTE_DIRTY | PTE_WRITABLE);
+                    gather.pages.push(Vpn(page >> 12));
+                    self.charge(core, self.costs.per_page + self.costs.write_page);
+                    page += PAGE;
+                }
+                Some(_) => page += PAGE,
+                None => page = self.next_candidate(pid, page, end),
+            }
+        }
+        self.flush(core, pid, FlushReason::Msync, false, gather);
+        Ok(())
+    }
+
+    /// move_pages / migrate_pages: each page of the range not on `node` gets a new frame
+    /// there (try_to_migrate: PTE cleared and flushed, data copied, PTE to the new frame).
+    pub(crate) fn sys_migrate_pages(&mut self, core: usize, thread: usize, va: u64, len: u64, node: NodeId) -> Result<()> {
+        let pid = self.threads[thread].pid;
+        if node.0 >= self.m.mem.nodes() {
+            return Err(Error::Sim(format!("migrate to node {}: the machine has {} nodes", node.0, self.m.mem.nodes())));
+        }
+        let root = self.procs[pid as usize].root;
+        let mut gather = Gather::default();
+        let end = va + len;
+        let mut page = va;
+        while page < end {
+            let Some(leaf) = self.m.pt.lookup(root, self.pt_levels, page) else {
+                page = self.next_candidate(pid, page, end);
+                continue;
+            };
+            let old = pte_pfn(leaf.pte);
+            let d = *self.m.mem.desc(old);
+            if leaf.level != 1 || crate::memory::node_of(old) == node || Some(old) == self.zero_page || d.mapcount != 1 || d.mapping != 0 {
+                page += if leaf.level == 2 { HUGE - (page & (HUGE - 1)) } else { PAGE };
+                continue;
+            }
+            let group = self.procs[pid as usize].group;
+            let new = self.m.mem.alloc_on(CoreId(core as u32), node, FrameKind::Data, pid)?;
+            self.groups[group].used_pages += 1;
+            self.frame_group.insert(new.0, group as u32);
+            let nd = self.m.mem.desc_mut(new);
+            nd.index = d.index;
+            nd.mapcount = 1;
+            let flags = leaf.pte & !crate::page_table::PTE_PFN_MASK;
+            *self.m.pt.entry_mut(leaf.slot, leaf.index) = crate::page_table::make_pte(new, flags);
+            self.m.mem.desc_mut(old).mapcount = 0;
+            gather.frames.push((old, 0));
+            gather.pages.push(Vpn(page >> 12));
+            self.stats[core].pages_migrated += 1;
+            self.charge(core, self.costs.copy_page + self.costs.per_page);
+            page += PAGE;
+        }
+        self.flush(core, pid, FlushReason::Migration, false, gather);
+        Ok(())
+    }
+
+    /// fork (dup_mmap): the child gets a copy of the VMAs and of every present PTE; private
+    /// writable pages become read-only in both (copy-on-write); then the parent's whole
+    /// address space is flushed (flush_tlb_mm).
+    pub(crate) fn syscall_fork(&mut self, core: usize, thread: usize, program: usize, child_core: Option<usize>) -> Result<()> {
+        self.stats[core].syscalls += 1;
+        self.charge(core, self.costs.syscall + self.costs.fork);
+        let parent = self.threads[thread].pid;
+        let family = self.procs[parent as usize].family;
+        let group = self.procs[parent as usize].group;
+        let child = self.create_process(group, Some(family), core)?;
+        let vmas: Vec<(u64, Vma)> = self.procs[parent as usize].vmas.iter().map(|(&s, v)| (s, v.clone())).collect();
+        self.procs[child as usize].vmas = vmas.iter().cloned().collect();
+        self.procs[child as usize].swapped = self.procs[parent as usize].swapped.clone();
+        let root = self.procs[parent as usize].root;
+        let mut gather = Gather::default();
+        for (start, v) in vmas.iter().filter(|(_, v)| !v.reserved) {
+            let mut page = *start;
+            while page < v.end {
+                let Some(leaf) = self.m.pt.lookup(root, self.pt_levels, page) else {
+                    page = self.next_candidate(parent, page, v.end);
+                    continue;
+                };
+                let pfn = pte_pfn(leaf.pte);
+                let size = if leaf.level == 2 { PageSize::Size2M } else { PageSize::Size4K };
+                let step = if leaf.level == 2 { HUGE } else { PAGE };
+                let base = page & !(step - 1);
+                let mut writable = leaf.pte & PTE_WRITABLE != 0;
+                if !v.shared && writable {
+                    *self.m.pt.entry_mut(leaf.slot, leaf.index) &= !PTE_WRITABLE;
+                    gather.pages.push(Vpn(base >> 12));
+                    writable = false;
+                }
+                self.map_page(core, child, base, pfn, size, writable, leaf.pte & PTE_DIRTY != 0)?;
+                self.charge(core, self.costs.fork_per_page);
+                page = base + step;
+            }
+        }
+        let slots = self.threads[thread].slots.clone();
+        let target = child_core.unwrap_or(core);
+        let now = self.clock(core);
+        let name = format!("{}-child", self.threads[thread].name);
+        let class = self.threads[thread].class.clone();
+        // A forked child is a background process: the run does not wait for it.
+        self.spawn_thread(child, name, class, true, program, target, child_core.is_some(), slots, now);
+        // flush_tlb_mm(parent): a full flush of the parent's address space.
+        if !gather.pages.is_empty() {
+            self.flush(core, parent, FlushReason::Fork, true, gather);
+        }
+        Ok(())
+    }
+
+    /// The last thread of `pid` exited (exit_mmap): unmap everything, free the page
+    /// tables; flush_tlb_mm with freed tables reaches every CPU still in the mask.
+    pub(crate) fn exit_process(&mut self, core: usize, pid: u32) {
+        self.procs[pid as usize].alive = false;
+        let ranges: Vec<(u64, u64)> = self.procs[pid as usize].vmas.iter().filter(|(_, v)| !v.reserved).map(|(&s, v)| (s, v.end - s)).collect();
+        let mut gather = Gather::default();
+        for (va, len) in ranges {
+            // Errors here can only come from splitting huge pages, which needs no allocation
+            // beyond page tables; ignore them at exit.
+            let _ = self.zap(core, pid, va, len, &mut gather);
+        }
+        self.procs[pid as usize].vmas.clear();
+        self.procs[pid as usize].swapped.clear();
+        let root = self.procs[pid as usize].root;
+        gather.tables = self.m.pt.free_tables(root, self.pt_levels, 0, MMAP_TOP + (1 << 39), &|_, _| false);
+        // Only CPUs still holding it need reaching; the mm dies with it.
+        let anyone = self.procs[pid as usize].cpumask.iter().enumerate().any(|(c, &b)| b && c != core);
+        if anyone {
+            self.flush(core, pid, FlushReason::Munmap, true, gather);
+        } else {
+            let Gather { frames, tables, .. } = gather;
+            self.release(core, frames, tables);
+        }
+    }
+
+    /// Every (process, virtual address) whose page table maps `pfn` (Linux rmap: anon_vma
+    /// for anonymous pages, the file's i_mmap for page-cache pages).
+    pub(crate) fn mappings(&self, pfn: Pfn) -> Vec<(u32, u64)> {
+        let d = self.m.mem.desc(pfn);
+        let mut out = Vec::new();
+        for p in self.procs.iter().filter(|p| p.alive) {
+            let candidates: Vec<u64> = if d.mapping == 0 {
+                if d.owner != u32::MAX && (d.owner as usize) < self.procs.len() && self.procs[d.owner as usize].family == p.family {
+                    vec![d.index << 12]
+                } else {
+                    vec![]
+                }
+            } else {
+                p.vmas
+                    .iter()
+                    .filter_map(|(&s, v)| match v.backing {
+                        Backing::File { file, offset_pages } if file + 1 == d.mapping && d.index >= offset_pages => {
+                            let va = s + (d.index - offset_pages) * PAGE;
+                            (va < v.end).then_some(va)
+                        }
+                        _ => None,
+                    })
+                    .collect()
+            };
+            for va in candidates {
+                if let Some(l) = self.m.pt.lookup(p.root, self.pt_levels, va) {
+                    if l.level == 1 && pte_pfn(l.pte) == pfn {
+                        out.push((p.pid, va));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether a process other than `pid` maps `pfn`.
+    pub(crate) fn mapped_by_other(&self, pfn: Pfn, pid: u32) -> bool {
+        self.mappings(pfn).iter().any(|&(p, _)| p != pid)
+    }
+
+    /// kswapd-style reclaim of `group` until it has `target` free pages under its limit:
+    /// batches of 32 from the LRU's cold end; a referenced page (A bit set in any mapping)
+    /// has its A bits cleared without a flush (x86 ptep_clear_flush_young does not flush)
+    /// and gets a second chance; an unreferenced one is unmapped everywhere (one flush
+    /// request per address space per batch, try_to_unmap_flush), written back if dirty or
+    /// anonymous (to swap), and freed.
+    fn reclaim(&mut self, core: usize, group: usize, target: u64) -> Result<()> {
+        let mut scanned = 0u64;
+        let limit = self.groups[group].limit_pages;
+        let budget = 4 * self.groups[group].lru.len() as u64 + 64;
+        while limit.saturating_sub(self.groups[group].used_pages) < target && scanned < budget {
+            let mut per_mm: Vec<(u32, Gather)> = Vec::new();
+            let mut taken = 0;
+            while taken < 32 && scanned < budget {
+                let Some((pfn, stamp)) = self.groups[group].lru.pop_front() else { break };
+                scanned += 1;
+                let d = *self.m.mem.desc(pfn);
+                if d.kind != FrameKind::Data || d.lru_stamp != stamp || self.huge_frames.contains(&pfn.0) {
+                    continue;
+                }
+                let maps = self.mappings(pfn);
+                let mut referenced = false;
+                for &(p, va) in &maps {
+                    let root = self.procs[p as usize].root;
+                    let l = self.m.pt.lookup(root, self.pt_levels, va).expect("mapped");
+                    if l.pte & PTE_ACCESSED != 0 {
+                        referenced = true;
+                        *self.m.pt.entry_mut(l.slot, l.index) &= !PTE_ACCESSED;
+                    }
+                }
+                self.charge(core, self.costs.per_page);
+                if referenced {
+                    self.lru_stamp += 1;
+                    self.m.mem.desc_mut(pfn).lru_stamp = self.lru_stamp;
+                    self.groups[group].lru.push_back((pfn, self.lru_stamp));
+                    continue;
+                }
+                let mut dirty = false;
+                for &(p, va) in &maps {
+                    let root = self.procs[p as usize].root;
+                    let l = self.m.pt.lookup(root, self.pt_levels, va).expect("mapped");
+                    dirty |= l.pte & PTE_DIRTY != 0;
+                    *self.m.pt.entry_mut(l.slot, l.index) = 0;
+                    if d.mapping == 0 {
+                        self.procs[p as usize].swapped.insert(va >> 12);
+                    }
+                    let g = match per_mm.iter_mut().find(|(q, _)| *q == p) {
+                        Some((_, g)) => g,
+                        None => {
+                            per_mm.push((p, Gather::default()));
+                            &mut per_mm.last_mut().unwrap().1
+                        }
+                    };
+                    g.pages.push(Vpn(va >> 12));
+                }
+                if dirty || (d.mapping == 0 && !maps.is_empty()) {
+                    self.charge(core, self.costs.write_page);
+                }
+                self.m.mem.desc_mut(pfn).mapcount = 0;
+                self.stats[core].pages_reclaimed += 1;
+                taken += 1;
+                // Freed after the flush of its last mapper's address space (or now).
+                match per_mm.last_mut() {
+                    Some((_, g)) if !maps.is_empty() => g.frames.push((pfn, 0)),
+                    _ => self.free_frame(core, pfn, 0),
+                }
+            }
+            if taken == 0 && self.groups[group].lru.is_empty() {
+                break;
+            }
+            for (p, g) in per_mm {
+                self.flush(core, p, FlushReason::Reclaim, false, g);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Owner recorded for page-cache frames (they belong to a file, not a process).
+pub(crate) const PAGE_CACHE_OWNER: u32 = u32::MAX - 1;

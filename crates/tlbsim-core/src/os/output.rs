@@ -1,0 +1,137 @@
+//! stats.json of an OS-mode run: the trace-mode layout (totals, per_core with
+//! per_structure, per_structure, per_socket, run) plus the OS model's counters in `totals`
+//! and every `per_core` entry, `per_thread` and `per_class` throughput, and the first
+//! violation records. Names are stable (the engine issue lists them).
+
+use super::{Os, OsCoreStats, CAUSES};
+use crate::coherence::Coherence;
+use crate::config::Config;
+use serde_json::{json, Map, Value};
+
+fn os_fields(s: &OsCoreStats) -> Map<String, Value> {
+    let mut m = Map::new();
+    let mut put = |k: &str, v: u64| {
+        m.insert(k.into(), json!(v));
+    };
+    put("shootdowns_sent", s.shootdowns_sent);
+    put("shootdown_ipis_sent", s.shootdown_ipis_sent);
+    put("shootdown_ipis_received", s.shootdown_ipis_received);
+    put("false_positive_targets", s.false_positive_targets);
+    put("pages_flushed", s.pages_flushed);
+    put("shootdown_cycles_initiator_send", s.shootdown_cycles_initiator_send);
+    put("shootdown_cycles_initiator_wait", s.shootdown_cycles_initiator_wait);
+    put("shootdown_cycles_target", s.shootdown_cycles_target);
+    put("violations_security", s.violations_security);
+    put("violations_consistency", s.violations_consistency);
+    put("context_switches", s.context_switches);
+    put("syscalls", s.syscalls);
+    put("segv_signals", s.segv_signals);
+    put("cow_faults", s.cow_faults);
+    put("file_faults", s.file_faults);
+    put("page_cache_misses", s.page_cache_misses);
+    put("pages_reclaimed", s.pages_reclaimed);
+    put("pages_migrated", s.pages_migrated);
+    put("idle_cycles", s.idle_cycles);
+    let by_cause: Map<String, Value> = CAUSES.iter().zip(s.full_flushes_by_cause).map(|(n, v)| ((*n).into(), json!(v))).collect();
+    m.insert("full_flushes_by_cause".into(), Value::Object(by_cause));
+    // Histogram as a list: index = targets of one shootdown (the last bucket: that many or
+    // more), trailing zeros trimmed.
+    let last = s.targets_hist.iter().rposition(|&x| x > 0).map_or(0, |i| i + 1);
+    m.insert("targets_per_shootdown".into(), json!(s.targets_hist[..last].to_vec()));
+    m
+}
+
+fn sum(all: &[OsCoreStats]) -> OsCoreStats {
+    let mut t = OsCoreStats { targets_hist: vec![0; all.first().map_or(0, |s| s.targets_hist.len())], ..Default::default() };
+    for s in all {
+        macro_rules! add { ($($f:ident),*) => { $( t.$f += s.$f; )* } }
+        add!(shootdowns_sent, shootdown_ipis_sent, shootdown_ipis_received, false_positive_targets, pages_flushed,
+            shootdown_cycles_initiator_send, shootdown_cycles_initiator_wait, shootdown_cycles_target,
+            violations_security, violations_consistency, context_switches, syscalls, segv_signals, cow_faults,
+            file_faults, page_cache_misses, pages_reclaimed, pages_migrated, idle_cycles);
+        for (a, b) in t.full_flushes_by_cause.iter_mut().zip(s.full_flushes_by_cause) {
+            *a += b;
+        }
+        for (a, b) in t.targets_hist.iter_mut().zip(&s.targets_hist) {
+            *a += b;
+        }
+    }
+    t
+}
+
+impl<P: Coherence> Os<P> {
+    pub(crate) fn stats_json(&mut self, cfg: &Config) -> Value {
+        let workers = self.threads.iter().filter(|t| !t.daemon).count();
+        let mut v = self.m.stats_json(cfg, self.threads.len());
+        let freq = cfg.machine.frequency_ghz * 1e9;
+        let end = self.end_cycle;
+        if let Some(per_core) = v["per_core"].as_array_mut() {
+            for (i, c) in per_core.iter_mut().enumerate() {
+                for (k, x) in os_fields(&self.stats[i]) {
+                    c[k] = x;
+                }
+            }
+        }
+        for (k, x) in os_fields(&sum(&self.stats)) {
+            v["totals"][k] = x;
+        }
+        let per_thread: Vec<Value> = self
+            .threads
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let stop = t.end_cycle.unwrap_or(end).min(end.max(t.start_cycle));
+                let secs = stop.saturating_sub(t.start_cycle) as f64 / freq;
+                json!({
+                    "thread": i,
+                    "name": t.name,
+                    "class": t.class,
+                    "process": t.pid,
+                    "core": t.core,
+                    "daemon": t.daemon,
+                    "ops_completed": t.ops_completed,
+                    "ops_per_second": if secs > 0.0 { t.ops_completed as f64 / secs } else { 0.0 },
+                    "accesses": t.accesses,
+                    "start_cycle": t.start_cycle,
+                    "end_cycle": t.end_cycle,
+                })
+            })
+            .collect();
+        let mut per_class: Map<String, Value> = Map::new();
+        for t in &per_thread {
+            let class = t["class"].as_str().unwrap_or("").to_owned();
+            let e = per_class.entry(class).or_insert_with(|| json!({"threads": 0, "ops_completed": 0, "ops_per_second": 0.0}));
+            e["threads"] = json!(e["threads"].as_u64().unwrap_or(0) + 1);
+            e["ops_completed"] = json!(e["ops_completed"].as_u64().unwrap_or(0) + t["ops_completed"].as_u64().unwrap_or(0));
+            e["ops_per_second"] = json!(e["ops_per_second"].as_f64().unwrap_or(0.0) + t["ops_per_second"].as_f64().unwrap_or(0.0));
+        }
+        v["per_thread"] = json!(per_thread);
+        v["per_class"] = Value::Object(per_class);
+        v["violations"] = json!(self
+            .violations
+            .iter()
+            .map(|r| json!({
+                "cycle": r.cycle, "core": r.core, "process": r.process, "vpn": r.vpn,
+                "old_pfn": r.old_pfn, "new_pfn": r.new_pfn,
+                "kind": if r.security { "security" } else { "consistency" },
+            }))
+            .collect::<Vec<_>>());
+        v["run"]["makespan_cycles"] = json!(end);
+        v["run"]["seconds"] = json!(end as f64 / freq);
+        v["run"]["threads"] = json!(workers);
+        v["run"]["coherence"] = json!(cfg.os.coherence);
+        v["run"]["processes"] = json!(self.procs.len());
+        v["run"]["engine_steps"] = json!(self.steps);
+        v["run"]["events"] = json!(self.events_simulated());
+        v
+    }
+
+    /// Simulated events: memory accesses plus OS operations (system calls, faults,
+    /// context switches, interrupts taken).
+    pub(crate) fn events_simulated(&self) -> u64 {
+        let t = sum(&self.stats);
+        let accesses: u64 = self.m.cores.iter().map(|c| c.stats.accesses).sum();
+        let faults: u64 = self.m.cores.iter().map(|c| c.stats.page_faults).sum();
+        accesses + t.syscalls + faults + t.context_switches + t.shootdown_ipis_received
+    }
+}
