@@ -92,3 +92,108 @@ fn munmap_4k_alone_sends_nothing() {
     let v = run("linux", two_threads(munmap_4k(1000), None));
     assert_eq!(ipis_per_op(&v, 1000), 0.0);
 }
+
+#[test]
+fn munmap_64_is_one_ipi_and_a_full_flush() {
+    let ops = looped(300, vec![Op::Mmap { slot: 0, spec: anon(64 * 4096) }, write(0, 64), Op::Munmap { slot: 0 }, Op::CountOp]);
+    let v = run("linux", two_threads(ops, Some(spin())));
+    assert!((ipis_per_op(&v, 300) - 1.0).abs() < 0.05);
+    // 64 pages > the 33-page ceiling: the sibling flushes everything.
+    assert!(v["per_core"][1]["full_flushes_by_cause"]["ceiling"].as_u64().unwrap() >= 290, "{}", v["per_core"][1]["full_flushes_by_cause"]);
+    let v = run("linux", two_threads(looped(300, vec![Op::Mmap { slot: 0, spec: anon(64 * 4096) }, write(0, 64), Op::Munmap { slot: 0 }, Op::CountOp]), Some(sleep())));
+    assert_eq!(ipis_per_op(&v, 300), 0.0);
+}
+
+#[test]
+fn mprotect_toggle_is_two_ipis() {
+    let mut body = vec![Op::Mmap { slot: 0, spec: anon(4096) }, write(0, 1)];
+    body.push(Op::Loop { count: 500, body: 4 });
+    body.extend([Op::Mprotect { slot: 0, writable: false }, Op::Mprotect { slot: 0, writable: true }, write(0, 1), Op::CountOp]);
+    let v = run("linux", two_threads(body.clone(), Some(spin())));
+    assert!((ipis_per_op(&v, 500) - 2.0).abs() < 0.05, "{}", ipis_per_op(&v, 500));
+    let v = run("linux", two_threads(body, Some(sleep())));
+    assert_eq!(ipis_per_op(&v, 500), 0.0);
+}
+
+#[test]
+fn dontneed_is_one_ipi() {
+    let mut body = vec![Op::Mmap { slot: 0, spec: anon(4096) }];
+    body.extend(looped(500, vec![write(0, 1), Op::MadviseDontneed { slot: 0 }, Op::CountOp]));
+    let v = run("linux", two_threads(body, Some(spin())));
+    assert!((ipis_per_op(&v, 500) - 1.0).abs() < 0.05, "{}", ipis_per_op(&v, 500));
+}
+
+#[test]
+fn two_processes_do_not_disturb_each_other() {
+    let mut w = two_threads(munmap_4k(500), None);
+    let mut p2 = w.processes[0].clone();
+    p2.threads[0].core = Some(1);
+    w.processes.push(p2);
+    let v = run("linux", w);
+    assert_eq!(v["totals"]["shootdown_ipis_received"], 0);
+    assert_eq!(v["per_thread"][1]["ops_completed"], 500);
+}
+
+#[test]
+fn file_read_targets_the_sibling() {
+    let spec = MapSpec { bytes: 4096, backing: Backing::File { file: 0, offset_pages: 0 }, shared: true, populate: false, writable: false };
+    let mut w = two_threads(looped(400, vec![Op::Mmap { slot: 0, spec }, read(0, 1), Op::Munmap { slot: 0 }, Op::CountOp]), Some(spin()));
+    w.files.push(FileSpec { name: "f".into(), pages: 16 });
+    let v = run("linux", w);
+    assert!((ipis_per_op(&v, 400) - 1.0).abs() < 0.05, "{}", ipis_per_op(&v, 400));
+    // The sibling never touched the page: every IPI it took was a false positive.
+    assert_eq!(v["totals"]["false_positive_targets"], v["totals"]["shootdown_ipis_received"]);
+    assert_eq!(v["totals"]["page_cache_misses"], 1);
+}
+
+/// The sibling shares a page and keeps reading it; the measuring thread write-protects
+/// and unmaps. Under `none` the sibling's stale entries are used; under linux and oracle
+/// never.
+fn sharing(policy: &str) -> Value {
+    let mut w = two_threads(
+        vec![
+            Op::Compute { cycles: 200_000 },
+            Op::Mprotect { slot: 0, writable: false },
+            Op::Compute { cycles: 200_000 },
+            Op::Munmap { slot: 0 },
+            Op::Mmap { slot: 1, spec: anon(8 * 4096) },
+            write(1, 8),
+            Op::Compute { cycles: 400_000 },
+        ],
+        Some(looped(0, vec![write(0, 8), read(0, 8), Op::Compute { cycles: 1000 }])),
+    );
+    w.processes[0].regions = vec![anon(8 * 4096)];
+    run(policy, w)
+}
+
+#[test]
+fn checker_catches_none_and_clears_linux_and_oracle() {
+    for p in ["linux", "oracle"] {
+        let v = sharing(p);
+        assert_eq!(v["totals"]["violations_security"], 0, "{p}");
+        assert_eq!(v["totals"]["violations_consistency"], 0, "{p}");
+    }
+    let v = sharing("none");
+    let c = v["totals"]["violations_consistency"].as_u64().unwrap();
+    let s = v["totals"]["violations_security"].as_u64().unwrap();
+    assert!(c > 0, "write through a stale writable entry after mprotect: {}", v["violations"]);
+    assert!(s > 0, "use of unmapped, freed frames: {}", v["violations"]);
+    assert!(!v["violations"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn oracle_sends_no_ipis_and_targets_only_holders() {
+    let v = run("oracle", two_threads(munmap_4k(500), Some(spin())));
+    assert_eq!(v["totals"]["shootdown_ipis_received"], 0);
+    assert_eq!(v["totals"]["shootdowns_sent"], 0, "the spinning sibling never held the page");
+    let v = sharing("oracle");
+    assert!(v["totals"]["shootdowns_sent"].as_u64().unwrap() >= 2, "{}", v["totals"]);
+    assert_eq!(v["totals"]["false_positive_targets"], 0);
+}
+
+#[test]
+fn same_seed_same_bytes() {
+    let a = serde_json::to_string(&sharing("linux")).unwrap();
+    let b = serde_json::to_string(&sharing("linux")).unwrap();
+    assert_eq!(a, b);
+}
