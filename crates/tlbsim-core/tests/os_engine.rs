@@ -197,3 +197,21 @@ fn same_seed_same_bytes() {
     let b = serde_json::to_string(&sharing("linux")).unwrap();
     assert_eq!(a, b);
 }
+
+#[test]
+fn copy_on_write_breaks_flush_one_page_each() {
+    let child_program = 2;
+    let mut w = two_threads(
+        vec![write(0, 256), Op::Fork { program: child_program, core: Some(1) }, Op::Compute { cycles: 10_000 }, write(0, 256)],
+        Some(spin()),
+    );
+    w.programs.push(sleep());
+    w.processes[0].regions = vec![anon(256 * 4096)];
+    let v = run("linux", w);
+    assert_eq!(v["totals"]["cow_faults"], 256);
+    let ipis = v["totals"]["shootdown_ipis_received"].as_u64().unwrap();
+    // One per copy-on-write break, one for fork's flush_tlb_mm.
+    assert!((256..=260).contains(&ipis), "{ipis}");
+    assert_eq!(v["totals"]["violations_security"], 0);
+    assert_eq!(v["run"]["processes"], 2);
+}
