@@ -66,7 +66,8 @@ pub enum Delivery {
 /// A policy's answer to a request.
 #[derive(Clone, Debug, Default)]
 pub struct FlushPlan {
-    /// Remote cores to reach (never the initiator).
+    /// Cores to reach. The initiator, if named, flushes itself at no delivery cost (it
+    /// always does when it runs the address space).
     pub targets: Vec<CoreId>,
     pub delivery: Option<Delivery>,
 }

@@ -13,8 +13,10 @@ pub struct Oracle;
 impl Coherence for Oracle {
     fn plan(&mut self, view: &OsView<'_>, req: &FlushRequest, plan: &mut FlushPlan) {
         plan.delivery = Some(Delivery::Free);
+        // Every holder, the initiator included: it may hold the address space's entries
+        // under a PCID while running another one (reclaim, exit).
         for (i, &holds) in view.holders.iter().enumerate() {
-            if holds && i as u32 != req.initiator.0 {
+            if holds {
                 plan.targets.push(CoreId(i as u32));
             }
         }

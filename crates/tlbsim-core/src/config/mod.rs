@@ -417,6 +417,10 @@ impl Config {
             return Err(Error::config("os.pt_levels", format!("{}: page tables have 4 or 5 levels", self.os.pt_levels)));
         }
         range("sim.batch", self.sim.batch as u64, 1, 1 << 20)?;
+        range("sim.quantum_cycles", self.sim.quantum_cycles, 1, 1 << 40)?;
+        crate::coherence::check_name(&self.os.coherence)?;
+        range("os.flush_ceiling", self.os.flush_ceiling as u64, 0, 1 << 20)?;
+        range("os.time_slice", self.os.time_slice, 1, 1 << 50)?;
         let w = &self.workload;
         match w.kind.as_str() {
             "trace" => {

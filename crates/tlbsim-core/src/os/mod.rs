@@ -82,6 +82,9 @@ pub(crate) struct OsCoreStats {
     pub shootdown_cycles_target: u64,
     pub violations_security: u64,
     pub violations_consistency: u64,
+    /// TLB entries the checker marked stale when a flush protocol ended (a later use of
+    /// one is a violation; an eviction or flush before then makes it harmless).
+    pub stale_entries_marked: u64,
     pub context_switches: u64,
     pub syscalls: u64,
     pub segv_signals: u64,
@@ -595,10 +598,11 @@ impl<P: Coherence> Os<P> {
             let slot = c.pcid_current;
             let slot_gen = c.pcid[slot].1;
             self.procs[pid as usize].cpumask[core] = true;
+            // A switch between two threads of the loaded mm is no switch at all: the TLB's
+            // generation is whatever the flushes it took made it.
             if was_lazy && self.policy.on_switch(CoreId(core as u32), Some(slot_gen), mm_gen) {
                 self.full_flush_mm(core, pid, Cause::LazySwitch);
             }
-            self.cores[core].pcid[slot].1 = mm_gen;
             return;
         }
         c.lazy = false;
@@ -613,6 +617,9 @@ impl<P: Coherence> Os<P> {
         };
         c.pcid_current = slot;
         c.loaded_mm = Some(pid);
+        // The slot is this mm's from now on (a reused slot still holds the previous mm's
+        // entries until the flush below).
+        c.pcid[slot] = (pid, slot_gen.unwrap_or(0));
         let root = self.procs[pid as usize].root;
         self.procs[pid as usize].cpumask[core] = true;
         let cr3 = self.m.pt.pfn_of(root).0;
@@ -728,9 +735,11 @@ impl<P: Coherence> Os<P> {
         let mut plan = FlushPlan::default();
         let cpumask = self.procs[pid as usize].cpumask.clone();
         self.policy.plan(&OsView { cores: &views, cpumask: &cpumask, holders: &holders, flush_ceiling: self.ceiling }, &req, &mut plan);
-        // The initiator flushes itself (flush_tlb_func run locally).
+        // The initiator flushes itself (flush_tlb_func run locally) when it runs the mm, or
+        // when the policy names it (it may hold the mm's entries under another PCID).
         let me = views[core];
-        if me.loaded_mm == Some(pid) {
+        let named = plan.targets.iter().position(|t| t.0 as usize == core).map(|i| plan.targets.remove(i)).is_some();
+        if named || me.loaded_mm == Some(pid) {
             let action = self.policy.on_deliver(CoreId(core as u32), &me, &req, self.ceiling);
             self.apply_local(core, pid, &req, action);
         }
@@ -931,7 +940,8 @@ impl<P: Coherence> Os<P> {
                 for &vpn in pages {
                     let cur = self.m.pt.lookup(root, levels, vpn.0 << 12).map(|l| l.pte);
                     let stale = |e: &crate::tlb::TlbEntry| entry_is_stale(e, vpn, cur);
-                    self.m.cores[core].tlbs.mark_stale_if(vpn, tag, &stale);
+                    let n = self.m.cores[core].tlbs.mark_stale_if(vpn, tag, &stale);
+                    self.stats[core].stale_entries_marked += n as u64;
                 }
             }
             for &t in tables {

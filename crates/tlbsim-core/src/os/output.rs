@@ -23,6 +23,7 @@ fn os_fields(s: &OsCoreStats) -> Map<String, Value> {
     put("shootdown_cycles_target", s.shootdown_cycles_target);
     put("violations_security", s.violations_security);
     put("violations_consistency", s.violations_consistency);
+    put("stale_entries_marked", s.stale_entries_marked);
     put("context_switches", s.context_switches);
     put("syscalls", s.syscalls);
     put("segv_signals", s.segv_signals);
@@ -47,7 +48,7 @@ fn sum(all: &[OsCoreStats]) -> OsCoreStats {
         macro_rules! add { ($($f:ident),*) => { $( t.$f += s.$f; )* } }
         add!(shootdowns_sent, shootdown_ipis_sent, shootdown_ipis_received, false_positive_targets, pages_flushed,
             shootdown_cycles_initiator_send, shootdown_cycles_initiator_wait, shootdown_cycles_target,
-            violations_security, violations_consistency, context_switches, syscalls, segv_signals, cow_faults,
+            violations_security, violations_consistency, stale_entries_marked, context_switches, syscalls, segv_signals, cow_faults,
             file_faults, page_cache_misses, pages_reclaimed, pages_migrated, idle_cycles);
         for (a, b) in t.full_flushes_by_cause.iter_mut().zip(s.full_flushes_by_cause) {
             *a += b;
