@@ -215,3 +215,42 @@ fn copy_on_write_breaks_flush_one_page_each() {
     assert_eq!(v["totals"]["violations_security"], 0);
     assert_eq!(v["run"]["processes"], 2);
 }
+
+fn with_quantum(coherence: &str, quantum: u64) -> Config {
+    let mut c = cfg(coherence);
+    c.machine.cores_per_socket = 4;
+    c.sim.quantum_cycles = quantum;
+    c
+}
+
+/// Headline results of a 4-core mix: two threads doing munmap-4k, one spinning, one
+/// reading a shared region the others write-protect now and then.
+fn quantum_mix(quantum: u64) -> Value {
+    let mut w = two_threads(munmap_4k(2000), Some(spin()));
+    w.processes[0].regions = vec![anon(4096), anon(16 * 4096)];
+    w.programs.push(looped(400, vec![Op::Mprotect { slot: 1, writable: false }, Op::Compute { cycles: 3000 }, Op::Mprotect { slot: 1, writable: true }, write(1, 16), Op::CountOp]));
+    w.programs.push(looped(0, vec![read(1, 16), Op::Compute { cycles: 700 }]));
+    w.processes[0].threads.push(ThreadSpec { name: "protect".into(), class: "protect".into(), core: Some(2), program: 2, daemon: false });
+    w.processes[0].threads.push(ThreadSpec { name: "reader".into(), class: "reader".into(), core: Some(3), program: 3, daemon: true });
+    tlbsim_core::os::run(&with_quantum("linux", quantum), w).unwrap()
+}
+
+#[test]
+fn halving_the_quantum_changes_results_by_under_one_percent() {
+    let default = quantum_mix(0);
+    let half = quantum_mix(250);
+    let close = |a: f64, b: f64| (a - b).abs() <= 0.01 * a.abs().max(b.abs());
+    for t in 0..3 {
+        let (a, b) = (default["per_thread"][t]["ops_per_second"].as_f64().unwrap(), half["per_thread"][t]["ops_per_second"].as_f64().unwrap());
+        assert!(close(a, b), "thread {t}: {a} vs {b}");
+    }
+    for k in ["shootdown_ipis_received", "shootdown_cycles_initiator_wait", "shootdown_cycles_target"] {
+        let (a, b) = (default["totals"][k].as_f64().unwrap(), half["totals"][k].as_f64().unwrap());
+        assert!(close(a, b), "{k}: {a} vs {b}");
+    }
+    // A quantum far above the IPI latency lets targets take interrupts late: it is the
+    // knob that trades accuracy for speed, and the difference shows.
+    let coarse = quantum_mix(200_000);
+    let (a, b) = (default["totals"]["shootdown_cycles_initiator_wait"].as_f64().unwrap(), coarse["totals"]["shootdown_cycles_initiator_wait"].as_f64().unwrap());
+    assert!(!close(a, b), "wait {a} vs {b}");
+}

@@ -11,7 +11,7 @@ use crate::types::CoreId;
 pub struct Oracle;
 
 impl Coherence for Oracle {
-    fn plan(&mut self, view: &OsView<'_>, req: &FlushRequest, plan: &mut FlushPlan) {
+    fn plan(&mut self, view: &OsView<'_>, _req: &FlushRequest, plan: &mut FlushPlan) {
         plan.delivery = Some(Delivery::Free);
         // Every holder, the initiator included: it may hold the address space's entries
         // under a PCID while running another one (reclaim, exit).

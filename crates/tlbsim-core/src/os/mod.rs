@@ -155,7 +155,8 @@ pub(crate) struct Thread {
     /// (first op of the loop body, body length, iterations left; u64::MAX = forever).
     pub loops: Vec<(usize, usize, u64)>,
     pub slots: Vec<(u64, u64)>,
-    /// Accesses left of the `Access` op at `pc` (0: not started).
+    /// Work left of the op at `pc`: accesses of an `Access`, cycles of a `Compute` (0: not
+    /// started).
     pub access_left: u64,
     pub access_cursor: u64,
     pub rng: SplitMix64,
@@ -312,7 +313,10 @@ impl<P: Coherence> Os<P> {
             costs: cfg.costs.clone(),
             ceiling: cfg.os.flush_ceiling,
             time_slice: cfg.os.time_slice,
-            quantum: cfg.sim.quantum_cycles.max(1),
+            quantum: match cfg.sim.quantum_cycles {
+                0 => cfg.costs.ipi_delivery_same_socket.min(cfg.costs.ipi_delivery_cross_socket).max(1),
+                q => q,
+            },
             checker: cfg.os.checker,
             thp: cfg.os.thp,
             tagging: cfg.machine.tlb.tagging,
@@ -1026,9 +1030,20 @@ impl<P: Coherence> Os<P> {
                 self.advance(thread);
             }
             Op::Compute { cycles } => {
-                self.m.cores[core].stats.instructions += cycles;
-                self.charge(core, cycles);
-                self.advance(thread);
+                // Runs in pieces that end at the step's limit, so a long computation does
+                // not carry the core past interrupts due meanwhile.
+                let now = self.clock(core);
+                let t = &mut self.threads[thread];
+                if t.access_left == 0 {
+                    t.access_left = cycles;
+                }
+                let piece = t.access_left.min(until.saturating_sub(now).max(1));
+                t.access_left -= piece;
+                if t.access_left == 0 {
+                    t.pc += 1;
+                }
+                self.m.cores[core].stats.instructions += piece;
+                self.charge(core, piece);
             }
             Op::Block { cycles } => {
                 self.advance(thread);
