@@ -45,7 +45,7 @@ pub fn build(cfg: &Config) -> Result<Workload> {
         "vmscale" => vmscale(cfg)?,
         "reclaim" => reclaim(cfg)?,
         "stm-mprotect" => stm_mprotect(cfg)?,
-        k => return Err(Error::config("workload.kind", format!("{k:?} is not a generator: use one of {KINDS:?}"))),
+        k => return Err(Error::config("workload.kind", format!("{k:?} is not a generator: use one of {}", KINDS.join(", ")))),
     };
     w.check(cfg.cores())
         .map_err(|m| Error::config("workload.kind", format!("{kind:?} built a workload that fails its check: {m}")))?;
@@ -187,7 +187,7 @@ fn shootdown_patterns(cfg: &Config) -> Result<Workload> {
                 r
             };
             prog.extend(times(ops / p.pages, round(p.pages)));
-            if ops % p.pages > 0 {
+            if !ops.is_multiple_of(p.pages) {
                 prog.extend(round(ops % p.pages));
             }
         }
@@ -302,8 +302,12 @@ fn apache(cfg: &Config) -> Result<Workload> {
     let w = &cfg.workload;
     let threads = threads_or_cores(cfg);
     let processes = if w.processes == 0 { 2.min(threads) } else { w.processes };
-    check_range("workload.processes", processes as u64, 1, threads as u64)
-        .map_err(|e| with_hint(e, "at least one worker thread per process (workload.threads)"))?;
+    if processes > threads {
+        return Err(Error::config(
+            "workload.processes",
+            format!("{processes} processes for {threads} worker threads (workload.threads): each process needs a worker"),
+        ));
+    }
     let file_pages = if w.file_pages == 0 { 3 } else { w.file_pages };
     check_range("workload.file_pages", file_pages, 1, 1 << 20)?;
     let ops = ops_or(cfg, 1_000);
@@ -366,7 +370,8 @@ fn vmscale(cfg: &Config) -> Result<Workload> {
     let w = &cfg.workload;
     let test = w.test.as_str();
     if !TESTS.contains(&test) {
-        return Err(Error::config("workload.test", format!("{test:?} is not a vmscale test: use one of {TESTS:?}")));
+        let tests: Vec<String> = TESTS.iter().map(|t| format!("{t:?}")).collect();
+        return Err(Error::config("workload.test", format!("{test:?} is not a vmscale test: use one of {}", tests.join(", "))));
     }
     check_range("workload.region_bytes", w.region_bytes, PAGE, 1 << 40)?;
     check_range("workload.stride", w.stride, 1, 1 << 30)?;
@@ -743,13 +748,6 @@ fn memory_limit_mib_or_half(cfg: &Config) -> Result<u64> {
     let mib = if w.memory_limit_mib == 0 { (w.region_bytes / 2).div_ceil(1 << 20).max(1) } else { w.memory_limit_mib };
     check_range("workload.memory_limit_mib", mib, 1, 1 << 30)?;
     Ok(mib)
-}
-
-fn with_hint(e: Error, hint: &str) -> Error {
-    match e {
-        Error::Config { key, message } => Error::Config { key, message: format!("{message} ({hint})") },
-        e => e,
-    }
 }
 
 fn check_range(key: &str, v: u64, lo: u64, hi: u64) -> Result<()> {

@@ -617,7 +617,7 @@ impl Compiler<'_> {
                 if node >= self.nodes {
                     return Err(Error::config(
                         format!("{at}.node"),
-                        format!("node {node} does not exist (the machine has {} nodes, 0 to {})", self.nodes, self.nodes - 1),
+                        format!("node {node} does not exist: the machine's nodes are 0 to {} (one per socket)", self.nodes - 1),
                     ));
                 }
                 out.push(Op::MigratePages { slot, node });
