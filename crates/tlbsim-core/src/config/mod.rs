@@ -271,7 +271,7 @@ pub struct WorkloadConfig {
     /// `mmap-read`, `msync` or `anon-read-seq`.
     pub test: String,
     /// apache: server processes the worker threads are spread over (mpm_event runs several
-    /// processes of several threads, ABIS §5.2). 0 = 2.
+    /// processes of several threads, ABIS §5.2). 0 = 2 (1 if there is one worker).
     pub processes: u32,
     /// apache: pages of the file every request maps (0 = 3, an 11 KB default page);
     /// stm-mprotect: pages of the transactional heap (0 = 64).
