@@ -12,6 +12,7 @@
  * TLB row, one CPU) says so in "not_measurable" instead of failing.
  *
  * Usage: shootdown [--ops N] [--reps R] [--list] [PATTERN ...]
+ *   --list prints each pattern's name, sibling, op and pages (as in patterns.toml).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -37,6 +38,8 @@ enum sibling { SPIN, SLEEP, NONE, PROCESS };
 struct pattern {
     const char *name;
     enum sibling sibling;
+    const char *op_name; /* patterns.toml's machine-readable `op` and `pages` (--list prints them) */
+    long pages;
     void (*setup)(void);
     void (*op)(long i);
     void (*teardown)(void);
@@ -167,19 +170,19 @@ static void op_file_read(long i) {
 }
 
 static const struct pattern PATTERNS[] = {
-    {"munmap-4k", SPIN, NULL, op_munmap_4k, NULL},
-    {"munmap-4k-sleep", SLEEP, NULL, op_munmap_4k, NULL},
-    {"munmap-4k-alone", NONE, NULL, op_munmap_4k, NULL},
-    {"munmap-64", SPIN, NULL, op_munmap_64, NULL},
-    {"munmap-64-sleep", SLEEP, NULL, op_munmap_64, NULL},
-    {"mprotect-toggle", SPIN, setup_page, op_mprotect_toggle, teardown_page},
-    {"mprotect-toggle-sleep", SLEEP, setup_page, op_mprotect_toggle, teardown_page},
-    {"dontneed", SPIN, setup_page, op_dontneed, teardown_page},
-    {"cow", SPIN, NULL, op_cow, cow_end_round},
-    {"cow-sleep", SLEEP, NULL, op_cow, cow_end_round},
-    {"two-processes", PROCESS, NULL, op_munmap_4k, NULL},
-    {"file-read", SPIN, setup_file, op_file_read, teardown_file},
-    {"file-read-sleep", SLEEP, setup_file, op_file_read, teardown_file},
+    {"munmap-4k", SPIN, "munmap", 1, NULL, op_munmap_4k, NULL},
+    {"munmap-4k-sleep", SLEEP, "munmap", 1, NULL, op_munmap_4k, NULL},
+    {"munmap-4k-alone", NONE, "munmap", 1, NULL, op_munmap_4k, NULL},
+    {"munmap-64", SPIN, "munmap", 64, NULL, op_munmap_64, NULL},
+    {"munmap-64-sleep", SLEEP, "munmap", 64, NULL, op_munmap_64, NULL},
+    {"mprotect-toggle", SPIN, "mprotect-toggle", 1, setup_page, op_mprotect_toggle, teardown_page},
+    {"mprotect-toggle-sleep", SLEEP, "mprotect-toggle", 1, setup_page, op_mprotect_toggle, teardown_page},
+    {"dontneed", SPIN, "dontneed", 1, setup_page, op_dontneed, teardown_page},
+    {"cow", SPIN, "cow", COW_PAGES, NULL, op_cow, cow_end_round},
+    {"cow-sleep", SLEEP, "cow", COW_PAGES, NULL, op_cow, cow_end_round},
+    {"two-processes", PROCESS, "munmap", 1, NULL, op_munmap_4k, NULL},
+    {"file-read", SPIN, "file-read", 1, setup_file, op_file_read, teardown_file},
+    {"file-read-sleep", SLEEP, "file-read", 1, setup_file, op_file_read, teardown_file},
 };
 #define NPATTERNS (sizeof PATTERNS / sizeof PATTERNS[0])
 
@@ -258,7 +261,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[first], "--reps") && first + 1 < argc) reps = atol(argv[++first]);
         else if (!strcmp(argv[first], "--list")) {
             for (size_t k = 0; k < NPATTERNS; k++)
-                printf("%s %s\n", PATTERNS[k].name, SIBLING_NAMES[PATTERNS[k].sibling]);
+                printf("%s %s %s %ld\n", PATTERNS[k].name, SIBLING_NAMES[PATTERNS[k].sibling], PATTERNS[k].op_name,
+                       PATTERNS[k].pages);
             return 0;
         } else {
             fprintf(stderr, "usage: shootdown [--ops N] [--reps R] [--list] [PATTERN ...]\n");

@@ -28,7 +28,7 @@ def test_benchmark_implements_exactly_the_shared_pattern_list(shootdown: Path) -
     shared = tomllib.loads((ROOT / "bench" / "patterns.toml").read_text())["pattern"]
     listed = subprocess.run([str(shootdown), "--list"], check=True, capture_output=True, text=True)
     implemented = [tuple(line.split()) for line in listed.stdout.splitlines()]
-    assert implemented == [(p["name"], p["sibling"]) for p in shared]
+    assert implemented == [(p["name"], p["sibling"], p["op"], str(p["pages"])) for p in shared]
 
 
 def test_output_is_one_json_object_per_pattern(shootdown: Path) -> None:

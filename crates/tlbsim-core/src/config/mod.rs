@@ -14,6 +14,7 @@ pub use costs::CostsConfig;
 use crate::error::{Error, Result};
 use crate::tlb::Replacement;
 use crate::trace::TraceFormat;
+use crate::workload::scenario::ScenarioSpec;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -226,7 +227,10 @@ impl Default for SimConfig {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct WorkloadConfig {
-    /// `trace` (one trace per thread) or `synthetic` (a generated stream per thread).
+    /// `trace` (one trace per thread), `synthetic` (a generated stream per thread),
+    /// `scenario` (the OS-mode scenario in `[workload.scenario]`), or a built-in OS-mode
+    /// generator: `shootdown-patterns`, `fpr-munmap`, `apache`, `vmscale`, `reclaim`,
+    /// `stm-mprotect` (`crate::workload::generators`).
     pub kind: String,
     /// trace: format of every path.
     pub format: TraceFormat,
@@ -235,15 +239,20 @@ pub struct WorkloadConfig {
     /// Simulate instruction fetches (they still count as instructions when false).
     pub fetches: bool,
     /// synthetic: number of threads (pinned to cores 0..threads), sharing one address
-    /// space; 0 = one per core.
+    /// space. fpr-munmap: N of the case (I/O, compute or mixed threads, FPR Fig. 6);
+    /// apache: worker threads; vmscale: tasks (threads or processes, as the test runs
+    /// them); reclaim: compressor threads; stm-mprotect: threads. 0 = one per core.
     pub threads: u32,
-    /// synthetic: `random`, `sequential` or `strided`.
+    /// synthetic: `random`, `sequential` or `strided`. shootdown-patterns: the name of a
+    /// pattern of bench/patterns.toml (e.g. `munmap-4k`).
     pub pattern: String,
-    /// synthetic: bytes of the region each thread accesses.
+    /// synthetic: bytes of the region each thread accesses. vmscale, reclaim: the whole
+    /// working set (vmscale splits it among the tasks, as vm-scalability sizes each task
+    /// `mem / nr_task`; reclaim: the size of the file compressed).
     pub region_bytes: u64,
     /// synthetic: accesses per thread.
     pub accesses: u64,
-    /// synthetic: bytes between consecutive accesses (sequential, strided).
+    /// synthetic, vmscale, reclaim: bytes between consecutive accesses of a sequential pass.
     pub stride: u64,
     /// synthetic: fraction of accesses that are stores.
     pub write_fraction: f64,
@@ -251,6 +260,36 @@ pub struct WorkloadConfig {
     pub instructions_per_access: u32,
     /// synthetic: threads share one region (true) or each has its own (false).
     pub shared_region: bool,
+    /// OS-mode generators: operations each measuring thread performs before it exits; what
+    /// one operation is depends on the kind (`crate::workload::generators` says, per kind).
+    /// 0 = the kind's default.
+    pub ops: u64,
+    /// fpr-munmap: the case of FPR §V-A1 (Fig. 6), 1 to 5: 1 = N I/O threads, 2 = 1 I/O +
+    /// N compute, 3 = N I/O + 1 compute, 4 = N I/O + M compute, 5 = N mixed threads.
+    pub case: u32,
+    /// fpr-munmap case 4: M, the compute threads. 0 = as many as `threads` (as
+    /// bench/fpr_munmap.c does without --compute).
+    pub compute_threads: u32,
+    /// vmscale: the vm-scalability test (ABIS §5.1): `migrate`, `cow-seq`, `cow-rand`,
+    /// `mmap-read`, `msync` or `anon-read-seq`.
+    pub test: String,
+    /// apache: server processes the worker threads are spread over (mpm_event runs several
+    /// processes of several threads, ABIS §5.2). 0 = 2 (1 if there is one worker).
+    pub processes: u32,
+    /// apache: pages of the file every request maps (0 = 3, an 11 KB default page);
+    /// stm-mprotect: pages of the transactional heap (0 = 64).
+    pub file_pages: u64,
+    /// Cycles of one compute step: fpr-munmap (a compute operation; 0 = 10,000, FPR's
+    /// 1 CF = 10K ops), apache (request processing besides the file; 0 = 20,000),
+    /// reclaim (compressing one block; 0 = 5,000,000), stm-mprotect (a transaction's
+    /// work; 0 = 2,000).
+    pub compute_cycles: u64,
+    /// reclaim and vmscale `mmap-read`: the memory group's limit in MiB, which reclaim
+    /// enforces. 0 = half the working set (`region_bytes`), rounded up.
+    pub memory_limit_mib: u64,
+    /// scenario: the whole OS-mode scenario (`[workload.scenario]`: groups, files,
+    /// processes, threads and their programs; `crate::workload::scenario`).
+    pub scenario: Option<ScenarioSpec>,
 }
 
 impl Default for WorkloadConfig {
@@ -268,6 +307,15 @@ impl Default for WorkloadConfig {
             write_fraction: 0.3,
             instructions_per_access: 3,
             shared_region: true,
+            ops: 0,
+            case: 1,
+            compute_threads: 0,
+            test: String::new(),
+            processes: 0,
+            file_pages: 0,
+            compute_cycles: 0,
+            memory_limit_mib: 0,
+            scenario: None,
         }
     }
 }
@@ -459,11 +507,24 @@ impl Config {
                 }
                 range("workload.instructions_per_access", w.instructions_per_access as u64, 1, 1 << 20)?;
             }
+            // OS mode: building the workload checks every parameter the kind reads (errors
+            // name the key) and the compiled program (`Workload::check`).
+            "scenario" => {
+                crate::workload::build(self)?;
+            }
+            k if crate::workload::generators::KINDS.contains(&k) => {
+                crate::workload::build(self)?;
+            }
             k => {
+                let kinds: Vec<String> = ["trace", "synthetic", "scenario"]
+                    .iter()
+                    .chain(crate::workload::generators::KINDS)
+                    .map(|k| format!("{k:?}"))
+                    .collect();
                 return Err(Error::config(
                     "workload.kind",
-                    format!("{k:?} is not a workload kind: use \"trace\" or \"synthetic\""),
-                ))
+                    format!("{k:?} is not a workload kind: use one of {}", kinds.join(", ")),
+                ));
             }
         }
         Ok(())

@@ -138,6 +138,11 @@ pub struct Workload {
     pub programs: Vec<Vec<Op>>,
     /// Region slots a thread has (pre-mapped regions first, then the slots `Mmap` writes).
     pub slots: usize,
+    /// Programs (indices into `programs`) that a `Fork` starts as a daemon thread (see
+    /// [`ThreadSpec::daemon`]), e.g. a forked child that sleeps while its parent works. A
+    /// forked child whose program is not listed is waited for like any other thread.
+    /// Added after the first version of this IR; empty (the default) keeps the old meaning.
+    pub daemon_programs: Vec<usize>,
 }
 
 impl Workload {
@@ -168,6 +173,10 @@ impl Workload {
                 }
             }
         }
+        if let Some(&p) = self.daemon_programs.iter().find(|&&p| p >= self.programs.len()) {
+            return Err(format!("daemon_programs: no program {p}"));
+        }
+        let must_end = self.programs_that_must_end();
         for (gi, prog) in self.programs.iter().enumerate() {
             for (i, op) in prog.iter().enumerate() {
                 let at = || format!("program[{gi}].op[{i}]");
@@ -187,6 +196,12 @@ impl Workload {
                     Op::Loop { body, .. } if i + body >= prog.len() => {
                         return Err(format!("{}: loop body runs past the end of the program", at()))
                     }
+                    Op::Loop { count: 0, .. } if must_end[gi] => {
+                        return Err(format!(
+                            "{}: a loop forever (count 0) in a program a non-daemon thread runs: the run would never end",
+                            at()
+                        ))
+                    }
                     Op::Fork { program, core } => {
                         if *program >= self.programs.len() {
                             return Err(format!("{}: no program {program}", at()));
@@ -203,6 +218,27 @@ impl Workload {
             }
         }
         Ok(())
+    }
+}
+
+impl Workload {
+    /// Per program: whether a thread that is not a daemon runs it (a `ThreadSpec` with
+    /// `daemon = false`, or a `Fork` of a program not in `daemon_programs`), so it must end.
+    fn programs_that_must_end(&self) -> Vec<bool> {
+        let mut must_end = vec![false; self.programs.len()];
+        for t in self.processes.iter().flat_map(|p| &p.threads) {
+            if !t.daemon && t.program < must_end.len() {
+                must_end[t.program] = true;
+            }
+        }
+        for op in self.programs.iter().flatten() {
+            if let Op::Fork { program, .. } = op {
+                if *program < must_end.len() && !self.daemon_programs.contains(program) {
+                    must_end[*program] = true;
+                }
+            }
+        }
+        must_end
     }
 }
 

@@ -1,0 +1,759 @@
+//! The built-in OS-mode workloads (DESIGN.md "Workloads", source 1: generators for the
+//! papers' benchmarks), selected by `workload.kind`; parameters are flat keys of
+//! `[workload]` (`threads`, `ops`, `case`, `test`, ...; `config::WorkloadConfig` documents
+//! each). Every generator's section says what it follows and what one operation
+//! (`Op::CountOp`, the `ops_completed` counter) is.
+//!
+//! - `shootdown-patterns`: the 13 micro-benchmarks of bench/patterns.toml, one operation
+//!   as bench/shootdown.c does it. The toml file is compiled in, so the native benchmark
+//!   and the simulator read the same list.
+//! - `fpr-munmap`: FPR §V-A1 (Fig. 6) cases 1 to 5, as bench/fpr_munmap.c runs them.
+//! - `apache`: ABIS §5.2 (and FPR §V-A3): mmap a file, read it, munmap, per request.
+//! - `vmscale`: ABIS §5.1, the vm-scalability tests `migrate`, `cow-seq`, `cow-rand`,
+//!   `mmap-read`, `msync`, `anon-read-seq`.
+//! - `reclaim`: ABIS §5.3, PBZIP2 under a memory-group limit that forces reclaim.
+//! - `stm-mprotect`: DiDi §II and §IV: software transactional memory with strong atomicity
+//!   by page protection (the scheme DiDi cites as [1]).
+//!
+//! Sizes default small (`ops`, `region_bytes`, ...), so that a default run takes seconds.
+//! Anything a paper does not say and a generator had to choose is marked **[inferred]**.
+
+use super::program::{AccessMode, Backing, FileSpec, GroupSpec, MapSpec, Op, Pattern, ProcessSpec, ThreadSpec, Workload};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use serde::Deserialize;
+
+/// The generator kinds, as `workload.kind` names them.
+pub const KINDS: &[&str] = &["shootdown-patterns", "fpr-munmap", "apache", "vmscale", "reclaim", "stm-mprotect"];
+
+const PAGE: u64 = 4096;
+/// A spinning daemon's compute step: short (one engine quantum, `sim.quantum_cycles`'s
+/// default) so that it is always running user code when an IPI arrives.
+const SPIN_CYCLES: u64 = 1_000;
+/// A sleeping daemon's block: 2^40 cycles (six minutes at 3 GHz), asleep for any run.
+const SLEEP_CYCLES: u64 = 1 << 40;
+
+/// Build the workload `cfg.workload.kind` names (one of [`KINDS`]).
+pub fn build(cfg: &Config) -> Result<Workload> {
+    let kind = cfg.workload.kind.as_str();
+    check_range("workload.threads", cfg.workload.threads as u64, 0, 4096)?;
+    check_range("workload.ops", cfg.workload.ops, 0, 1 << 40)?;
+    let w = match kind {
+        "shootdown-patterns" => shootdown_patterns(cfg)?,
+        "fpr-munmap" => fpr_munmap(cfg)?,
+        "apache" => apache(cfg)?,
+        "vmscale" => vmscale(cfg)?,
+        "reclaim" => reclaim(cfg)?,
+        "stm-mprotect" => stm_mprotect(cfg)?,
+        k => return Err(Error::config("workload.kind", format!("{k:?} is not a generator: use one of {}", KINDS.join(", ")))),
+    };
+    w.check(cfg.cores())
+        .map_err(|m| Error::config("workload.kind", format!("{kind:?} built a workload that fails its check: {m}")))?;
+    Ok(w)
+}
+
+// ---- shootdown-patterns ----
+
+/// What one operation of a shootdown pattern does (patterns.toml `op`).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum PatternOp {
+    Munmap,
+    MprotectToggle,
+    Dontneed,
+    Cow,
+    FileRead,
+}
+
+/// What the second thread does (patterns.toml `sibling`).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Sibling {
+    Spin,
+    Sleep,
+    None,
+    Process,
+}
+
+/// One `[[pattern]]` of bench/patterns.toml.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ShootdownPattern {
+    pub name: String,
+    /// Prose, for people.
+    pub operation: String,
+    pub op: PatternOp,
+    /// Pages of the operation's region.
+    pub pages: u64,
+    pub sibling: Sibling,
+    /// TLB-shootdown IPIs per operation Linux shows (bench/shootdown measures it).
+    pub expected_ipis_per_op: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatternFile {
+    pattern: Vec<ShootdownPattern>,
+}
+
+/// bench/patterns.toml, compiled in: the one list of patterns for bench/shootdown.c and
+/// this generator.
+pub const PATTERNS_TOML: &str = include_str!("../../../../bench/patterns.toml");
+
+/// The patterns of bench/patterns.toml, in file order.
+pub fn shootdown_patterns_list() -> Vec<ShootdownPattern> {
+    toml::from_str::<PatternFile>(PATTERNS_TOML)
+        .expect("bench/patterns.toml parses (tests/workload_build.rs checks every pattern)")
+        .pattern
+}
+
+/// bench/shootdown.c: the measuring thread (pinned to core 0, class "measure") performs
+/// `ops` operations (default 1,000), each followed by `CountOp`, and exits. The sibling
+/// (core 1): "spin" = a daemon computing forever, "sleep" = a daemon blocked forever,
+/// "none" = absent, "process" = a second single-threaded process (class "sibling", not a
+/// daemon) running the same operations. One operation, by `op`:
+/// - munmap: mmap `pages` pages anonymous private RW, write one byte of each, munmap;
+/// - mprotect-toggle: (set-up: mmap and write the page) mprotect RO, mprotect RW, write;
+/// - dontneed: (set-up: mmap and write the page) write, madvise(MADV_DONTNEED);
+/// - cow: shootdown.c's rounds of `pages` (COW_PAGES) operations: mmap a `pages`-page
+///   private region, write every page, fork a child that sleeps, then operation i writes
+///   one byte to page i, breaking copy-on-write on a page the child shares; after the
+///   round the region is unmapped. The child is a daemon pinned to core 0 (it inherits
+///   the measuring thread's affinity); where shootdown.c ends each round's child, here it
+///   sleeps on (the IR cannot wake it), holding its copy of the old region;
+/// - file-read: (set-up: a `pages`-page file) mmap it shared read-only, read one byte of
+///   each page, munmap.
+///
+/// Set-ups and tear-downs (munmap of the one page) are outside the counted operations, as
+/// in shootdown.c.
+fn shootdown_patterns(cfg: &Config) -> Result<Workload> {
+    let w = &cfg.workload;
+    let patterns = shootdown_patterns_list();
+    let Some(p) = patterns.iter().find(|p| p.name == w.pattern) else {
+        let names: Vec<&str> = patterns.iter().map(|p| p.name.as_str()).collect();
+        return Err(Error::config(
+            "workload.pattern",
+            format!("{:?} is not a shootdown pattern: use one of {} (bench/patterns.toml)", w.pattern, names.join(", ")),
+        ));
+    };
+    if p.sibling != Sibling::None && cfg.cores() < 2 {
+        return Err(Error::config(
+            "workload.pattern",
+            format!("{:?} runs its sibling on core 1, but the machine has {} core", p.name, cfg.cores()),
+        ));
+    }
+    check_range(&format!("bench/patterns.toml: {}: pages", p.name), p.pages, 1, 1 << 20)?;
+    let ops = ops_or(cfg, 1_000);
+    let mut b = Builder::default();
+    let root = b.group("root", 0);
+    let bytes = p.pages * PAGE;
+    let region = 0;
+    let mut prog = Vec::new();
+    match p.op {
+        PatternOp::Munmap => {
+            let one = vec![Op::Mmap { slot: region, spec: anon(bytes, true) }, touch_pages(region, AccessMode::Write, p.pages), Op::Munmap { slot: region }, Op::CountOp];
+            prog.extend(times(ops, one));
+        }
+        PatternOp::MprotectToggle | PatternOp::Dontneed => {
+            prog.push(Op::Mmap { slot: region, spec: anon(bytes, true) });
+            prog.push(touch_pages(region, AccessMode::Write, p.pages));
+            let one = if p.op == PatternOp::MprotectToggle {
+                vec![
+                    Op::Mprotect { slot: region, writable: false },
+                    Op::Mprotect { slot: region, writable: true },
+                    touch_pages(region, AccessMode::Write, p.pages),
+                    Op::CountOp,
+                ]
+            } else {
+                vec![touch_pages(region, AccessMode::Write, p.pages), Op::MadviseDontneed { slot: region }, Op::CountOp]
+            };
+            prog.extend(times(ops, one));
+            prog.push(Op::Munmap { slot: region });
+        }
+        PatternOp::Cow => {
+            let child = b.program(forever(vec![Op::Block { cycles: SLEEP_CYCLES }]));
+            b.w.daemon_programs.push(child);
+            let round = |n: u64| -> Vec<Op> {
+                let mut r = vec![
+                    Op::Mmap { slot: region, spec: anon(bytes, true) },
+                    touch_pages(region, AccessMode::Write, p.pages),
+                    Op::Fork { program: child, core: Some(0) },
+                ];
+                for i in 0..n {
+                    r.push(Op::Access { slot: region, pattern: Pattern::Sequential, mode: AccessMode::Write, count: 1, offset: i * PAGE, len: PAGE, stride: PAGE });
+                    r.push(Op::CountOp);
+                }
+                r.push(Op::Munmap { slot: region });
+                r
+            };
+            prog.extend(times(ops / p.pages, round(p.pages)));
+            if !ops.is_multiple_of(p.pages) {
+                prog.extend(round(ops % p.pages));
+            }
+        }
+        PatternOp::FileRead => {
+            let file = b.file("shootdown-file", p.pages);
+            let one = vec![
+                Op::Mmap { slot: region, spec: file_map(file, 0, bytes, true, false) },
+                touch_pages(region, AccessMode::Read, p.pages),
+                Op::Munmap { slot: region },
+                Op::CountOp,
+            ];
+            prog.extend(times(ops, one));
+        }
+    }
+    prog.push(Op::Exit);
+    let measure = b.program(prog);
+    let main = b.process("shootdown", root, vec![]);
+    b.thread(main, "measure", "measure", Some(0), measure, false);
+    match p.sibling {
+        Sibling::Spin => {
+            let spin = b.program(forever(vec![Op::Compute { cycles: SPIN_CYCLES }]));
+            b.thread(main, "sibling", "spin", Some(1), spin, true);
+        }
+        Sibling::Sleep => {
+            let sleep = b.program(forever(vec![Op::Block { cycles: SLEEP_CYCLES }]));
+            b.thread(main, "sibling", "sleep", Some(1), sleep, true);
+        }
+        Sibling::None => {}
+        Sibling::Process => {
+            let other = b.process("sibling", root, vec![]);
+            b.thread(other, "sibling", "sibling", Some(1), measure, false);
+        }
+    }
+    Ok(b.finish())
+}
+
+// ---- fpr-munmap ----
+
+/// FPR §V-A1 (Fig. 6), as bench/fpr_munmap.c runs it. Thread types: I/O threads loop
+/// mmap → 4 KiB access → munmap on a shared mapping of a one-page file (FPR mapped a
+/// null block device; its page-cache page is what every mmap maps); compute threads
+/// loop a register-only computation of `compute_cycles` (default 10,000: FPR's
+/// "1 CF = 10K ops", one add per cycle **[inferred]**); mixed threads alternate one I/O
+/// and one compute step. Cases (N = `threads`, M = `compute_threads`):
+/// 1 = N I/O; 2 = 1 I/O + N compute; 3 = N I/O + 1 compute; 4 = N I/O + M compute;
+/// 5 = N mixed. Threads are pinned round-robin over the cores in the order I/O, compute,
+/// mixed (as fpr_munmap.c), classes "io", "compute", "mixed".
+///
+/// One operation: an I/O step (I/O threads), a compute step (compute threads), or both
+/// (mixed). FPR runs every thread for a fixed time; here I/O and mixed threads do `ops`
+/// operations (default 1,000) and exit, and compute threads are daemons that compute until
+/// the last of them has, so every class is measured over the same interval **[inferred]**.
+/// The I/O read is one 8-byte read at a random place of the page (fpr_munmap.c reads a
+/// random cache line). Whether a mapping is MAP_FPR is the coherence policy's business:
+/// the IR has no flag for it.
+fn fpr_munmap(cfg: &Config) -> Result<Workload> {
+    let w = &cfg.workload;
+    check_range("workload.case", w.case as u64, 1, 5)?;
+    check_range("workload.compute_threads", w.compute_threads as u64, 0, 4096)?;
+    let n = threads_or_cores(cfg);
+    let m = if w.compute_threads == 0 { n } else { w.compute_threads };
+    let (io, compute, mixed) = match w.case {
+        1 => (n, 0, 0),
+        2 => (1, n, 0),
+        3 => (n, 1, 0),
+        4 => (n, m, 0),
+        _ => (0, 0, n),
+    };
+    let ops = ops_or(cfg, 1_000);
+    let cycles = compute_cycles_or(cfg, 10_000);
+    let mut b = Builder::default();
+    let root = b.group("root", 0);
+    let file = b.file("nullblk", 1);
+    let slot = 0;
+    let io_step = [
+        Op::Mmap { slot, spec: file_map(file, 0, PAGE, true, false) },
+        Op::Access { slot, pattern: Pattern::Random, mode: AccessMode::Read, count: 1, offset: 0, len: 0, stride: 8 },
+        Op::Munmap { slot },
+    ];
+    let io_prog = [times(ops, [&io_step[..], &[Op::CountOp]].concat()), vec![Op::Exit]].concat();
+    let compute_prog = forever(vec![Op::Compute { cycles }, Op::CountOp]);
+    let mixed_prog = [times(ops, [&io_step[..], &[Op::Compute { cycles }, Op::CountOp]].concat()), vec![Op::Exit]].concat();
+    let process = b.process("fpr-munmap", root, vec![]);
+    let cores = cfg.cores();
+    let mut next = 0u32;
+    for (count, class, ops, daemon) in [(io, "io", io_prog, false), (compute, "compute", compute_prog, true), (mixed, "mixed", mixed_prog, false)] {
+        if count == 0 {
+            continue;
+        }
+        let program = b.program(ops);
+        for i in 0..count {
+            b.thread(process, &format!("{class}{i}"), class, Some(next % cores), program, daemon);
+            next += 1;
+        }
+    }
+    Ok(b.finish())
+}
+
+// ---- apache ----
+
+/// ABIS §5.2 (and FPR §V-A3): Apache's mpm_event runs several processes of several
+/// threads, and serves each request by mapping the requested file, sending its content
+/// and unmapping it. `threads` workers (default one per core) spread over `processes`
+/// processes (default 2) in contiguous blocks, unpinned (the scheduler places them), class
+/// "worker". One operation = one request: mmap the `file_pages`-page file (default 3: the
+/// default page of 10,918 bytes **[inferred]**) shared read-only, read it sequentially one
+/// cache line at a time (sending it), munmap, then `compute_cycles` of the rest of the
+/// request's work (default 20,000 **[inferred]**: parsing, logging, the socket). Each
+/// worker serves `ops` requests (default 1,000) and exits. The load generator (wrk) is
+/// not modelled: ABIS isolates it on other cores.
+fn apache(cfg: &Config) -> Result<Workload> {
+    let w = &cfg.workload;
+    let threads = threads_or_cores(cfg);
+    let processes = if w.processes == 0 { 2.min(threads) } else { w.processes };
+    if processes > threads {
+        return Err(Error::config(
+            "workload.processes",
+            format!("{processes} processes for {threads} worker threads (workload.threads): each process needs a worker"),
+        ));
+    }
+    let file_pages = if w.file_pages == 0 { 3 } else { w.file_pages };
+    check_range("workload.file_pages", file_pages, 1, 1 << 20)?;
+    let ops = ops_or(cfg, 1_000);
+    let cycles = compute_cycles_or(cfg, 20_000);
+    let mut b = Builder::default();
+    let root = b.group("root", 0);
+    let file = b.file("index.html", file_pages);
+    let bytes = file_pages * PAGE;
+    let slot = 0;
+    let request = vec![
+        Op::Mmap { slot, spec: file_map(file, 0, bytes, true, false) },
+        Op::Access { slot, pattern: Pattern::Sequential, mode: AccessMode::Read, count: bytes / 64, offset: 0, len: 0, stride: 64 },
+        Op::Munmap { slot },
+        Op::Compute { cycles },
+        Op::CountOp,
+    ];
+    let worker = b.program([times(ops, request), vec![Op::Exit]].concat());
+    for p in 0..processes {
+        let process = b.process(&format!("httpd{p}"), root, vec![]);
+        let (first, end) = (p * threads / processes, (p + 1) * threads / processes);
+        for t in first..end {
+            b.thread(process, &format!("worker{t}"), "worker", None, worker, false);
+        }
+    }
+    Ok(b.finish())
+}
+
+// ---- vmscale ----
+
+/// The vm-scalability tests ABIS §5.1 runs. `region_bytes` is the whole working set,
+/// split among `threads` tasks (default one per core) as vm-scalability sizes each task
+/// (`mem / nr_task`); passes touch memory every `stride` bytes (default 64). One
+/// operation = one pass over the task's memory (`migrate`: one migration of the whole
+/// region); `ops` = passes (default 1; `migrate`: migrations, default 8). Tasks are
+/// unpinned unless said otherwise (usemem does not pin).
+/// - `migrate` (case-migrate): a process maps a file private read-only and reads it; it
+///   is then migrated between NUMA nodes (node 1, 2, ..., 0, 1, ...) while it busy-waits
+///   (ABIS: "we set the benchmark to perform a busy-wait loop"). Here the migrating
+///   thread (core 0, class "migrate") is a thread of the process, and `threads - 1`
+///   daemon threads (class "spin", pinned round-robin from core 1) read their share of
+///   the region and then spin. Needs 2 or more sockets.
+/// - `cow-seq`, `cow-rand` (cow-nt: "multiple threads read and write a private memory
+///   mapped file"): one process; each thread maps its part of a file private writable,
+///   reads it (mapping the page-cache pages read-only), then writes it (sequentially, or
+///   at as many random places), so every first write breaks copy-on-write; then munmap.
+///   Class "cow".
+/// - `mmap-read` (case-lru-file-mmap-read: "multiple processes read a big sparse memory
+///   mapped file"): `threads` single-threaded processes, each reading its own file
+///   sequentially through a private read-only mapping, in a memory group limited to
+///   `memory_limit_mib` (default half the working set), so reclaim runs. Class "read".
+/// - `msync` (case-msync-mt: "multiple threads access a memory mapped file and call
+///   msync"): one process, one shared writable populated file mapping of a task's size
+///   (usemem --prealloc: every thread uses the same one), each thread writes all of it,
+///   then msync(MS_SYNC). Class "msync".
+/// - `anon-read-seq` (case-anon-r-seq): `threads` single-threaded processes each map
+///   anonymous memory read-only and read it sequentially (no shootdowns: ABIS's overhead
+///   test). Class "read".
+fn vmscale(cfg: &Config) -> Result<Workload> {
+    const TESTS: [&str; 6] = ["migrate", "cow-seq", "cow-rand", "mmap-read", "msync", "anon-read-seq"];
+    let w = &cfg.workload;
+    let test = w.test.as_str();
+    if !TESTS.contains(&test) {
+        let tests: Vec<String> = TESTS.iter().map(|t| format!("{t:?}")).collect();
+        return Err(Error::config("workload.test", format!("{test:?} is not a vmscale test: use one of {}", tests.join(", "))));
+    }
+    check_range("workload.region_bytes", w.region_bytes, PAGE, 1 << 40)?;
+    check_range("workload.stride", w.stride, 1, 1 << 30)?;
+    let tasks = threads_or_cores(cfg);
+    // Each task's share, whole pages.
+    let share_pages = (w.region_bytes / PAGE / tasks as u64).max(1);
+    let share = share_pages * PAGE;
+    let stride = w.stride;
+    let accesses = |bytes: u64| bytes.div_ceil(stride);
+    let pass = |slot: usize, mode: AccessMode, offset: u64, bytes: u64| Op::Access {
+        slot,
+        pattern: Pattern::Sequential,
+        mode,
+        count: accesses(bytes),
+        offset,
+        len: bytes,
+        stride,
+    };
+    let cores = cfg.cores();
+    let mut b = Builder::default();
+    let root = b.group("root", 0);
+    let slot = 0;
+    match test {
+        "migrate" => {
+            let nodes = cfg.machine.sockets;
+            if nodes < 2 {
+                return Err(Error::config(
+                    "machine.sockets",
+                    format!("vmscale test \"migrate\" moves pages between NUMA nodes: it needs 2 or more sockets, the machine has {nodes}"),
+                ));
+            }
+            let migrations = ops_or(cfg, 8);
+            let pages = share_pages * tasks as u64;
+            let file = b.file("sparse", pages);
+            let process = b.process("usemem", root, vec![file_map(file, 0, pages * PAGE, false, false)]);
+            let round = |n: u64| -> Vec<Op> {
+                (0..n).flat_map(|k| [Op::MigratePages { slot, node: ((k + 1) % nodes as u64) as u32 }, Op::CountOp]).collect()
+            };
+            let mut prog = vec![pass(slot, AccessMode::Read, 0, pages * PAGE)];
+            prog.extend(times(migrations / nodes as u64, round(nodes as u64)));
+            prog.extend(round(migrations % nodes as u64));
+            prog.push(Op::Exit);
+            let migrator = b.program(prog);
+            b.thread(process, "migrate", "migrate", Some(0), migrator, false);
+            for t in 1..tasks {
+                let spin = b.program(
+                    [vec![pass(slot, AccessMode::Read, t as u64 * share, share)], forever(vec![Op::Compute { cycles: SPIN_CYCLES }])].concat(),
+                );
+                b.thread(process, &format!("spin{t}"), "spin", Some(t % cores), spin, true);
+            }
+        }
+        "cow-seq" | "cow-rand" => {
+            let passes = ops_or(cfg, 1);
+            let file = b.file("sparse", share_pages * tasks as u64);
+            let process = b.process("usemem", root, vec![]);
+            for t in 0..tasks {
+                let write = if test == "cow-seq" {
+                    pass(slot, AccessMode::Write, 0, share)
+                } else {
+                    Op::Access { slot, pattern: Pattern::Random, mode: AccessMode::Write, count: accesses(share), offset: 0, len: 0, stride: 8 }
+                };
+                let one = vec![
+                    Op::Mmap { slot, spec: file_map(file, t as u64 * share_pages, share, false, true) },
+                    pass(slot, AccessMode::Read, 0, share),
+                    write,
+                    Op::Munmap { slot },
+                    Op::CountOp,
+                ];
+                let prog = b.program([times(passes, one), vec![Op::Exit]].concat());
+                b.thread(process, &format!("cow{t}"), "cow", None, prog, false);
+            }
+        }
+        "mmap-read" => {
+            let passes = ops_or(cfg, 1);
+            let limit_mib = memory_limit_mib_or_half(cfg)?;
+            let group = b.group("vmscale", limit_mib * 256);
+            let prog = b.program([times(passes, vec![pass(slot, AccessMode::Read, 0, share), Op::CountOp]), vec![Op::Exit]].concat());
+            for t in 0..tasks {
+                let file = b.file(&format!("sparse{t}"), share_pages);
+                let process = b.process(&format!("usemem{t}"), group, vec![file_map(file, 0, share, false, false)]);
+                b.thread(process, "read", "read", None, prog, false);
+            }
+        }
+        "msync" => {
+            let passes = ops_or(cfg, 1);
+            let file = b.file("sparse", share_pages);
+            let mut region = file_map(file, 0, share, true, true);
+            region.populate = true;
+            let process = b.process("usemem", root, vec![region]);
+            let prog = b.program(
+                [times(passes, vec![pass(slot, AccessMode::Write, 0, share), Op::Msync { slot }, Op::CountOp]), vec![Op::Exit]].concat(),
+            );
+            for t in 0..tasks {
+                b.thread(process, &format!("msync{t}"), "msync", None, prog, false);
+            }
+        }
+        _ => {
+            // anon-read-seq
+            let passes = ops_or(cfg, 1);
+            let prog = b.program(
+                [
+                    vec![Op::Mmap { slot, spec: anon(share, false) }],
+                    times(passes, vec![pass(slot, AccessMode::Read, 0, share), Op::CountOp]),
+                    vec![Op::Munmap { slot }, Op::Exit],
+                ]
+                .concat(),
+            );
+            for t in 0..tasks {
+                let process = b.process(&format!("usemem{t}"), root, vec![]);
+                b.thread(process, "read", "read", None, prog, false);
+            }
+        }
+    }
+    Ok(b.finish())
+}
+
+// ---- reclaim ----
+
+/// PBZIP2 block size: "500k block size" (ABIS §5.3), bzip2's k = 1,000 bytes.
+const PBZIP2_BLOCK: u64 = 500_000;
+
+/// ABIS §5.3: PBZIP2 compresses a file (the Linux 4.4 tar) in 500k blocks split among
+/// its threads, in a container whose memory limit (300 MB) "causes the invalidation of
+/// long-lived idle mappings as inactive memory is reclaimed". Here: one process in a
+/// memory group of `memory_limit_mib` (default half the input; ABIS: 300 MB for a ~630 MB
+/// tar), `threads` compressor threads (default one per core, unpinned, class "compress").
+/// The input of `region_bytes` bytes is a file mapped private read-only **[inferred]**:
+/// PBZIP2 reads it into anonymous memory and ABIS swaps to ZRAM; clean file pages make
+/// the same idle long-lived mappings for reclaim to take, with or without a swap model.
+/// Thread t compresses blocks t, t + threads, ...: it reads the block sequentially,
+/// works in its private bzip2 work area (400k + 8 × block size, bzip2's documented
+/// compression memory) with `block / 64` random reads and writes **[inferred]**, computes
+/// `compute_cycles` (default 5,000,000 **[inferred]**: bzip2's ~300 cycles per byte would
+/// be 150,000,000; scaled down 30× so a default run is short), and writes the compressed
+/// block (1/7 of its size **[inferred]**, a kernel tar's bzip2 ratio) into an anonymous
+/// output buffer the writer would drain. One operation = one block; `ops` = passes over
+/// the file (default 1).
+fn reclaim(cfg: &Config) -> Result<Workload> {
+    let w = &cfg.workload;
+    // Blocks are unrolled (each reads its own offset): 64 GiB is 137,439 blocks.
+    check_range("workload.region_bytes", w.region_bytes, PAGE, 1 << 36)?;
+    check_range("workload.stride", w.stride, 1, 1 << 30)?;
+    let threads = threads_or_cores(cfg) as u64;
+    let passes = ops_or(cfg, 1);
+    let cycles = compute_cycles_or(cfg, 5_000_000);
+    let limit_mib = memory_limit_mib_or_half(cfg)?;
+    let input = w.region_bytes;
+    let blocks = input.div_ceil(PBZIP2_BLOCK);
+    let output = input.div_ceil(7).max(1);
+    let work = 400_000 + 8 * PBZIP2_BLOCK;
+    let mut b = Builder::default();
+    b.group("root", 0);
+    let group = b.group("pbzip2", limit_mib * 256);
+    let file = b.file("linux-4.4.tar", input.div_ceil(PAGE));
+    let (input_slot, output_slot) = (0, 1);
+    let mut regions = vec![file_map(file, 0, input, false, false), anon(output, true)];
+    regions.extend((0..threads).map(|_| anon(work, true)));
+    let process = b.process("pbzip2", group, regions);
+    for t in 0..threads {
+        let work_slot = 2 + t as usize;
+        let mut pass = Vec::new();
+        for block in (t..blocks).step_by(threads as usize) {
+            let start = block * PBZIP2_BLOCK;
+            let len = PBZIP2_BLOCK.min(input - start);
+            let (out_start, out_len) = (start / 7, len.div_ceil(7));
+            pass.push(Op::Access {
+                slot: input_slot,
+                pattern: Pattern::Sequential,
+                mode: AccessMode::Read,
+                count: len.div_ceil(w.stride),
+                offset: start,
+                len,
+                stride: w.stride,
+            });
+            pass.push(Op::Access { slot: work_slot, pattern: Pattern::Random, mode: AccessMode::Mixed(0.5), count: len / 64, offset: 0, len: 0, stride: 8 });
+            pass.push(Op::Compute { cycles });
+            let out_len = out_len.min(output - out_start);
+            pass.push(Op::Access {
+                slot: output_slot,
+                pattern: Pattern::Sequential,
+                mode: AccessMode::Write,
+                count: out_len.div_ceil(w.stride),
+                offset: out_start,
+                len: out_len,
+                stride: w.stride,
+            });
+            pass.push(Op::CountOp);
+        }
+        let prog = b.program([times(passes, pass), vec![Op::Exit]].concat());
+        b.thread(process, &format!("compress{t}"), "compress", None, prog, false);
+    }
+    Ok(b.finish())
+}
+
+// ---- stm-mprotect ----
+
+/// Accesses of one transaction to its page, and of the non-transactional code after it
+/// **[inferred]**: small transactions, as STAMP's are.
+const STM_TX_ACCESSES: u64 = 16;
+const STM_PLAIN_ACCESSES: u64 = 4;
+
+/// DiDi §II: "software TM (STM) systems can only provide strong atomicity by modifying
+/// page access permissions inside a transaction"; DiDi §IV implements "a simplified
+/// version of the strong atomicity for STM systems as described in [1]" (TL2 and STAMP)
+/// to stress shootdowns. [1]'s scheme, as modelled here **[inferred where DiDi is
+/// silent]**: the heap (a `file_pages`-page shared file, default 64) is mapped twice, a
+/// transactional view and a plain view, one region per page in each. A transaction on
+/// page p protects p's plain page (mprotect read-only: the IR has no PROT_NONE) so that
+/// non-transactional code cannot write it, reads and writes p through the transactional
+/// view (`STM_TX_ACCESSES` accesses, half writes), computes `compute_cycles` (default
+/// 2,000), and commits by making the plain page writable again; then non-transactional
+/// code reads another page through the plain view. Thread t's j-th transaction uses page
+/// (t + j) mod pages, so every thread touches every page and every mprotect has sharers.
+/// `threads` threads (default one per core) pinned round-robin, class "stm"; one operation
+/// = one transaction; `ops` transactions per thread (default 1,000).
+fn stm_mprotect(cfg: &Config) -> Result<Workload> {
+    let w = &cfg.workload;
+    let pages = if w.file_pages == 0 { 64 } else { w.file_pages };
+    check_range("workload.file_pages", pages, 2, 4096)?;
+    let threads = threads_or_cores(cfg);
+    let ops = ops_or(cfg, 1_000);
+    let cycles = compute_cycles_or(cfg, 2_000);
+    let mut b = Builder::default();
+    let root = b.group("root", 0);
+    let heap = b.file("stm-heap", pages);
+    // Slots 0..pages: the transactional view; pages..2 × pages: the plain view.
+    let regions: Vec<MapSpec> = (0..2).flat_map(|_| (0..pages).map(|p| file_map(heap, p, PAGE, true, true))).collect();
+    let tx_slot = |p: u64| p as usize;
+    let plain_slot = |p: u64| (pages + p) as usize;
+    let process = b.process("stm", root, regions);
+    let transaction = |p: u64| -> Vec<Op> {
+        vec![
+            Op::Mprotect { slot: plain_slot(p), writable: false },
+            Op::Access { slot: tx_slot(p), pattern: Pattern::Random, mode: AccessMode::Mixed(0.5), count: STM_TX_ACCESSES, offset: 0, len: 0, stride: 8 },
+            Op::Compute { cycles },
+            Op::Mprotect { slot: plain_slot(p), writable: true },
+            Op::CountOp,
+            Op::Access {
+                slot: plain_slot((p + pages / 2) % pages),
+                pattern: Pattern::Random,
+                mode: AccessMode::Read,
+                count: STM_PLAIN_ACCESSES,
+                offset: 0,
+                len: 0,
+                stride: 8,
+            },
+        ]
+    };
+    let cores = cfg.cores();
+    for t in 0..threads as u64 {
+        let round = |n: u64| -> Vec<Op> { (0..n).flat_map(|j| transaction((t + j) % pages)).collect() };
+        let prog = b.program([times(ops / pages, round(pages)), round(ops % pages), vec![Op::Exit]].concat());
+        b.thread(process, &format!("stm{t}"), "stm", Some(t as u32 % cores), prog, false);
+    }
+    Ok(b.finish())
+}
+
+// ---- building blocks ----
+
+/// Collects groups, files, processes and programs; `finish` counts the slots.
+#[derive(Default)]
+struct Builder {
+    w: Workload,
+}
+
+impl Builder {
+    fn group(&mut self, name: &str, limit_pages: u64) -> usize {
+        self.w.groups.push(GroupSpec { name: name.into(), limit_pages });
+        self.w.groups.len() - 1
+    }
+
+    fn file(&mut self, name: &str, pages: u64) -> u32 {
+        self.w.files.push(FileSpec { name: name.into(), pages });
+        (self.w.files.len() - 1) as u32
+    }
+
+    fn program(&mut self, ops: Vec<Op>) -> usize {
+        self.w.programs.push(ops);
+        self.w.programs.len() - 1
+    }
+
+    fn process(&mut self, name: &str, group: usize, regions: Vec<MapSpec>) -> usize {
+        self.w.processes.push(ProcessSpec { name: name.into(), group, regions, threads: Vec::new() });
+        self.w.processes.len() - 1
+    }
+
+    fn thread(&mut self, process: usize, name: &str, class: &str, core: Option<u32>, program: usize, daemon: bool) {
+        self.w.processes[process].threads.push(ThreadSpec { name: name.into(), class: class.into(), core, program, daemon });
+    }
+
+    fn finish(mut self) -> Workload {
+        let regions = self.w.processes.iter().map(|p| p.regions.len()).max().unwrap_or(0);
+        let used = self.w.programs.iter().flatten().filter_map(slot_of).map(|s| s + 1).max().unwrap_or(0);
+        self.w.slots = regions.max(used);
+        self.w
+    }
+}
+
+fn slot_of(op: &Op) -> Option<usize> {
+    match op {
+        Op::Access { slot, .. }
+        | Op::Mmap { slot, .. }
+        | Op::Munmap { slot }
+        | Op::Mprotect { slot, .. }
+        | Op::MadviseDontneed { slot }
+        | Op::Msync { slot }
+        | Op::MigratePages { slot, .. } => Some(*slot),
+        _ => None,
+    }
+}
+
+fn anon(bytes: u64, writable: bool) -> MapSpec {
+    MapSpec { bytes, backing: Backing::Anonymous, shared: false, populate: false, writable }
+}
+
+fn file_map(file: u32, offset_pages: u64, bytes: u64, shared: bool, writable: bool) -> MapSpec {
+    MapSpec { bytes, backing: Backing::File { file, offset_pages }, shared, populate: false, writable }
+}
+
+/// One access to the first byte of each of the region's first `pages` pages.
+fn touch_pages(slot: usize, mode: AccessMode, pages: u64) -> Op {
+    Op::Access { slot, pattern: Pattern::Sequential, mode, count: pages, offset: 0, len: pages * PAGE, stride: PAGE }
+}
+
+/// `body` repeated `count` times, in the flat loop form (`Loop { count: 0 }` would be
+/// forever, so zero repetitions are no operations at all).
+fn times(count: u64, body: Vec<Op>) -> Vec<Op> {
+    match count {
+        0 => Vec::new(),
+        1 => body,
+        _ if body.is_empty() => Vec::new(),
+        _ => {
+            let mut v = Vec::with_capacity(body.len() + 1);
+            v.push(Op::Loop { count, body: body.len() });
+            v.extend(body);
+            v
+        }
+    }
+}
+
+/// `body` repeated forever (daemon threads only).
+fn forever(body: Vec<Op>) -> Vec<Op> {
+    let mut v = vec![Op::Loop { count: 0, body: body.len() }];
+    v.extend(body);
+    v
+}
+
+fn threads_or_cores(cfg: &Config) -> u32 {
+    if cfg.workload.threads == 0 {
+        cfg.cores()
+    } else {
+        cfg.workload.threads
+    }
+}
+
+fn ops_or(cfg: &Config, default: u64) -> u64 {
+    if cfg.workload.ops == 0 {
+        default
+    } else {
+        cfg.workload.ops
+    }
+}
+
+fn compute_cycles_or(cfg: &Config, default: u64) -> u64 {
+    if cfg.workload.compute_cycles == 0 {
+        default
+    } else {
+        cfg.workload.compute_cycles
+    }
+}
+
+/// `memory_limit_mib`, or half the working set (`region_bytes`), rounded up.
+fn memory_limit_mib_or_half(cfg: &Config) -> Result<u64> {
+    let w = &cfg.workload;
+    let mib = if w.memory_limit_mib == 0 { (w.region_bytes / 2).div_ceil(1 << 20).max(1) } else { w.memory_limit_mib };
+    check_range("workload.memory_limit_mib", mib, 1, 1 << 30)?;
+    Ok(mib)
+}
+
+fn check_range(key: &str, v: u64, lo: u64, hi: u64) -> Result<()> {
+    if v < lo || v > hi {
+        return Err(Error::config(key, format!("{v} is out of range: allowed {lo} to {hi}")));
+    }
+    Ok(())
+}
