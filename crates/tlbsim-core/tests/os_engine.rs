@@ -42,6 +42,7 @@ fn two_threads(ops: Vec<Op>, sibling: Option<Vec<Op>>) -> Workload {
         processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads }],
         programs,
         slots: 2,
+        ..Default::default()
     }
 }
 
@@ -206,6 +207,7 @@ fn copy_on_write_breaks_flush_one_page_each() {
         Some(spin()),
     );
     w.programs.push(sleep());
+    w.daemon_programs.push(child_program);
     w.processes[0].regions = vec![anon(256 * 4096)];
     let v = run("linux", w);
     assert_eq!(v["totals"]["cow_faults"], 256);

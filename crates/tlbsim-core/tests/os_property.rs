@@ -117,6 +117,7 @@ fn scenario(g: &mut Gen, cores: u32, nodes: u32) -> Workload {
         processes,
         programs,
         slots: 3,
+        ..Default::default()
     }
 }
 
@@ -183,6 +184,7 @@ fn none_is_caught_when_a_cached_page_is_unmapped_or_write_protected() {
             }],
             programs: vec![worker, victim],
             slots: 1,
+            ..Default::default()
         };
         let v = run(&cfg, w);
         let victim_core = (cores - 1) as usize;

@@ -638,8 +638,10 @@ impl<P: Coherence> Os<P> {
         let now = self.clock(core);
         let name = format!("{}-child", self.threads[thread].name);
         let class = self.threads[thread].class.clone();
-        // A forked child is a background process: the run does not wait for it.
-        self.spawn_thread(child, name, class, true, program, target, child_core.is_some(), slots, now);
+        // A child whose program the workload marks as a daemon (it sleeps or spins
+        // forever) does not keep the run going.
+        let daemon = self.w.daemon_programs.contains(&program);
+        self.spawn_thread(child, name, class, daemon, program, target, child_core.is_some(), slots, now);
         // flush_tlb_mm(parent): a full flush of the parent's address space.
         if !gather.pages.is_empty() {
             self.flush(core, parent, FlushReason::Fork, true, gather);
