@@ -41,6 +41,12 @@ pub struct BenchReport {
     /// evidence that each stream measures what it says.
     pub l1_hit_stream_hit_rate: f64,
     pub walk_stream_walk_rate: f64,
+    /// (iii) A 64-core `apache` run on the `didi-cmp` preset under the `linux` policy:
+    /// simulated events (memory accesses plus OS operations: system calls, page faults,
+    /// context switches, interrupts taken) per second of host time.
+    pub multicore_events_per_s: f64,
+    pub multicore_events: u64,
+    pub multicore_ops_per_thread: u64,
 }
 
 const BASE: u64 = 0x7f00_0000_0000;
@@ -104,6 +110,9 @@ pub fn run_bench(opts: &BenchOptions) -> crate::Result<BenchReport> {
 
     let (walk_stream_per_s, walk_stream_walk_rate) = walk_stream(n)?;
 
+    let multicore_ops_per_thread = (n / 100_000).max(20);
+    let (multicore_events_per_s, multicore_events) = multicore(64, multicore_ops_per_thread)?;
+
     Ok(BenchReport {
         l1_hit_stream_per_s,
         walk_stream_per_s,
@@ -112,7 +121,25 @@ pub fn run_bench(opts: &BenchOptions) -> crate::Result<BenchReport> {
         accesses: n,
         l1_hit_stream_hit_rate,
         walk_stream_walk_rate,
+        multicore_events_per_s,
+        multicore_events,
+        multicore_ops_per_thread,
     })
+}
+
+/// Stream (iii): `apache` with one worker per core on `cores` cores of the `didi-cmp`
+/// preset, `ops` requests per worker. Returns (events per second, events).
+pub fn multicore(cores: u32, ops: u64) -> crate::Result<(f64, u64)> {
+    let tree = serde_json::json!({
+        "machine": {"preset": "didi-cmp", "cores_per_socket": cores},
+        "os": {"coherence": "linux"},
+        "workload": {"kind": "apache", "threads": cores, "ops": ops},
+    });
+    let start = Instant::now();
+    let out = crate::run(tree, &[], std::path::Path::new("."))?;
+    let secs = start.elapsed().as_secs_f64();
+    let events = out.stats["run"]["events"].as_u64().unwrap_or(0);
+    Ok((events as f64 / secs, events))
 }
 
 /// Stream (ii) alone: accesses per second and the fraction of accesses that walked.

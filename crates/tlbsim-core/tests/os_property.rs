@@ -45,7 +45,7 @@ fn program(g: &mut Gen, cores: u32, nodes: u32, fork_program: Option<usize>) -> 
     let pattern = g.pick(&[Pattern::Sequential, Pattern::Random, Pattern::Zipf { theta: 0.9 }]);
     for _ in 0..1 + g.below(8) {
         let op = match g.below(13) {
-            0 | 1 | 2 => access(0, g.pick(&[AccessMode::Read, AccessMode::Write, AccessMode::Mixed(0.5)]), 1 + g.below(40), pattern),
+            0..=2 => access(0, g.pick(&[AccessMode::Read, AccessMode::Write, AccessMode::Mixed(0.5)]), 1 + g.below(40), pattern),
             3 => Op::Mprotect { slot: 0, writable: g.chance(50) },
             4 => Op::MadviseDontneed { slot: 0 },
             5 => {
@@ -135,6 +135,7 @@ fn random_scenarios_never_use_stale_translations_under_linux_and_oracle() {
         let policy = if i % 2 == 0 { "linux" } else { "oracle" };
         let cfg = config(&mut g, policy, sockets, per);
         let w = scenario(&mut g, sockets * per, sockets);
+        // TLBSIM_SCENARIO=N replays scenario N alone (the generator still draws them all).
         if std::env::var("TLBSIM_SCENARIO").is_ok_and(|s| s != i.to_string()) {
             continue;
         }

@@ -106,13 +106,18 @@ pub struct OsView<'a> {
     /// `mm_cpumask` of the request's address space.
     pub cpumask: &'a [bool],
     /// Per core: whether its TLB holds a translation the request makes stale (what only a
-    /// simulator knows; the `oracle` policy uses it).
+    /// simulator knows; filled only for a policy whose `wants_holders` is true).
     pub holders: &'a [bool],
     /// `os.flush_ceiling` (Linux's tlb_single_page_flush_ceiling).
     pub flush_ceiling: u32,
 }
 
 pub trait Coherence {
+    /// Whether `plan` reads `OsView::holders` (computing it costs a probe of every TLB).
+    fn wants_holders(&self) -> bool {
+        false
+    }
+
     /// Targets and delivery path of `req`. The initiator's own flush is decided by
     /// `on_deliver` on the initiator.
     fn plan(&mut self, view: &OsView<'_>, req: &FlushRequest, plan: &mut FlushPlan);

@@ -11,6 +11,10 @@ use crate::types::CoreId;
 pub struct Oracle;
 
 impl Coherence for Oracle {
+    fn wants_holders(&self) -> bool {
+        true
+    }
+
     fn plan(&mut self, view: &OsView<'_>, _req: &FlushRequest, plan: &mut FlushPlan) {
         plan.delivery = Some(Delivery::Free);
         // Every holder, the initiator included: it may hold the address space's entries

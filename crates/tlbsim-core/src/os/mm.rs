@@ -80,6 +80,7 @@ impl<P: Coherence> Os<P> {
     }
 
     /// Map one page in `pid`'s tree, page-table pages placed by `os.pt_placement`.
+    #[allow(clippy::too_many_arguments)]
     fn map_page(&mut self, core: usize, pid: u32, va: u64, pfn: Pfn, size: PageSize, writable: bool, dirty: bool) -> Result<()> {
         let socket = self.m.cores[core].socket;
         let nodes = self.m.mem.nodes();

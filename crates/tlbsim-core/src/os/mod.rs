@@ -39,6 +39,7 @@ use crate::types::{CoreId, NodeId, Pfn, Vpn};
 use crate::workload::program::{Op, Workload};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::rc::Rc;
 
 /// Linux x86's dynamic ASIDs per CPU (TLB_NR_DYN_ASIDS).
 const PCID_SLOTS: usize = 6;
@@ -194,7 +195,12 @@ pub(crate) struct CoreOs {
 }
 
 struct Shootdown {
-    req: FlushRequest,
+    req: Rc<FlushRequest>,
+    /// The page table's leaf entries of `req.pages` when the request was made (to tell a
+    /// target that held a stale entry from a false positive).
+    leaves: Rc<Vec<Option<u64>>>,
+    /// Cores that flushed the request's pages (the checker need not look at them).
+    flushed: Vec<usize>,
     initiator: usize,
     acks_left: u32,
     targets: u32,
@@ -262,6 +268,11 @@ pub(crate) struct Os<P: Coherence> {
     pub seed: u64,
     /// Cycle at which the last non-daemon thread exited.
     end_cycle: u64,
+    /// Per core: its clock if it has work (a thread to run and no acks to wait for), else
+    /// u64::MAX; kept up to date through `dirty`, the cores whose state may have changed
+    /// since the last scheduling decision.
+    keys: MinTree,
+    dirty: Vec<usize>,
     steps: u64,
 }
 
@@ -342,6 +353,8 @@ impl<P: Coherence> Os<P> {
             live_workers: 0,
             seed: cfg.seed,
             end_cycle: 0,
+            keys: MinTree::new(ncores),
+            dirty: (0..ncores).collect(),
             steps: 0,
         };
         let mut next_core = 0usize;
@@ -376,6 +389,7 @@ impl<P: Coherence> Os<P> {
     pub(crate) fn set_clock(&mut self, core: usize, cycles: u64) {
         let c = &mut self.m.cores[core];
         c.clock = c.clock.max(cycles << CLOCK_SHIFT);
+        self.dirty.push(core);
     }
 
     /// Charge `cycles` of kernel or user work to `core`.
@@ -452,6 +466,7 @@ impl<P: Coherence> Os<P> {
 
     /// Make `thread` runnable on `core` at time `at`.
     fn enqueue(&mut self, thread: usize, core: usize, at: u64) {
+        self.dirty.push(core);
         self.threads[thread].core = core;
         self.threads[thread].state = ThreadState::Runnable;
         let c = &mut self.cores[core];
@@ -468,27 +483,16 @@ impl<P: Coherence> Os<P> {
 
     /// Main loop: run until every non-daemon thread has exited.
     fn simulate(&mut self) -> Result<()> {
-        let ncores = self.cores.len();
         while self.live_workers > 0 {
-            // The core furthest behind among those with work.
-            let mut best: Option<(u64, usize)> = None;
-            let mut second = u64::MAX;
-            for c in 0..ncores {
+            // The core furthest behind among those with work (ties: the lowest number).
+            while let Some(c) = self.dirty.pop() {
                 let co = &self.cores[c];
-                if co.waiting > 0 || (co.current.is_none() && co.runq.is_empty()) {
-                    continue;
-                }
-                let t = self.clock(c);
-                match best {
-                    Some((bt, _)) if t >= bt => second = second.min(t),
-                    _ => {
-                        if let Some((bt, _)) = best {
-                            second = second.min(bt);
-                        }
-                        best = Some((t, c));
-                    }
-                }
+                let idle = co.waiting > 0 || (co.current.is_none() && co.runq.is_empty());
+                self.keys.set(c, if idle { u64::MAX } else { self.m.cores[c].clock >> CLOCK_SHIFT });
             }
+            let (bt, bc) = self.keys.min();
+            let best = (bt != u64::MAX).then_some((bt, bc));
+            let second = if best.is_some() { self.keys.min_except(bc) } else { u64::MAX };
             let next_event = self.events.peek().map(|Reverse((t, _, _))| *t);
             match (best, next_event) {
                 (None, None) => {
@@ -502,6 +506,7 @@ impl<P: Coherence> Os<P> {
                 (Some((t, core)), e) => {
                     let limit = second.min(e.unwrap_or(u64::MAX)).min(t.saturating_add(self.quantum * 64)).saturating_add(self.quantum);
                     self.run_core(core, limit)?;
+                    self.dirty.push(core);
                 }
             }
             self.steps += 1;
@@ -697,20 +702,20 @@ impl<P: Coherence> Os<P> {
         }
     }
 
-    /// Whether `core`'s TLB holds a translation of one of `pages` of `pid` that disagrees
-    /// with the page table now.
-    fn holds_stale(&mut self, core: usize, pid: u32, pages: &[Vpn]) -> bool {
-        let Some(tag) = self.tag_on(core, pid) else { return false };
+    /// The page table's leaf entry now for each of `pages`.
+    fn current_leaves(&self, pid: u32, pages: &[Vpn]) -> Vec<Option<u64>> {
         let root = self.procs[pid as usize].root;
-        let levels = self.pt_levels;
-        for &vpn in pages {
-            let cur = self.m.pt.lookup(root, levels, vpn.0 << 12).map(|l| l.pte);
+        pages.iter().map(|v| self.m.pt.lookup(root, self.pt_levels, v.0 << 12).map(|l| l.pte)).collect()
+    }
+
+    /// Whether `core`'s TLB holds a translation of one of `pages` of `pid` that disagrees
+    /// with `current`, the page table's leaf entries of those pages.
+    fn holds_stale_with(&mut self, core: usize, pid: u32, pages: &[Vpn], current: &[Option<u64>]) -> bool {
+        let Some(tag) = self.tag_on(core, pid) else { return false };
+        pages.iter().zip(current).any(|(&vpn, &cur)| {
             let stale = |e: &crate::tlb::TlbEntry| entry_is_stale(e, vpn, cur);
-            if self.m.cores[core].tlbs.holds_if(vpn, tag, &stale) {
-                return true;
-            }
-        }
-        false
+            self.m.cores[core].tlbs.holds_if(vpn, tag, &stale)
+        })
     }
 
     /// A page-table change of `pid` by `core` needs TLB coherence: run the protocol.
@@ -734,7 +739,14 @@ impl<P: Coherence> Os<P> {
             new_gen: p.tlb_gen,
         };
         let ncores = self.cores.len();
-        let holders: Vec<bool> = (0..ncores).map(|c| self.holds_stale(c, pid, &req.pages)).collect();
+        // Which TLBs hold a translation the change made stale: only the simulator knows;
+        // computed only for a policy that asks (the oracle).
+        let holders: Vec<bool> = if self.policy.wants_holders() {
+            let current = self.current_leaves(pid, &req.pages);
+            (0..ncores).map(|c| self.holds_stale_with(c, pid, &req.pages, &current)).collect()
+        } else {
+            vec![false; ncores]
+        };
         let views: Vec<CoreView> = (0..ncores).map(|c| self.core_view(c)).collect();
         let mut plan = FlushPlan::default();
         let cpumask = self.procs[pid as usize].cpumask.clone();
@@ -743,10 +755,14 @@ impl<P: Coherence> Os<P> {
         // when the policy names it (it may hold the mm's entries under another PCID).
         let me = views[core];
         let named = plan.targets.iter().position(|t| t.0 as usize == core).map(|i| plan.targets.remove(i)).is_some();
+        let mut flushed = Vec::new();
         if named || me.loaded_mm == Some(pid) {
             let action = self.policy.on_deliver(CoreId(core as u32), &me, &req, self.ceiling);
-            self.apply_local(core, pid, &req, action);
+            if self.apply_local(core, pid, &req, action, &mut NoTlbListener) {
+                flushed.push(core);
+            }
         }
+        let leaves = Rc::new(self.current_leaves(pid, &req.pages));
         let n = plan.targets.len() as u32;
         if n > 0 {
             self.stats[core].shootdowns_sent += 1;
@@ -756,7 +772,9 @@ impl<P: Coherence> Os<P> {
         }
         let sd = self.shootdowns.len();
         self.shootdowns.push(Shootdown {
-            req,
+            req: Rc::new(req),
+            leaves,
+            flushed,
             initiator: core,
             acks_left: n,
             targets: n,
@@ -798,12 +816,7 @@ impl<P: Coherence> Os<P> {
             _ => {
                 // Free delivery (or nobody to reach): every target flushes now, at no cost.
                 for t in plan.targets.clone() {
-                    let t = t.0 as usize;
-                    let req = self.shootdowns[sd].req.clone();
-                    let view = self.core_view(t);
-                    let action = self.policy.on_deliver(CoreId(t as u32), &view, &req, self.ceiling);
-                    self.count_false_positive(t, &req);
-                    self.apply_local(t, pid, &req, action);
+                    self.deliver(t.0 as usize, sd);
                 }
                 self.complete(sd);
                 false
@@ -811,34 +824,51 @@ impl<P: Coherence> Os<P> {
         }
     }
 
-    fn count_false_positive(&mut self, core: usize, req: &FlushRequest) {
-        if !self.holds_stale(core, req.mm, &req.pages) {
+    /// Request `sd` reaches `core`: the policy decides, the core flushes; counts a false
+    /// positive if the core held no stale translation of the request's pages.
+    fn deliver(&mut self, core: usize, sd: usize) {
+        let (req, leaves) = (self.shootdowns[sd].req.clone(), self.shootdowns[sd].leaves.clone());
+        let view = self.core_view(core);
+        let action = self.policy.on_deliver(CoreId(core as u32), &view, &req, self.ceiling);
+        let mut seen = StaleSeen { pages: &req.pages, leaves: &leaves, held: false };
+        if action != LocalFlush::Pages {
+            seen.held = self.holds_stale_with(core, req.mm, &req.pages, &leaves);
+        }
+        if self.apply_local(core, req.mm, &req, action, &mut seen) {
+            self.shootdowns[sd].flushed.push(core);
+        }
+        if !seen.held {
             self.stats[core].false_positive_targets += 1;
         }
     }
 
     /// Carry out a core's decision about request `req`.
-    fn apply_local(&mut self, core: usize, pid: u32, req: &FlushRequest, action: LocalFlush) {
+    /// Returns whether the core flushed the request's pages. `removed` sees the entries
+    /// a per-page flush removes.
+    fn apply_local<L: crate::tlb::hierarchy::TlbListener>(&mut self, core: usize, pid: u32, req: &FlushRequest, action: LocalFlush, removed: &mut L) -> bool {
         match action {
-            LocalFlush::Nothing => {}
+            LocalFlush::Nothing => false,
             LocalFlush::Pages => {
                 if let Some(tag) = self.tag_on(core, pid) {
                     for &vpn in &req.pages {
-                        self.m.cores[core].tlbs.invalidate_page(vpn, Some(tag), &mut NoTlbListener);
+                        self.m.cores[core].tlbs.invalidate_page(vpn, Some(tag), removed);
                     }
                 }
                 let n = req.pages.len() as u64;
                 self.stats[core].pages_flushed += n;
                 self.charge(core, self.costs.invlpg * n);
                 self.catch_up(core, pid, req.new_gen);
+                true
             }
             LocalFlush::Full => {
                 let cause = if req.full || req.pages.len() as u64 <= self.ceiling as u64 { Cause::Shootdown } else { Cause::Ceiling };
                 self.full_flush_mm(core, pid, cause);
                 self.catch_up(core, pid, req.new_gen);
+                true
             }
             LocalFlush::LeaveMask => {
                 self.procs[pid as usize].cpumask[core] = false;
+                false
             }
             LocalFlush::DropLazyMm => {
                 // switch_mm to init_mm: the borrowed mm's entries go.
@@ -850,6 +880,7 @@ impl<P: Coherence> Os<P> {
                 if let Some(s) = self.cores[core].pcid.iter().position(|&(p, _)| p == pid) {
                     self.cores[core].pcid[s] = (u32::MAX, 0);
                 }
+                true
             }
         }
     }
@@ -890,15 +921,11 @@ impl<P: Coherence> Os<P> {
 
     fn handle_irq(&mut self, core: usize, irq: Irq) {
         let sd = irq.shootdown;
-        let req = self.shootdowns[sd].req.clone();
         let start = self.clock(core);
         self.stats[core].shootdown_ipis_received += 1;
-        self.count_false_positive(core, &req);
-        let view = self.core_view(core);
-        let action = self.policy.on_deliver(CoreId(core as u32), &view, &req, self.ceiling);
         let targets = self.shootdowns[sd].targets as u64;
         self.charge(core, self.costs.interrupt + self.costs.ack + self.costs.ack_contention_per_target * targets.saturating_sub(1));
-        self.apply_local(core, req.mm, &req, action);
+        self.deliver(core, sd);
         let spent = self.clock(core) - start;
         self.stats[core].shootdown_cycles_target += spent;
         let done_at = self.clock(core);
@@ -924,10 +951,11 @@ impl<P: Coherence> Os<P> {
         let frames = std::mem::take(&mut s.frames);
         let tables = std::mem::take(&mut s.tables);
         let pid = s.req.mm;
-        let pages = std::mem::take(&mut s.req.pages);
+        let req = s.req.clone();
+        let flushed = std::mem::take(&mut s.flushed);
         let initiator = s.initiator;
         if self.checker {
-            self.mark_stale(pid, &pages, &tables);
+            self.mark_stale(pid, &req.pages, &tables, &flushed);
         }
         self.release(initiator, frames, tables);
         // Completed records are dropped from the tail so the vector stays short.
@@ -936,20 +964,25 @@ impl<P: Coherence> Os<P> {
         }
     }
 
-    fn mark_stale(&mut self, pid: u32, pages: &[Vpn], tables: &[u32]) {
-        let root = self.procs[pid as usize].root;
-        let levels = self.pt_levels;
+    fn mark_stale(&mut self, pid: u32, pages: &[Vpn], tables: &[u32], flushed: &[usize]) {
+        let current = self.current_leaves(pid, pages);
         for core in 0..self.cores.len() {
+            // A core that flushed the pages can only have refilled them from the new page
+            // table since.
+            if flushed.contains(&core) && tables.is_empty() {
+                continue;
+            }
             if let Some(tag) = self.tag_on(core, pid) {
-                for &vpn in pages {
-                    let cur = self.m.pt.lookup(root, levels, vpn.0 << 12).map(|l| l.pte);
+                for (&vpn, &cur) in pages.iter().zip(&current) {
                     let stale = |e: &crate::tlb::TlbEntry| entry_is_stale(e, vpn, cur);
                     let n = self.m.cores[core].tlbs.mark_stale_if(vpn, tag, &stale);
                     self.stats[core].stale_entries_marked += n as u64;
                 }
             }
-            for &t in tables {
-                self.m.cores[core].tlbs.mark_pwc_stale(t);
+            if !tables.is_empty() {
+                for &t in tables {
+                    self.m.cores[core].tlbs.mark_pwc_stale(t);
+                }
             }
         }
     }
@@ -1159,5 +1192,74 @@ fn pte_size_pages(pte: u64, e: &crate::tlb::TlbEntry) -> u64 {
     } else {
         let _ = e;
         1
+    }
+}
+
+/// Sees the entries a per-page flush removes; notes whether one was stale.
+struct StaleSeen<'a> {
+    pages: &'a [Vpn],
+    leaves: &'a [Option<u64>],
+    held: bool,
+}
+
+impl crate::tlb::hierarchy::TlbListener for StaleSeen<'_> {
+    fn inserted(&mut self, _: CoreId, _: usize, _: &crate::tlb::TlbEntry) {}
+    fn evicted(&mut self, _: CoreId, structure: usize, e: &crate::tlb::TlbEntry) {
+        if self.held || structure >= crate::tlb::hierarchy::PWC_PML4 {
+            return;
+        }
+        let end = e.vpn.0 + e.size.pages_4k();
+        if let Some(i) = self.pages.iter().position(|v| v.0 >= e.vpn.0 && v.0 < end) {
+            self.held = entry_is_stale(e, self.pages[i], self.leaves[i]);
+        }
+    }
+}
+
+/// Minimum of per-core keys (ties: the lowest core), with O(log n) updates: a tournament
+/// tree, so choosing the next core costs the same with 4 cores as with 256.
+struct MinTree {
+    leaves: usize,
+    /// Heap order: node i has children 2i and 2i+1; leaves at `leaves..2*leaves`.
+    nodes: Vec<(u64, u32)>,
+}
+
+impl MinTree {
+    fn new(n: usize) -> MinTree {
+        let leaves = n.next_power_of_two().max(1);
+        let mut nodes = vec![(u64::MAX, u32::MAX); 2 * leaves];
+        for i in 0..leaves {
+            nodes[leaves + i] = (u64::MAX, i as u32);
+        }
+        let mut t = MinTree { leaves, nodes };
+        for i in (1..leaves).rev() {
+            t.nodes[i] = t.nodes[2 * i].min(t.nodes[2 * i + 1]);
+        }
+        t
+    }
+
+    fn set(&mut self, core: usize, key: u64) {
+        let mut i = self.leaves + core;
+        self.nodes[i] = (key, core as u32);
+        while i > 1 {
+            i /= 2;
+            self.nodes[i] = self.nodes[2 * i].min(self.nodes[2 * i + 1]);
+        }
+    }
+
+    /// (key, core) of the minimum.
+    fn min(&self) -> (u64, usize) {
+        let (k, c) = self.nodes[1];
+        (k, c as usize)
+    }
+
+    /// The smallest key of every core but `core`.
+    fn min_except(&self, core: usize) -> u64 {
+        let mut i = self.leaves + core;
+        let mut best = u64::MAX;
+        while i > 1 {
+            best = best.min(self.nodes[i ^ 1].0);
+            i /= 2;
+        }
+        best
     }
 }
