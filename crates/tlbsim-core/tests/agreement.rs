@@ -64,3 +64,20 @@ fn linux_policy_matches_the_kernel_on_every_shootdown_pattern() {
     assert!(!failed, "\n{}", report.join("\n"));
     println!("{}", report.join("\n"));
 }
+
+/// Scale (engine issue): a 256-core `didi-cmp` run of `apache` completes, clean. Time and
+/// peak memory of a larger one are in docs/OS_MODEL.md.
+#[test]
+fn apache_on_256_cores_completes() {
+    let tree = serde_json::json!({
+        "machine": {"preset": "didi-cmp", "cores_per_socket": 256},
+        "workload": {"kind": "apache", "threads": 256, "ops": 5},
+    });
+    let s = tlbsim_core::run(tree, &[], std::path::Path::new(".")).unwrap().stats;
+    assert_eq!(s["per_class"]["worker"]["ops_completed"], 256 * 5);
+    assert_eq!(s["totals"]["violations_security"], 0);
+    assert_eq!(s["totals"]["violations_consistency"], 0);
+    // Apache's workers share their process's address space: a munmap reaches many cores.
+    let sent = s["totals"]["shootdowns_sent"].as_f64().unwrap();
+    assert!(s["totals"]["shootdown_ipis_sent"].as_f64().unwrap() / sent > 10.0);
+}
