@@ -47,3 +47,30 @@ def test_missing_or_zero_counters_show_dash() -> None:
 def test_tlb_misses_falls_back_to_l1_without_l2() -> None:
     assert tlb_misses({"l1_tlb_misses": 5, "l2_tlb_hits": 0, "l2_tlb_misses": 0}) == 5
     assert tlb_misses({"l1_tlb_misses": 5, "l2_tlb_hits": 2, "l2_tlb_misses": 3}) == 3
+
+
+def test_os_mode_run_adds_the_shootdown_table_and_thread_classes() -> None:
+    import tlbsim
+    from tlbsim.summary import summary_table
+
+    r = tlbsim.run(
+        None,
+        machine__cores_per_socket=2,
+        workload__kind="shootdown-patterns",
+        workload__pattern="munmap-4k",
+        workload__ops=200,
+    )
+    text = summary_table(r.stats)
+    assert "IPIs recv" in text and "violations sec/cons" in text
+    total = next(line for line in text.splitlines()[::-1] if line.startswith("total"))
+    # munmap-4k with a spinning sibling: one IPI per operation.
+    assert total.split()[3] == "200"
+    assert any(line.startswith("measure") and " 200 " in line for line in text.splitlines())
+
+
+def test_trace_mode_summary_has_no_shootdown_table() -> None:
+    import tlbsim
+    from tlbsim.summary import summary_table
+
+    r = tlbsim.run(None, workload__accesses=1000, machine__cores_per_socket=1)
+    assert "IPIs recv" not in summary_table(r.stats)

@@ -78,11 +78,65 @@ def summary_table(stats: Mapping[str, Any]) -> str:
         for i, core in enumerate(stats.get("per_core", []))
     ]
     rows.append(summary_row("total", stats.get("totals", {})))
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADERS)]
+    text = _table(HEADERS, rows)
+    if "shootdowns_sent" in stats.get("totals", {}):
+        text += "\n\n" + os_table(stats)
+    return text
+
+
+def _table(headers: tuple[str, ...], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
 
     def line(cells: list[str] | tuple[str, ...]) -> str:
         first = cells[0].ljust(widths[0])
         rest = (c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True))
         return "  ".join([first, *rest]).rstrip()
 
-    return "\n".join([line(HEADERS), *(line(r) for r in rows)])
+    return "\n".join([line(headers), *(line(r) for r in rows)])
+
+
+OS_HEADERS = (
+    "core",
+    "shootdowns",
+    "IPIs sent",
+    "IPIs recv",
+    "false pos",
+    "pages flushed",
+    "full flushes",
+    "target cyc",
+    "violations sec/cons",
+)
+
+
+def _os_row(label: str, row: Mapping[str, Any]) -> list[str]:
+    by_cause = row.get("full_flushes_by_cause", {})
+    full = sum(v for v in by_cause.values() if isinstance(v, (int, float))) if isinstance(by_cause, Mapping) else None
+    sec, cons = _num(row, "violations_security"), _num(row, "violations_consistency")
+    return [
+        label,
+        _int(_num(row, "shootdowns_sent")),
+        _int(_num(row, "shootdown_ipis_sent")),
+        _int(_num(row, "shootdown_ipis_received")),
+        _int(_num(row, "false_positive_targets")),
+        _int(_num(row, "pages_flushed")),
+        _int(full),
+        _int(_num(row, "shootdown_cycles_target")),
+        f"{_int(sec)}/{_int(cons)}",
+    ]
+
+
+def os_table(stats: Mapping[str, Any]) -> str:
+    """OS-mode runs: per core and total, the shootdown counters and the checker's
+    violations; then throughput per thread class."""
+    rows = [_os_row(str(core.get("core", i)), core) for i, core in enumerate(stats.get("per_core", []))]
+    rows.append(_os_row("total", stats.get("totals", {})))
+    text = _table(OS_HEADERS, rows)
+    classes = stats.get("per_class", {})
+    if classes:
+        lines = ["", "thread class  threads  ops completed  ops/s (simulated)"]
+        for name, c in sorted(classes.items()):
+            lines.append(
+                f"{name:<12}  {c.get('threads', 0):>7}  {c.get('ops_completed', 0):>13,}  {c.get('ops_per_second', 0.0):>17,.0f}"
+            )
+        text += "\n" + "\n".join(lines)
+    return text
