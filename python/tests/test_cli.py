@@ -198,3 +198,15 @@ def test_config_prints_every_key_of_a_preset(capsys: pytest.CaptureFixture[str])
 def test_config_names_a_bad_key(capsys: pytest.CaptureFixture[str]) -> None:
     err = _error_of(capsys, ["config", "--set", "machine.tlb.l1d.entires=4"])
     assert "machine.tlb.l1d.entires" in err
+
+
+def test_run_without_a_config_file_uses_the_defaults(tmp_path: Path) -> None:
+    from tlbsim.cli import main
+
+    out = tmp_path / "o"
+    code = main(["run", "--set", "workload.kind=shootdown-patterns", "--set", "workload.pattern=munmap-4k-alone",
+                 "--set", "workload.ops=50", "--set", "machine.cores_per_socket=2", "--out", str(out)])
+    assert code == 0
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["per_class"]["measure"]["ops_completed"] == 50
+    assert stats["totals"]["shootdown_ipis_received"] == 0

@@ -26,8 +26,8 @@ def _override(text: str) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    config = Path(args.config)
-    out = Path(args.out) if args.out else Path("out") / config.stem
+    config = Path(args.config) if args.config else None
+    out = Path(args.out) if args.out else Path("out") / (config.stem if config else "run")
     result = tlbsim.run(config, overrides=args.set or [])
     result.save(out)
     print(summary_table(result.stats))
@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("run", help="run one simulation from a TOML config")
-    p.add_argument("config", metavar="CONFIG.toml")
+    p.add_argument("config", metavar="CONFIG.toml", nargs="?", help="default: the built-in defaults")
     p.add_argument(
         "--set",
         action="append",
