@@ -556,14 +556,16 @@ impl<P: Coherence> Os<P> {
     }
 
     /// move_pages / migrate_pages: each page of the range not on `node` gets a new frame
-    /// there (try_to_migrate: PTE cleared and flushed, data copied, PTE to the new frame).
+    /// there (migrate_pages: every mapping's PTE, found through rmap, is cleared and
+    /// flushed, the data copied, the PTEs pointed at the new frame; a page-cache page
+    /// moves in the page cache too). One flush request per address space.
     pub(crate) fn sys_migrate_pages(&mut self, core: usize, thread: usize, va: u64, len: u64, node: NodeId) -> Result<()> {
         let pid = self.threads[thread].pid;
         if node.0 >= self.m.mem.nodes() {
             return Err(Error::Sim(format!("migrate to node {}: the machine has {} nodes", node.0, self.m.mem.nodes())));
         }
         let root = self.procs[pid as usize].root;
-        let mut gather = Gather::default();
+        let mut per_mm: Vec<(u32, Gather)> = vec![(pid, Gather::default())];
         let end = va + len;
         let mut page = va;
         while page < end {
@@ -572,28 +574,60 @@ impl<P: Coherence> Os<P> {
                 continue;
             };
             let old = pte_pfn(leaf.pte);
-            let d = *self.m.mem.desc(old);
-            if leaf.level != 1 || crate::memory::node_of(old) == node || Some(old) == self.zero_page || d.mapcount != 1 || d.mapping != 0 {
+            if leaf.level != 1 || crate::memory::node_of(old) == node || Some(old) == self.zero_page {
                 page += if leaf.level == 2 { HUGE - (page & (HUGE - 1)) } else { PAGE };
                 continue;
             }
-            let group = self.procs[pid as usize].group;
-            let new = self.m.mem.alloc_on(CoreId(core as u32), node, FrameKind::Data, pid)?;
-            self.groups[group].used_pages += 1;
-            self.frame_group.insert(new.0, group as u32);
-            let nd = self.m.mem.desc_mut(new);
-            nd.index = d.index;
-            nd.mapcount = 1;
-            let flags = leaf.pte & !crate::page_table::PTE_PFN_MASK;
-            *self.m.pt.entry_mut(leaf.slot, leaf.index) = crate::page_table::make_pte(new, flags);
-            self.m.mem.desc_mut(old).mapcount = 0;
-            gather.frames.push((old, 0));
-            gather.pages.push(Vpn(page >> 12));
+            let d = *self.m.mem.desc(old);
+            let new = self.m.mem.alloc_on(CoreId(core as u32), node, FrameKind::Data, d.owner)?;
+            let group = self.frame_group.remove(&old.0);
+            if let Some(g) = group {
+                self.frame_group.insert(new.0, g);
+            }
+            self.lru_stamp += 1;
+            let stamp = self.lru_stamp;
+            {
+                let nd = self.m.mem.desc_mut(new);
+                nd.index = d.index;
+                nd.mapping = d.mapping;
+                nd.mapcount = d.mapcount;
+                nd.lru_stamp = stamp;
+            }
+            if let Some(g) = group {
+                self.groups[g as usize].lru.push_back((new, stamp));
+            }
+            if d.mapping != 0 {
+                self.page_cache.insert((d.mapping - 1, d.index), new);
+            }
+            for (p, at) in self.mappings(old) {
+                let r = self.procs[p as usize].root;
+                let l = self.m.pt.lookup(r, self.pt_levels, at).expect("rmap found it mapped");
+                let flags = l.pte & !crate::page_table::PTE_PFN_MASK;
+                *self.m.pt.entry_mut(l.slot, l.index) = crate::page_table::make_pte(new, flags);
+                let g = match per_mm.iter_mut().find(|(q, _)| *q == p) {
+                    Some((_, g)) => g,
+                    None => {
+                        per_mm.push((p, Gather::default()));
+                        &mut per_mm.last_mut().expect("pushed").1
+                    }
+                };
+                g.pages.push(Vpn(at >> 12));
+            }
+            // The old frame is freed once the caller's flush is over.
+            {
+                let od = self.m.mem.desc_mut(old);
+                od.mapcount = 0;
+                od.mapping = 0;
+                od.lru_stamp = 0;
+            }
+            per_mm[0].1.frames.push((old, 0));
             self.stats[core].pages_migrated += 1;
             self.charge(core, self.costs.copy_page + self.costs.per_page);
             page += PAGE;
         }
-        self.flush(core, pid, FlushReason::Migration, false, gather);
+        for (p, g) in per_mm {
+            self.flush(core, p, FlushReason::Migration, false, g);
+        }
         Ok(())
     }
 
@@ -715,7 +749,9 @@ impl<P: Coherence> Os<P> {
         self.mappings(pfn).iter().any(|&(p, _)| p != pid)
     }
 
-    /// kswapd-style reclaim of `group` until it has `target` free pages under its limit:
+    /// kswapd-style reclaim of `group` until it has `target` free pages under its limit
+    /// (run by the allocating thread: a memory cgroup's limit is enforced by direct reclaim
+    /// in Linux, try_to_free_mem_cgroup_pages, with kswapd's scan of the LRU):
     /// batches of 32 from the LRU's cold end; a referenced page (A bit set in any mapping)
     /// has its A bits cleared without a flush (x86 ptep_clear_flush_young does not flush)
     /// and gets a second chance; an unreferenced one is unmapped everywhere (one flush

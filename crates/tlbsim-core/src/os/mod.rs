@@ -20,8 +20,9 @@
 //! are freed only when the protocol is over (mmu_gather), and the checker then marks every
 //! translation still cached that disagrees with the page table.
 //!
-//! Simplified (each said where it matters): kswapd's reclaim runs on the core whose
-//! allocation crossed the low watermark; a page-cache miss is charged as a stall of
+//! Simplified (each said where it matters): reclaim runs on the core whose allocation
+//! crossed the group's low watermark (as memory-cgroup reclaim does in Linux; no per-node
+//! kswapd thread); a page-cache miss is charged as a stall of
 //! `costs.read_page` cycles, not as blocking; no VMs (tag paper) in OS mode: every process
 //! is in VM 0.
 
