@@ -53,7 +53,7 @@ fn program(g: &mut Gen, cores: u32, nodes: u32, fork_program: Option<usize>) -> 
                 body.push(access(1, AccessMode::Write, 1 + g.below(20), pattern));
                 Op::Munmap { slot: 1 }
             }
-            6 => Op::MigratePages { slot: 0, node: g.below(nodes as u64) as u32 },
+            6 => Op::MigratePages { slot: g.pick(&[0, 2]), node: g.below(nodes as u64) as u32 },
             7 => Op::MigrateThread { core: g.below(cores as u64) as u32 },
             8 => match fork_program {
                 Some(p) if g.chance(40) => Op::Fork { program: p, core: Some(g.below(cores as u64) as u32) },
