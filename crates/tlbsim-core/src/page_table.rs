@@ -254,6 +254,27 @@ impl PageTables {
         None
     }
 
+    /// The PD-level (level 2) entry covering `va`, or 0 when an upper level is not
+    /// present: present and not huge means a page table exists below it.
+    pub fn pd_entry(&self, root: u32, levels: u32, va: u64) -> u64 {
+        let mut slot = root;
+        for level in (3..=levels).rev() {
+            let index = level_index(va, level);
+            let e = self.entry(slot, index);
+            if e & PTE_PRESENT == 0 || e & PTE_HUGE != 0 {
+                return 0;
+            }
+            slot = self.child_slot(slot, index);
+        }
+        self.entry(slot, level_index(va, 2))
+    }
+
+    /// Whether a 4 KiB page table exists for the 2 MiB region of `va`.
+    pub fn has_page_table(&self, root: u32, levels: u32, va: u64) -> bool {
+        let e = self.pd_entry(root, levels, va);
+        e & PTE_PRESENT != 0 && e & PTE_HUGE == 0
+    }
+
     /// Prefetch hint for a walk of `va`: follows the (host-cached) upper levels through the
     /// child slots and prefetches the deepest entry it reaches. Returns the physical line
     /// (frame << 6 | entry / 8) of that entry, for prefetching the page-table-line cache.

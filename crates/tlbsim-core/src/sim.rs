@@ -124,19 +124,11 @@ impl Machine {
         let placement = self.pt_placement;
         let nodes = self.mem.nodes();
         let mut interleave = self.interleave_next;
-        let mut place = || match placement {
-            Placement::FirstTouch => NodeId(socket),
-            Placement::Fixed(n) => NodeId(n),
-            Placement::Interleave => {
-                let n = NodeId(interleave);
-                interleave = (interleave + 1) % nodes;
-                n
-            }
-        };
+        let mut place = || placement.node(socket, nodes, &mut interleave);
         let flags = PTE_WRITABLE | PTE_USER;
         let huge_ok = self.thp && {
             // The PD entry for this 2 MiB region must be empty: no 4 KiB table under it.
-            !self.has_table_at_pd(space, va)
+            !self.pt.has_page_table(space.root, space.levels, va)
         };
         if huge_ok {
             let pfn = self.mem.alloc_contiguous(data_node, 512, FrameKind::Data, space.id)?;
@@ -148,22 +140,6 @@ impl Machine {
         }
         self.interleave_next = interleave;
         Ok(())
-    }
-
-    fn has_table_at_pd(&self, space: &AddressSpace, va: u64) -> bool {
-        // Walk to the PD entry: present and not huge means a PT page exists below it.
-        let mut slot = space.root;
-        for level in (2..=space.levels).rev() {
-            let e = self.pt.entry(slot, crate::page_table::level_index(va, level));
-            if e & crate::page_table::PTE_PRESENT == 0 {
-                return false;
-            }
-            if level == 2 {
-                return e & crate::page_table::PTE_HUGE == 0;
-            }
-            slot = self.pt.child_slot(slot, crate::page_table::level_index(va, level));
-        }
-        false
     }
 
     /// Simulate one memory access by `core` in `space`. The hot path.

@@ -329,6 +329,20 @@ pub enum Placement {
 }
 
 impl Placement {
+    /// Node of the next page-table page for a fault on a core of `socket`; `interleave`
+    /// is the round-robin cursor over `nodes`.
+    pub fn node(self, socket: u32, nodes: u32, interleave: &mut u32) -> crate::types::NodeId {
+        crate::types::NodeId(match self {
+            Placement::FirstTouch => socket,
+            Placement::Fixed(n) => n,
+            Placement::Interleave => {
+                let n = *interleave;
+                *interleave = (n + 1) % nodes;
+                n
+            }
+        })
+    }
+
     pub fn parse(key: &str, s: &str, nodes: u32) -> Result<Placement> {
         match s {
             "first-touch" => Ok(Placement::FirstTouch),

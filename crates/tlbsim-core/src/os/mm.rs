@@ -15,10 +15,9 @@
 
 use super::{Gather, Os, Vma, FAULT_AROUND_PAGES, MMAP_TOP};
 use crate::coherence::{Coherence, FlushReason};
-use crate::config::Placement;
 use crate::error::{Error, Result};
 use crate::memory::FrameKind;
-use crate::page_table::{pte_pfn, PTE_ACCESSED, PTE_DIRTY, PTE_HUGE, PTE_PRESENT, PTE_USER, PTE_WRITABLE};
+use crate::page_table::{pte_pfn, PTE_ACCESSED, PTE_DIRTY, PTE_PRESENT, PTE_USER, PTE_WRITABLE};
 use crate::types::{CoreId, NodeId, PageSize, Pfn, Vpn};
 use crate::workload::program::{Backing, MapSpec};
 
@@ -86,15 +85,7 @@ impl<P: Coherence> Os<P> {
         let nodes = self.m.mem.nodes();
         let placement = self.pt_placement;
         let mut interleave = self.interleave_next;
-        let mut place = || match placement {
-            Placement::FirstTouch => NodeId(socket),
-            Placement::Fixed(n) => NodeId(n),
-            Placement::Interleave => {
-                let n = NodeId(interleave);
-                interleave = (interleave + 1) % nodes;
-                n
-            }
-        };
+        let mut place = || placement.node(socket, nodes, &mut interleave);
         let mut flags = PTE_USER;
         if writable {
             flags |= PTE_WRITABLE;
@@ -195,7 +186,7 @@ impl<P: Coherence> Os<P> {
     fn anon_fault(&mut self, core: usize, pid: u32, page: u64, start: u64, vma: &Vma, write: bool) -> Result<()> {
         if self.thp && !vma.shared {
             let huge = page & !(HUGE - 1);
-            if huge >= start && huge + HUGE <= vma.end && !self.pd_has_table(pid, huge) {
+            if huge >= start && huge + HUGE <= vma.end && !self.m.pt.has_page_table(self.procs[pid as usize].root, self.pt_levels, huge) {
                 let node = self.data_node(core);
                 if let Ok(pfn) = self.m.mem.alloc_contiguous(node, 512, FrameKind::Data, pid) {
                     self.charge(core, self.costs.zero_page * 512);
@@ -226,23 +217,6 @@ impl<P: Coherence> Os<P> {
         let z = self.m.mem.alloc(NodeId(0), FrameKind::Data, u32::MAX)?;
         self.zero_page = Some(z);
         Ok(z)
-    }
-
-    /// Whether the PD entry for the 2 MiB region at `va` points to a page table.
-    fn pd_has_table(&self, pid: u32, va: u64) -> bool {
-        let mut slot = self.procs[pid as usize].root;
-        for level in (2..=self.pt_levels).rev() {
-            let idx = crate::page_table::level_index(va, level);
-            let e = self.m.pt.entry(slot, idx);
-            if e & PTE_PRESENT == 0 {
-                return false;
-            }
-            if level == 2 {
-                return e & PTE_HUGE == 0;
-            }
-            slot = self.m.pt.child_slot(slot, idx);
-        }
-        false
     }
 
     /// The page-cache page `index` of `file`, read in on a miss.
@@ -383,27 +357,11 @@ impl<P: Coherence> Os<P> {
 
     /// Next address at or after `page` that may have a leaf (skips unmapped 2 MiB regions).
     fn next_candidate(&self, pid: u32, page: u64, end: u64) -> u64 {
-        if self.pd_entry_empty(pid, page) {
+        if self.m.pt.pd_entry(self.procs[pid as usize].root, self.pt_levels, page) & PTE_PRESENT == 0 {
             ((page & !(HUGE - 1)) + HUGE).min(end)
         } else {
             page + PAGE
         }
-    }
-
-    fn pd_entry_empty(&self, pid: u32, va: u64) -> bool {
-        let mut slot = self.procs[pid as usize].root;
-        for level in (2..=self.pt_levels).rev() {
-            let idx = crate::page_table::level_index(va, level);
-            let e = self.m.pt.entry(slot, idx);
-            if e & PTE_PRESENT == 0 {
-                return true;
-            }
-            if level == 2 {
-                return false;
-            }
-            slot = self.m.pt.child_slot(slot, idx);
-        }
-        false
     }
 
     /// Split a 2 MiB mapping into 512 4 KiB PTEs of the same frames (split_huge_pmd).
