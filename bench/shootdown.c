@@ -8,8 +8,18 @@
  * over CPUs) before and after; the result is IPIs received per operation and operations
  * per second, median of --reps repetitions of --ops operations.
  *
- * Output: one JSON object per pattern and line. A pattern that cannot be measured here (no
- * TLB row, one CPU) says so in "not_measurable" instead of failing.
+ * With a spinning sibling, the sibling counts its spin iterations: per second while the
+ * measuring thread sleeps (before and after the operations: "sibling_spins_per_second_idle")
+ * and while it runs them ("sibling_spins_per_second"). The ratio is the share of the
+ * sibling's CPU left after the shootdown IPIs it handled: the receiver's cost.
+ *
+ * The two CPUs are the first two this process may run on (sched_getaffinity), so that
+ * `taskset -c 0 shootdown` stands for a one-CPU machine.
+ *
+ * Output: one JSON object per pattern and line. A pattern that cannot be measured here (one
+ * CPU, for a pattern with a sibling) says so in "not_measurable" instead of failing; without
+ * a TLB row the operations per second are still measured and "ipis_not_measurable" says why
+ * the IPI fields are missing.
  *
  * Usage: shootdown [--ops N] [--reps R] [--list] [PATTERN ...]
  */
@@ -43,6 +53,10 @@ struct pattern {
 };
 
 static volatile int stop_sibling;
+/* Written by the spinning sibling every iteration, read by the measuring thread at the
+ * window edges only; on a cache line of its own. */
+static struct { volatile unsigned long n; char pad[56]; } spins __attribute__((aligned(64)));
+static int cpu_main, cpu_sibling; /* the first two CPUs of the affinity mask */
 static int sleep_pipe[2];
 static char *page;      /* the one page of mprotect-toggle and dontneed */
 static int file_fd = -1;
@@ -189,14 +203,28 @@ static const char *SIBLING_NAMES[] = {"spin", "sleep", "none", "process"};
 
 static void *spin_main(void *arg) {
     (void)arg;
-    pin(1);
-    while (!stop_sibling) __asm__ volatile("pause");
+    pin(cpu_sibling);
+    unsigned long n = 0;
+    while (!stop_sibling) {
+        __asm__ volatile("pause");
+        spins.n = ++n;
+    }
     return NULL;
+}
+
+/* Sibling spins per second over `seconds` of the measuring thread sleeping. */
+static double idle_spin_rate(double seconds) {
+    unsigned long n0 = spins.n;
+    double t0 = now();
+    struct timespec d = {0, (long)(seconds * 1e9)};
+    while (nanosleep(&d, &d) != 0 && errno == EINTR) {}
+    unsigned long n1 = spins.n;
+    return (double)(n1 - n0) / (now() - t0);
 }
 
 static void *sleep_main(void *arg) {
     (void)arg;
-    pin(1);
+    pin(cpu_sibling);
     char c;
     /* Blocked in the kernel until the measuring thread writes. */
     while (read(sleep_pipe[0], &c, 1) < 0 && errno == EINTR) {}
@@ -208,8 +236,12 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* One repetition: returns IPIs per op and ops per second through the pointers. */
-static void measure(const struct pattern *p, long ops, double *ipis_per_op, double *ops_per_s) {
+#define IDLE_WINDOW 0.02 /* seconds of each idle spin-rate window */
+
+/* One repetition: returns IPIs per op, ops per second and, with a spinning sibling, its
+ * spins per second idle and during the operations (else 0) through the pointers. */
+static void measure(const struct pattern *p, long ops, double *ipis_per_op, double *ops_per_s, double *spin_idle,
+                    double *spin_busy) {
     pthread_t sib;
     pid_t other = -1;
     stop_sibling = 0;
@@ -222,18 +254,24 @@ static void measure(const struct pattern *p, long ops, double *ipis_per_op, doub
         other = fork();
         if (other < 0) die("fork");
         if (other == 0) {
-            pin(1);
+            pin(cpu_sibling);
             for (long i = 0; i < ops; i++) p->op(i);
             _exit(0);
         }
     }
     if (p->setup) p->setup();
     usleep(20000); /* let the sibling settle on its CPU (spinning, or asleep) */
+    double idle_before = p->sibling == SPIN ? idle_spin_rate(IDLE_WINDOW) : 0;
     long long before = tlb_ipis();
+    unsigned long s0 = spins.n;
     double t0 = now();
     for (long i = 0; i < ops; i++) p->op(i);
     double t1 = now();
+    unsigned long s1 = spins.n;
     long long after = tlb_ipis();
+    double idle_after = p->sibling == SPIN ? idle_spin_rate(IDLE_WINDOW) : 0;
+    *spin_idle = (idle_before + idle_after) / 2;
+    *spin_busy = p->sibling == SPIN ? (double)(s1 - s0) / (t1 - t0) : 0;
     if (p->teardown) p->teardown();
     if (p->sibling == SPIN) {
         stop_sibling = 1;
@@ -269,32 +307,52 @@ int main(int argc, char **argv) {
         fprintf(stderr, "shootdown: --ops must be >= 1 and --reps 1..99\n");
         return 2;
     }
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) die("sched_getaffinity");
+    long cpus = CPU_COUNT(&allowed);
+    cpu_main = -1;
+    cpu_sibling = -1;
+    for (int c = 0; c < CPU_SETSIZE && cpu_sibling < 0; c++) {
+        if (!CPU_ISSET(c, &allowed)) continue;
+        if (cpu_main < 0) cpu_main = c;
+        else cpu_sibling = c;
+    }
     int have_row = tlb_ipis() >= 0;
-    pin(0);
+    pin(cpu_main);
     for (size_t k = 0; k < NPATTERNS; k++) {
         const struct pattern *p = &PATTERNS[k];
         int wanted = first == argc;
         for (int a = first; a < argc; a++) wanted |= !strcmp(argv[a], p->name);
         if (!wanted) continue;
-        const char *why = NULL;
-        if (!have_row) why = "no TLB row in /proc/interrupts";
-        else if (cpus < 2) why = "one CPU: no second CPU for the sibling";
-        if (why) {
+        if (cpus < 2 && p->sibling != NONE) {
             printf("{\"pattern\": \"%s\", \"sibling\": \"%s\", \"not_measurable\": \"%s\"}\n", p->name,
-                   SIBLING_NAMES[p->sibling], why);
+                   SIBLING_NAMES[p->sibling], "one CPU: no second CPU for the sibling");
             continue;
         }
-        double ipis[99], rate[99];
-        for (long r = 0; r < reps; r++) measure(p, ops, &ipis[r], &rate[r]);
-        printf("{\"pattern\": \"%s\", \"sibling\": \"%s\", \"ops\": %ld, \"reps\": %ld, \"ipis_per_op\": [", p->name,
+        double ipis[99], rate[99], idle[99], busy[99];
+        for (long r = 0; r < reps; r++) measure(p, ops, &ipis[r], &rate[r], &idle[r], &busy[r]);
+        printf("{\"pattern\": \"%s\", \"sibling\": \"%s\", \"ops\": %ld, \"reps\": %ld", p->name,
                SIBLING_NAMES[p->sibling], ops, reps);
-        for (long r = 0; r < reps; r++) printf("%s%.4f", r ? ", " : "", ipis[r]);
-        printf("], \"ops_per_second\": [");
+        if (have_row) {
+            printf(", \"ipis_per_op\": [");
+            for (long r = 0; r < reps; r++) printf("%s%.4f", r ? ", " : "", ipis[r]);
+            printf("]");
+        } else {
+            printf(", \"ipis_not_measurable\": \"no TLB row in /proc/interrupts\"");
+        }
+        printf(", \"ops_per_second\": [");
         for (long r = 0; r < reps; r++) printf("%s%.1f", r ? ", " : "", rate[r]);
+        if (p->sibling == SPIN) {
+            printf("], \"sibling_spins_per_second_idle\": [");
+            for (long r = 0; r < reps; r++) printf("%s%.1f", r ? ", " : "", idle[r]);
+            printf("], \"sibling_spins_per_second\": [");
+            for (long r = 0; r < reps; r++) printf("%s%.1f", r ? ", " : "", busy[r]);
+        }
         qsort(ipis, reps, sizeof ipis[0], cmp_double);
         qsort(rate, reps, sizeof rate[0], cmp_double);
-        printf("], \"ipis_per_op_median\": %.4f, \"ops_per_second_median\": %.1f}\n", ipis[reps / 2], rate[reps / 2]);
+        printf("]");
+        if (have_row) printf(", \"ipis_per_op_median\": %.4f", ipis[reps / 2]);
+        printf(", \"ops_per_second_median\": %.1f}\n", rate[reps / 2]);
         fflush(stdout);
     }
     return 0;
