@@ -690,8 +690,10 @@ def tlb_entries(knees: Sequence[Mapping[str, Any]], host_machine: Mapping[str, A
 
 
 def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapping[str, Any] | None,
-                 defaults: Mapping[str, Any], host_cfg: Mapping[str, Any]) -> tuple[list[Entry], dict[str, Any]]:
-    """The preset's entries (in file order) and the fit's details for the JSON.
+                 defaults: Mapping[str, Any], host_cfg: Mapping[str, Any]
+                 ) -> tuple[list[Entry], dict[str, Any], dict[str, list[str]]]:
+    """The preset's entries (in file order), the fit's details for the JSON, and comment
+    lines heading some tables.
 
     ``defaults``: ``tlbsim.resolve({})`` (preset none); ``host_cfg``: with preset host.
     """
@@ -704,6 +706,7 @@ def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapp
         Entry("machine.frequency_ghz", ghz, f"{host.frequency_source}; turns every measured ns below into cycles"),
     ]
     details: dict[str, Any] = {}
+    notes: dict[str, list[str]] = {}
 
     # -- TLB reach: geometry and latencies
     m = defaults["machine"]
@@ -752,18 +755,24 @@ def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapp
     if per_op:
         kf = fit.fit_kernel_costs(per_op, dcost)
         details["kernel_costs"] = asdict(kf)
-        meas = ", ".join(f"{p} {shoot[p]['ops_per_second']:,.0f} ops/s" for p in kf.patterns)
-        details["kernel_costs"]["measured"] = meas
+        clock = next((shoot[p].get("throughput_clock") for p in kf.patterns), None) or "wall clock"
+        notes["costs"] = [
+            "Kernel operations: fitted to the cycles per operation of the patterns without shootdowns",
+            "(bench/shootdown.c, operations per second of " + clock + ", x frequency_ghz):",
+            "  " + ", ".join(f"{p} {shoot[p]['ops_per_second']:,.0f}" for p in kf.patterns),
+            f"each a sum of the costs below (tlbsim.fit.OPERATION_COSTS). Defaults x {kf.scale:.2f} (this host's",
+            "median speed), moved as little as the measured sums need; model minus measured per pattern:",
+            "  " + ", ".join(f"{p} {100 * r:+.0f}%" for p, r in kf.residuals.items()),
+        ]
         for c, v in kf.costs.items():
             users = ", ".join(kf.used[c])
             if c in kf.at_floor:
-                how = (f"fitted, held at its floor (0.1 x the default x {kf.scale:.2f}): the least-squares fit "
-                       f"wanted less; from {users}")
+                how = (f"fitted ({users}), held at its floor, 0.1 x the scaled default: the least-squares "
+                       "fit wanted less")
             elif kf.determined.get(c):
-                how = f"fitted: fixed by the no-shootdown patterns {users}"
+                how = f"fitted: fixed by {users}"
             else:
-                how = (f"fitted: {users} measure it only in sums with other costs; moved from the default x "
-                       f"{kf.scale:.2f} (this host's speed) no more than those sums need")
+                how = f"fitted: {users} measure it only in sums with other costs"
             fitted[c] = (v, how)
     else:
         details["kernel_costs"] = {"not_measurable": "no no-shootdown pattern was measured"}
@@ -774,15 +783,17 @@ def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapp
     sf = fit.fit_shootdown_costs(sm, ghz)
     details["shootdown_costs"] = asdict(sf)
     split = fit.split_shootdown_costs(sf.initiator_cycles, sf.receiver_cycles, dcost)
+    if sf.receiver_cycles is not None or sf.initiator_cycles is not None:
+        notes.setdefault("costs", []).extend([
+            "Shootdowns (patterns with a spinning sibling, single-page flushes):",
+            (f"  receiver {sf.receiver_cycles:.0f} cycles per IPI: the sibling's spin rate lost, per IPI, median over "
+             + ", ".join(sf.receiver_by_pattern)) if sf.receiver_cycles is not None else "  receiver: not measured",
+            (f"  initiator {sf.initiator_cycles:.0f} cycles per IPI: time per operation with a spinning minus a "
+             "sleeping or absent sibling, per IPI, median over " + ", ".join(sf.initiator_by_pattern))
+            if sf.initiator_cycles is not None else "  initiator: not measured",
+        ])
     for c, (v, how) in split.items():
-        src = ""
-        if c == "interrupt":
-            src = (f"measured: the spinning sibling's spin rate lost per IPI, median over "
-                   f"{', '.join(sf.receiver_by_pattern)} = {sf.receiver_cycles:.0f} cycles; ")
-        elif c != "ipi_delivery_cross_socket":
-            src = (f"measured: time per operation with a spinning minus a sleeping/absent sibling per IPI, "
-                   f"median over {', '.join(sf.initiator_by_pattern)} = {sf.initiator_cycles:.0f} cycles; ")
-        fitted[c] = (v, src + how)
+        fitted[c] = (v, ("measured: " + how) if c != "ipi_delivery_cross_socket" else how)
     why_shoot = "; ".join(sf.why_not.values())
     if not host.tlb_row:
         why_shoot = f"no IPI count ({host.tlb_row_why})" + (f"; {why_shoot}" if why_shoot else "")
@@ -795,11 +806,13 @@ def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapp
             entries.append(Entry(f"costs.{c}", None, f"not measurable here: {why_shoot}; default {dcost[c]} stands"))
         else:
             entries.append(Entry(f"costs.{c}", None, f"not measured by these benchmarks; default {dcost[c]} stands"))
-    return entries, details
+    return entries, details, notes
 
 
-def render_toml(entries: Sequence[Entry], header: Sequence[str]) -> str:
-    """The preset as TOML: one table per section, each key with its comment."""
+def render_toml(entries: Sequence[Entry], header: Sequence[str],
+                notes: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The preset as TOML: one table per section, each key with its comment; ``notes``
+    are comment lines at the head of a table."""
     lines = [f"# {h}" if h else "#" for h in header]
     sections: dict[str, list[Entry]] = {}
     for e in entries:
@@ -807,6 +820,7 @@ def render_toml(entries: Sequence[Entry], header: Sequence[str]) -> str:
         sections.setdefault(table, []).append(e)
     for table, items in sections.items():
         lines += ["", f"[{table}]"]
+        lines += [f"# {n}" for n in (notes or {}).get(table, [])]
         for e in items:
             key = e.key.rpartition(".")[2]
             if e.value is None:
@@ -854,7 +868,7 @@ def calibrate(out: str | os.PathLike[str] = DEFAULT_OUT, *, quick: bool = False,
         bar.close()
     load = meter.result(host.cpus_online)
     warning = load_warning(load)
-    entries, details = build_preset(host, shoot, reach, defaults, host_cfg)
+    entries, details, notes = build_preset(host, shoot, reach, defaults, host_cfg)
     elapsed = time.monotonic() - t0
     json_path = out.with_suffix(".json")
     header = [
@@ -869,7 +883,7 @@ def calibrate(out: str | os.PathLike[str] = DEFAULT_OUT, *, quick: bool = False,
     ]
     if warning:
         header.append(f"WARNING: {warning}.")
-    text = render_toml(entries, header)
+    text = render_toml(entries, header, notes)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     try:

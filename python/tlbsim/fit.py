@@ -221,7 +221,8 @@ def fit_reach(
     # least step: the 1 - E/P shape, which places the knee exactly when the data has it.
     yw = y if w is None else y * w
     tie = 1e-9 * float(yw @ yw) + 1e-12
-    for k in range(len(knees)):
+    # coordinate descent: refining one knee can move the other's best value
+    for k in [i for _ in range(3) for i in range(len(knees))]:
         # from two measured sizes below the coarse knee to the first one above it
         below, above = p[p < knees[k]], p[p > knees[k]]
         lo = below[-2] if below.size >= 2 else p[0]
@@ -283,7 +284,7 @@ def geometric_sizes(lo: int, hi: int, per_doubling: int) -> list[int]:
 _NICE = sorted({m << s for m in (1, 3) for s in range(0, 24)})
 
 
-def snap_entries(measured: float, tolerance: float = 0.15) -> tuple[int, bool]:
+def snap_entries(measured: float, tolerance: float = 0.08) -> tuple[int, bool]:
     """A TLB's entry count from its measured knee: the nearest ``2^k`` or ``3 * 2^k`` (the
     sizes a power-of-two set count with 1, 2, 3, 4, 6, 8, 12, 16 ... ways gives) when
     within ``tolerance``, else the measurement rounded. Returns (entries, snapped)."""
@@ -452,9 +453,10 @@ def fit_kernel_costs(
 class ShootdownFit:
     initiator_cycles: float | None  # per IPI: time the sender loses
     receiver_cycles: float | None  # per IPI: time the receiving CPU loses
-    initiator_by_pattern: dict[str, float]
-    receiver_by_pattern: dict[str, float]
+    initiator_by_pattern: dict[str, float]  # the single-page pairs the median is over
+    receiver_by_pattern: dict[str, float]  # the single-page patterns the median is over
     why_not: dict[str, str]  # quantity -> why it could not be fitted
+    receiver_full_flush: dict[str, float] = field(default_factory=dict)  # munmap-64, reported only
 
 
 def _median(xs: Iterable[float]) -> float | None:
@@ -504,14 +506,16 @@ def fit_shootdown_costs(
         if ipis is None or ipis < min_ipis_per_op:
             continue
         recv[spin] = s["sibling_cpu_lost"] / (ipis * s["ops_per_second"]) * frequency_ghz * 1e9
-    single = lambda d: [v for k, v in d.items() if k.split(" - ")[0] in SINGLE_PAGE_FLUSH]  # noqa: E731
-    i = _median(single(init))
-    r = _median(single(recv))
+    init = {k: v for k, v in init.items() if k.split(" - ")[0] in SINGLE_PAGE_FLUSH}
+    full = {k: v for k, v in recv.items() if k not in SINGLE_PAGE_FLUSH}
+    recv = {k: v for k, v in recv.items() if k in SINGLE_PAGE_FLUSH}
+    i = _median(init.values())
+    r = _median(recv.values())
     if i is None:
         why["initiator"] = "no pattern pair with a measured IPI count of at least " f"{min_ipis_per_op} per operation"
     if r is None:
         why["receiver"] = "no spinning-sibling pattern with its spin rate and IPI count measured"
-    return ShootdownFit(i, r, init, recv, why)
+    return ShootdownFit(i, r, init, recv, why, full)
 
 
 def split_shootdown_costs(
