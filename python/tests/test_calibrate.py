@@ -123,6 +123,7 @@ def test_geometry_and_ways() -> None:
     assert cal.ways_for(1536, 16) == 12
     assert cal.ways_for(4096, 16) == 16
     assert cal.ways_for(96, 96) == 96
+    assert cal.ways_for(1285, 16) is None  # 5 x 257: no power-of-two set count near 16 ways
 
 
 # ---------------------------------------------------------------------------------------
@@ -499,6 +500,16 @@ def test_calibrate_quick_end_to_end(calibrated: tuple[Path, float]) -> None:
     text = out.read_text()
     for key in ("interrupt", "ipi_send"):
         assert key in t["costs"] or f"# {key}: not measurable here: " in text, key
-    assert "syscall" in t["costs"] and "local_latency" in t["machine"]["memory"]
+    assert "syscall" in t["costs"]
+    if data["host"]["thp"] not in (None, "never"):
+        assert "local_latency" in t["machine"]["memory"]
     if "cpu MHz" in data["host"]["frequency_source"] or "GHz" in data["host"]["frequency_source"]:
         assert cfg["machine"]["frequency_ghz"] == data["host"]["frequency_ghz"]
+
+
+def test_fpr_record() -> None:
+    r = cal.fpr_record({"case": 2, "seconds": 0.5, "io_ops_per_second_per_thread": [1000.0],
+                        "compute_ops_per_second_per_thread": [200.0, 300.0], "shootdown_ipis_per_second": 900.0})
+    assert [(t["role"], t["ops_completed"]) for t in r["per_thread"]] == [("io", 500), ("compute", 100),
+                                                                          ("compute", 150)]
+    assert r["totals"]["shootdown_ipis_received"] == 450

@@ -612,12 +612,28 @@ def _mem_available() -> int | None:
 # FPR munmap cases
 
 
+def fpr_record(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """One fpr_munmap run with a stats-schema part: ``per_thread`` (``role``,
+    ``ops_completed``, ``ops_per_second``) and ``totals.shootdown_ipis_received``."""
+    rec = dict(raw)
+    secs = float(raw.get("seconds", 0))
+    threads = []
+    for role in ("io", "compute", "mixed"):
+        for rate in raw.get(f"{role}_ops_per_second_per_thread", []):
+            threads.append({"thread": len(threads), "role": role, "ops_completed": round(rate * secs),
+                            "ops_per_second": rate})
+    rec["per_thread"] = threads
+    if "shootdown_ipis_per_second" in raw:
+        rec["totals"] = {"shootdown_ipis_received": round(raw["shootdown_ipis_per_second"] * secs)}
+    return rec
+
+
 def measure_fpr(exe: Path, plan: Plan, cpus: int, progress: _Progress | None = None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for case in range(1, 6):
         for n in range(1, max(1, cpus) + 1):
-            rows += _json_lines([str(exe), "--seconds", str(plan.fpr_seconds), "--case", str(case),
-                                 "--threads", str(n)], timeout=600)
+            rows += [fpr_record(r) for r in _json_lines([str(exe), "--seconds", str(plan.fpr_seconds), "--case",
+                                                         str(case), "--threads", str(n)], timeout=600)]
             if progress:
                 progress.step(f"fpr case {case} x{n}")
     return rows
@@ -647,12 +663,15 @@ def _cpuid_level(host_machine: Mapping[str, Any], none_machine: Mapping[str, Any
                                      f"default {h['entries']} entries, {h['ways']} ways")
 
 
-def ways_for(entries: int, preferred: int) -> int:
-    """The way count nearest ``preferred`` giving ``entries`` a power-of-two set count."""
-    options = [w for w in range(1, entries + 1) if entries % w == 0 and (entries // w) & (entries // w - 1) == 0]
+def ways_for(entries: int, preferred: int) -> int | None:
+    """The way count nearest ``preferred`` (within 4x) giving ``entries`` a power-of-two
+    set count, or None."""
+    preferred = max(1, preferred)
+    options = [w for w in range(max(1, preferred // 4), min(entries, preferred * 4) + 1)
+               if entries % w == 0 and (entries // w) & (entries // w - 1) == 0]
     if not options:
-        return fit.fit_geometry(entries, preferred)[1]
-    return min(options, key=lambda w: (abs(math.log(w / max(1, preferred))), -w))
+        return None
+    return min(options, key=lambda w: (abs(math.log(w / preferred)), -w))
 
 
 def tlb_entries(knees: Sequence[Mapping[str, Any]], host_machine: Mapping[str, Any],
@@ -672,7 +691,7 @@ def tlb_entries(knees: Sequence[Mapping[str, Any]], host_machine: Mapping[str, A
         lo, hi = k.get("between", [0, 0])
         how = (f"measured: tlb_reach knee at {k['entries']:.0f} pages (between the measured {lo:.0f} and "
                f"{hi:.0f}; fitted on {k['source']})")
-        how += "; nearest 2^k or 3*2^k" if snapped else "; no 2^k or 3*2^k within 15%"
+        how += "; nearest 2^k or 3*2^k" if snapped else "; no 2^k or 3*2^k within 8%"
         if entries == c_entries:
             how += f"; {c_text}: they agree"
         else:
@@ -681,7 +700,12 @@ def tlb_entries(knees: Sequence[Mapping[str, Any]], host_machine: Mapping[str, A
             ways, wtext = entries, ("not measurable from a reach curve: fully associative assumed (the L1 DTLB "
                                     "holding every page of an array up to its size, as a fully associative one does)")
         else:
-            ways = ways_for(entries, c_ways)
+            w = ways_for(entries, c_ways)
+            if w is None:
+                measured = entries
+                entries, w = fit.fit_geometry(entries, c_ways)
+                how += f"; {entries} with {w} ways: the simulable geometry (power-of-two sets) nearest {measured}"
+            ways = w
             wtext = ("not measurable from a reach curve: " +
                      (f"CPUID's {c_ways}" if ways == c_ways else f"nearest to CPUID's {c_ways} giving a power-of-two set count"))
         out.append(Entry(f"machine.tlb.{level}.entries", entries, how))

@@ -260,8 +260,14 @@ def format_table(report: Report) -> str:
             continue
         lines += ["", f"{title}  (pass: {TOLERANCES[section]})",
                   f"  {'':<{width}}  {'real':>10}  {'simulated':>10}  result"]
+        previous = ""
         for r in rows:
-            note = f"  {r.note}" if r.note else ""
+            note = r.note
+            if r.status == ERROR and note and note == previous:
+                note = "(as above)"
+            elif r.status == ERROR:
+                previous = note
+            note = f"  {note}" if note else ""
             lines.append(f"  {r.name:<{width}}  {_fmt(r.real):>10}  {_fmt(r.sim):>10}  {r.status}{note}")
     c = report.counts()
     lines += ["", f"{c[PASS]} pass, {c[FAIL]} fail, {c[ERROR]} not simulated, {c[NA]} not measurable here"]
@@ -302,8 +308,9 @@ def plot(report: Report, reach: Mapping[str, Any] | None, path: Path) -> None:
             handles += ax.plot(xs, [p4[p] for p in xs], ".-", ms=3, label="real: ns/access, 4 KiB pages")
         xs2 = sorted(p for p in p2 if p in p4)
         if xs2:
-            handles += ax.plot(xs2, [p4[p] - p2[p] for p in xs2], ".-", ms=3,
+            handles += ax.plot(xs2, [max(0.1, p4[p] - p2[p]) for p in xs2], ".-", ms=3,
                                label="real: 4 KiB minus 2 MiB pages (translation)")
+        ax.set_yscale("log")
         ax.set_ylabel("ns per access")
         for k in reach.get("analysis", {}).get("knees", []):
             ax.axvline(k["entries"], color="grey", ls=":", lw=1)
