@@ -25,7 +25,7 @@
  * a TLB row the operations per second are still measured and "ipis_not_measurable" says why
  * the IPI fields are missing.
  *
- * Usage: shootdown [--ops N] [--reps R] [--list] [PATTERN ...]
+ * Usage: shootdown [--ops N] [--reps R] [--busy-neighbour] [--list] [PATTERN ...]
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -238,6 +238,23 @@ static long long runq_wait_ns(pid_t tid) {
 
 static int have_schedstat;
 
+/* --busy-neighbour: while a pattern without a spinning sibling runs, a separate process
+ * spins (the same pause loop) on the sibling's CPU. It shares no mm, so it receives no
+ * shootdown; it keeps that CPU as busy as a spinning sibling does. On a virtual machine an
+ * idle vCPU changes how fast the other runs (the host puts other work beside it), so this
+ * is the control for the spinning-sibling patterns' throughput. */
+static int busy_neighbour;
+
+static pid_t start_neighbour(void) {
+    pid_t pid = fork();
+    if (pid < 0) die("fork");
+    if (pid == 0) {
+        pin(cpu_sibling);
+        for (;;) __asm__ volatile("pause");
+    }
+    return pid;
+}
+
 /* Spin rates of the sibling over `seconds` of the measuring thread sleeping: per second
  * of wall time and per second the sibling was not kept off its CPU by another task. */
 static void idle_spin_rate(double seconds, double *wall, double *on_cpu) {
@@ -302,6 +319,7 @@ static void measure(const struct pattern *p, long ops, struct rep *r) {
             _exit(0);
         }
     }
+    pid_t neighbour = busy_neighbour && (p->sibling == SLEEP || p->sibling == NONE) ? start_neighbour() : -1;
     if (p->setup) p->setup();
     usleep(20000); /* let the sibling settle on its CPU (spinning, or asleep) */
     double idle_before = 0, idle_before_cpu = 0, idle_after = 0, idle_after_cpu = 0;
@@ -328,6 +346,10 @@ static void measure(const struct pattern *p, long ops, struct rep *r) {
         r->sibling_wait_fraction = sw0 >= 0 && sw1 >= 0 ? (sw1 - sw0) * 1e-9 / el : 0;
         r->spin_busy_on_cpu =
             r->sibling_wait_fraction < 0.95 ? r->spin_busy / (1 - r->sibling_wait_fraction) : r->spin_busy;
+    }
+    if (neighbour > 0) {
+        kill(neighbour, SIGKILL);
+        waitpid(neighbour, NULL, 0);
     }
     if (p->teardown) p->teardown();
     if (p->sibling == SPIN) {
@@ -365,12 +387,13 @@ int main(int argc, char **argv) {
     for (; first < argc && argv[first][0] == '-'; first++) {
         if (!strcmp(argv[first], "--ops") && first + 1 < argc) ops = atol(argv[++first]);
         else if (!strcmp(argv[first], "--reps") && first + 1 < argc) reps = atol(argv[++first]);
+        else if (!strcmp(argv[first], "--busy-neighbour")) busy_neighbour = 1;
         else if (!strcmp(argv[first], "--list")) {
             for (size_t k = 0; k < NPATTERNS; k++)
                 printf("%s %s\n", PATTERNS[k].name, SIBLING_NAMES[PATTERNS[k].sibling]);
             return 0;
         } else {
-            fprintf(stderr, "usage: shootdown [--ops N] [--reps R] [--list] [PATTERN ...]\n");
+            fprintf(stderr, "usage: shootdown [--ops N] [--reps R] [--busy-neighbour] [--list] [PATTERN ...]\n");
             return 2;
         }
     }
@@ -405,6 +428,8 @@ int main(int argc, char **argv) {
         for (long k = 0; k < reps; k++) measure(p, ops, &r[k]);
         printf("{\"pattern\": \"%s\", \"sibling\": \"%s\", \"ops\": %ld, \"reps\": %ld", p->name,
                SIBLING_NAMES[p->sibling], ops, reps);
+        if (busy_neighbour && (p->sibling == SLEEP || p->sibling == NONE))
+            printf(", \"neighbour\": \"a process spinning on the sibling's CPU\"");
         if (have_row) print_list("ipis_per_op", r, reps, offsetof(struct rep, ipis_per_op), "%.4f");
         else printf(", \"ipis_not_measurable\": \"no TLB row in /proc/interrupts\"");
         print_list("ops_per_second", r, reps, offsetof(struct rep, ops_per_s), "%.1f");

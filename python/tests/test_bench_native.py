@@ -141,3 +141,16 @@ def test_fpr_munmap_cases_report_each_thread_class(tmp_path: Path) -> None:
     assert "shootdown_ipis_per_second" in row or "not measurable" in row["shootdown_ipis"]
     bad = subprocess.run([str(exe), "--case", "9", "--threads", "1"], capture_output=True, text=True)
     assert bad.returncode == 2
+
+
+def test_busy_neighbour_control(shootdown: Path) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    out = subprocess.run(
+        [str(shootdown), "--ops", "200", "--reps", "1", "--busy-neighbour", "munmap-4k", "munmap-4k-alone"],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout
+    spin, alone = [json.loads(line) for line in out.splitlines()]
+    assert "neighbour" not in spin  # a spinning sibling is its own neighbour
+    assert alone["neighbour"] == "a process spinning on the sibling's CPU"
+    assert alone["ops_per_second_median"] > 0

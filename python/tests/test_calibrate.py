@@ -513,3 +513,20 @@ def test_fpr_record() -> None:
     assert [(t["role"], t["ops_completed"]) for t in r["per_thread"]] == [("io", 500), ("compute", 100),
                                                                           ("compute", 150)]
     assert r["totals"]["shootdown_ipis_received"] == 450
+
+
+def test_busy_neighbour_controls_replace_the_baselines_in_the_fits(tmp_path: Path) -> None:
+    shoot = records(synthetic_patterns(initiator_ns=2500.0))
+    # the same host with its other CPU idle: every baseline 1.5x slower (a VM artefact)
+    idle = {n: dict(r, ops_per_second=r["ops_per_second"] / 1.5) if n in fit.BASELINES else r
+            for n, r in shoot.items()}
+    controls = {n: r for n, r in shoot.items() if n in fit.BASELINES}
+    view = cal.baseline_view(idle, controls)
+    assert view["munmap-4k-alone"] is controls["munmap-4k-alone"] and view["munmap-4k"] is idle["munmap-4k"]
+    d, h = tlbsim.resolve({}), tlbsim.resolve({"machine": {"preset": "host"}})
+    _, details, notes = cal.build_preset(host(), idle, None, d, h, controls)
+    assert details["shootdown_costs"]["initiator_cycles"] == pytest.approx(5000)
+    assert any("--busy-neighbour" in n for n in notes["costs"])
+    _, details, _ = cal.build_preset(host(), idle, None, d, h)  # without: biased
+    assert details["shootdown_costs"]["initiator_cycles"] is None or \
+        details["shootdown_costs"]["initiator_cycles"] < 4000

@@ -255,7 +255,13 @@ def _json_lines(cmd: Sequence[str], timeout: float) -> list[dict[str, Any]]:
         raise CalibrateError(f"{Path(cmd[0]).name} took longer than {timeout:.0f} s") from err
     if r.returncode != 0:
         raise CalibrateError(f"{' '.join(cmd)} failed (status {r.returncode}): {r.stderr.strip()}")
-    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    try:
+        lines = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    except json.JSONDecodeError as err:
+        raise CalibrateError(f"{' '.join(cmd)} printed something that is not JSON: {err}") from err
+    if not lines:
+        raise CalibrateError(f"{' '.join(cmd)} printed nothing")
+    return lines
 
 
 class _Progress:
@@ -343,16 +349,20 @@ def list_patterns(exe: Path) -> list[tuple[str, str]]:
 
 
 def measure_shootdown(exe: Path, plan: Plan, progress: _Progress | None = None,
-                      patterns: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+                      patterns: Sequence[str] | None = None, busy_neighbour: bool = False) -> dict[str, dict[str, Any]]:
+    """Each pattern (default: all), one bench run each. ``busy_neighbour``: with a process
+    spinning on the other CPU (the control for the spinning-sibling patterns)."""
     out: dict[str, dict[str, Any]] = {}
     names = list(patterns) if patterns else [n for n, _ in list_patterns(exe)]
     expected = expected_ipis()
     for name in names:
         ops = max(1, plan.shootdown_ops // OPS_DIVISOR.get(name, 1))
-        (raw,) = _json_lines([str(exe), "--ops", str(ops), "--reps", str(plan.shootdown_reps), name], timeout=600)
+        flags = ["--busy-neighbour"] if busy_neighbour else []
+        (raw,) = _json_lines([str(exe), "--ops", str(ops), "--reps", str(plan.shootdown_reps), *flags, name],
+                             timeout=600)
         out[name] = shootdown_record(raw, expected.get(name))
         if progress:
-            progress.step(name)
+            progress.step(name + (" (busy neighbour)" if busy_neighbour else ""))
     return out
 
 
@@ -713,11 +723,24 @@ def tlb_entries(knees: Sequence[Mapping[str, Any]], host_machine: Mapping[str, A
     return out
 
 
+def baseline_view(shoot: Mapping[str, Mapping[str, Any]],
+                  controls: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Mapping[str, Any]]:
+    """The patterns, with those without a spinning sibling replaced by their busy-neighbour
+    control where it was measured: the fair comparison for the spinning-sibling patterns."""
+    out = dict(shoot)
+    for name, r in (controls or {}).items():
+        if r.get("ops_per_second"):
+            out[name] = r
+    return out
+
+
 def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapping[str, Any] | None,
-                 defaults: Mapping[str, Any], host_cfg: Mapping[str, Any]
+                 defaults: Mapping[str, Any], host_cfg: Mapping[str, Any],
+                 controls: Mapping[str, Mapping[str, Any]] | None = None,
                  ) -> tuple[list[Entry], dict[str, Any], dict[str, list[str]]]:
     """The preset's entries (in file order), the fit's details for the JSON, and comment
-    lines heading some tables.
+    lines heading some tables. ``controls``: the patterns without a spinning sibling run
+    with a busy neighbour; where given, the fits use them instead.
 
     ``defaults``: ``tlbsim.resolve({})`` (preset none); ``host_cfg``: with preset host.
     """
@@ -770,6 +793,8 @@ def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapp
 
     # -- kernel operation costs
     dcost = defaults["costs"]
+    with_controls = any(r.get("ops_per_second") for r in (controls or {}).values())
+    shoot = baseline_view(shoot, controls)
     per_op: dict[str, float] = {}
     for p in fit.BASELINES:
         r = shoot.get(p, {})
@@ -782,7 +807,10 @@ def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapp
         clock = next((shoot[p].get("throughput_clock") for p in kf.patterns), None) or "wall clock"
         notes["costs"] = [
             "Kernel operations: fitted to the cycles per operation of the patterns without shootdowns",
-            "(bench/shootdown.c, operations per second of " + clock + ", x frequency_ghz):",
+            "(bench/shootdown.c, operations per second of " + clock + ", x frequency_ghz"
+            + ("; the other CPU" if with_controls else "):"),
+            *(["kept busy by a spinning process, as in the spinning-sibling patterns: --busy-neighbour):"]
+              if with_controls else []),
             "  " + ", ".join(f"{p} {shoot[p]['ops_per_second']:,.0f}" for p in kf.patterns),
             f"each a sum of the costs below (tlbsim.fit.OPERATION_COSTS). Defaults x {kf.scale:.2f} (this host's",
             "median speed), moved as little as the measured sums need; model minus measured per pattern:",
@@ -813,7 +841,8 @@ def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapp
             (f"  receiver {sf.receiver_cycles:.0f} cycles per IPI: the sibling's spin rate lost, per IPI, median over "
              + ", ".join(sf.receiver_by_pattern)) if sf.receiver_cycles is not None else "  receiver: not measured",
             (f"  initiator {sf.initiator_cycles:.0f} cycles per IPI: time per operation with a spinning minus a "
-             "sleeping or absent sibling, per IPI, median over " + ", ".join(sf.initiator_by_pattern))
+             "sleeping or absent sibling" + (" (the other CPU kept busy)" if with_controls else "")
+             + ", per IPI, median over " + ", ".join(sf.initiator_by_pattern))
             if sf.initiator_cycles is not None else "  initiator: not measured",
         ])
     for c, (v, how) in split.items():
@@ -881,18 +910,21 @@ def calibrate(out: str | os.PathLike[str] = DEFAULT_OUT, *, quick: bool = False,
     host_cfg = tlbsim.resolve({"machine": {"preset": "host"}})
     control_limit = int(host_cfg["machine"]["tlb"]["l1d_2m"]["entries"]) * 512
     patterns = [n for n, _ in list_patterns(exes["shootdown"])]
+    control_patterns = [p for p in fit.BASELINES if p in patterns] if host.cpus_allowed >= 2 else []
     cpus = min(host.cpus_allowed, 8)
     coarse = len(fit.geometric_sizes(plan.reach_min_pages, plan.reach_max_pages, plan.reach_per_doubling))
-    bar = _Progress(len(patterns) + math.ceil(coarse / 8) + 5 * cpus, progress)
+    bar = _Progress(len(patterns) + len(control_patterns) + math.ceil(coarse / 8) + 5 * cpus, progress)
     try:
         shoot = measure_shootdown(exes["shootdown"], plan, bar, patterns)
+        controls = measure_shootdown(exes["shootdown"], plan, bar, control_patterns, busy_neighbour=True) \
+            if control_patterns else {}
         reach = measure_reach(exes["tlb_reach"], plan, host, control_limit, bar)
         fpr_rows = measure_fpr(exes["fpr_munmap"], plan, cpus, bar)
     finally:
         bar.close()
     load = meter.result(host.cpus_online)
     warning = load_warning(load)
-    entries, details, notes = build_preset(host, shoot, reach, defaults, host_cfg)
+    entries, details, notes = build_preset(host, shoot, reach, defaults, host_cfg, controls)
     elapsed = time.monotonic() - t0
     json_path = out.with_suffix(".json")
     header = [
@@ -924,6 +956,7 @@ def calibrate(out: str | os.PathLike[str] = DEFAULT_OUT, *, quick: bool = False,
         "load": load,
         "warnings": [warning] if warning else [],
         "shootdown_patterns": shoot,
+        "shootdown_controls": controls,
         "tlb_reach": reach,
         "fpr_munmap": fpr_rows,
         "fit": details,
