@@ -530,3 +530,18 @@ def test_busy_neighbour_controls_replace_the_baselines_in_the_fits(tmp_path: Pat
     _, details, _ = cal.build_preset(host(), idle, None, d, h)  # without: biased
     assert details["shootdown_costs"]["initiator_cycles"] is None or \
         details["shootdown_costs"]["initiator_cycles"] < 4000
+
+
+def test_build_benchmarks_compiles_once_and_says_what_is_missing(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    exes = cal.build_benchmarks(dest=tmp_path / "native")
+    assert set(exes) == set(cal.BENCHMARKS) and all(os.access(p, os.X_OK) for p in exes.values())
+    stamp = {n: p.stat().st_mtime_ns for n, p in exes.items()}
+    monkeypatch.setenv("CC", "no-such-compiler")  # up to date: nothing to compile
+    assert {n: p.stat().st_mtime_ns for n, p in cal.build_benchmarks(dest=tmp_path / "native").items()} == stamp
+    with pytest.raises(cal.CalibrateError, match="no C compiler"):
+        cal.build_benchmarks(dest=tmp_path / "other")
+    monkeypatch.setenv("TLBSIM_BENCH_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(cal.CalibrateError, match="checkout"):
+        cal.bench_sources()
+    assert isinstance(cal.CalibrateError("x"), tlbsim.TlbsimError)  # the CLI's exit status 2
