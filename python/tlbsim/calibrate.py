@@ -459,7 +459,7 @@ def analyse_reach(points: Sequence[Mapping[str, Any]], *, perf: bool, vendor: st
             out.growth_ns = f.growth
             for name, k in zip(("l1", "l2"), f.knees):
                 knees.append({"level": name, "entries": k.entries, "cost_ns": k.cost, "step_share": k.step_share,
-                              "between": list(k.between), "source": "ns"})
+                              "between": list(k.between), "source": "ns per access, 4 KiB minus 2 MiB pages"})
         except ValueError as err:
             out.notes.append(f"knee fit failed: {err}")
     else:
