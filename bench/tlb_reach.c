@@ -19,7 +19,10 @@
  * 4 KiB pages (`tlbsim calibrate` sweeps coarsely, then again around each knee it found).
  *
  * Usage: tlb_reach [--max-bytes N] [--min-bytes N] [--factor F] [--sizes PAGES,...]
- *                  [--accesses N] [--reps R] [--pages 4k|2m|both]
+ *                  [--accesses N] [--reps R] [--dense] [--pages 4k|2m|both]
+ * --dense chases every 64-byte line of the array instead of one per page: with 2 MiB
+ * pages and an array several times the last-level cache, ns per access is the latency of
+ * memory (tlbsim calibrate's machine.memory.local_latency).
  * --reps R times the chase R times and reports the fastest (the one least disturbed by
  * other work on a shared machine); perf counts are averaged over all R.
  * Output: one JSON object per (page size, array size) and line.
@@ -116,6 +119,7 @@ static long anon_huge_kb(void *p) {
 }
 
 static long reps = 1;
+static int dense; /* --dense: chase every 64-byte line, not one per page */
 
 static void run(size_t bytes, int huge, long accesses, int c_access, int c_miss, const char *why_no_perf) {
     size_t len = bytes < HUGE && huge ? HUGE : bytes;
@@ -128,22 +132,31 @@ static void run(size_t bytes, int huge, long accesses, int c_access, int c_miss,
     char *base = (char *)(((uintptr_t)a + HUGE - 1) & ~(HUGE - 1));
     madvise(base, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
     size_t pages = bytes / PAGE;
-    uint32_t *order = malloc(pages * sizeof *order);
-    for (size_t i = 0; i < pages; i++) order[i] = (uint32_t)i;
-    for (size_t i = pages - 1; i > 0; i--) {
+    /* the chain's nodes: one line per page, or (--dense) every line of the array */
+    size_t nodes = dense ? bytes / 64 : pages;
+    uint32_t *order = malloc(nodes * sizeof *order);
+    if (!order) {
+        printf("{\"page_size\": \"%s\", \"bytes\": %zu, \"not_measurable\": \"out of memory\"}\n",
+               huge ? "2m" : "4k", bytes);
+        munmap(a, len + HUGE);
+        return;
+    }
+    for (size_t i = 0; i < nodes; i++) order[i] = (uint32_t)i;
+    for (size_t i = nodes - 1; i > 0; i--) {
         size_t j = rng() % (i + 1);
         uint32_t t = order[i]; order[i] = order[j]; order[j] = t;
     }
     for (size_t k = 0; k < len; k += PAGE) base[k] = 0; /* fault everything in */
-    for (size_t i = 0; i < pages; i++) {
-        size_t from = order[i], to = order[(i + 1) % pages];
-        char **slot = (char **)(base + from * PAGE + line_of(from) * 64);
-        *slot = base + to * PAGE + line_of(to) * 64;
+#define NODE(i) (dense ? base + (i) * 64 : base + (i) * PAGE + line_of(i) * 64)
+    for (size_t i = 0; i < nodes; i++) {
+        size_t from = order[i], to = order[(i + 1) % nodes];
+        *(char **)NODE(from) = NODE(to);
     }
     free(order);
     long huge_kb = anon_huge_kb(base);
-    char **p = (char **)(base + line_of(0) * 64); /* page 0's slot */
-    for (long i = 0; i < (long)pages * 2 && i < accesses; i++) p = (char **)*p; /* warm */
+    char **p = (char **)NODE(0);
+#undef NODE
+    for (long i = 0; i < (long)nodes * 2 && i < accesses; i++) p = (char **)*p; /* warm */
     uint64_t acc0 = 0, miss0 = 0, acc1 = 0, miss1 = 0;
     if (c_access >= 0) { ioctl(c_access, PERF_EVENT_IOC_RESET, 0); ioctl(c_access, PERF_EVENT_IOC_ENABLE, 0); }
     if (c_miss >= 0) { ioctl(c_miss, PERF_EVENT_IOC_RESET, 0); ioctl(c_miss, PERF_EVENT_IOC_ENABLE, 0); }
@@ -161,6 +174,7 @@ static void run(size_t bytes, int huge, long accesses, int c_access, int c_miss,
            "\"ns_per_access\": %.3f, \"anon_huge_kib\": %ld",
            huge ? "2m" : "4k", bytes, pages, accesses, best * 1e9 / accesses, huge_kb);
     if (reps > 1) printf(", \"reps\": %ld", reps);
+    if (dense) printf(", \"dense\": true, \"lines\": %zu", nodes);
     if (c_access >= 0 && c_miss >= 0) /* counted over all the repetitions */
         printf(", \"dtlb_loads_per_access\": %.4f, \"dtlb_load_misses_per_access\": %.4f",
                (double)(acc1 - acc0) / accesses / reps, (double)(miss1 - miss0) / accesses / reps);
@@ -184,6 +198,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--accesses") && i + 1 < argc) accesses = atol(argv[++i]);
         else if (!strcmp(argv[i], "--factor") && i + 1 < argc) factor = atof(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--dense")) dense = 1;
         else if (!strcmp(argv[i], "--sizes") && i + 1 < argc) {
             for (char *t = strtok(argv[++i], ","); t; t = strtok(NULL, ",")) {
                 long n = atol(t);
@@ -200,7 +215,7 @@ int main(int argc, char **argv) {
             want2m = !strcmp(v, "2m") || !strcmp(v, "both");
         } else {
             fprintf(stderr, "usage: tlb_reach [--max-bytes N] [--min-bytes N] [--factor F] [--sizes PAGES,...] "
-                            "[--accesses N] [--reps R] [--pages 4k|2m|both]\n");
+                            "[--accesses N] [--reps R] [--dense] [--pages 4k|2m|both]\n");
             return 2;
         }
     }

@@ -121,6 +121,13 @@ def test_tlb_reach_curve_is_graceful_json(tmp_path: Path) -> None:
         check=True, capture_output=True, text=True, timeout=60,
     ).stdout
     assert [json.loads(line)["pages_4k"] for line in out.splitlines()[1:]] == [90, 96, 102]
+    # every line of the array (memory latency), not one per page
+    out = subprocess.run(
+        [str(exe), "--pages", "4k", "--dense", "--sizes", "4,8", "--accesses", "2000"],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout
+    rows = [json.loads(line) for line in out.splitlines()[1:]]
+    assert [(r["dense"], r["lines"]) for r in rows] == [(True, 256), (True, 512)]
 
 
 def test_fpr_munmap_cases_report_each_thread_class(tmp_path: Path) -> None:

@@ -262,6 +262,10 @@ def fake_tree(tmp_path: Path, *, cpus: int = 2, tlb_row: bool = True, thp: str |
         (cpu_dir / f"cpu{c}/topology").mkdir(parents=True)
         (cpu_dir / f"cpu{c}/topology/physical_package_id").write_text("0\n")
     (cpu_dir / "online").write_text("0" if cpus == 1 else f"0-{cpus - 1}\n")
+    for i, (level, size) in enumerate(((1, "48K"), (2, "2048K"), (3, "107520K"))):
+        (cpu_dir / f"cpu0/cache/index{i}").mkdir(parents=True)
+        (cpu_dir / f"cpu0/cache/index{i}/level").write_text(f"{level}\n")
+        (cpu_dir / f"cpu0/cache/index{i}/size").write_text(f"{size}\n")
     if thp is not None:
         (sysfs / "kernel/mm/transparent_hugepage").mkdir(parents=True)
         (sysfs / "kernel/mm/transparent_hugepage/enabled").write_text(thp + "\n")
@@ -285,6 +289,7 @@ def test_host_reader_on_a_quiet_intel_guest(tmp_path: Path, monkeypatch: pytest.
     assert (h.cpus_online, h.sockets, h.cores_per_socket) == (2, 1, 2)
     assert h.frequency_ghz == 2.0 and "cpu MHz" in h.frequency_source
     assert h.thp == "madvise" and h.tlb_row and h.hypervisor
+    assert h.llc_bytes == 105 << 20
 
 
 def test_host_reader_without_tlb_row_thp_and_with_one_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -355,18 +360,29 @@ def reach_rows(pages: np.ndarray, *, thp: bool = True, perf: bool = False, l1: f
             else:
                 r["perf"] = "not measurable here: perf_event_open refused the dTLB counters (Permission denied)"
             rows.append(r)
+    if thp:  # the dense chases for memory latency: 16 KiB and 512 MiB on 2 MiB pages
+        for p, ns in ((4, 2.0), (131072, 100.0)):
+            rows.append({"page_size": "2m", "bytes": p * 4096, "pages_4k": p, "accesses": 100000,
+                         "ns_per_access": ns, "anon_huge_kib": max(2048, p * 4), "dense": True, "lines": p * 64,
+                         "perf": "not measurable here: no"})
     return rows
 
 
 def test_reach_analysis_separates_tlb_knees_from_data_cache_knees() -> None:
     pts = cal.reach_points(reach_rows(PAGES), "GenuineIntel")
-    a = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="madvise", control_limit=16384)
+    a = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="madvise", control_limit=16384,
+                          llc_bytes=100 << 20)
     knees = {k["level"]: k for k in a.knees}
     assert knees["l1"]["entries"] == pytest.approx(96, rel=0.02)
     assert knees["l2"]["entries"] == pytest.approx(2048, rel=0.02)
     assert knees["l1"]["cost_ns"] == pytest.approx(2.7, rel=0.05)
-    assert a.memory_ns == pytest.approx(35.0, rel=0.01)  # the 2 MiB curve's top level
+    assert a.memory_ns == pytest.approx(98.0)  # dense 512 MiB minus dense 16 KiB
+    assert "5.1x the 100 MiB last-level cache" in a.memory_source
     assert not a.not_measurable
+    # an array not beyond the last-level cache measures the cache, not memory
+    b = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="madvise", control_limit=16384,
+                          llc_bytes=1 << 30)
+    assert b.memory_ns is None and "last-level cache" in b.not_measurable["memory_latency"]
 
 
 def test_reach_analysis_without_huge_pages_says_why() -> None:

@@ -54,10 +54,11 @@ class Plan:
     reach_reps: int  # timed chases per size; the fastest counts
     knee_step: float  # relative step of the sweeps around each knee
     fpr_seconds: float
+    memory_bytes: int  # the dense chase for memory latency (at least 4x the LLC)
 
 
-QUICK = Plan("quick", 20_000, 3, 4, 16, 1 << 16, 200_000, 5, 0.03, 0.25)
-FULL = Plan("full", 100_000, 5, 6, 16, 1 << 20, 1_000_000, 7, 0.015, 1.0)
+QUICK = Plan("quick", 20_000, 3, 4, 16, 1 << 16, 200_000, 5, 0.03, 0.25, 512 << 20)
+FULL = Plan("full", 100_000, 5, 6, 16, 1 << 20, 1_000_000, 7, 0.015, 1.0, 2 << 30)
 
 # Patterns whose operation costs far more than one page's: fewer operations per run.
 OPS_DIVISOR = {"munmap-64": 8, "munmap-64-sleep": 8}
@@ -84,6 +85,7 @@ class Host:
     tlb_row: bool
     tlb_row_why: str  # why not, when tlb_row is False
     hypervisor: bool
+    llc_bytes: int | None = None  # the last-level cache of CPU 0 (sysfs), None if unknown
 
 
 def interrupts_path(proc: Path = Path("/proc")) -> Path:
@@ -182,6 +184,13 @@ def read_host(proc: Path = Path("/proc"), sys_root: Path = Path("/sys")) -> Host
         m = re.search(r"\[(\w+)\]", thp_text)
         thp = m.group(1) if m else thp_text.strip()
     count, why = read_tlb_row(interrupts_path(proc))
+    llc, llc_level = None, 0
+    for index in sorted((cpu_dir / "cpu0/cache").glob("index*")):
+        level, size = _read(index / "level"), _read(index / "size")
+        m = re.fullmatch(r"(\d+)([KMG]?)", (size or "").strip())
+        if level and level.strip().isdigit() and m and int(level) >= llc_level:
+            llc_level = int(level)
+            llc = int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
     return Host(
         hostname=platform.node(),
         kernel=platform.release(),
@@ -198,6 +207,7 @@ def read_host(proc: Path = Path("/proc"), sys_root: Path = Path("/sys")) -> Host
         tlb_row=count is not None,
         tlb_row_why=why,
         hypervisor=" hypervisor" in f" {fields.get('flags', '')} ",
+        llc_bytes=llc,
     )
 
 
@@ -409,6 +419,7 @@ def reach_points(rows: Sequence[Mapping[str, Any]], vendor: str) -> list[dict[st
             "page_size": r["page_size"], "pages": int(r["pages_4k"]), "bytes": int(r["bytes"]),
             "ns_per_access": float(r["ns_per_access"]), "anon_huge_kib": r.get("anon_huge_kib"),
             "totals": totals, **({"perf": r["perf"]} if "perf" in r else {}),
+            **({"dense": True, "lines": int(r["lines"])} if r.get("dense") else {}),
         })
     return out
 
@@ -417,7 +428,7 @@ def _median_by_pages(points: Sequence[Mapping[str, Any]], page_size: str, key: C
                      only: Callable[[Mapping[str, Any]], bool] = lambda r: True) -> dict[int, float]:
     acc: dict[int, list[float]] = {}
     for r in points:
-        if r.get("page_size") != page_size or "pages" not in r or not only(r):
+        if r.get("page_size") != page_size or "pages" not in r or r.get("dense") or not only(r):
             continue
         v = key(r)
         if v is not None:
@@ -426,7 +437,7 @@ def _median_by_pages(points: Sequence[Mapping[str, Any]], page_size: str, key: C
 
 
 def analyse_reach(points: Sequence[Mapping[str, Any]], *, perf: bool, vendor: str, thp: str | None,
-                  control_limit: int) -> ReachAnalysis:
+                  control_limit: int, llc_bytes: int | None = None) -> ReachAnalysis:
     """Knees (L1, L2) and levels from the reach points.
 
     With 2 MiB pages: the curve fitted is ns per access with 4 KiB pages minus with 2 MiB
@@ -435,6 +446,9 @@ def analyse_reach(points: Sequence[Mapping[str, Any]], *, perf: bool, vendor: st
     alone. Where perf counts walks, the L2 knee is fitted on walks per access instead
     (and on AMD the L1 knee on L1 DTLB misses per access). Without either, the TLB knees
     cannot be told from the data caches' and are "not measurable here".
+
+    Memory latency: the dense chases (every line of the array, 2 MiB pages), the largest
+    minus the smallest, where the largest is at least twice ``llc_bytes``.
     """
     ns4 = _median_by_pages(points, "4k", lambda r: r["ns_per_access"])
     ns2 = _median_by_pages(points, "2m", lambda r: r["ns_per_access"], _valid_2m)
@@ -491,18 +505,20 @@ def analyse_reach(points: Sequence[Mapping[str, Any]], *, perf: bool, vendor: st
                      "step_share": k.step_share, "between": list(k.between), "source": what}
             knees = [d for d in knees if d["level"] != name] + [entry]
     out.knees = sorted(knees, key=lambda d: d["level"])
-    if ns2:
-        ps = sorted(ns2)
-        if ps[-1] >= 16384 and len(ps) >= 6:
-            hi = float(np.median([ns2[p] for p in ps[-3:]]))
-            lo = float(np.median([ns2[p] for p in ps[:3]]))
-            out.memory_ns = hi - lo
-            out.memory_source = (f"ns per access of the largest 2 MiB-page arrays ({ps[-3]}-{ps[-1]} pages, "
-                                 f"{hi:.1f} ns) minus the smallest ({lo:.1f} ns): a read missing the data caches")
-    if out.memory_ns is None:
-        out.not_measurable["memory_latency"] = (
-            "not measurable here: " + ("no transparent huge pages" if not ns2 else
-                                       "the 2 MiB-page arrays stop below 64 MiB"))
+    dense = sorted((r for r in points if r.get("dense") and "pages" in r and _valid_2m(r)),
+                   key=lambda r: r["bytes"])
+    if len(dense) >= 2 and dense[-1]["bytes"] >= 2 * (llc_bytes or 0) and dense[-1]["bytes"] >= 64 << 20:
+        hi, lo = dense[-1], dense[0]
+        out.memory_ns = hi["ns_per_access"] - lo["ns_per_access"]
+        llc = f", {hi['bytes'] / llc_bytes:.1f}x the {llc_bytes >> 20} MiB last-level cache" if llc_bytes else ""
+        out.memory_source = (
+            f"tlb_reach --dense: every line of a {hi['bytes'] >> 20} MiB array on 2 MiB pages in random order{llc}, "
+            f"{hi['ns_per_access']:.1f} ns per read, minus {lo['ns_per_access']:.1f} ns for a "
+            f"{lo['bytes'] >> 10} KiB one (L1 hits)")
+    else:
+        why = ("no transparent huge pages" + (f" (enabled = {thp})" if thp else "")) if not dense else \
+            "the dense array was not larger than twice the last-level cache"
+        out.not_measurable["memory_latency"] = f"not measurable here: {why}"
     return out
 
 
@@ -534,17 +550,27 @@ def measure_reach(exe: Path, plan: Plan, host: Host, control_limit: int,
     vendor = head.get("vendor", host.vendor)
     perf = bool(head.get("perf_dtlb"))
     first = analyse_reach(reach_points(rows, vendor), perf=perf, vendor=vendor, thp=host.thp,
-                          control_limit=control_limit)
+                          control_limit=control_limit, llc_bytes=host.llc_bytes)
     refine: list[int] = []
     for k in first.knees:
         refine += fit.knee_sweep(k["entries"], step=plan.knee_step)
     refine = sorted(set(refine))
     if progress:
-        progress.add(math.ceil(len(refine) / chunk))
+        progress.add(math.ceil(len(refine) / chunk) + (1 if thp_ok else 0))
     if refine:
         run(refine, chunk, "knees")
+    if thp_ok:  # memory latency: every line of an array well beyond the last-level cache
+        big = max(plan.memory_bytes, 4 * (host.llc_bytes or 0))
+        if avail:
+            big = min(big, avail // 4)
+        lines = _json_lines([str(exe), "--pages", "2m", "--dense", "--accesses", str(plan.reach_accesses),
+                             "--reps", str(plan.reach_reps), "--sizes", f"4,{big // 4096}"], timeout=1800)
+        rows.extend(lines[1:])
+        if progress:
+            progress.step("memory latency")
     points = reach_points(rows, vendor)
-    final = analyse_reach(points, perf=perf, vendor=vendor, thp=host.thp, control_limit=control_limit)
+    final = analyse_reach(points, perf=perf, vendor=vendor, thp=host.thp, control_limit=control_limit,
+                          llc_bytes=host.llc_bytes)
     if not thp_ok:
         final.not_measurable.setdefault("2m_pages", f"not measurable here: transparent huge pages are {host.thp}")
     perf_why = next((p["perf"] for p in points if "perf" in p), None)
@@ -784,7 +810,7 @@ def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapp
     if an.get("memory_ns") is not None:
         v = max(1, round(_cycles(an["memory_ns"], ghz)))
         ratio = m["memory"]["remote_latency"] / m["memory"]["local_latency"]
-        entries.append(Entry("machine.memory.local_latency", v, f"measured: tlb_reach, {an['memory_source']}, x {ghz} GHz"))
+        entries.append(Entry("machine.memory.local_latency", v, f"measured: {an['memory_source']}; x {ghz} GHz"))
         entries.append(Entry("machine.memory.remote_latency", round(v * ratio),
                              f"not measured (one NUMA node measured): {ratio:.2f}x local, the defaults' ratio"))
     else:
