@@ -467,13 +467,16 @@ def analyse_reach(points: Sequence[Mapping[str, Any]], *, perf: bool, vendor: st
         try:
             # a running median drops single disturbed sizes; relative weights let the
             # small L1 knee count against the noise of the walks' large values
-            f = fit.fit_reach(pages, fit.median_filter(delta), 2, relative=True)
+            smooth = fit.median_filter(delta)
+            f = fit.fit_reach(pages, smooth, 2, relative=True)
             out.curve = "ns per access, 4 KiB pages minus 2 MiB pages (translation alone)"
             out.rms_ns = f.rms
             out.growth_ns = f.growth
-            for name, k in zip(("l1", "l2"), f.knees):
-                knees.append({"level": name, "entries": k.entries, "cost_ns": k.cost, "step_share": k.step_share,
-                              "between": list(k.between), "source": "ns per access, 4 KiB minus 2 MiB pages"})
+            for i, (name, k) in enumerate(zip(("l1", "l2"), f.knees)):
+                size, how = fit.knee_size(pages, smooth, f, i)
+                knees.append({"level": name, "entries": size, "onset": k.entries, "cost_ns": k.cost,
+                              "step_share": k.step_share, "between": list(k.between),
+                              "source": "ns per access, 4 KiB minus 2 MiB pages", "estimator": how})
         except ValueError as err:
             out.notes.append(f"knee fit failed: {err}")
     else:
@@ -552,8 +555,9 @@ def measure_reach(exe: Path, plan: Plan, host: Host, control_limit: int,
     first = analyse_reach(reach_points(rows, vendor), perf=perf, vendor=vendor, thp=host.thp,
                           control_limit=control_limit, llc_bytes=host.llc_bytes)
     refine: list[int] = []
-    for k in first.knees:
-        refine += fit.knee_sweep(k["entries"], step=plan.knee_step)
+    for k in first.knees:  # from below the onset to past where half the misses arrived
+        refine += fit.knee_sweep(k.get("onset", k["entries"]), above=1.5, step=plan.knee_step)
+        refine += fit.knee_sweep(k["entries"], below=0.9, above=1.2, step=plan.knee_step)
     refine = sorted(set(refine))
     if progress:
         progress.add(math.ceil(len(refine) / chunk) + (1 if thp_ok else 0))
@@ -725,9 +729,13 @@ def tlb_entries(knees: Sequence[Mapping[str, Any]], host_machine: Mapping[str, A
             continue
         entries, snapped = fit.snap_entries(k["entries"])
         lo, hi = k.get("between", [0, 0])
-        how = (f"measured: tlb_reach knee at {k['entries']:.0f} pages (between the measured {lo:.0f} and "
-               f"{hi:.0f}; fitted on {k['source']})")
-        how += "; nearest 2^k or 3*2^k" if snapped else "; no 2^k or 3*2^k within 8%"
+        if k.get("estimator", "").startswith("half"):
+            how = (f"measured: tlb_reach knee at {k['entries']:.0f} pages (misses start near {k['onset']:.0f}; half "
+                   f"have arrived at {k['entries']:.0f}, as in a set-associative TLB; on {k['source']})")
+        else:
+            how = (f"measured: tlb_reach knee at {k['entries']:.0f} pages (between the measured {lo:.0f} and "
+                   f"{hi:.0f}; fitted on {k['source']})")
+        how += "; nearest 2^k or 3*2^k" if snapped else "; no 2^k or 3*2^k within 12%"
         if entries == c_entries:
             how += f"; {c_text}: they agree"
         else:

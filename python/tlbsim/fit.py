@@ -255,6 +255,61 @@ def fit_reach(
     return ReachFit(base=float(x[0]), knees=out, growth=g, rms=math.sqrt(sse / len(p)), points=len(p))
 
 
+def crossing_point(pages: Sequence[float], values: Sequence[float], f: ReachFit, k: int,
+                   fraction: float = 0.5) -> float | None:
+    """Where the curve has risen by ``fraction`` of knee ``k``'s jump above the level before
+    it (interpolated in log pages), searching from the knee to the next one; None if it
+    never gets there. The jump is the measured plateau before the next knee (the median
+    of the last three sizes below it), or for the last knee the fitted cost."""
+    p = np.asarray(pages, dtype=float)
+    y = np.asarray(values, dtype=float)
+    order = np.argsort(p)
+    p, y = p[order], y[order]
+    knee = f.knees[k]
+    before = f.base + sum(j.cost for j in f.knees[:k])
+    stop = f.knees[k + 1].entries if k + 1 < len(f.knees) else p[-1]
+    plateau = y[(p > knee.entries) & (p <= stop)][-3:]
+    jump = float(np.median(plateau)) - before if k + 1 < len(f.knees) and plateau.size else knee.cost
+    target = before + fraction * jump
+    lo = p[p <= knee.entries]
+    if not lo.size:
+        return None
+    i = int(np.searchsorted(p, lo[-1]))
+    while i + 1 < len(p) and p[i + 1] <= stop:
+        if y[i + 1] >= target:
+            if y[i] >= target:
+                return float(p[i])
+            t = (target - y[i]) / (y[i + 1] - y[i])
+            return float(math.exp(math.log(p[i]) + t * (math.log(p[i + 1]) - math.log(p[i]))))
+        i += 1
+    return None
+
+
+def knee_size(pages: Sequence[float], values: Sequence[float], f: ReachFit, k: int,
+              ramp: float = 2.2) -> tuple[float, str]:
+    """The size of the TLB behind knee ``k``, and how it was read off the curve.
+
+    Random reads through a fully associative TLB of E entries miss at ``1 - E/P``: a
+    quarter of the cost arrives at 1.33E, half at 2E, three quarters at 4E, and the fitted
+    knee is E. A cyclic chase
+    (the benchmark's) through a set-associative TLB misses over a short range around E
+    instead: early in its fuller sets, late in its emptier ones; there E is where half the
+    cost has arrived. The quartiles tell them apart (1 - E/P: the third at 3 times the
+    first): within ``ramp`` times, the half point; otherwise (or if the curve never gets
+    that far) the fitted knee."""
+    onset = (f.knees[k].entries, "the fitted onset (misses growing as 1 - E/P)")
+    if k == len(f.knees) - 1 and f.knees[k].step_share < 0.5:
+        # past the last knee the curve keeps creeping up (page-table lines leaving the
+        # caches): no plateau to take quartiles of; the fit saw a 1 - E/P rise
+        return onset
+    q1 = crossing_point(pages, values, f, k, 0.25)
+    half = crossing_point(pages, values, f, k, 0.5)
+    q3 = crossing_point(pages, values, f, k, 0.75)
+    if q1 is not None and half is not None and q3 is not None and q3 < ramp * q1:
+        return half, "half of the misses arrived (within a short range: a set-associative TLB or LRU)"
+    return onset
+
+
 def knee_sweep(knee: float, *, below: float = 0.75, above: float = 1.35, step: float = 0.03,
                minimum: int = 2) -> list[int]:
     """Array sizes (pages) to measure around a knee: from ``below`` to ``above`` times it,
@@ -284,12 +339,12 @@ def geometric_sizes(lo: int, hi: int, per_doubling: int) -> list[int]:
 _NICE = sorted({m << s for m in (1, 3) for s in range(0, 24)})
 
 
-def snap_entries(measured: float, tolerance: float = 0.08) -> tuple[int, bool]:
+def snap_entries(measured: float, tolerance: float = 0.12) -> tuple[int, bool]:
     """A TLB's entry count from its measured knee: the nearest ``2^k`` or ``3 * 2^k`` (the
     sizes a power-of-two set count with 1, 2, 3, 4, 6, 8, 12, 16 ... ways gives) when
-    within ``tolerance``, else the measurement rounded. Returns (entries, snapped)."""
+    within ``tolerance`` of it, else the measurement rounded. Returns (entries, snapped)."""
     nearest = min(_NICE, key=lambda n: abs(math.log(n / measured)))
-    if abs(nearest - measured) <= tolerance * measured:
+    if abs(nearest - measured) <= tolerance * nearest:
         return nearest, True
     return max(1, round(measured)), False
 
