@@ -25,7 +25,7 @@ RUST_TEST := if cargo nextest --version >/dev/null 2>&1; then \
 	fi
 PY_TEST := echo "+ $(VPY) -m pytest python/tests -q"; $(VPY) -m pytest python/tests -q
 
-.PHONY: demo test bench bench-native develop rust-test py-test chromium clean
+.PHONY: demo test bench bench-native calibrate validate develop rust-test py-test chromium clean
 
 # Native shootdown micro-benchmarks on the real kernel (bench/shootdown.c, patterns in
 # bench/patterns.toml): one JSON line per pattern.
@@ -48,6 +48,14 @@ bench-native: $(NATIVE_BENCH)
 	target/native/shootdown
 	target/native/tlb_reach
 	target/native/fpr_munmap
+
+# This host as a machine preset (host-calibrated.toml + .json), and the simulator against it.
+# Not part of `make test`, whose python/tests run `tlbsim calibrate --quick` once.
+calibrate: develop
+	$(VENV)/bin/tlbsim calibrate
+
+validate: develop
+	$(VENV)/bin/tlbsim validate
 
 target/native/%: bench/%.c bench/proc_interrupts.h
 	@mkdir -p $(dir $@)

@@ -6,12 +6,12 @@
  *   case 1: N I/O threads            case 2: 1 I/O thread + N compute threads
  *   case 3: N I/O + 1 compute        case 4: N I/O + M compute
  *   case 5: N mixed threads
- * Threads are pinned round-robin over the online CPUs. Each run lasts --seconds and prints
+ * Threads are pinned round-robin over the CPUs this process may run on (sched_getaffinity). Each run lasts --seconds and prints
  * one JSON line: operations per second per thread class (total and per thread) and the TLB
  * shootdown IPIs received per second (TLB row of /proc/interrupts, summed over CPUs).
  *
  * Usage: fpr_munmap [--seconds S] [--case C --threads N [--compute M]]
- *   Without --case: cases 1-5 for N = 1 .. online CPUs (case 4: M = N).
+ *   Without --case: cases 1-5 for N = 1 .. allowed CPUs (case 4: M = N).
  * The I/O file is a 4 KiB file in $TMPDIR (FPR used a null block device: its page-cache
  * page is what every mmap maps).
  */
@@ -44,6 +44,7 @@ struct worker {
 static atomic_int running;
 static int file_fd;
 static long cpus;
+static int cpu_ids[CPU_SETSIZE]; /* the allowed CPUs, in order */
 
 static void io_op(void) {
     char *p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, file_fd, 0);
@@ -77,7 +78,7 @@ static void run(int c, int n_io, int n_compute, int n_mixed, double seconds) {
     struct worker *ws = calloc(n, sizeof *ws);
     for (int i = 0; i < n; i++) {
         ws[i].kind = i < n_io ? IO : i < n_io + n_compute ? COMPUTE : MIXED;
-        ws[i].cpu = i % cpus;
+        ws[i].cpu = cpu_ids[i % cpus];
     }
     atomic_store(&running, 1);
     long long before = tlb_ipis();
@@ -142,7 +143,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "fpr_munmap: need 0 < --seconds <= 3600, --case 1-5 with --threads >= 1\n");
         return 2;
     }
-    cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) { perror("sched_getaffinity"); return 1; }
+    cpus = 0;
+    for (int k = 0; k < CPU_SETSIZE; k++)
+        if (CPU_ISSET(k, &allowed)) cpu_ids[cpus++] = k;
     char path[] = "/tmp/tlbsim-fpr-XXXXXX";
     file_fd = mkstemp(path);
     if (file_fd < 0) { perror("mkstemp"); return 1; }

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import tomllib
 from pathlib import Path
@@ -42,12 +44,44 @@ def test_output_is_one_json_object_per_pattern(shootdown: Path) -> None:
         if "not_measurable" in r:
             assert r["not_measurable"]  # says why
             continue
-        assert r["ops"] == 200 and len(r["ipis_per_op"]) == 1
-        assert r["ops_per_second_median"] > 0
+        assert r["ops"] == 200 and r["ops_per_second_median"] > 0
+        if "ipis_not_measurable" in r:  # no TLB row: throughput only
+            assert "ipis_per_op" not in r
+            continue
+        assert len(r["ipis_per_op"]) == 1
         # A thread alone never receives shootdown IPIs for its own unmaps, save the rare
         # unrelated flush on the machine (other processes' shootdowns land on the TLB row).
         if r["pattern"] == "munmap-4k-alone":
             assert r["ipis_per_op_median"] < 0.2
+        else:  # a spinning sibling: its spin rate idle and during the operations
+            assert r["sibling_spins_per_second_idle"][0] > 0
+            assert len(r["sibling_spins_per_second"]) == 1
+
+
+def test_without_a_tlb_row_throughput_is_still_measured(shootdown: Path, tmp_path: Path) -> None:
+    fake = tmp_path / "interrupts"
+    fake.write_text("           CPU0       CPU1\n  NMI:          0          0   Non-maskable interrupts\n")
+    out = subprocess.run(
+        [str(shootdown), "--ops", "100", "--reps", "1", "munmap-4k-alone"],
+        check=True, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "TLBSIM_PROC_INTERRUPTS": str(fake)},
+    ).stdout
+    (row,) = [json.loads(line) for line in out.splitlines()]
+    assert row["ipis_not_measurable"] == "no TLB row in /proc/interrupts"
+    assert "ipis_per_op" not in row and row["ops_per_second_median"] > 0
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset (util-linux)")
+def test_one_cpu_measures_only_the_patterns_without_a_sibling(shootdown: Path) -> None:
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    out = subprocess.run(
+        ["taskset", "-c", str(cpu), str(shootdown), "--ops", "100", "--reps", "1",
+         "munmap-4k", "munmap-4k-alone"],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout
+    spin, alone = [json.loads(line) for line in out.splitlines()]
+    assert spin["not_measurable"] == "one CPU: no second CPU for the sibling"
+    assert alone["ops_per_second_median"] > 0
 
 
 def test_bad_arguments_are_a_usage_error(shootdown: Path) -> None:
@@ -75,6 +109,25 @@ def test_tlb_reach_curve_is_graceful_json(tmp_path: Path) -> None:
         assert r["ns_per_access"] > 0
         # Either the counters, or a sentence saying why not.
         assert ("dtlb_load_misses_per_access" in r) != ("perf" in r)
+    # Finer steps, and exact sizes in pages (the knee sweeps of tlbsim calibrate).
+    out = subprocess.run(
+        [str(exe), "--pages", "4k", "--min-bytes", str(64 * 4096), "--max-bytes", str(128 * 4096),
+         "--factor", "1.19", "--accesses", "2000"],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout
+    assert [json.loads(line)["pages_4k"] for line in out.splitlines()[1:]] == [64, 76, 91, 108, 128]
+    out = subprocess.run(
+        [str(exe), "--pages", "4k", "--sizes", "90,96,102", "--accesses", "2000"],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout
+    assert [json.loads(line)["pages_4k"] for line in out.splitlines()[1:]] == [90, 96, 102]
+    # every line of the array (memory latency), not one per page
+    out = subprocess.run(
+        [str(exe), "--pages", "4k", "--dense", "--sizes", "4,8", "--accesses", "2000"],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout
+    rows = [json.loads(line) for line in out.splitlines()[1:]]
+    assert [(r["dense"], r["lines"]) for r in rows] == [(True, 256), (True, 512)]
 
 
 def test_fpr_munmap_cases_report_each_thread_class(tmp_path: Path) -> None:
@@ -95,3 +148,16 @@ def test_fpr_munmap_cases_report_each_thread_class(tmp_path: Path) -> None:
     assert "shootdown_ipis_per_second" in row or "not measurable" in row["shootdown_ipis"]
     bad = subprocess.run([str(exe), "--case", "9", "--threads", "1"], capture_output=True, text=True)
     assert bad.returncode == 2
+
+
+def test_busy_neighbour_control(shootdown: Path) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    out = subprocess.run(
+        [str(shootdown), "--ops", "200", "--reps", "1", "--busy-neighbour", "munmap-4k", "munmap-4k-alone"],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout
+    spin, alone = [json.loads(line) for line in out.splitlines()]
+    assert "neighbour" not in spin  # a spinning sibling is its own neighbour
+    assert alone["neighbour"] == "a process spinning on the sibling's CPU"
+    assert alone["ops_per_second_median"] > 0

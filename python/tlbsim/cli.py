@@ -1,4 +1,5 @@
-"""The ``tlbsim`` command: run, config, sweep, collect, report, bench, convert, demo.
+"""The ``tlbsim`` command: run, config, sweep, collect, report, bench, convert, demo,
+calibrate, validate.
 
 User errors (tlbsim errors, OS errors) print ``tlbsim: error: <message>`` and exit 2.
 """
@@ -117,6 +118,27 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from tlbsim import calibrate
+
+    result = calibrate.calibrate(args.out, quick=args.quick, progress=args.progress or None)
+    print(calibrate.summary(result))
+    print(f"\nwrote {result.toml_path}\n      {result.json_path}\n({result.elapsed:.0f} s)")
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from tlbsim import validate
+
+    report = validate.validate(
+        args.preset, measurements=args.measurements, quick=args.quick, out=args.out,
+        progress=args.progress or None,
+    )
+    print(validate.format_table(report))
+    print(f"\nwrote {report.json_path}\n      {report.png_path}")
+    return 0 if report.passed else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tlbsim", description="Simulate address translation: TLBs, page walks, shootdowns."
@@ -220,6 +242,46 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", metavar="DIR", help="a sweep folder (holding runs/)")
     p.add_argument("--out", metavar="OUT", help="output folder (default: DIR/report)")
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser(
+        "calibrate",
+        help="measure this host's kernel and TLBs; write a machine preset",
+        description=(
+            "Build and run the native benchmarks of bench/ (shootdown patterns, TLB-reach "
+            "curve, FPR's munmap cases) on this host and write a machine preset with the "
+            "fitted geometry and [costs], each number with a comment naming its "
+            "measurement, plus the measurements as JSON next to it. Runs from a checkout "
+            "of the repository (needs gcc)."
+        ),
+    )
+    p.add_argument("--quick", action="store_true", help="fewer and shorter runs: under 2 minutes")
+    p.add_argument("--out", metavar="FILE", default="host-calibrated.toml",
+                   help="the preset (default: %(default)s); the JSON goes to FILE with .json")
+    p.add_argument("--progress", action="store_true",
+                   help="show the progress bar even when stderr is not a terminal")
+    p.set_defaults(func=_cmd_calibrate)
+
+    p = sub.add_parser(
+        "validate",
+        help="the shootdown patterns and TLB reach, real against simulated",
+        description=(
+            "Run the shootdown patterns and the TLB-reach sizes in the simulator with a "
+            "calibrated preset and print them beside the host's measurements (IPIs per "
+            "operation, throughput relative to munmap-4k-alone, TLB-reach knees) with a "
+            "pass/fail column; write validate.json and validate.png. Exit status 1 when a "
+            "row fails or could not be simulated."
+        ),
+    )
+    p.add_argument("--preset", metavar="FILE", default="host-calibrated.toml",
+                   help="the calibrated preset (default: %(default)s)")
+    p.add_argument("--measurements", metavar="JSON",
+                   help="the host's measurements (default: the preset's .json from tlbsim "
+                   "calibrate; measured now when missing)")
+    p.add_argument("--quick", action="store_true", help="fewer simulated operations and sizes")
+    p.add_argument("--out", metavar="DIR", default="out/validate", help="default: %(default)s")
+    p.add_argument("--progress", action="store_true",
+                   help="show the progress bar even when stderr is not a terminal")
+    p.set_defaults(func=_cmd_validate)
     return parser
 
 

@@ -1,0 +1,439 @@
+"""``tlbsim validate``: the host's measurements beside the simulator's, with a calibrated
+preset, row by row with a pass/fail column.
+
+Rows and tolerances:
+
+* **IPIs per operation**, each of the thirteen shootdown patterns: pass when
+  ``|sim - real| <= 0.05 * max(real, 1)`` (0.05 IPIs up to one per operation, 5% above).
+* **Throughput relative to munmap-4k-alone**, each other pattern: pass when the simulated
+  ratio is within a factor of 1.5 of the measured one (the costs are fitted on some of
+  these patterns, the model is additive, and a shared machine's throughputs vary by tens
+  of percent between runs). The patterns without a spinning sibling count as measured
+  with the other CPU kept busy (``shootdown_controls`` of the calibrate JSON, where
+  present), as it is in the spinning-sibling ones.
+* **TLB-reach knees**, L1 and L2: the simulator runs a random synthetic workload over the
+  same array sizes; the knee fitted to its L1 (L2) TLB misses per access must lie within
+  15% of the host's knee.
+
+The simulated patterns use the preset as the base config with ``workload.kind =
+"shootdown-patterns"``, ``workload.pattern``, ``workload.ops``, ``os.coherence = "linux"``
+on 1 socket x 2 cores, and read ``totals.shootdown_ipis_received`` and the measuring
+thread's ``per_thread[0].ops_completed`` / ``ops_per_second``. A run that fails becomes a
+row "simulation failed: <error>". A quantity the host could not measure is "n/a" with the
+reason and counts as neither pass nor fail.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import tlbsim
+from tlbsim import fit
+
+IPI_TOLERANCE = 0.05
+THROUGHPUT_FACTOR = 1.5
+KNEE_TOLERANCE = 0.15
+REFERENCE = "munmap-4k-alone"
+
+TOLERANCES = {
+    "ipis_per_op": f"|sim - real| <= {IPI_TOLERANCE} x max(real, 1)",
+    "relative_throughput": f"sim / real within a factor of {THROUGHPUT_FACTOR}",
+    "tlb_knee": f"|sim - real| <= {KNEE_TOLERANCE:.0%} of real",
+}
+
+PASS, FAIL, NA, ERROR = "pass", "FAIL", "n/a", "error"
+
+
+@dataclass
+class Row:
+    section: str  # "ipis_per_op", "relative_throughput", "tlb_knee"
+    name: str
+    real: float | None
+    sim: float | None
+    status: str  # pass, FAIL, n/a, error
+    note: str = ""
+
+
+@dataclass
+class Report:
+    rows: list[Row]
+    preset: str
+    measurements: str
+    json_path: Path | None = None
+    png_path: Path | None = None
+    sim: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return all(r.status in (PASS, NA) for r in self.rows)
+
+    def counts(self) -> dict[str, int]:
+        out = {s: 0 for s in (PASS, FAIL, NA, ERROR)}
+        for r in self.rows:
+            out[r.status] += 1
+        return out
+
+
+# ---------------------------------------------------------------------------------------
+# simulation
+
+
+def pattern_overrides(name: str, ops: int) -> dict[str, object]:
+    return {
+        "workload.kind": "shootdown-patterns",
+        "workload.pattern": name,
+        "workload.ops": ops,
+        "os.coherence": "linux",
+        "machine.sockets": 1,
+        "machine.cores_per_socket": 2,
+    }
+
+
+def simulate_pattern(preset: str | os.PathLike[str] | Mapping[str, Any], name: str, ops: int) -> dict[str, Any]:
+    """IPIs per operation and the measuring thread's operations per second, or
+    ``{"error": "simulation failed: ..."}``."""
+    try:
+        result = tlbsim.run(preset, overrides=pattern_overrides(name, ops))
+        stats = result.stats
+        thread = stats["per_thread"][0]
+        done = thread["ops_completed"]
+        ipis = stats["totals"]["shootdown_ipis_received"]
+        return {
+            "ops_completed": done,
+            "ops_per_second": float(thread["ops_per_second"]),
+            "shootdown_ipis_received": ipis,
+            "ipis_per_op": ipis / done if done else None,
+        }
+    except (tlbsim.TlbsimError, OSError) as err:
+        return {"error": f"simulation failed: {err}"}
+    except (KeyError, IndexError, TypeError) as err:
+        return {"error": f"simulation failed: its stats have no {err} (per_thread, ops_completed, "
+                         "ops_per_second, totals.shootdown_ipis_received expected)"}
+
+
+def reach_overrides(pages: int, accesses: int) -> dict[str, object]:
+    return {
+        "machine.sockets": 1,
+        "machine.cores_per_socket": 1,
+        "workload.kind": "synthetic",
+        "workload.pattern": "random",
+        "workload.threads": 1,
+        "workload.region_bytes": pages * 4096,
+        "workload.accesses": accesses,
+        "workload.fetches": False,
+        "workload.write_fraction": 0.0,
+        "os.thp": False,
+    }
+
+
+def simulate_reach_point(preset: str | os.PathLike[str] | Mapping[str, Any], pages: int, accesses: int) -> dict[str, Any]:
+    """L1 and L2 TLB misses per access of random reads over ``pages`` pages, without the
+    first touch of each page (a compulsory miss at both levels)."""
+    try:
+        t = tlbsim.run(preset, overrides=reach_overrides(pages, accesses)).stats["totals"]
+        n = t["accesses"] - pages
+        return {
+            "pages": pages,
+            "accesses": t["accesses"],
+            "l1_miss_per_access": max(0.0, (t["l1_tlb_misses"] - pages) / n),
+            "l2_miss_per_access": max(0.0, (t["l2_tlb_misses"] - pages) / n),
+        }
+    except (tlbsim.TlbsimError, OSError, KeyError) as err:
+        return {"pages": pages, "error": f"simulation failed: {err}"}
+
+
+# ---------------------------------------------------------------------------------------
+# rows (pure)
+
+
+def ipi_rows(real: Mapping[str, Mapping[str, Any]], sim: Mapping[str, Mapping[str, Any]]) -> list[Row]:
+    rows = []
+    for name, r in real.items():
+        s = sim.get(name, {"error": "simulation failed: not run"})
+        rv = r.get("shootdown_ipis_received_per_op")
+        sv = s.get("ipis_per_op")
+        if "not_measurable" in r or rv is None:
+            why = r.get("not_measurable") or r.get("ipis_not_measurable") or "not measured"
+            rows.append(Row("ipis_per_op", name, None, sv, NA, f"not measurable here: {why}"))
+        elif "error" in s or sv is None:
+            rows.append(Row("ipis_per_op", name, rv, None, ERROR, s.get("error", "simulation failed: no value")))
+        else:
+            ok = abs(sv - rv) <= IPI_TOLERANCE * max(rv, 1.0)
+            rows.append(Row("ipis_per_op", name, rv, sv, PASS if ok else FAIL, "" if ok else r.get("note", "")))
+    return rows
+
+
+def throughput_rows(real: Mapping[str, Mapping[str, Any]], sim: Mapping[str, Mapping[str, Any]],
+                    reference: str = REFERENCE) -> list[Row]:
+    rows = []
+    ref_r = real.get(reference, {}).get("ops_per_second")
+    ref_s = sim.get(reference, {}).get("ops_per_second")
+    for name, r in real.items():
+        if name == reference:
+            continue
+        s = sim.get(name, {"error": "simulation failed: not run"})
+        label = f"{name} / {reference}"
+        if not r.get("ops_per_second") or not ref_r:
+            why = r.get("not_measurable") or real.get(reference, {}).get("not_measurable") or "not measured"
+            rows.append(Row("relative_throughput", label, None, None, NA, f"not measurable here: {why}"))
+            continue
+        rv = r["ops_per_second"] / ref_r
+        if "error" in s or not s.get("ops_per_second") or not ref_s:
+            err = s.get("error") or sim.get(reference, {}).get("error") or "simulation failed: no throughput"
+            rows.append(Row("relative_throughput", label, rv, None, ERROR, err))
+            continue
+        sv = s["ops_per_second"] / ref_s
+        ok = 1 / THROUGHPUT_FACTOR <= sv / rv <= THROUGHPUT_FACTOR
+        rows.append(Row("relative_throughput", label, rv, sv, PASS if ok else FAIL))
+    return rows
+
+
+def sim_knees(points: Sequence[Mapping[str, Any]]) -> tuple[dict[str, float], str]:
+    """L1 and L2 knees of the simulated miss curves (one knee each, no growth term)."""
+    good = [p for p in points if "error" not in p]
+    if len(good) < 8:
+        errors = sorted({p["error"] for p in points if "error" in p})
+        return {}, errors[0] if errors else f"only {len(good)} simulated sizes"
+    pages = [p["pages"] for p in good]
+    out = {}
+    for level, key in (("l1", "l1_miss_per_access"), ("l2", "l2_miss_per_access")):
+        try:
+            out[level] = fit.fit_reach(pages, [p[key] for p in good], 1, growth=False).knees[0].entries
+        except ValueError:
+            pass
+    return out, ""
+
+
+def knee_rows(real_knees: Sequence[Mapping[str, Any]], real_missing: Mapping[str, str],
+              simulated: Mapping[str, float], sim_error: str, configured: Mapping[str, int]) -> list[Row]:
+    rows = []
+    by = {k["level"]: k for k in real_knees}
+    for level, label in (("l1", "L1 DTLB knee (pages)"), ("l2", "L2 TLB knee (pages)")):
+        k = by.get(level)
+        cfg = configured.get(level)
+        note = f"preset: {cfg} entries" if cfg else ""
+        if k is None:
+            why = "; ".join(real_missing.values()) or "no knee found in the reach curve"
+            rows.append(Row("tlb_knee", label, None, simulated.get(level), NA,
+                            why if why.startswith("not measurable") else f"not measurable here: {why}"))
+        elif sim_error or level not in simulated:
+            rows.append(Row("tlb_knee", label, k["entries"], None, ERROR, sim_error or "no knee in the simulated curve"))
+        else:
+            rv, sv = float(k["entries"]), float(simulated[level])
+            ok = abs(sv - rv) <= KNEE_TOLERANCE * rv
+            rows.append(Row("tlb_knee", label, rv, sv, PASS if ok else FAIL, note))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------
+# output
+
+
+SECTION_TITLES = {
+    "ipis_per_op": "TLB-shootdown IPIs received per operation",
+    "relative_throughput": f"operations per second relative to {REFERENCE}",
+    "tlb_knee": "TLB reach: knees of the miss curves",
+}
+
+
+def _fmt(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.3f}"
+
+
+def format_table(report: Report) -> str:
+    width = max([len(r.name) for r in report.rows] + [20])
+    lines = [f"preset: {report.preset}", f"measurements: {report.measurements}"]
+    for section, title in SECTION_TITLES.items():
+        rows = [r for r in report.rows if r.section == section]
+        if not rows:
+            continue
+        lines += ["", f"{title}  (pass: {TOLERANCES[section]})",
+                  f"  {'':<{width}}  {'real':>10}  {'simulated':>10}  result"]
+        previous = ""
+        for r in rows:
+            note = r.note
+            if r.status == ERROR and note and note == previous:
+                note = "(as above)"
+            elif r.status == ERROR:
+                previous = note
+            note = f"  {note}" if note else ""
+            lines.append(f"  {r.name:<{width}}  {_fmt(r.real):>10}  {_fmt(r.sim):>10}  {r.status}{note}")
+    c = report.counts()
+    lines += ["", f"{c[PASS]} pass, {c[FAIL]} fail, {c[ERROR]} not simulated, {c[NA]} not measurable here"]
+    return "\n".join(lines)
+
+
+def plot(report: Report, reach: Mapping[str, Any] | None, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5.5))
+    for ax, section in zip(axes[:2], ("ipis_per_op", "relative_throughput")):
+        rows = [r for r in report.rows if r.section == section]
+        x = np.arange(len(rows))
+        real = [r.real if r.real is not None else np.nan for r in rows]
+        sim = [r.sim if r.sim is not None else np.nan for r in rows]
+        ax.bar(x - 0.2, real, 0.4, label="real (this host)")
+        ax.bar(x + 0.2, sim, 0.4, label="simulated")
+        for i, r in enumerate(rows):
+            if r.status in (FAIL, ERROR):
+                ax.annotate("x" if r.status == FAIL else "?", (i, 0), ha="center", va="bottom", color="red")
+        ax.set_xticks(x, [r.name.split(" / ")[0] for r in rows], rotation=60, ha="right", fontsize=8)
+        ax.set_title(SECTION_TITLES[section], fontsize=10)
+        ax.legend(fontsize=8)
+    ax = axes[2]
+    ax.set_title(SECTION_TITLES["tlb_knee"], fontsize=10)
+    ax.set_xscale("log")
+    ax.set_xlabel("array size (4 KiB pages)")
+    handles = []
+    if reach:
+        pts = reach.get("points", [])
+        p4 = {p["pages"]: p["ns_per_access"] for p in pts if p.get("page_size") == "4k" and "pages" in p}
+        p2 = {p["pages"]: p["ns_per_access"] for p in pts if p.get("page_size") == "2m" and "pages" in p}
+        xs = sorted(p4)
+        if xs:
+            handles += ax.plot(xs, [p4[p] for p in xs], ".-", ms=3, label="real: ns/access, 4 KiB pages")
+        xs2 = sorted(p for p in p2 if p in p4)
+        if xs2:
+            handles += ax.plot(xs2, [max(0.1, p4[p] - p2[p]) for p in xs2], ".-", ms=3,
+                               label="real: 4 KiB minus 2 MiB pages (translation)")
+        ax.set_yscale("log")
+        ax.set_ylabel("ns per access")
+        for k in reach.get("analysis", {}).get("knees", []):
+            ax.axvline(k["entries"], color="grey", ls=":", lw=1)
+    sims = [p for p in report.sim.get("reach", []) if "error" not in p]
+    if sims:
+        ax2 = ax.twinx()
+        xs = [p["pages"] for p in sims]
+        handles += ax2.plot(xs, [p["l1_miss_per_access"] for p in sims], "--", label="sim: L1 misses/access")
+        handles += ax2.plot(xs, [p["l2_miss_per_access"] for p in sims], "--", label="sim: L2 misses/access")
+        ax2.set_ylabel("simulated misses per access")
+        ax2.set_ylim(0, 1.05)
+    if handles:
+        ax.legend(handles=handles, fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------
+# the command
+
+
+def load_measurements(preset: Path, measurements: str | os.PathLike[str] | None,
+                      quick: bool, progress: bool) -> tuple[dict[str, Any], str]:
+    """The calibrate JSON (given, or next to the preset), or fresh quick measurements."""
+    path = Path(measurements) if measurements else preset.with_suffix(".json")
+    if path.is_file():
+        return json.loads(path.read_text()), str(path)
+    if measurements:
+        raise FileNotFoundError(2, "measurements file not found", str(path))
+    from tlbsim import calibrate as cal
+
+    host = cal.read_host()
+    exes = cal.build_benchmarks()
+    host_cfg = tlbsim.resolve({"machine": {"preset": "host"}})
+    limit = int(host_cfg["machine"]["tlb"]["l1d_2m"]["entries"]) * 512
+    bar = cal._Progress(13 + 10, progress)
+    try:
+        shoot = cal.measure_shootdown(exes["shootdown"], cal.QUICK, bar)
+        reach = cal.measure_reach(exes["tlb_reach"], cal.QUICK, host, limit, bar)
+    finally:
+        bar.close()
+    return {"shootdown_patterns": shoot, "tlb_reach": reach, "host": asdict(host)}, "measured now (quick)"
+
+
+def reach_sizes(knees: Sequence[Mapping[str, Any]], quick: bool) -> list[int]:
+    top = max([int(k["entries"]) * 8 for k in knees] + [16384])
+    sizes = set(fit.geometric_sizes(16, min(top, 1 << 17), 3 if quick else 6))
+    for k in knees:
+        sizes.update(fit.knee_sweep(k["entries"], below=0.7, above=1.5, step=0.06 if quick else 0.03))
+    return sorted(sizes)
+
+
+def validate(preset: str | os.PathLike[str] = "host-calibrated.toml", *,
+             measurements: str | os.PathLike[str] | None = None, quick: bool = False,
+             out: str | os.PathLike[str] = "out/validate", progress: bool | None = None) -> Report:
+    preset = Path(preset)
+    tlbsim.resolve(preset)  # a missing or broken preset is an error before anything runs
+    progress = sys.stderr.isatty() if progress is None else progress
+    data, source = load_measurements(preset, measurements, quick, progress)
+    real = data.get("shootdown_patterns", {})
+    reach = data.get("tlb_reach") or {}
+    analysis = reach.get("analysis", {})
+    knees = analysis.get("knees", [])
+    cfg = tlbsim.resolve(preset)
+    configured = {"l1": cfg["machine"]["tlb"]["l1d"]["entries"], "l2": cfg["machine"]["tlb"]["l2"]["entries"]}
+    ops = 2_000 if quick else 10_000
+    sizes = reach_sizes(knees or [{"entries": configured["l1"]}, {"entries": configured["l2"]}], quick)
+    runs = len(real) + len(sizes)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=runs, desc="validate", unit="run", file=sys.stderr, leave=False)
+    sim: dict[str, Any] = {"patterns": {}, "reach": []}
+    try:
+        for name in real:
+            sim["patterns"][name] = simulate_pattern(preset, name, ops)
+            if bar:
+                bar.update()
+        for p in sizes:
+            sim["reach"].append(simulate_reach_point(preset, p, max(100_000, 40 * p) if not quick else max(50_000, 20 * p)))
+            if bar:
+                bar.update()
+    finally:
+        if bar:
+            bar.close()
+    simulated, sim_error = sim_knees(sim["reach"])
+    sim["knees"] = simulated
+    # Throughputs: the patterns without a spinning sibling as measured with the other CPU
+    # kept busy (calibrate's controls), like the spinning-sibling ones: on a virtual machine
+    # an idle vCPU changes the other's speed, which the simulator does not model.
+    from tlbsim.calibrate import baseline_view
+
+    rows = ipi_rows(real, sim["patterns"])
+    rows += throughput_rows(baseline_view(real, data.get("shootdown_controls")), sim["patterns"])
+    rows += knee_rows(knees, analysis.get("not_measurable", {}), simulated, sim_error, configured)
+    report = Report(rows, str(preset), source, sim=sim)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    report.json_path = out / "validate.json"
+    report.png_path = out / "validate.png"
+    report.json_path.write_text(json.dumps({
+        "preset": report.preset,
+        "measurements": source,
+        "tolerances": TOLERANCES,
+        "passed": report.passed,
+        "counts": report.counts(),
+        "rows": [asdict(r) for r in rows],
+        "simulated": sim,
+        "real": {"shootdown_patterns": {k: {kk: vv for kk, vv in v.items() if kk != "raw"} for k, v in real.items()},
+                 "tlb_knees": knees},
+        "warnings": data.get("warnings", []),
+    }, indent=1, default=_default) + "\n")
+    plot(report, reach, report.png_path)
+    return report
+
+
+def _default(obj: object) -> object:
+    if isinstance(obj, (np.floating, np.integer)):
+        return obj.item()
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    return str(obj)
