@@ -22,6 +22,7 @@ found, and throughput (operations per simulated second, summed over the threads)
 from __future__ import annotations
 
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -122,12 +123,13 @@ def main(out: str | Path = "out/demo", jobs: int | None = None) -> int:
     print(f"{s.total} runs ({s.skipped} reused from an earlier demo, {s.ran} run now)\n")
     frame = load(out)
     print(summary(frame, load(out, table="thread")))
-    print(
-        "\nMcycles: makespan in millions of cycles; shootdowns: flush requests sent to other "
+    legend = (
+        "Mcycles: makespan in millions of cycles; shootdowns: flush requests sent to other "
         "cores; IPIs recv: shootdown interrupts taken; false pos: targets that held no stale "
         "entry; violations: stale translations used (security + consistency); kops/s: "
         "thousands of operations per simulated second, all threads. Means over the seeds."
     )
+    print("\n" + textwrap.fill(legend, width=92))
     rep = report(out)
     print(f"\nreport: {rep.index.resolve()}")
     print(f"  figures: {', '.join(rep.made) or 'none'}")
