@@ -223,3 +223,14 @@ def test_resolve_validates_without_running() -> None:
     assert effective["machine"]["tlb"]["l1d"]["entries"] == 128  # DiDi Table I
     with pytest.raises(tlbsim.ConfigError, match="machine.sockets"):
         tlbsim.resolve(None, machine__sockets=0)
+
+
+def test_coherence_policies_are_the_ones_the_core_accepts() -> None:
+    policies = tlbsim.coherence_policies()
+    assert policies[0] == "linux" and {"oracle", "none"} <= set(policies)
+    for policy in policies:
+        assert tlbsim.resolve(None, os__coherence=policy)["os"]["coherence"] == policy
+    with pytest.raises(tlbsim.ConfigError) as err:
+        tlbsim.resolve(None, os__coherence="no-such-policy")
+    assert err.value.key == "os.coherence"
+    assert all(p in str(err.value) for p in policies)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import tlbsim
 
 from tlbsim.cli import main
 
@@ -120,18 +121,39 @@ def test_run_with_out_dir(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
 
 
 def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from tlbsim.demo import SEEDS, THREADS, WORKLOADS
+
     out = tmp_path / "demo"
+    policies = tlbsim.coherence_policies()
+    total = len(policies) * len(WORKLOADS) * len(THREADS) * len(SEEDS)
     assert main(["demo", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "54 runs (0 reused" in printed
-    assert (out / "report" / "index.html").is_file()
-    # The summary's random-pattern rows follow 1 - E/P: more L1 entries, fewer misses.
-    random_rows = [line.split() for line in printed.splitlines() if line.strip().startswith("random")]
-    by_size = {int(r[2]): float(r[3].replace(",", "")) for r in random_rows if r[1] == "2"}
-    assert by_size[32] > by_size[64] > by_size[96] > 0
+    assert f"{total} runs (0 reused" in printed
+    index = out / "report" / "index.html"
+    assert index.is_file() and f"report: {index.resolve()}" in printed
+    for name in ("coherence_runtime", "throughput_threads", "targets_per_shootdown"):
+        assert (out / "report" / f"{name}.png").is_file()
+    # one summary row per workload, thread count and policy
+    header = next(line for line in printed.splitlines() if line.startswith("workload"))
+    assert header.split() == [
+        "workload", "threads", "policy", "Mcycles", "shootdowns", "IPIs", "recv", "false",
+        "pos", "violations", "kops/s",
+    ]
+    rows = [r for r in (line.split() for line in printed.splitlines()) if r and r[0] in WORKLOADS]
+    assert {(r[0], int(r[1]), r[2]) for r in rows} == {
+        (w, t, p) for w in WORKLOADS for t in THREADS for p in policies
+    }
+    assert len(rows) == total // len(SEEDS)
+    num = {(r[0], int(r[1]), r[2]): [float(v.replace(",", "")) for v in r[3:]] for r in rows}
+    for w in WORKLOADS:
+        linux, oracle = num[(w, 8, "linux")], num[(w, 8, "oracle")]
+        assert linux[2] > 0 and oracle[2] == 0  # IPIs received
+        assert linux[0] > oracle[0]  # makespan
+        assert linux[5] < oracle[5]  # throughput
+        assert linux[4] == 0 and oracle[4] == 0  # no violations under safe policies
     # A second demo reuses every run.
     assert main(["demo", "--out", str(out)]) == 0
-    assert "54 runs (54 reused" in capsys.readouterr().out
+    assert f"{total} runs ({total} reused" in capsys.readouterr().out
 
 
 def test_bench_json(capsys: pytest.CaptureFixture[str]) -> None:

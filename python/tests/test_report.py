@@ -24,6 +24,7 @@ ALL = {
     "coherence_runtime",
     "throughput_threads",
     "targets_per_shootdown",
+    "false_positives",
     "tlb_mpki_vs_size",
     "walk_cycles_per_walk",
 }
@@ -124,6 +125,7 @@ def test_tlb_size_sweep_makes_mpki_and_walk_figures(tmp_path: Path) -> None:
     assert "coherence" in summary.skipped["coherence_runtime"]
     assert "threads" in summary.skipped["throughput_threads"]
     assert "targets_per_shootdown" in summary.skipped["targets_per_shootdown"]
+    assert "false_positive_targets" in summary.skipped["false_positives"]
     assert "L1 TLB misses / 10k instr" in _html_of(summary)  # the runs table
     assert str(summary.index) in str(summary)
 
@@ -161,9 +163,10 @@ def test_coherence_sweep_makes_policy_figures(tmp_path: Path) -> None:
     _check_output(summary)
     assert set(summary.made) == {
         "coherence_runtime",
-        "targets_per_shootdown",
+        "false_positives",
         "walk_cycles_per_walk",
     }
+    assert "targets_per_shootdown" in summary.skipped["targets_per_shootdown"]
     coherence = next(f for f in summary.figures if f.name == "coherence_runtime")
     assert "'linux'" in coherence.caption  # normalized to linux, though it is not first
 
@@ -195,16 +198,23 @@ def test_throughput_needs_per_thread_data(tmp_path: Path) -> None:
     frame = _sweep(**{"param.workload.threads": [1, 2, 4, 8], "param.seed": [1, 2]})
     summary = build_report(frame, tmp_path / "a")
     assert "per-thread" in summary.skipped["throughput_threads"]
-    per_core = pd.DataFrame(
+    per_thread = pd.DataFrame(
         [
-            {"run_id": run_id, "core": c, "thread_class": cls, "ops": 1000 * (c + 1)}
-            for run_id in frame["run_id"]
-            for c, cls in enumerate(["reader", "writer"])
+            {
+                "run_id": run_id,
+                "thread": t,
+                "thread.class": "io" if t == 0 else "compute",
+                "thread.ops_per_second": 1000.0 * (t + 1) * threads,
+            }
+            for run_id, threads in zip(frame["run_id"], frame["config.workload.threads"])
+            for t in range(threads + 1)
         ]
     )
-    summary = build_report(frame, tmp_path / "b", per_core=per_core)
+    summary = build_report(frame, tmp_path / "b", per_thread=per_thread)
     _check_output(summary)
     assert "throughput_threads" in summary.made
+    fig = next(f for f in summary.figures if f.name == "throughput_threads")
+    assert "thread.ops_per_second" in fig.caption
 
 
 def test_output_is_deterministic(tmp_path: Path) -> None:
@@ -486,3 +496,64 @@ def test_chromium_check_sees_errors_and_broken_images(tmp_path: Path) -> None:
     methods = {ev["method"] for ev in errors}
     assert {"Runtime.exceptionThrown", "Runtime.consoleAPICalled"} <= methods, errors
     assert images and images[0][1] == 0
+
+
+# --------------------------------------------------------------------------- OS mode
+
+
+OS_SPEC: dict[str, Any] = {
+    "base": {"machine": {"cores_per_socket": 4}, "workload": {"ops": 60, "case": 1}},
+    "seeds": [1, 2],
+    "grid": {
+        "workload.kind": ["apache", "fpr-munmap"],
+        "workload.threads": [2, 4],
+        "os.coherence": tlbsim.coherence_policies(),
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def os_report(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A real OS-mode sweep (every policy × two workloads × threads), through
+    tlbsim.sweep, tlbsim.load (all three tables) and report(DIR)."""
+    from tlbsim.report import report
+
+    out = tmp_path_factory.mktemp("os-sweep")
+    tlbsim.sweep(OS_SPEC, out, jobs=2)
+    return report(out)
+
+
+def test_os_mode_sweep_makes_the_policy_figures(os_report: Any) -> None:
+    _check_output(os_report)
+    assert set(os_report.made) == ALL - {"tlb_mpki_vs_size"}
+    assert "does not vary" in os_report.skipped["tlb_mpki_vs_size"]
+    # the columns the figures read exist in the real tables
+    root = os_report.out.parent
+    runs = tlbsim.load(root)
+    threads = tlbsim.load(root, table="thread")
+    for col in (
+        "config.os.coherence",
+        "config.workload.threads",
+        "run.makespan_cycles",
+        "stats.shootdowns_sent",
+        "stats.targets_per_shootdown",
+        "stats.false_positive_targets",
+    ):
+        assert col in runs.columns, col
+    assert {"run_id", "thread.class", "thread.ops_per_second"} <= set(threads.columns)
+    assert set(runs["config.os.coherence"]) == set(tlbsim.coherence_policies())
+    captions = {f.name: f.caption for f in os_report.figures}
+    assert "thread.ops_per_second" in captions["throughput_threads"]
+    assert "'linux'" in captions["coherence_runtime"]
+    text = _html_of(os_report)
+    for label in ("shootdown IPIs received", "false-positive targets", "security violations"):
+        assert label in text
+
+
+def test_os_mode_html_loads_in_chromium(os_report: Any, tmp_path: Path) -> None:
+    errors, images, png = _open_in_chromium(os_report.index)
+    (tmp_path / "os-report.png").write_bytes(png)
+    print(f"screenshot: {tmp_path / 'os-report.png'}")
+    assert errors == [], errors
+    assert len(images) == len(os_report.figures) >= 5
+    assert all(complete and w > 0 and h > 0 for complete, w, h in images), images

@@ -72,7 +72,7 @@ def test_per_core_rows_are_runs_times_cores(sweep_dir: Path) -> None:
 
 
 def test_load_collects_when_stale_and_reads_when_fresh(sweep_dir: Path) -> None:
-    for name in ("results.parquet", "results_per_core.parquet"):
+    for name in ("results.parquet", "results_per_core.parquet", "results_per_thread.parquet"):
         (sweep_dir / name).unlink(missing_ok=True)
     df = tlbsim.load(sweep_dir)
     assert len(df) == 8 and (sweep_dir / "results.parquet").is_file()
@@ -100,3 +100,115 @@ def test_collect_outside_a_sweep_is_a_user_error(
 ) -> None:
     assert main(["collect", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith("tlbsim: error: ")
+
+
+# ------------------------------------------------------------------ OS-mode runs: threads
+
+OS_SPEC: dict[str, Any] = {
+    "base": {
+        "machine": {"cores_per_socket": 4},
+        "workload": {"kind": "fpr-munmap", "case": 2, "ops": 40},
+    },
+    "seeds": [1],
+    "grid": {"os.coherence": ["linux", "oracle"], "workload.threads": [2, 3]},
+}
+
+
+@pytest.fixture(scope="module")
+def os_sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("store-os")
+    tlbsim.sweep(OS_SPEC, out, jobs=2)
+    return out
+
+
+def _stats_of(directory: Path, run_id: str) -> dict[str, Any]:
+    stats: dict[str, Any] = json.loads((directory / "runs" / run_id / "stats.json").read_text())
+    return stats
+
+
+def test_per_thread_table(os_sweep_dir: Path) -> None:
+    paths = collect(os_sweep_dir)
+    assert [p.name for p in paths] == [
+        "results.parquet",
+        "results_per_core.parquet",
+        "results_per_thread.parquet",
+    ]
+    df = tlbsim.load(os_sweep_dir, table="thread")
+    assert df.equals(pd.read_parquet(os_sweep_dir / "results_per_thread.parquet"))
+    # fpr-munmap case 2: 1 I/O thread + N compute threads
+    runs = tlbsim.load(os_sweep_dir)
+    assert len(df) == int((1 + runs["config.workload.threads"]).sum()) == 2 * (3 + 4)
+    assert list(zip(df["run_id"], df["thread"])) == sorted(zip(df["run_id"], df["thread"]))
+    for col in (
+        "thread.name",
+        "thread.class",
+        "thread.process",
+        "thread.core",
+        "thread.daemon",
+        "thread.ops_completed",
+        "thread.ops_per_second",
+        "thread.accesses",
+        "thread.start_cycle",
+        "thread.end_cycle",
+        "param.os.coherence",
+        "param.workload.threads",
+        "config.os.coherence",
+        "config.workload.kind",
+        "run.makespan_cycles",
+        "run.coherence",
+    ):
+        assert col in df.columns, col
+    assert set(df["thread.class"]) == {"io", "compute"}
+    assert df.loc[df["thread.class"] == "compute", "thread.daemon"].all()
+    assert (df["param.os.coherence"] == df["run.coherence"]).all()
+    # the per-class throughput of stats.json is the sum over the class's rows
+    for run_id, rows in df.groupby("run_id"):
+        per_class = _stats_of(os_sweep_dir, str(run_id))["per_class"]
+        sums = rows.groupby("thread.class")["thread.ops_per_second"].sum()
+        assert set(sums.index) == set(per_class)
+        for cls, value in sums.items():
+            assert value == pytest.approx(per_class[cls]["ops_per_second"])
+        assert rows.groupby("thread.class").size().to_dict() == {
+            c: v["threads"] for c, v in per_class.items()
+        }
+
+
+def test_os_counters_in_run_and_core_tables(os_sweep_dir: Path) -> None:
+    runs = tlbsim.load(os_sweep_dir)
+    cores = tlbsim.load(os_sweep_dir, table="core")
+    assert cores.equals(tlbsim.load(os_sweep_dir, per_core=True))
+    for col in (
+        "stats.shootdowns_sent",
+        "stats.shootdown_ipis_sent",
+        "stats.shootdown_ipis_received",
+        "stats.false_positive_targets",
+        "stats.violations_security",
+        "stats.violations_consistency",
+        "stats.targets_per_shootdown",
+        "stats.full_flushes_by_cause.shootdown",
+        "stats.full_flushes_by_cause.context_switch",
+    ):
+        assert col in runs.columns, col
+        assert col in cores.columns, col
+    assert not any(c.startswith("stats.per_structure") for c in cores.columns)
+    for _, row in runs.iterrows():
+        totals = _stats_of(os_sweep_dir, row["run_id"])["totals"]
+        assert json.loads(row["stats.targets_per_shootdown"]) == totals["targets_per_shootdown"]
+        for cause, n in totals["full_flushes_by_cause"].items():
+            assert row[f"stats.full_flushes_by_cause.{cause}"] == n
+    linux = runs[runs["param.os.coherence"] == "linux"]
+    oracle = runs[runs["param.os.coherence"] == "oracle"]
+    assert (linux["stats.shootdown_ipis_received"] > 0).all()
+    assert (oracle["stats.shootdown_ipis_received"] == 0).all()
+    hist = linux["stats.targets_per_shootdown"].map(json.loads)
+    assert (hist.map(sum) == linux["stats.shootdowns_sent"]).all()
+
+
+def test_trace_mode_sweep_has_an_empty_thread_table(sweep_dir: Path) -> None:
+    df = tlbsim.load(sweep_dir, table="thread")
+    assert len(df) == 0 and "run_id" in df.columns
+
+
+def test_load_rejects_an_unknown_table(sweep_dir: Path) -> None:
+    with pytest.raises(ValueError, match="thread"):
+        tlbsim.load(sweep_dir, table="threads")

@@ -6,6 +6,7 @@
 >>> result.save("out/run1")    # config.json + stats.json
 >>> tlbsim.sweep("sweep.toml", "out/sweep")   # every run of a sweep spec, resumable
 >>> tlbsim.load("out/sweep")   # one row per run
+>>> tlbsim.coherence_policies()   # what os.coherence accepts: ["linux", "oracle", "none"]
 """
 
 from tlbsim._tlbsim import (
@@ -16,6 +17,7 @@ from tlbsim._tlbsim import (
     TraceError,
 )
 from tlbsim._tlbsim import version as _core_version
+from tlbsim._tlbsim import coherence_policies
 from tlbsim.api import bench, convert, override_strings, resolve, run, toml_literal
 from tlbsim.result import Result
 
@@ -37,6 +39,7 @@ __all__ = [
     "TraceError",
     "__version__",
     "bench",
+    "coherence_policies",
     "resolve",
     "convert",
     "load",

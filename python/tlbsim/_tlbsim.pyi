@@ -41,5 +41,8 @@ def convert(input: _Path, input_format: str, output: _Path) -> str:
 def version() -> str:
     """The core's version."""
 
+def coherence_policies() -> list[str]:
+    """The coherence policies ``os.coherence`` accepts, in the core's order."""
+
 def _panic_for_test() -> None: ...
 def _sleep_for_test(seconds: float) -> None: ...

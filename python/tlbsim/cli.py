@@ -200,8 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "collect",
         help="gather a sweep's runs into Parquet tables",
-        description="Write DIR/results.parquet (one row per finished run) and "
-        "DIR/results_per_core.parquet (one row per run and core).",
+        description="Write DIR/results.parquet (one row per finished run), "
+        "DIR/results_per_core.parquet (one row per run and core) and "
+        "DIR/results_per_thread.parquet (one row per run and simulated thread, "
+        "OS-mode runs).",
     )
     p.add_argument("dir", metavar="DIR", help="a sweep output folder")
     p.set_defaults(func=_cmd_collect)

@@ -4,7 +4,17 @@
 :func:`build_report`, which takes the results table (one row per run: ``run_id``,
 ``param.*``, ``config.*``, ``stats.*``, ``run.*`` columns) and writes into ``out``:
 
-- ``<figure>.png`` and ``<figure>.pdf`` for each figure the results can support;
+- ``<figure>.png`` and ``<figure>.pdf`` for each figure the results can support:
+  ``coherence_runtime`` (per policy, normalized runtime and shootdowns sent, as ABIS
+  Fig. 5: ``config.os.coherence``, ``run.makespan_cycles``, ``stats.shootdowns_sent``),
+  ``throughput_threads`` (throughput against threads per thread class, as FPR Figs.
+  7–11: ``config.workload.threads`` and the per-thread table's ``thread.class``,
+  ``thread.ops_per_second``), ``targets_per_shootdown`` (as DiDi Fig. 10:
+  ``stats.targets_per_shootdown``), ``false_positives`` (``stats.false_positive_targets``
+  per shootdown), ``tlb_mpki_vs_size`` (as the tag paper's Fig. 7:
+  ``config.machine.tlb.l1d.entries``, ``run.l1_tlb_misses_per_10k_instructions``) and
+  ``walk_cycles_per_walk``. Per-policy figures draw one panel per workload
+  (``workload.*`` keys other than the thread count) when something else varies too;
 - ``index.html``: one page with every figure embedded as a base64 PNG (no external
   URL), a caption saying what is plotted and how, and a table of the runs.
 
@@ -33,7 +43,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["FigureInfo", "ReportSummary", "build_report", "report"]
+__all__ = ["FigureInfo", "ReportSummary", "Tables", "build_report", "report"]
 
 FIG_SIZE = (7.0, 4.2)  # inches
 DPI = 120
@@ -51,6 +61,10 @@ TABLE_METRICS = [
     ("run.l2_tlb_misses_per_10k_instructions", "L2 TLB misses / 10k instr"),
     ("run.walks_per_10k_instructions", "walks / 10k instr"),
     ("stats.shootdowns_sent", "shootdowns sent"),
+    ("stats.shootdown_ipis_received", "shootdown IPIs received"),
+    ("stats.false_positive_targets", "false-positive targets"),
+    ("stats.violations_security", "security violations"),
+    ("stats.violations_consistency", "consistency violations"),
 ]
 
 
@@ -166,10 +180,22 @@ def _ordered(values: Any) -> list[Any]:
     return sorted(pd.unique(pd.Series(values).dropna()), key=_sort_key)
 
 
+def _known_policies() -> list[str]:
+    """The simulator's coherence policies in its order (``linux``, the baseline, first)."""
+    try:
+        from tlbsim._tlbsim import coherence_policies
+
+        return list(coherence_policies())
+    except (ImportError, AttributeError):
+        return ["linux"]
+
+
 def _policies(values: pd.Series) -> list[str]:
-    """The distinct values in order of appearance, ``linux`` (the baseline) first."""
+    """The distinct values: the simulator's policies in its order (``linux``, the
+    baseline, first), then any others in order of appearance."""
     seen = [str(v) for v in pd.unique(values.astype(str))]
-    return sorted(seen, key=lambda p: p != "linux")
+    known = _known_policies()
+    return sorted(seen, key=lambda p: known.index(p) if p in known else len(known))
 
 
 def _new_figure(height: float | None = None) -> Figure:
@@ -227,6 +253,7 @@ def _grouped_bars(
                 kwargs = {"yerr": [err_lo, err_hi], "capsize": 3, "ecolor": "black"}
         ax.bar(xs, ys, width, label=_fmt(s), **_bar_style(i), **kwargs)
     ax.set_xticks(range(len(groups)), [_fmt(g) for g in groups])
+    ax.set_xlim(-0.5, len(groups) - 0.5)
     top = (hi if hi is not None else table).max(numeric_only=True).max()
     _headroom(ax, float(top) if pd.notna(top) else math.nan)
     if legend and len(series) > 1:
@@ -278,11 +305,125 @@ def _numeric(frame: pd.DataFrame, col: str) -> pd.Series:
 
 # --------------------------------------------------------------------------- figures
 
-FigureFn = Callable[[pd.DataFrame, "pd.DataFrame | None"], tuple["Figure", str, str]]
+@dataclass
+class Tables:
+    """The optional finer tables a figure may read besides the one row per run:
+    ``per_core`` (``load(DIR, table="core")``) and ``per_thread``
+    (``load(DIR, table="thread")``: ``run_id``, ``thread``, ``thread.class``,
+    ``thread.ops_per_second`` ...)."""
+
+    per_core: pd.DataFrame | None = None
+    per_thread: pd.DataFrame | None = None
 
 
-def _fig_coherence(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tuple[Figure, str, str]:
-    pol = "config.os.coherence"
+FigureFn = Callable[[pd.DataFrame, Tables], tuple["Figure", str, str]]
+
+POLICY = "config.os.coherence"
+THREADS = "config.workload.threads"
+MAX_PANELS = 4
+
+
+def _distinct(frame: pd.DataFrame, cols: list[str]) -> list[str]:
+    """``cols`` without those that only repeat an earlier one (one value of each for one
+    value of the other, as keys varied together in a ``[zip]`` are)."""
+    kept: list[str] = []
+    for c in cols:
+        same = False
+        for k in kept:
+            pair = frame[[k, c]].dropna().astype(str)
+            if (pair.groupby(k)[c].nunique() <= 1).all() and (
+                pair.groupby(c)[k].nunique() <= 1
+            ).all():
+                same = True
+                break
+        if not same:
+            kept.append(c)
+    return kept
+
+
+def _workload_first(cols: list[str]) -> list[str]:
+    """``workload.*`` keys first (``workload.threads`` first of them), then the rest."""
+    return sorted(
+        cols,
+        key=lambda c: (
+            "workload." not in c,
+            _short(c) != "workload.threads",
+        ),
+    )
+
+
+def _combinations(frame: pd.DataFrame, cols: list[str]) -> int:
+    """How many distinct combinations of ``cols`` the rows hold (1 for no column)."""
+    if not cols:
+        return 1
+    return int(frame[cols].astype(str).drop_duplicates().shape[0])
+
+
+def _panels_and_groups(frame: pd.DataFrame, exclude: Sequence[str]) -> tuple[list[str], list[str]]:
+    """How a per-policy figure lays the other varied parameters out: (panel columns,
+    x-group columns). Panels are the workloads (``workload.*`` keys other than the thread
+    count) when something else varies too (e.g. the threads); otherwise the workloads are
+    the x groups of one panel, as in ABIS Fig. 5."""
+    cols = _distinct(frame, _workload_first(_varied(frame, exclude=exclude)))
+    workload = [c for c in cols if "workload." in c and _short(c) != "workload.threads"]
+    rest = [c for c in cols if c not in workload]
+    if not workload or not rest:
+        return [], cols
+    if _combinations(frame, workload) > MAX_PANELS:
+        return [], cols
+    return workload, rest
+
+
+def _panel_figure(n_panels: int, n_rows: int) -> tuple[Figure, Any]:
+    width = FIG_SIZE[0] if n_panels == 1 else min(3.3 * n_panels + 1.6, 15.0)
+    height = FIG_SIZE[1] * (1.0 if n_rows == 1 else 0.8 * n_rows)
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    return fig, fig.subplots(n_rows, n_panels, squeeze=False)
+
+
+def _panel_values(df: pd.DataFrame, panel_cols: list[str]) -> list[Any]:
+    df["_panel"] = _label(df, panel_cols).astype(str) if panel_cols else "all"
+    return _ordered(df["_panel"])
+
+
+def _panel_bars(
+    df: pd.DataFrame,
+    ycol: str,
+    ylabel: str,
+    series: list[str],
+    series_title: str,
+    panel_cols: list[str],
+    group_cols: list[str],
+) -> Figure:
+    """Bars of ``df[ycol]`` (mean over the rows, error bars min–max): one panel per value
+    of ``panel_cols``, one x group per value of ``group_cols``, one bar per ``series``
+    (``df["_series"]``)."""
+    panels = _panel_values(df, panel_cols)
+    df["_group"] = _label(df, group_cols).astype(str)
+    fig, axes = _panel_figure(len(panels), 1)
+    for j, panel in enumerate(panels):
+        ax = axes[0, j]
+        sub = df[df["_panel"] == panel]
+        groups = _ordered(sub["_group"])
+        g = sub.groupby(["_group", "_series"])[ycol]
+        mean, lo, hi = (g.agg(f).unstack("_series") for f in ("mean", "min", "max"))
+        _grouped_bars(ax, mean, groups, series, lo, hi, series_title, legend=j == len(panels) - 1)
+        ax.set_xlabel(", ".join(_short(c) for c in group_cols) or "runs")
+        if j == 0:
+            ax.set_ylabel(ylabel)
+        if panel_cols:
+            ax.set_title(panel, fontsize="medium")
+        ax.grid(axis="y", linestyle=":", linewidth=0.5)
+        ax.set_axisbelow(True)
+        if len(groups) * len(series) > 12 or max(len(str(g)) for g in groups) > 12:
+            ax.tick_params(axis="x", labelrotation=30, labelsize="small")
+    return fig
+
+
+def _fig_coherence(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, str]:
+    pol = POLICY
     if not _has(frame, pol):
         raise _Skip("no coherence policy column (config.os.coherence)")
     if _nunique(frame, pol) < 2:
@@ -290,95 +431,167 @@ def _fig_coherence(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tuple[
     if not _has(frame, "run.makespan_cycles"):
         raise _Skip("no run.makespan_cycles column")
     df = frame.copy()
-    workload_cols = _varied(df, exclude=[pol])
-    workload_cols = [c for c in workload_cols if "workload" in c] or workload_cols
-    df["_workload"] = _label(df, workload_cols)
+    panel_cols, group_cols = _panels_and_groups(df, exclude=[pol])
+    panels = _panel_values(df, panel_cols)
+    df["_group"] = _label(df, group_cols).astype(str)
     df["_policy"] = df[pol].astype(str)
     policies = _policies(df["_policy"])
     base = policies[0]
-    workloads = _ordered(df["_workload"])
     df["_makespan"] = _numeric(df, "run.makespan_cycles")
-    base_mean = df[df["_policy"] == base].groupby("_workload")["_makespan"].mean()
-    df["_norm"] = df["_makespan"] / df["_workload"].map(base_mean)
-    shoot = _has(df, "stats.shootdowns_sent")
-    fig = _new_figure(height=FIG_SIZE[1] * (1.6 if shoot else 1))
-    axes = fig.subplots(2 if shoot else 1, 1, squeeze=False)[:, 0]
-    panels = [("_norm", f"runtime normalized to {base}")]
-    if shoot:
+    base_mean = df[df["_policy"] == base].groupby(["_panel", "_group"])["_makespan"].mean()
+    keys = pd.MultiIndex.from_frame(df[["_panel", "_group"]])
+    df["_norm"] = df["_makespan"].to_numpy() / base_mean.reindex(keys).to_numpy()
+    metrics = [("_norm", f"runtime normalized to {base}")]
+    if _has(df, "stats.shootdowns_sent"):
         df["_shoot"] = _numeric(df, "stats.shootdowns_sent")
-        panels.append(("_shoot", "shootdowns sent (count)"))
-    for k, (ax, (col, ylabel)) in enumerate(zip(axes, panels)):
-        g = df.groupby(["_workload", "_policy"])[col]
-        mean, lo, hi = (g.agg(f).unstack("_policy") for f in ("mean", "min", "max"))
-        _grouped_bars(ax, mean, workloads, policies, lo, hi, "coherence policy", legend=k == 0)
-        ax.set_ylabel(ylabel)
-        ax.grid(axis="y", linestyle=":", linewidth=0.5)
-        ax.set_axisbelow(True)
-    axes[0].axhline(1.0, color="black", linewidth=0.8)
-    axes[-1].set_xlabel(", ".join(_short(c) for c in workload_cols) or "workload")
+        metrics.append(("_shoot", "shootdowns sent (count)"))
+    fig, axes = _panel_figure(len(panels), len(metrics))
+    for j, panel in enumerate(panels):
+        sub = df[df["_panel"] == panel]
+        groups = _ordered(sub["_group"])
+        for k, (col, ylabel) in enumerate(metrics):
+            ax = axes[k, j]
+            g = sub.groupby(["_group", "_policy"])[col]
+            mean, lo, hi = (g.agg(f).unstack("_policy") for f in ("mean", "min", "max"))
+            last = j == len(panels) - 1
+            _grouped_bars(
+                ax, mean, groups, policies, lo, hi, "coherence policy", legend=k == 0 and last
+            )
+            if j == 0:
+                ax.set_ylabel(ylabel)
+            if k == 0:
+                ax.axhline(1.0, color="black", linewidth=0.8)
+                if panel_cols:
+                    ax.set_title(panel, fontsize="medium")
+            ax.grid(axis="y", linestyle=":", linewidth=0.5)
+            ax.set_axisbelow(True)
+            if len(groups) * len(policies) > 12 or max(len(str(g)) for g in groups) > 12:
+                ax.tick_params(axis="x", labelrotation=30, labelsize="small")
+        axes[-1, j].set_xlabel(
+            ", ".join(_short(c) for c in group_cols) or "workload"
+        )
     caption = (
-        f"Per workload and coherence policy: makespan (run.makespan_cycles) divided by the "
-        f"mean makespan of the {base!r} policy on the same workload"
-        + (", and shootdowns sent (stats.shootdowns_sent)" if shoot else "")
+        f"Per coherence policy: makespan (run.makespan_cycles) divided by the mean makespan "
+        f"of the {base!r} policy on the same workload and parameters"
+        + (", and shootdowns sent (stats.shootdowns_sent)" if len(metrics) > 1 else "")
+        + (
+            f"; one column per {', '.join(_short(c) for c in panel_cols)}"
+            if panel_cols
+            else ""
+        )
         + "; bars are means over seeds, error bars min–max."
     )
     return fig, "Runtime and shootdowns per coherence policy", caption
 
 
-def _fig_throughput(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tuple[Figure, str, str]:
-    threads = "config.workload.threads"
+def _fig_throughput(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, str]:
+    threads = THREADS
     if not _has(frame, threads) or _nunique(frame, threads) < 2:
         raise _Skip("config.workload.threads does not vary")
-    if per_core is None or "run_id" not in per_core.columns:
-        raise _Skip("no per-thread results")
-    ops_col = next((c for c in ("ops", "stats.ops", "operations") if c in per_core.columns), None)
-    if ops_col is None:
-        raise _Skip("no per-thread operation counts (ops) in the per-core results")
-    if not _has(frame, "run.seconds"):
-        raise _Skip("no run.seconds column")
-    cls_col = next(
-        (c for c in ("thread_class", "class", "stats.thread_class") if c in per_core.columns), None
-    )
-    pc = per_core[per_core["run_id"].isin(frame["run_id"])].copy()
-    if "core" in pc.columns:
-        pc = pc[pc["core"].astype(str) != "total"]
-    pc["_ops"] = pd.to_numeric(pc[ops_col], errors="coerce")
-    pc["_class"] = pc[cls_col].astype(str) if cls_col else "all threads"
-    per_run = pc.groupby(["run_id", "_class"])["_ops"].sum().reset_index()
-    meta = frame[["run_id", threads, "run.seconds"]].copy()
-    df = per_run.merge(meta, on="run_id")
-    df["_tput"] = df["_ops"] / pd.to_numeric(df["run.seconds"], errors="coerce")
-    df["_threads"] = pd.to_numeric(df[threads], errors="coerce")
+    pt = tables.per_thread
+    need = ("run_id", "thread.class", "thread.ops_per_second")
+    if pt is None or pt.empty or not all(c in pt.columns for c in need):
+        raise _Skip(
+            "no per-thread results (results_per_thread.parquet with thread.class and "
+            "thread.ops_per_second: OS-mode workloads only)"
+        )
+    pt = pt[pt["run_id"].isin(frame["run_id"])].copy()
+    if pt.empty:
+        raise _Skip("no per-thread results for these runs")
+    pt["_tput"] = pd.to_numeric(pt["thread.ops_per_second"], errors="coerce")
+    pt["_class"] = pt["thread.class"].astype(str)
+    # A class's throughput in a run: the sum over its threads (stats.json's per_class).
+    per_run = pt.groupby(["run_id", "_class"])["_tput"].sum().reset_index()
     others = _independent_of(frame, _varied(frame, exclude=[threads]), threads)
-    if others:
-        df = df.merge(frame[["run_id", *others]], on="run_id")
-        df["_series"] = df["_class"] + " · " + _label(df, others)
+    others = _distinct(frame, _workload_first(others))
+    panel_cols = [c for c in others if "workload." in c]
+    if _combinations(frame, panel_cols) > MAX_PANELS:
+        panel_cols = []
+    series_cols = [c for c in others if c not in panel_cols]
+    df = per_run.merge(frame[["run_id", threads, *others]], on="run_id")
+    df["_threads"] = pd.to_numeric(df[threads], errors="coerce")
+    panels = _panel_values(df, panel_cols)
+    # One class per panel (each workload has its own): the class goes in the panel title
+    # and the series are the other parameters (the policies); otherwise class · others.
+    one_class = bool(panel_cols) and bool(
+        (df.groupby("_panel")["_class"].nunique() == 1).all()
+    )
+    others_label = _label(df, series_cols).astype(str) if series_cols else None
+    if one_class and others_label is not None:
+        df["_series"] = others_label
+    elif others_label is not None:
+        df["_series"] = df["_class"] + " · " + others_label
     else:
         df["_series"] = df["_class"]
-    agg = _agg(df, ["_series", "_threads"], "_tput")
-    fig = _new_figure()
-    ax = fig.subplots()
-    for i, s in enumerate(_ordered(agg["_series"])):
-        a = agg[agg["_series"] == s].sort_values("_threads")
-        ax.errorbar(
-            a["_threads"],
-            a["mean"],
-            yerr=[a["mean"] - a["min"], a["max"] - a["mean"]],
-            label=s,
-            capsize=3,
-            **_style(i),
-        )
-    ax.set_xlabel("threads (config.workload.threads)")
-    ax.set_ylabel("throughput (operations/s)")
-    _headroom(ax, float(agg["max"].max()))
-    ax.grid(linestyle=":", linewidth=0.5)
-    _legend(ax, "thread class")
-    caption = (
-        "Throughput of each thread class against the number of threads: operations "
-        f"completed by the class's threads ({ops_col}) divided by the run's simulated time "
-        "(run.seconds); mean over seeds, error bars min–max."
+    known = _known_policies()
+
+    def series_key(s: str) -> tuple[Any, ...]:
+        parts = s.split(" · ")
+        rank = [known.index(p) if p in known else len(known) for p in parts]
+        return (*rank, _sort_key(s))
+
+    # The same style for a series in every panel, policies in the simulator's order.
+    all_series = sorted(_ordered(df["_series"]), key=series_key)
+    fig, axes = _panel_figure(len(panels), 1)
+    for j, panel in enumerate(panels):
+        ax = axes[0, j]
+        sub = df[df["_panel"] == panel]
+        agg = _agg(sub, ["_series", "_threads"], "_tput")
+        for i, s in enumerate(all_series):
+            a = agg[agg["_series"] == s].sort_values("_threads")
+            if a.empty:
+                continue
+            ax.errorbar(
+                a["_threads"],
+                a["mean"],
+                yerr=[a["mean"] - a["min"], a["max"] - a["mean"]],
+                label=s,
+                capsize=3,
+                # later series smaller, so that equal curves all stay visible
+                markersize=max(8.0 - 1.5 * i, 3.0),
+                **_style(i),
+            )
+        xs = _ordered(sub["_threads"])
+        ax.set_xticks(xs, [_fmt(v) for v in xs])
+        ax.set_xlabel("threads (config.workload.threads)")
+        if j == 0:
+            ax.set_ylabel("throughput (operations/s)")
+        if panel_cols:
+            classes = ", ".join(sorted(sub["_class"].unique()))
+            ax.set_title(f"{panel} ({classes} threads)" if one_class else panel, fontsize="medium")
+        _headroom(ax, float(agg["max"].max()))
+        ax.grid(linestyle=":", linewidth=0.5)
+        ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
+    title = ", ".join(_short(c) for c in series_cols) if one_class else "thread class" + (
+        " · " + ", ".join(_short(c) for c in series_cols) if series_cols else ""
     )
-    return fig, "Throughput against threads", caption
+    handles: dict[str, Any] = {}
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    if len(handles) > 1:
+        axes[0, -1].legend(
+            [handles[s] for s in all_series if s in handles],
+            [s for s in all_series if s in handles],
+            fontsize="small",
+            title=title,
+            title_fontsize="small",
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            borderaxespad=0.0,
+        )
+    caption = (
+        "Throughput of each thread class against the number of threads: the sum of the "
+        "class's per-thread operations per simulated second (thread.ops_per_second of "
+        "results_per_thread.parquet, as stats.json's per_class)"
+        + (
+            f"; one panel per {', '.join(_short(c) for c in panel_cols)}"
+            if panel_cols
+            else ""
+        )
+        + "; mean over seeds, error bars min–max."
+    )
+    return fig, "Throughput against threads per thread class", caption
 
 
 def _histogram(value: Any) -> list[float] | None:
@@ -392,79 +605,112 @@ def _histogram(value: Any) -> list[float] | None:
     return None
 
 
-def _fig_targets(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tuple[Figure, str, str]:
-    hist_col, fp_col = "stats.targets_per_shootdown", "stats.false_positive_targets"
-    pol = "config.os.coherence"
+def _series_of_policies(df: pd.DataFrame) -> list[str]:
+    """Series of a per-policy figure: the policies when they vary, else the varied
+    parameters; sets ``df["_series"]``; returns the series columns."""
+    cols = [POLICY] if _has(df, POLICY) and _nunique(df, POLICY) > 1 else _varied(df)
+    df["_series"] = _label(df, cols).astype(str)
+    return cols
+
+
+def _fig_targets(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, str]:
+    hist_col = "stats.targets_per_shootdown"
+    if not _has(frame, hist_col):
+        raise _Skip(f"no {hist_col} (histogram) in the results: OS-mode workloads only")
     df = frame.copy()
-    series_cols = [pol] if _has(df, pol) and _nunique(df, pol) > 1 else _varied(df)
-    df["_series"] = _label(df, series_cols).astype(str)
+    df["_hist"] = df[hist_col].map(_histogram)
+    df = df[df["_hist"].notna()]
+    if df.empty or not any(sum(h) > 0 for h in df["_hist"]):
+        raise _Skip("no run sent a shootdown")
+    series_cols = _series_of_policies(df)
     series = _policies(df["_series"])
-    if _has(df, hist_col):
-        hists = df[hist_col].map(_histogram)
-        if hists.notna().any():
-            fig = _new_figure()
-            ax = fig.subplots()
-            width = max(len(h) for h in hists.dropna())
-            n = len(series)
-            for i, s in enumerate(series):
-                total = [0.0] * width
-                for h in hists[df["_series"] == s].dropna():
-                    for k, v in enumerate(h):
-                        total[k] += v
-                count = sum(total)
-                frac = [v / count if count else 0.0 for v in total]
-                xs = [k + (i - (n - 1) / 2) * (0.8 / n) for k in range(width)]
-                ax.bar(xs, frac, 0.8 / n, label=s, **_bar_style(i))
-            ax.set_xlabel("target cores per shootdown (count)")
+    panel_cols = [
+        c
+        for c in _distinct(df, _workload_first(_varied(df, exclude=[POLICY, THREADS])))
+        if "workload." in c
+    ]
+    if _combinations(df, panel_cols) > MAX_PANELS:
+        panel_cols = []
+    panels = _panel_values(df, panel_cols)
+    width = max(len(h) for h in df["_hist"])
+    fig, axes = _panel_figure(len(panels), 1)
+    n = len(series)
+    for j, panel in enumerate(panels):
+        ax = axes[0, j]
+        sub = df[df["_panel"] == panel]
+        for i, s in enumerate(series):
+            total = [0.0] * width
+            for h in sub.loc[sub["_series"] == s, "_hist"]:
+                for k, v in enumerate(h):
+                    total[k] += v
+            count = sum(total)
+            label = s if count else f"{s} (no shootdowns)"
+            frac = [v / count if count else 0.0 for v in total]
+            xs = [k + (i - (n - 1) / 2) * (0.8 / n) for k in range(width)]
+            ax.bar(xs, frac, 0.8 / n, label=label, **_bar_style(i))
+        ax.set_xlabel("target cores per shootdown (count)")
+        if j == 0:
             ax.set_ylabel("fraction of shootdowns")
-            ax.set_xticks(range(width))
-            ax.grid(axis="y", linestyle=":", linewidth=0.5)
-            ax.set_axisbelow(True)
-            if n > 1:
-                _legend(ax, ", ".join(_short(c) for c in series_cols))
-            caption = (
-                "Distribution of the number of target cores per shootdown "
-                f"({hist_col}, a histogram indexed by target count), summed over the runs "
-                "of each series and normalized to a fraction of all shootdowns."
-            )
-            return fig, "Targets per shootdown", caption
-    if not _has(df, fp_col):
-        raise _Skip(f"neither {hist_col} (histogram) nor {fp_col} in the results")
-    df["_fp"] = _numeric(df, fp_col)
-    per_sd = _has(df, "stats.shootdowns_sent")
-    if per_sd:
-        sent = _numeric(df, "stats.shootdowns_sent")
-        df["_fp"] = df["_fp"] / sent.where(sent > 0)
-    fig = _new_figure()
-    ax = fig.subplots()
-    g = df.groupby("_series")["_fp"]
-    mean, lo, hi = (g.agg(f).to_frame("v") for f in ("mean", "min", "max"))
-    order = series
-    for i, s in enumerate(order):
-        m = mean.at[s, "v"]
-        err = (
-            [[max(m - lo.at[s, "v"], 0)], [max(hi.at[s, "v"] - m, 0)]]
-            if not math.isnan(m)
-            else None
+        if panel_cols:
+            ax.set_title(panel, fontsize="medium")
+        ax.set_xticks(range(width))
+        ax.set_ylim(0, 1.05)
+        ax.grid(axis="y", linestyle=":", linewidth=0.5)
+        ax.set_axisbelow(True)
+    if n > 1:
+        _legend(axes[0, -1], ", ".join(_short(c) for c in series_cols))
+    caption = (
+        "Distribution of the number of target cores per shootdown "
+        f"({hist_col}, a histogram indexed by target count; the last bucket counts that "
+        "many or more), summed over the runs of each series"
+        + (
+            f" and {', '.join(_short(c) for c in panel_cols)}"
+            if panel_cols
+            else ""
         )
-        ax.bar([i], [m], 0.6, yerr=err, capsize=3, **_bar_style(i))
-    ax.set_xticks(range(len(order)), order)
-    _headroom(ax, float(hi["v"].max()))
-    ax.set_xlabel(", ".join(_short(c) for c in series_cols) or "runs")
-    ax.set_ylabel(
-        "false-positive targets per shootdown" if per_sd else "false-positive targets (count)"
+        + " (all thread counts and seeds) and normalized to a fraction of all shootdowns."
     )
-    ax.grid(axis="y", linestyle=":", linewidth=0.5)
-    ax.set_axisbelow(True)
+    return fig, "Targets per shootdown", caption
+
+
+def _fig_false_positives(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, str]:
+    fp_col, sent_col = "stats.false_positive_targets", "stats.shootdowns_sent"
+    if not _has(frame, fp_col):
+        raise _Skip(f"no {fp_col} in the results: OS-mode workloads only")
+    df = frame.copy()
+    df["_fp"] = _numeric(df, fp_col)
+    per_sd = _has(df, sent_col)
+    if per_sd:
+        sent = _numeric(df, sent_col)
+        df["_fp"] = df["_fp"] / sent.where(sent > 0)
+        if df["_fp"].isna().all():
+            raise _Skip("no run sent a shootdown")
+    series_cols = _series_of_policies(df)
+    series = _policies(df["_series"])
+    exclude = [POLICY] if series_cols == [POLICY] else series_cols
+    panel_cols, group_cols = _panels_and_groups(df, exclude=exclude)
+    fig = _panel_bars(
+        df,
+        "_fp",
+        "false-positive targets per shootdown" if per_sd else "false-positive targets (count)",
+        series,
+        ", ".join(_short(c) for c in series_cols),
+        panel_cols,
+        group_cols,
+    )
     caption = (
         f"False-positive targets (cores interrupted that held no stale entry, {fp_col})"
-        + (" divided by shootdowns sent (stats.shootdowns_sent)" if per_sd else "")
+        + (
+            f" divided by shootdowns sent ({sent_col}; no bar where a policy sent none)"
+            if per_sd
+            else ""
+        )
         + "; mean over seeds, error bars min–max."
     )
     return fig, "False-positive targets per shootdown", caption
 
 
-def _fig_mpki(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tuple[Figure, str, str]:
+def _fig_mpki(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, str]:
     x = "config.machine.tlb.l1d.entries"
     y1 = "run.l1_tlb_misses_per_10k_instructions"
     y2 = "run.l2_tlb_misses_per_10k_instructions"
@@ -520,7 +766,7 @@ def _fig_mpki(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tuple[Figur
     return fig, "TLB misses against TLB size", caption
 
 
-def _fig_walk_cycles(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tuple[Figure, str, str]:
+def _fig_walk_cycles(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, str]:
     if len(frame) < 2:
         raise _Skip("fewer than 2 runs")
     if not (_has(frame, "stats.walk_cycles") and _has(frame, "stats.walks")):
@@ -530,6 +776,27 @@ def _fig_walk_cycles(frame: pd.DataFrame, per_core: pd.DataFrame | None) -> tupl
     df["_y"] = _numeric(df, "stats.walk_cycles") / walks.where(walks > 0)
     if df["_y"].isna().all():
         raise _Skip("no run made a page walk")
+    if _has(df, POLICY) and _nunique(df, POLICY) > 1:
+        # Per policy, laid out as the other per-policy figures.
+        df["_series"] = df[POLICY].astype(str)
+        panel_cols, group_cols = _panels_and_groups(df, exclude=[POLICY])
+        fig = _panel_bars(
+            df,
+            "_y",
+            "page-walk cycles per walk (cycles)",
+            _policies(df["_series"]),
+            "os.coherence",
+            panel_cols,
+            group_cols,
+        )
+        caption = (
+            "Mean page-walk latency: stats.walk_cycles divided by stats.walks, per coherence "
+            "policy"
+            + (f" and {', '.join(_short(c) for c in group_cols)}" if group_cols else "")
+            + (f"; one panel per {', '.join(_short(c) for c in panel_cols)}" if panel_cols else "")
+            + "; bars are means over seeds, error bars min–max."
+        )
+        return fig, "Walk cycles per walk", caption
     cols = _varied(df)
     seed = _seed_col(df)
     if not cols:
@@ -564,6 +831,7 @@ FIGURES: list[tuple[str, FigureFn]] = [
     ("coherence_runtime", _fig_coherence),
     ("throughput_threads", _fig_throughput),
     ("targets_per_shootdown", _fig_targets),
+    ("false_positives", _fig_false_positives),
     ("tlb_mpki_vs_size", _fig_mpki),
     ("walk_cycles_per_walk", _fig_walk_cycles),
 ]
@@ -649,6 +917,7 @@ def build_report(
     frame: pd.DataFrame,
     out: str | os.PathLike[str],
     per_core: pd.DataFrame | None = None,
+    per_thread: pd.DataFrame | None = None,
     *,
     title: str = "tlbsim report",
 ) -> ReportSummary:
@@ -656,14 +925,17 @@ def build_report(
 
     ``frame``: one row per run (``run_id``, ``param.*``, ``config.*``, ``stats.*``,
     ``run.*``), as ``tlbsim.load(DIR)`` returns; ``per_core``: optionally one row per run
-    and core (``run_id``, ``core``, per-core statistics), as ``load(DIR, per_core=True)``.
-    Returns which figures were made and which were skipped, with the reason.
+    and core, as ``load(DIR, table="core")``; ``per_thread``: optionally one row per run
+    and simulated thread (``run_id``, ``thread.class``, ``thread.ops_per_second`` ...), as
+    ``load(DIR, table="thread")`` (the throughput figure needs it). Returns which figures
+    were made and which were skipped, with the reason.
     """
     import matplotlib
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     summary = ReportSummary(out=out, index=out / "index.html")
+    tables = Tables(per_core=per_core, per_thread=per_thread)
     if frame.empty:
         for name, _ in FIGURES:
             summary.skipped[name] = "no runs"
@@ -673,7 +945,7 @@ def build_report(
             matplotlib.rcParams.update({"svg.hashsalt": "tlbsim", "font.size": 10})
             for name, fn in FIGURES:
                 try:
-                    fig, fig_title, caption = fn(frame, per_core)
+                    fig, fig_title, caption = fn(frame, tables)
                 except _Skip as skip:
                     summary.skipped[name] = str(skip)
                     continue
@@ -688,8 +960,9 @@ def report(
     directory: str | os.PathLike[str] | pd.DataFrame,
     out: str | os.PathLike[str] | None = None,
 ) -> ReportSummary:
-    """The report of a sweep directory (default output: ``DIR/report``) or of a results
-    table already loaded (``out`` is then required)."""
+    """The report of a sweep directory (default output: ``DIR/report``; it reads the
+    run, core and thread tables of :func:`tlbsim.load`) or of a results table already
+    loaded (``out`` is then required)."""
     if isinstance(directory, pd.DataFrame):
         if out is None:
             raise ValueError("out is required when the results are given as a DataFrame")
@@ -700,13 +973,16 @@ def report(
     if not root.is_dir():
         raise FileNotFoundError(2, "No such directory", str(root))
     frame = load(root)
-    try:
-        per_core = load(root, per_core=True)
-    except (TypeError, ValueError, KeyError):
-        per_core = None
+    finer: dict[str, pd.DataFrame | None] = {}
+    for table in ("core", "thread"):
+        try:
+            finer[table] = load(root, table=table)
+        except (TypeError, ValueError, KeyError):
+            finer[table] = None
     return build_report(
         frame,
         Path(out) if out is not None else root / "report",
-        per_core,
+        finer["core"],
+        finer["thread"],
         title=f"tlbsim report: {root.resolve().name}",
     )

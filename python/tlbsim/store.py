@@ -1,17 +1,36 @@
 """A sweep's results as tables: ``collect`` writes Parquet, ``load`` reads it.
 
-Columns (one row per finished run, sorted by ``run_id``):
+Three tables, each a Parquet file in the sweep folder:
+
+``results.parquet`` (``load(DIR)`` or ``load(DIR, table="run")``): one row per finished
+run, sorted by ``run_id``, with the columns
 
 - ``run_id``;
 - ``param.<dotted key>``: the run's swept values (params.json);
 - ``config.<dotted key>``: every scalar of the effective config (config.json); lists and
   tables that are not expanded (lists, empty tables) are JSON strings;
-- ``stats.<name>``: every scalar of ``stats["totals"]``;
-- ``run.<name>``: every scalar of ``stats["run"]``.
+- ``stats.<name>``: every counter of ``stats["totals"]``. A table of scalars is flattened
+  one level (``full_flushes_by_cause`` → ``stats.full_flushes_by_cause.shootdown``,
+  ``stats.full_flushes_by_cause.context_switch``, ...); a list of scalars is a JSON
+  string (``stats.targets_per_shootdown``: the histogram, index = target cores of one
+  shootdown, e.g. ``"[0, 2, 0, 7999]"``); deeper structures are left out;
+- ``run.<name>``: every scalar of ``stats["run"]`` (``run.makespan_cycles``,
+  ``run.seconds``, ``run.coherence`` ...).
 
-The per-core table (``results_per_core.parquet``) has ``run_id``, ``core``, the same
-``param.*``/``config.*``/``run.*`` columns and, as ``stats.<name>``, that core's scalars;
-rows sorted by ``run_id`` then ``core``.
+``results_per_core.parquet`` (``load(DIR, table="core")``, or ``per_core=True``): one row
+per run and core, sorted by ``run_id`` then ``core``: ``run_id``, ``core``, the same
+``param.*``/``config.*``/``run.*`` columns and, as ``stats.<name>``, that core's counters
+(flattened as above; the per-core ``per_structure`` is left out).
+
+``results_per_thread.parquet`` (``load(DIR, table="thread")``): one row per run and
+simulated thread of an OS-mode run (``stats["per_thread"]``; trace and synthetic runs have
+none), sorted by ``run_id`` then ``thread``: ``run_id``, ``thread`` (the thread's index),
+``thread.<field>`` for each other field of its ``per_thread`` entry (``thread.name``,
+``thread.class``, ``thread.process``, ``thread.core``, ``thread.daemon``,
+``thread.ops_completed``, ``thread.ops_per_second``, ``thread.accesses``,
+``thread.start_cycle``, ``thread.end_cycle``), and the same ``param.*``/``config.*``/
+``run.*`` columns. A thread class's throughput in a run (``stats["per_class"]``) is the sum
+of ``thread.ops_per_second`` over its rows.
 """
 
 from __future__ import annotations
@@ -28,6 +47,8 @@ if TYPE_CHECKING:
 
 RESULTS = "results.parquet"
 RESULTS_PER_CORE = "results_per_core.parquet"
+RESULTS_PER_THREAD = "results_per_thread.parquet"
+TABLES = {"run": RESULTS, "core": RESULTS_PER_CORE, "thread": RESULTS_PER_THREAD}
 _SCALARS = (int, float, str, bool)
 
 
@@ -46,6 +67,24 @@ def _scalars(tree: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     return {f"{prefix}{k}": v for k, v in tree.items() if v is None or isinstance(v, _SCALARS)}
 
 
+def _stats(tree: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """Counters as columns: scalars as they are, a table of scalars one level flattened
+    (``prefix + key + "." + sub``), a list of scalars as a JSON string; anything deeper
+    is left out."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if value is None or isinstance(value, _SCALARS):
+            out[f"{prefix}{key}"] = value
+        elif isinstance(value, Mapping):
+            if all(v is None or isinstance(v, _SCALARS) for v in value.values()):
+                for sub, v in value.items():
+                    out[f"{prefix}{key}.{sub}"] = v
+        elif isinstance(value, (list, tuple)):
+            if all(v is None or isinstance(v, _SCALARS) for v in value):
+                out[f"{prefix}{key}"] = json.dumps(list(value))
+    return out
+
+
 def _finished_runs(directory: Path) -> list[Path]:
     runs = directory / "runs"
     if not runs.is_dir():
@@ -58,9 +97,12 @@ def _read_json(path: Path) -> Any:
         return json.load(f)
 
 
-def _rows(directory: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _rows(
+    directory: Path,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     rows: list[dict[str, Any]] = []
     core_rows: list[dict[str, Any]] = []
+    thread_rows: list[dict[str, Any]] = []
     for run_dir in _finished_runs(directory):
         stats = _read_json(run_dir / "stats.json")
         params_path = run_dir / "params.json"
@@ -74,12 +116,16 @@ def _rows(directory: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
             )
         _flatten(config, "config.", common)
         run_cols = _scalars(stats.get("run", {}), "run.")
-        rows.append(common | _scalars(stats.get("totals", {}), "stats.") | run_cols)
+        rows.append(common | _stats(stats.get("totals", {}), "stats.") | run_cols)
         for i, per_core in enumerate(stats.get("per_core", [])):
             core = per_core.get("core", i)
             own = {k: v for k, v in per_core.items() if k != "core"}
-            core_rows.append(common | {"core": core} | _scalars(own, "stats.") | run_cols)
-    return rows, core_rows
+            core_rows.append(common | {"core": core} | _stats(own, "stats.") | run_cols)
+        for i, per_thread in enumerate(stats.get("per_thread", [])):
+            thread = per_thread.get("thread", i)
+            own = {k: v for k, v in per_thread.items() if k != "thread"}
+            thread_rows.append(common | {"thread": thread} | _stats(own, "thread.") | run_cols)
+    return rows, core_rows, thread_rows
 
 
 def _frame(rows: list[dict[str, Any]], sort: list[str]) -> pd.DataFrame:
@@ -109,25 +155,35 @@ def _write_parquet(df: pd.DataFrame, path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def collect(directory: str | os.PathLike[str]) -> tuple[Path, Path]:
-    """Write ``results.parquet`` and ``results_per_core.parquet`` into a sweep folder."""
+def collect(directory: str | os.PathLike[str]) -> tuple[Path, Path, Path]:
+    """Write ``results.parquet``, ``results_per_core.parquet`` and
+    ``results_per_thread.parquet`` into a sweep folder; returns their paths."""
     d = Path(directory)
-    rows, core_rows = _rows(d)
-    paths = (d / RESULTS, d / RESULTS_PER_CORE)
+    rows, core_rows, thread_rows = _rows(d)
+    paths = (d / RESULTS, d / RESULTS_PER_CORE, d / RESULTS_PER_THREAD)
     _write_parquet(_frame(rows, ["run_id"]), paths[0])
     _write_parquet(_frame(core_rows, ["run_id", "core"]), paths[1])
+    _write_parquet(_frame(thread_rows, ["run_id", "thread"]), paths[2])
     return paths
 
 
-def load(directory: str | os.PathLike[str], per_core: bool = False) -> pd.DataFrame:
-    """A sweep's results (one row per run, or per run and core with ``per_core=True``).
+def load(
+    directory: str | os.PathLike[str], per_core: bool = False, *, table: str = "run"
+) -> pd.DataFrame:
+    """A sweep's results as a DataFrame: ``table="run"`` (default) one row per run,
+    ``"core"`` one per run and core (also ``per_core=True``), ``"thread"`` one per run and
+    simulated thread (OS-mode runs). The module docstring lists the columns.
 
     Reads the Parquet file when it is newer than every run's stats.json; otherwise
     collects first."""
     import pandas as pd
 
+    if per_core:
+        table = "core"
+    if table not in TABLES:
+        raise ValueError(f"table: {table!r} is not a results table: use one of {', '.join(TABLES)}")
     d = Path(directory)
-    path = d / (RESULTS_PER_CORE if per_core else RESULTS)
+    path = d / TABLES[table]
     newest = max((os.stat(p / "stats.json").st_mtime_ns for p in _finished_runs(d)), default=0)
     if not path.is_file() or os.stat(path).st_mtime_ns <= newest:
         collect(d)

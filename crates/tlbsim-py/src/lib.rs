@@ -110,6 +110,12 @@ fn version() -> &'static str {
     tlbsim_core::VERSION
 }
 
+/// The coherence policies `os.coherence` accepts (`tlbsim_core::coherence::NAMES`).
+#[pyfunction]
+fn coherence_policies() -> Vec<&'static str> {
+    tlbsim_core::coherence::NAMES.to_vec()
+}
+
 /// Test hook: panics inside a guarded call, to check that panics become SimulationError.
 #[pyfunction]
 fn _panic_for_test(py: Python<'_>) -> PyResult<()> {
@@ -133,6 +139,7 @@ fn _tlbsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench_py, m)?)?;
     m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(coherence_policies, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     m.add_function(wrap_pyfunction!(_sleep_for_test, m)?)?;
     m.add("__version__", tlbsim_core::VERSION)?;
