@@ -256,3 +256,17 @@ fn halving_the_quantum_changes_results_by_under_one_percent() {
     let (a, b) = (default["totals"]["shootdown_cycles_initiator_wait"].as_f64().unwrap(), coarse["totals"]["shootdown_cycles_initiator_wait"].as_f64().unwrap());
     assert!(!close(a, b), "wait {a} vs {b}");
 }
+
+#[test]
+fn generated_workloads_are_deterministic_and_seeds_matter() {
+    let run = |seed: u64| {
+        let tree = serde_json::json!({
+            "seed": seed,
+            "machine": {"cores_per_socket": 4},
+            "workload": {"kind": "stm-mprotect", "threads": 4, "ops": 200},
+        });
+        serde_json::to_string(&tlbsim_core::run(tree, &[], std::path::Path::new(".")).unwrap().stats).unwrap()
+    };
+    assert_eq!(run(7), run(7));
+    assert_ne!(run(7), run(8));
+}
