@@ -9,10 +9,10 @@
 use crate::config::{Config, Placement};
 use crate::error::{Error, Result};
 use crate::memory::{FrameKind, PhysMem};
-use crate::page_table::{PageTables, PTE_DIRTY, PTE_USER, PTE_WRITABLE};
+use crate::page_table::{PageTables, PTE_USER, PTE_WRITABLE};
 use crate::stats::{self, CoreStats};
 use crate::tlb::hierarchy::{Found, NoTlbListener, TlbHierarchy, TlbListener};
-use crate::tlb::set_assoc::{FLAG_DIRTY, FLAG_USER, FLAG_WRITABLE};
+use crate::tlb::set_assoc::FLAG_DIRTY;
 use crate::tlb::{Tlb, TlbGeometry};
 use crate::trace::{TraceEvent, TraceSource};
 use crate::types::{AccessKind, CoreId, NodeId, PageSize, Vpn};
@@ -240,16 +240,7 @@ impl Machine {
             spent += cycles;
             match outcome {
                 WalkOutcome::Mapped { pte, size } => {
-                    let mut flags = 0;
-                    if pte & PTE_WRITABLE != 0 {
-                        flags |= FLAG_WRITABLE;
-                    }
-                    if pte & PTE_USER != 0 {
-                        flags |= FLAG_USER;
-                    }
-                    if pte & PTE_DIRTY != 0 {
-                        flags |= FLAG_DIRTY;
-                    }
+                    let flags = crate::tlb::set_assoc::flags_of_pte(pte);
                     let e = c.tlbs.entry(Vpn::of_va(va), crate::page_table::pte_pfn(pte), size, flags);
                     c.tlbs.fill(e, kind, tl);
                     return Ok(spent);

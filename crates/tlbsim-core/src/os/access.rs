@@ -6,10 +6,10 @@ use super::{Os, ViolationRecord, VIOLATION_RECORDS};
 use crate::coherence::Coherence;
 use crate::error::Result;
 use crate::memory::FrameKind;
-use crate::page_table::{pte_pfn, PTE_DIRTY, PTE_USER, PTE_WRITABLE};
+use crate::page_table::pte_pfn;
 use crate::sim::AddressSpace;
 use crate::tlb::hierarchy::{Found, NoTlbListener, L2};
-use crate::tlb::set_assoc::{FLAG_DIRTY, FLAG_STALE, FLAG_USER, FLAG_WRITABLE};
+use crate::tlb::set_assoc::{FLAG_DIRTY, FLAG_STALE, FLAG_WRITABLE};
 use crate::tlb::TlbEntry;
 use crate::types::{AccessKind, Pfn, Vpn};
 use crate::walk::{NoWalkListener, WalkOutcome};
@@ -139,16 +139,7 @@ impl<P: Coherence> Os<P> {
             self.count_stale_pwc(core, pid, va);
             match outcome {
                 WalkOutcome::Mapped { pte, size } => {
-                    let mut flags = 0;
-                    if pte & PTE_WRITABLE != 0 {
-                        flags |= FLAG_WRITABLE;
-                    }
-                    if pte & PTE_USER != 0 {
-                        flags |= FLAG_USER;
-                    }
-                    if pte & PTE_DIRTY != 0 {
-                        flags |= FLAG_DIRTY;
-                    }
+                    let flags = crate::tlb::set_assoc::flags_of_pte(pte);
                     let c = &mut self.m.cores[core];
                     let e = c.tlbs.entry(vpn, pte_pfn(pte), size, flags);
                     c.tlbs.fill(e, kind, &mut NoTlbListener);

@@ -309,14 +309,10 @@ impl<P: Coherence> Os<P> {
     /// Clear the leaf entries of `[va, va+len)` (zap_pte_range), gathering pages to flush
     /// and frames to free. Huge pages partly in the range are split first.
     fn zap(&mut self, core: usize, pid: u32, va: u64, len: u64, gather: &mut Gather) -> Result<()> {
-        let root = self.procs[pid as usize].root;
         let end = va + len;
         let mut page = va;
-        while page < end {
-            let Some(leaf) = self.m.pt.lookup(root, self.pt_levels, page) else {
-                page = self.next_candidate(pid, page, end);
-                continue;
-            };
+        while let Some((at, leaf)) = self.next_leaf(pid, page, end) {
+            page = at;
             let pfn = pte_pfn(leaf.pte);
             if leaf.level == 2 {
                 let base = page & !(HUGE - 1);
@@ -353,6 +349,18 @@ impl<P: Coherence> Os<P> {
             swapped.retain(|&v| v < va >> 12 || v >= end >> 12);
         }
         Ok(())
+    }
+
+    /// The first page at or after `page` and below `end` that `pid` maps, with its leaf.
+    fn next_leaf(&self, pid: u32, mut page: u64, end: u64) -> Option<(u64, crate::page_table::Leaf)> {
+        let root = self.procs[pid as usize].root;
+        while page < end {
+            if let Some(leaf) = self.m.pt.lookup(root, self.pt_levels, page) {
+                return Some((page, leaf));
+            }
+            page = self.next_candidate(pid, page, end);
+        }
+        None
     }
 
     /// Next address at or after `page` that may have a leaf (skips unmapped 2 MiB regions).
@@ -459,14 +467,10 @@ impl<P: Coherence> Os<P> {
                 vmas.insert(end, Vma { backing: offset_of(end), ..v.clone() });
             }
         }
-        let root = self.procs[pid as usize].root;
         let mut gather = Gather::default();
         let mut page = va;
-        while page < end {
-            let Some(leaf) = self.m.pt.lookup(root, self.pt_levels, page) else {
-                page = self.next_candidate(pid, page, end);
-                continue;
-            };
+        while let Some((at, leaf)) = self.next_leaf(pid, page, end) {
+            page = at;
             let pfn = pte_pfn(leaf.pte);
             let step = if leaf.level == 2 { HUGE } else { PAGE };
             let d = *self.m.mem.desc(pfn);
@@ -522,15 +526,11 @@ impl<P: Coherence> Os<P> {
         if node.0 >= self.m.mem.nodes() {
             return Err(Error::Sim(format!("migrate to node {}: the machine has {} nodes", node.0, self.m.mem.nodes())));
         }
-        let root = self.procs[pid as usize].root;
         let mut per_mm: Vec<(u32, Gather)> = vec![(pid, Gather::default())];
         let end = va + len;
         let mut page = va;
-        while page < end {
-            let Some(leaf) = self.m.pt.lookup(root, self.pt_levels, page) else {
-                page = self.next_candidate(pid, page, end);
-                continue;
-            };
+        while let Some((at, leaf)) = self.next_leaf(pid, page, end) {
+            page = at;
             let old = pte_pfn(leaf.pte);
             if leaf.level != 1 || crate::memory::node_of(old) == node || Some(old) == self.zero_page {
                 page += if leaf.level == 2 { HUGE - (page & (HUGE - 1)) } else { PAGE };
@@ -602,15 +602,11 @@ impl<P: Coherence> Os<P> {
         let vmas: Vec<(u64, Vma)> = self.procs[parent as usize].vmas.iter().map(|(&s, v)| (s, v.clone())).collect();
         self.procs[child as usize].vmas = vmas.iter().cloned().collect();
         self.procs[child as usize].swapped = self.procs[parent as usize].swapped.clone();
-        let root = self.procs[parent as usize].root;
         let mut gather = Gather::default();
         for (start, v) in vmas.iter().filter(|(_, v)| !v.reserved) {
             let mut page = *start;
-            while page < v.end {
-                let Some(leaf) = self.m.pt.lookup(root, self.pt_levels, page) else {
-                    page = self.next_candidate(parent, page, v.end);
-                    continue;
-                };
+            while let Some((at, leaf)) = self.next_leaf(parent, page, v.end) {
+                page = at;
                 let pfn = pte_pfn(leaf.pte);
                 let size = if leaf.level == 2 { PageSize::Size2M } else { PageSize::Size4K };
                 let step = if leaf.level == 2 { HUGE } else { PAGE };

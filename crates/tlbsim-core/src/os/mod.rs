@@ -1001,38 +1001,24 @@ impl<P: Coherence> Os<P> {
         while self.clock(core) < until && self.cores[core].current == Some(thread) && self.cores[core].waiting == 0 {
             let prog = self.threads[thread].program;
             let pc = self.threads[thread].pc;
-            if pc >= self.w.programs[prog].len() {
-                // Loop back or finish.
-                if let Some(&(start, body, left)) = self.threads[thread].loops.last() {
-                    debug_assert_eq!(pc, start + body);
-                    if left == u64::MAX || left > 1 {
-                        let l = self.threads[thread].loops.last_mut().unwrap();
-                        if l.2 != u64::MAX {
-                            l.2 -= 1;
-                        }
-                        self.threads[thread].pc = start;
-                    } else {
-                        self.threads[thread].loops.pop();
-                    }
-                    continue;
-                }
-                self.exit_thread(core, thread);
-                return Ok(());
-            }
-            // End of a loop body?
+            // End of a loop body: go round again or leave the loop.
             if let Some(&(start, body, left)) = self.threads[thread].loops.last() {
                 if pc == start + body {
+                    let t = &mut self.threads[thread];
                     if left == u64::MAX || left > 1 {
-                        let l = self.threads[thread].loops.last_mut().unwrap();
-                        if l.2 != u64::MAX {
-                            l.2 -= 1;
+                        if left != u64::MAX {
+                            t.loops.last_mut().expect("open loop").2 -= 1;
                         }
-                        self.threads[thread].pc = start;
+                        t.pc = start;
                     } else {
-                        self.threads[thread].loops.pop();
+                        t.loops.pop();
                     }
                     continue;
                 }
+            }
+            if pc >= self.w.programs[prog].len() {
+                self.exit_thread(core, thread);
+                return Ok(());
             }
             let op = self.w.programs[prog][pc].clone();
             self.exec_op(core, thread, op, until)?;

@@ -43,6 +43,23 @@ pub const FLAG_DIRTY: u8 = 1 << 3;
 /// coherence protocol finished without removing it; using it is a violation.
 pub const FLAG_STALE: u8 = 1 << 4;
 
+/// The entry flags a walk fills from a leaf page-table entry.
+#[inline]
+pub fn flags_of_pte(pte: u64) -> u8 {
+    use crate::page_table::{PTE_DIRTY, PTE_USER, PTE_WRITABLE};
+    let mut flags = 0;
+    if pte & PTE_WRITABLE != 0 {
+        flags |= FLAG_WRITABLE;
+    }
+    if pte & PTE_USER != 0 {
+        flags |= FLAG_USER;
+    }
+    if pte & PTE_DIRTY != 0 {
+        flags |= FLAG_DIRTY;
+    }
+    flags
+}
+
 /// A cached translation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TlbEntry {
