@@ -5,6 +5,8 @@ once that workload exists."""
 from __future__ import annotations
 
 import json
+import os
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -202,18 +204,33 @@ def _engine_has_shootdown_patterns() -> bool:
     return True
 
 
-@pytest.mark.skipif(not _engine_has_shootdown_patterns(), reason="needs shootdown-patterns workload")
+def _wait_for_a_quiet_machine(limit_s: float = 120.0, load: float = 0.7) -> None:
+    """make test compiles just before: give the load average time to fall, so the real
+    measurements are of a quiet machine (a busy one preempts the sibling: fewer IPIs)."""
+    deadline = time.monotonic() + limit_s
+    while os.getloadavg()[0] > load and time.monotonic() < deadline:
+        time.sleep(5)
+
+
 def test_validate_end_to_end(tmp_path: Path) -> None:
+    _wait_for_a_quiet_machine()
     preset = tmp_path / "host-calibrated.toml"
     subprocess.run([sys.executable, "-m", "tlbsim.cli", "calibrate", "--quick", "--out", str(preset)],
                    check=True, capture_output=True, text=True, timeout=300)
     warnings = json.loads(preset.with_suffix(".json").read_text())["warnings"]
-    if warnings:  # a shared machine: the sibling was preempted, the real IPI counts are low
-        pytest.skip(warnings[0])
     r = subprocess.run([sys.executable, "-m", "tlbsim.cli", "validate", "--preset", str(preset), "--quick",
                         "--out", str(tmp_path / "v")], capture_output=True, text=True, timeout=600)
     data = json.loads((tmp_path / "v" / "validate.json").read_text())
-    bad = [row for row in data["rows"] if row["section"] == "ipis_per_op" and row["status"] not in ("pass", "n/a")]
+    rows = [row for row in data["rows"] if row["section"] == "ipis_per_op"]
+    # The simulated side is deterministic: every pattern simulated, at the kernel's value.
+    from tlbsim.calibrate import expected_ipis
+
+    expected = expected_ipis()
+    assert len(expected) == 13
+    assert {row["name"] for row in rows} >= set(expected), r.stdout
+    for row in rows:
+        assert row["sim"] is not None and abs(row["sim"] - expected[row["name"]]) <= 0.05 * max(expected[row["name"]], 1.0), row
+    if warnings:  # a shared machine: the sibling was preempted, the real IPI counts are low
+        pytest.skip("simulated side checked; real side not trusted: " + warnings[0])
+    bad = [row for row in rows if row["status"] not in ("pass", "n/a")]
     assert not bad, r.stdout
-    assert np.isfinite([row["sim"] for row in data["rows"] if row["section"] == "ipis_per_op"
-                        and row["sim"] is not None]).all()
