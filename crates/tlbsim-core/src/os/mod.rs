@@ -5,9 +5,10 @@
 //! Time: every core has a cycle clock. The core furthest behind among those with work runs
 //! next, for at most `sim.quantum_cycles` past the next core's clock (or until an
 //! interrupt is due), so cores are never more than a quantum apart. Interrupts carry an
-//! arrival time: a running target takes one when its clock reaches it (a target already
-//! past it takes it at once: the skew the quantum bounds); an idle core or one spinning
-//! for acks takes it at its arrival. Wake-ups are timed events. Ties break by core number
+//! arrival time and are taken in arrival order: a running target when its clock reaches
+//! it (a target already past it takes it at once: the skew the quantum bounds); an idle
+//! core, or one spinning for acks, is scheduled at the arrival; the spinner resumes at
+//! the last ack, which its last target's handler sets. Wake-ups are timed events. Ties break by core number
 //! and sequence number, so a run is deterministic for its seed.
 //!
 //! Kernel state per core: the running thread, a run queue, the loaded address space
@@ -269,11 +270,13 @@ pub(crate) struct Os<P: Coherence> {
     pub seed: u64,
     /// Cycle at which the last non-daemon thread exited.
     end_cycle: u64,
-    /// Per core: its clock if it has work (a thread to run and no acks to wait for), else
-    /// u64::MAX; kept up to date through `dirty`, the cores whose state may have changed
-    /// since the last scheduling decision.
+    /// Per core: when it next has something to do (its clock if it runs a thread; for an
+    /// idle core or one spinning for acks, its next interrupt's arrival; else u64::MAX); kept up to date
+    /// through `dirty`, the cores whose state may have changed since the last decision.
     keys: MinTree,
     dirty: Vec<usize>,
+    /// Whether each core is in `dirty` already.
+    is_dirty: Vec<bool>,
     steps: u64,
 }
 
@@ -326,7 +329,13 @@ impl<P: Coherence> Os<P> {
             ceiling: cfg.os.flush_ceiling,
             time_slice: cfg.os.time_slice,
             quantum: match cfg.sim.quantum_cycles {
-                0 => cfg.costs.ipi_delivery_same_socket.min(cfg.costs.ipi_delivery_cross_socket).max(1),
+                // A quarter of the engine's lookahead (the smallest IPI delivery latency).
+                // At the lookahead, halving still moved fpr-munmap's throughput by 1.7%, and
+                // at half of it a 4-core mprotect mix by 4.6% (the order in which a core
+                // takes requests of consecutive generations decides page or full flushes);
+                // from a quarter, halving moves every headline result by under 1%
+                // (docs/OS_MODEL.md, tests/os_engine.rs).
+                0 => (cfg.costs.ipi_delivery_same_socket.min(cfg.costs.ipi_delivery_cross_socket) / 4).max(1),
                 q => q,
             },
             checker: cfg.os.checker,
@@ -356,6 +365,7 @@ impl<P: Coherence> Os<P> {
             end_cycle: 0,
             keys: MinTree::new(ncores),
             dirty: (0..ncores).collect(),
+            is_dirty: vec![true; ncores],
             steps: 0,
         };
         let mut next_core = 0usize;
@@ -390,7 +400,16 @@ impl<P: Coherence> Os<P> {
     pub(crate) fn set_clock(&mut self, core: usize, cycles: u64) {
         let c = &mut self.m.cores[core];
         c.clock = c.clock.max(cycles << CLOCK_SHIFT);
-        self.dirty.push(core);
+        self.mark_dirty(core);
+    }
+
+    /// `core`'s scheduling key may have changed.
+    #[inline]
+    fn mark_dirty(&mut self, core: usize) {
+        if !self.is_dirty[core] {
+            self.is_dirty[core] = true;
+            self.dirty.push(core);
+        }
     }
 
     /// Charge `cycles` of kernel or user work to `core`.
@@ -467,7 +486,7 @@ impl<P: Coherence> Os<P> {
 
     /// Make `thread` runnable on `core` at time `at`.
     fn enqueue(&mut self, thread: usize, core: usize, at: u64) {
-        self.dirty.push(core);
+        self.mark_dirty(core);
         self.threads[thread].core = core;
         self.threads[thread].state = ThreadState::Runnable;
         let c = &mut self.cores[core];
@@ -487,9 +506,18 @@ impl<P: Coherence> Os<P> {
         while self.live_workers > 0 {
             // The core furthest behind among those with work (ties: the lowest number).
             while let Some(c) = self.dirty.pop() {
+                self.is_dirty[c] = false;
+                // A core with a thread to run is at its clock; an idle one, or one spinning
+                // for acks, has work when its next interrupt arrives (or when the last ack
+                // makes it runnable again).
                 let co = &self.cores[c];
-                let idle = co.waiting > 0 || (co.current.is_none() && co.runq.is_empty());
-                self.keys.set(c, if idle { u64::MAX } else { self.m.cores[c].clock >> CLOCK_SHIFT });
+                let clock = self.m.cores[c].clock >> CLOCK_SHIFT;
+                let key = if co.waiting == 0 && (co.current.is_some() || !co.runq.is_empty()) {
+                    clock
+                } else {
+                    co.pending.front().map_or(u64::MAX, |i| clock.max(i.arrival))
+                };
+                self.keys.set(c, key);
             }
             let (bt, bc) = self.keys.min();
             let best = (bt != u64::MAX).then_some((bt, bc));
@@ -507,7 +535,7 @@ impl<P: Coherence> Os<P> {
                 (Some((t, core)), e) => {
                     let limit = second.min(e.unwrap_or(u64::MAX)).min(t.saturating_add(self.quantum * 64)).saturating_add(self.quantum);
                     self.run_core(core, limit)?;
-                    self.dirty.push(core);
+                    self.mark_dirty(core);
                 }
             }
             self.steps += 1;
@@ -537,12 +565,22 @@ impl<P: Coherence> Os<P> {
     /// Run `core` until its clock passes `limit`, it blocks on a shootdown, or it runs out
     /// of work.
     fn run_core(&mut self, core: usize, limit: u64) -> Result<()> {
+        let spinning_on_entry = self.cores[core].waiting > 0;
         loop {
             self.take_due_interrupts(core);
-            if self.cores[core].waiting > 0 {
-                return Ok(());
-            }
             let now = self.clock(core);
+            let next_irq = self.cores[core].pending.front().map_or(u64::MAX, |i| i.arrival);
+            if self.cores[core].waiting > 0 {
+                // Spinning for acks, interrupts on: nothing happens here until the next
+                // interrupt arrives or the last ack (a target's handler sets the clock then).
+                // A core that has just started to wait goes back to the scheduler, whose
+                // keys now know the targets' new interrupts.
+                if !spinning_on_entry || next_irq > limit {
+                    return Ok(());
+                }
+                self.set_clock(core, next_irq);
+                continue;
+            }
             if now >= limit {
                 return Ok(());
             }
@@ -563,14 +601,29 @@ impl<P: Coherence> Os<P> {
                     }
                     None => {
                         self.go_idle(core);
-                        return Ok(());
+                        if next_irq > limit {
+                            return Ok(());
+                        }
+                        // An idle core wakes for the interrupt at its arrival.
+                        self.idle_until(core, next_irq);
+                        continue;
                     }
                 },
             };
-            let next_irq = self.cores[core].pending.front().map_or(u64::MAX, |i| i.arrival);
             let until = limit.min(next_irq.max(now + 1));
             self.step_thread(core, thread, until)?;
         }
+    }
+
+    /// An idle core's clock moves to `t` (counted as idle time).
+    fn idle_until(&mut self, core: usize, t: u64) {
+        let now = self.clock(core);
+        if let Some(since) = self.cores[core].idle_since.as_mut() {
+            let from = (*since).max(now);
+            self.stats[core].idle_cycles += t.saturating_sub(from);
+            *since = from.max(t);
+        }
+        self.set_clock(core, t);
     }
 
     fn go_idle(&mut self, core: usize) {
@@ -580,7 +633,6 @@ impl<P: Coherence> Os<P> {
             c.lazy = c.loaded_mm.is_some();
             c.idle_since = Some(self.m.cores[core].clock >> CLOCK_SHIFT);
         }
-        self.drain_interrupts(core);
     }
 
     /// Put `thread` on `core`: context switch, loading its address space.
@@ -805,14 +857,13 @@ impl<P: Coherence> Os<P> {
                         self.costs.ipi_delivery_cross_socket
                     };
                     let arrival = start + self.costs.ipi_send * (k as u64 + 1) + delivery;
-                    self.cores[t].pending.push_back(Irq { arrival, shootdown: sd });
-                    if self.cores[t].current.is_none() || self.cores[t].waiting > 0 {
-                        self.drain_interrupts(t);
-                    }
+                    // Pending interrupts are kept in arrival order.
+                    let q = &mut self.cores[t].pending;
+                    let at = q.partition_point(|i| i.arrival <= arrival);
+                    q.insert(at, Irq { arrival, shootdown: sd });
+                    self.mark_dirty(t);
                 }
-                // The initiator itself takes interrupts while it spins.
-                self.drain_interrupts(core);
-                self.cores[core].waiting > 0
+                true
             }
             _ => {
                 // Free delivery (or nobody to reach): every target flushes now, at no cost.
@@ -851,9 +902,7 @@ impl<P: Coherence> Os<P> {
             LocalFlush::Nothing => false,
             LocalFlush::Pages => {
                 if let Some(tag) = self.tag_on(core, pid) {
-                    for &vpn in &req.pages {
-                        self.m.cores[core].tlbs.invalidate_page(vpn, Some(tag), removed);
-                    }
+                    self.m.cores[core].tlbs.invalidate_pages(&req.pages, Some(tag), removed);
                 }
                 let n = req.pages.len() as u64;
                 self.stats[core].pages_flushed += n;
@@ -904,22 +953,6 @@ impl<P: Coherence> Os<P> {
         }
     }
 
-    /// An idle or spinning core takes every pending interrupt at its arrival time.
-    fn drain_interrupts(&mut self, core: usize) {
-        while let Some(irq) = self.cores[core].pending.pop_front() {
-            if let Some(since) = self.cores[core].idle_since {
-                if irq.arrival > since {
-                    self.stats[core].idle_cycles += irq.arrival - since.max(self.clock(core)).min(irq.arrival);
-                }
-            }
-            self.set_clock(core, irq.arrival);
-            self.handle_irq(core, irq);
-            if let Some(since) = self.cores[core].idle_since.as_mut() {
-                *since = (*since).max(self.m.cores[core].clock >> CLOCK_SHIFT);
-            }
-        }
-    }
-
     fn handle_irq(&mut self, core: usize, irq: Irq) {
         let sd = irq.shootdown;
         let start = self.clock(core);
@@ -936,9 +969,11 @@ impl<P: Coherence> Os<P> {
         if s.acks_left == 0 {
             let initiator = s.initiator;
             let (last, send_end) = (s.last_ack, s.send_end);
-            let wait_from = self.clock(initiator).max(send_end);
-            self.stats[initiator].shootdown_cycles_initiator_wait += last.saturating_sub(wait_from);
-            self.set_clock(initiator, last);
+            // The initiator spun from the end of its sends to the last ack (interrupts it
+            // took meanwhile included).
+            let resume = self.clock(initiator).max(last);
+            self.stats[initiator].shootdown_cycles_initiator_wait += resume.saturating_sub(send_end);
+            self.set_clock(initiator, resume);
             self.cores[initiator].waiting -= 1;
             self.complete(sd);
         }
@@ -1226,10 +1261,18 @@ impl MinTree {
 
     fn set(&mut self, core: usize, key: u64) {
         let mut i = self.leaves + core;
+        if self.nodes[i].0 == key {
+            return;
+        }
         self.nodes[i] = (key, core as u32);
         while i > 1 {
             i /= 2;
-            self.nodes[i] = self.nodes[2 * i].min(self.nodes[2 * i + 1]);
+            let m = self.nodes[2 * i].min(self.nodes[2 * i + 1]);
+            if self.nodes[i] == m {
+                // Nothing above changes either.
+                break;
+            }
+            self.nodes[i] = m;
         }
     }
 

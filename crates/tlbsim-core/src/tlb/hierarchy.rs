@@ -278,6 +278,33 @@ impl TlbHierarchy {
         n
     }
 
+    /// INVLPG of each of `pages` (as `invalidate_page`), the page-walk caches dropped once
+    /// for all of them. Returns entries removed from the TLB levels.
+    pub fn invalidate_pages<L: TlbListener>(&mut self, pages: &[Vpn], tag: Option<u16>, listener: &mut L) -> u32 {
+        let core = self.core;
+        let mut n = 0;
+        for i in 0..PWC_PML4 {
+            if !self.present[i] {
+                continue;
+            }
+            let mut removed = 0;
+            for &vpn in pages {
+                removed += self.structs[i].invalidate_page(vpn, tag, &mut |e| listener.evicted(core, i, e));
+            }
+            self.counters[i].invalidations += removed as u64;
+            n += removed;
+        }
+        if !pages.is_empty() {
+            for i in [PWC_PML4, PWC_PDPT, PWC_PD] {
+                if self.present[i] {
+                    let removed = self.structs[i].flush(false, &mut |_| {});
+                    self.counters[i].invalidations += removed as u64;
+                }
+            }
+        }
+        n
+    }
+
     /// Drop every non-global entry of `tag` (INVPCID single-context).
     pub fn invalidate_tag<L: TlbListener>(&mut self, tag: u16, listener: &mut L) -> u32 {
         let core = self.core;
