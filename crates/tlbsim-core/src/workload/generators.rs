@@ -664,22 +664,9 @@ impl Builder {
 
     fn finish(mut self) -> Workload {
         let regions = self.w.processes.iter().map(|p| p.regions.len()).max().unwrap_or(0);
-        let used = self.w.programs.iter().flatten().filter_map(slot_of).map(|s| s + 1).max().unwrap_or(0);
+        let used = self.w.programs.iter().flatten().filter_map(Op::slot).map(|s| s + 1).max().unwrap_or(0);
         self.w.slots = regions.max(used);
         self.w
-    }
-}
-
-fn slot_of(op: &Op) -> Option<usize> {
-    match op {
-        Op::Access { slot, .. }
-        | Op::Mmap { slot, .. }
-        | Op::Munmap { slot }
-        | Op::Mprotect { slot, .. }
-        | Op::MadviseDontneed { slot }
-        | Op::Msync { slot }
-        | Op::MigratePages { slot, .. } => Some(*slot),
-        _ => None,
     }
 }
 

@@ -91,6 +91,22 @@ pub enum Op {
     CountOp,
 }
 
+impl Op {
+    /// The region slot the operation names, if any.
+    pub fn slot(&self) -> Option<usize> {
+        match self {
+            Op::Access { slot, .. }
+            | Op::Mmap { slot, .. }
+            | Op::Munmap { slot }
+            | Op::Mprotect { slot, .. }
+            | Op::MadviseDontneed { slot }
+            | Op::Msync { slot }
+            | Op::MigratePages { slot, .. } => Some(*slot),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThreadSpec {
     pub name: String,
@@ -180,18 +196,10 @@ impl Workload {
         for (gi, prog) in self.programs.iter().enumerate() {
             for (i, op) in prog.iter().enumerate() {
                 let at = || format!("program[{gi}].op[{i}]");
+                if let Some(slot) = op.slot().filter(|&s| s >= self.slots) {
+                    return Err(format!("{}: region slot {slot} does not exist", at()));
+                }
                 match op {
-                    Op::Access { slot, .. }
-                    | Op::Mmap { slot, .. }
-                    | Op::Munmap { slot }
-                    | Op::Mprotect { slot, .. }
-                    | Op::MadviseDontneed { slot }
-                    | Op::Msync { slot }
-                    | Op::MigratePages { slot, .. }
-                        if *slot >= self.slots =>
-                    {
-                        return Err(format!("{}: region slot {slot} does not exist", at()))
-                    }
                     Op::Mmap { spec, .. } => check_map(&at(), spec, &self.files)?,
                     Op::Loop { body, .. } if i + body >= prog.len() => {
                         return Err(format!("{}: loop body runs past the end of the program", at()))
