@@ -12,7 +12,7 @@ use crate::rng::SplitMix64;
 use crate::sim::Machine;
 use crate::tlb::hierarchy::NoTlbListener;
 use crate::trace::TraceEvent;
-use crate::types::{AccessKind, NodeId};
+use crate::types::AccessKind;
 use crate::walk::NoWalkListener;
 use serde::Serialize;
 use std::time::Instant;
@@ -65,7 +65,7 @@ fn machine() -> crate::Result<(Machine, crate::sim::AddressSpace)> {
     crate::config::apply_override(&mut tree, "workload.fetches=false")?;
     let cfg = Config::resolve(tree, &[], std::path::Path::new("."))?;
     let mut m = Machine::new(&cfg)?;
-    let space = m.new_address_space(1, 4, NodeId(0))?;
+    let space = m.new_address_space(1, 0)?;
     Ok((m, space))
 }
 

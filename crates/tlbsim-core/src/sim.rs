@@ -2,18 +2,20 @@
 //! machine's TLBs, walkers and page tables; the core furthest behind in simulated time
 //! runs next, for one batch, so cores interleave deterministically in time order.
 //!
-//! Without an OS model (a later issue adds it), all threads share one address space, and
-//! the first touch of a page maps it: a frame from the toucher's node (or interleaved),
-//! page-table pages placed by `os.pt_placement`.
+//! Without the OS model (`crate::os`, for OS-mode workloads), all threads share one
+//! address space, and the first touch of a page maps it: a frame from the toucher's node
+//! (or interleaved), page-table pages placed by the page-table backend `os.pt_placement`
+//! names. Each access goes through the one access path of `crate::access`.
 
-use crate::config::{Config, Placement};
+use crate::access::{AccessEnv, FaultOutcome};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::memory::{FrameKind, PhysMem};
 use crate::page_table::{PageTables, PTE_USER, PTE_WRITABLE};
+use crate::placement::{PageTableBackend, PtCtx};
 use crate::stats::{self, CoreStats};
 use crate::tlb::hierarchy::{Found, NoTlbListener, TlbHierarchy, TlbListener};
-use crate::tlb::set_assoc::FLAG_DIRTY;
-use crate::tlb::{Tlb, TlbGeometry};
+use crate::tlb::{Tlb, TlbEntry, TlbGeometry};
 use crate::trace::{TraceEvent, TraceSource};
 use crate::types::{AccessKind, CoreId, NodeId, PageSize, Vpn};
 use crate::walk::{self, NoWalkListener, WalkListener, WalkMemory, WalkOutcome};
@@ -53,7 +55,9 @@ pub struct Machine {
     latency: Vec<Vec<u32>>,
     pub mem: PhysMem,
     pub pt: PageTables,
-    pt_placement: Placement,
+    /// Where page-table pages go and how entries are written (`os.pt_placement`).
+    pub backend: Box<dyn PageTableBackend>,
+    pt_levels: u32,
     data_interleave: bool,
     thp: bool,
     interleave_next: u32,
@@ -94,7 +98,8 @@ impl Machine {
             latency: (0..sockets).map(|s| (0..sockets).map(|n| cfg.latency(s, n)).collect()).collect(),
             mem: PhysMem::new(sockets, m.memory.node_mib),
             pt: PageTables::new(),
-            pt_placement: Placement::parse("os.pt_placement", &cfg.os.pt_placement, sockets)?,
+            backend: crate::placement::build(cfg)?,
+            pt_levels: cfg.os.pt_levels,
             data_interleave: cfg.os.data_placement == "interleave",
             thp: cfg.os.thp,
             interleave_next: 0,
@@ -104,10 +109,12 @@ impl Machine {
         })
     }
 
-    /// A new, empty address space with its root table on `node`.
-    pub fn new_address_space(&mut self, id: u32, levels: u32, node: NodeId) -> Result<AddressSpace> {
-        let root = self.pt.alloc_table(&mut self.mem, node, id)?;
-        Ok(AddressSpace { id, root, levels })
+    /// A new, empty address space `id` created by a core of `socket`, its root placed by
+    /// the page-table backend.
+    pub fn new_address_space(&mut self, id: u32, socket: u32) -> Result<AddressSpace> {
+        let mut ctx = PtCtx { pt: &mut self.pt, mem: &mut self.mem, levels: self.pt_levels };
+        let root = self.backend.create(&mut ctx, id, socket)?;
+        Ok(AddressSpace { id, root, levels: self.pt_levels })
     }
 
     fn next_interleaved(&mut self) -> NodeId {
@@ -117,32 +124,24 @@ impl Machine {
     }
 
     /// First-touch fault in trace mode: map the page (a 2 MiB page with THP when the whole
-    /// aligned region is unmapped), table pages placed by policy.
+    /// aligned region is unmapped), table pages placed by the backend.
     fn fault(&mut self, core: usize, space: &AddressSpace, va: u64) -> Result<()> {
         let socket = self.cores[core].socket;
         let data_node = if self.data_interleave { self.next_interleaved() } else { NodeId(socket) };
-        let placement = self.pt_placement;
-        let nodes = self.mem.nodes();
-        let mut interleave = self.interleave_next;
-        let mut place = || placement.node(socket, nodes, &mut interleave);
         let flags = PTE_WRITABLE | PTE_USER;
-        let huge_ok = self.thp && {
-            // The PD entry for this 2 MiB region must be empty: no 4 KiB table under it.
-            !self.pt.has_page_table(space.root, space.levels, va)
-        };
-        if huge_ok {
-            let pfn = self.mem.alloc_contiguous(data_node, 512, FrameKind::Data, space.id)?;
-            let va2m = va & !((2 << 20) - 1);
-            self.pt.map(&mut self.mem, space.root, space.levels, va2m, pfn, PageSize::Size2M, flags, space.id, &mut place)?;
+        // The PD entry for this 2 MiB region must be empty: no 4 KiB table under it.
+        let huge_ok = self.thp && !self.pt.has_page_table(space.root, space.levels, va);
+        let (pfn, va, size) = if huge_ok {
+            (self.mem.alloc_contiguous(data_node, 512, FrameKind::Data, space.id)?, va & !((2 << 20) - 1), PageSize::Size2M)
         } else {
-            let pfn = self.mem.alloc_on(CoreId(core as u32), data_node, FrameKind::Data, space.id)?;
-            self.pt.map(&mut self.mem, space.root, space.levels, va & !0xfff, pfn, PageSize::Size4K, flags, space.id, &mut place)?;
-        }
-        self.interleave_next = interleave;
+            (self.mem.alloc_on(CoreId(core as u32), data_node, FrameKind::Data, space.id)?, va & !0xfff, PageSize::Size4K)
+        };
+        let mut ctx = PtCtx { pt: &mut self.pt, mem: &mut self.mem, levels: space.levels };
+        self.backend.map(&mut ctx, space.id, space.root, va, pfn, size, flags, socket)?;
         Ok(())
     }
 
-    /// Simulate one memory access by `core` in `space`. The hot path.
+    /// Simulate one memory access by `core` in `space` (trace mode). The hot path.
     #[inline]
     pub fn access<T: TlbListener, W: WalkListener>(
         &mut self,
@@ -153,37 +152,7 @@ impl Machine {
         tl: &mut T,
         wl: &mut W,
     ) -> Result<()> {
-        let c = &mut self.cores[core];
-        c.stats.accesses += 1;
-        let vpn = Vpn::of_va(va);
-        let (found, cycles) = c.tlbs.lookup(vpn, kind, tl);
-        let mut spent = cycles as u64;
-        match found {
-            Found::L1(e) => {
-                c.stats.l1_tlb_hits += 1;
-                if kind.is_write() && e.flags & FLAG_DIRTY == 0 {
-                    spent += self.set_dirty(core, space, va, e, wl)?;
-                }
-            }
-            Found::L2(e) => {
-                c.stats.l1_tlb_misses += 1;
-                c.stats.l2_tlb_hits += 1;
-                if kind.is_write() && e.flags & FLAG_DIRTY == 0 {
-                    spent += self.set_dirty(core, space, va, e, wl)?;
-                }
-            }
-            Found::Miss => {
-                c.stats.l1_tlb_misses += 1;
-                if c.tlbs.present(crate::tlb::hierarchy::L2) {
-                    c.stats.l2_tlb_misses += 1;
-                }
-                spent += self.walk_and_fill(core, space, va, kind, tl, wl)?;
-            }
-        }
-        let c = &mut self.cores[core];
-        c.stats.translation_cycles += spent;
-        c.clock += spent << CLOCK_SHIFT;
-        Ok(())
+        crate::access::access(&mut TraceEnv { m: self, space, tl, wl }, core, va, kind)
     }
 
     /// One hardware walk by `core` through its socket's memory system.
@@ -198,64 +167,6 @@ impl Machine {
             socket: socket as u32,
         };
         walk::walk(&mut self.pt, &mut c.tlbs, &mut memsys, space.root, space.levels, va, write, &mut c.stats, wl)
-    }
-
-    /// A write hit a clean entry: the processor walks again to set the PTE's dirty bit
-    /// (Intel SDM 4.8: D is set by a locked update of the paging entry).
-    #[cold]
-    fn set_dirty<W: WalkListener>(
-        &mut self,
-        core: usize,
-        space: &AddressSpace,
-        va: u64,
-        e: crate::tlb::TlbEntry,
-        wl: &mut W,
-    ) -> Result<u64> {
-        let (outcome, cycles) = self.walk(core, space, va, true, wl);
-        let c = &mut self.cores[core];
-        match outcome {
-            WalkOutcome::Mapped { .. } => {
-                c.stats.dirty_walks += 1;
-                c.tlbs.mark_dirty(&e);
-                Ok(cycles)
-            }
-            WalkOutcome::Fault { .. } => Err(Error::Sim(format!("write to {va:#x}: mapping vanished under a TLB entry"))),
-        }
-    }
-
-    fn walk_and_fill<T: TlbListener, W: WalkListener>(
-        &mut self,
-        core: usize,
-        space: &AddressSpace,
-        va: u64,
-        kind: AccessKind,
-        tl: &mut T,
-        wl: &mut W,
-    ) -> Result<u64> {
-        let mut spent = 0;
-        // At most two walks: one that faults, one after the fault handler mapped the page.
-        for _ in 0..2 {
-            let (outcome, cycles) = self.walk(core, space, va, kind.is_write(), wl);
-            let c = &mut self.cores[core];
-            spent += cycles;
-            match outcome {
-                WalkOutcome::Mapped { pte, size } => {
-                    let flags = crate::tlb::set_assoc::flags_of_pte(pte);
-                    let e = c.tlbs.entry(Vpn::of_va(va), crate::page_table::pte_pfn(pte), size, flags);
-                    c.tlbs.fill(e, kind, tl);
-                    return Ok(spent);
-                }
-                WalkOutcome::Fault { present: false } => {
-                    c.stats.page_faults += 1;
-                    spent += self.fault_cycles;
-                    self.fault(core, space, va)?;
-                }
-                WalkOutcome::Fault { present: true } => {
-                    return Err(Error::Sim(format!("write to read-only page {va:#x} in trace mode")));
-                }
-            }
-        }
-        Err(Error::Sim(format!("page {va:#x} still unmapped after its fault")))
     }
 
     /// Host-cache hints for a coming access: its L2 TLB set, the page-table entries its walk
@@ -333,7 +244,8 @@ pub fn run(cfg: &Config) -> Result<serde_json::Value> {
         return crate::os::run(cfg, workload);
     }
     let mut machine = Machine::new(cfg)?;
-    let space = machine.new_address_space(1, cfg.os.pt_levels, NodeId(0))?;
+    // Created by core 0, the first thread's.
+    let space = machine.new_address_space(1, 0)?;
     let mut sources: Vec<Box<dyn TraceSource>> = match cfg.workload.kind.as_str() {
         "trace" => cfg
             .workload
@@ -360,6 +272,52 @@ pub fn run(cfg: &Config) -> Result<serde_json::Value> {
         machine.run_batch(t, &space, &buf, &mut tl, &mut wl)?;
     }
     Ok(machine.stats_json(cfg, sources.len()))
+}
+
+/// Trace mode's side of the access path: the caller's listeners, first-touch faults.
+struct TraceEnv<'a, T, W> {
+    m: &'a mut Machine,
+    space: &'a AddressSpace,
+    tl: &'a mut T,
+    wl: &'a mut W,
+}
+
+impl<T: TlbListener, W: WalkListener> AccessEnv for TraceEnv<'_, T, W> {
+    #[inline(always)]
+    fn machine(&mut self) -> &mut Machine {
+        self.m
+    }
+    #[inline(always)]
+    fn lookup(&mut self, core: usize, vpn: Vpn, kind: AccessKind) -> (Found, u32) {
+        self.m.cores[core].tlbs.lookup(vpn, kind, self.tl)
+    }
+    #[inline(always)]
+    fn walk(&mut self, core: usize, va: u64, write: bool) -> (WalkOutcome, u64) {
+        self.m.walk(core, self.space, va, write, self.wl)
+    }
+    #[inline(always)]
+    fn fill(&mut self, core: usize, e: TlbEntry, kind: AccessKind) {
+        self.m.cores[core].tlbs.fill(e, kind, self.tl)
+    }
+    fn drop_entry(&mut self, core: usize, vpn: Vpn) {
+        let tlbs = &mut self.m.cores[core].tlbs;
+        let tag = tlbs.tag();
+        tlbs.invalidate_page(vpn, Some(tag), self.tl);
+    }
+    #[inline(always)]
+    fn stale_hit(&mut self, _core: usize, _vpn: Vpn, _e: &TlbEntry) {}
+    #[inline(always)]
+    fn after_walk(&mut self, _core: usize, _va: u64) {}
+    #[cold]
+    fn fault(&mut self, core: usize, va: u64, _kind: AccessKind, present: bool, spent: &mut u64) -> Result<FaultOutcome> {
+        if present {
+            return Err(Error::Sim(format!("write to read-only page {va:#x} in trace mode")));
+        }
+        self.m.cores[core].stats.page_faults += 1;
+        *spent += self.m.fault_cycles;
+        self.m.fault(core, self.space, va)?;
+        Ok(FaultOutcome::Retry)
+    }
 }
 
 impl Machine {

@@ -16,32 +16,26 @@
 //! a flush reaches them after they switched away); the paravirtual remote flush of KVM
 //! guests (docs/LINUX_BASELINE.md) is not modelled.
 
-use super::{linux_on_deliver, Coherence, CoreView, Delivery, FlushPlan, FlushRequest, LocalFlush, OsView};
+use super::{linux_on_deliver, linux_targets, Coherence, CoreView, Delivery, FlushPlan, FlushRequest, LocalFlush, NoParams, OsView, Policy};
 use crate::config::Config;
+use crate::error::Result;
 use crate::types::CoreId;
 
 pub struct Linux;
 
-impl Linux {
-    pub fn new(_cfg: &Config) -> Linux {
-        Linux
+impl Policy for Linux {
+    type Params = NoParams;
+    fn build(_cfg: &Config, _params: NoParams) -> Result<Linux> {
+        Ok(Linux)
     }
 }
 
 impl Coherence for Linux {
     fn plan(&mut self, view: &OsView<'_>, req: &FlushRequest, plan: &mut FlushPlan) {
         plan.delivery = Some(Delivery::Ipi);
-        for (i, c) in view.cores.iter().enumerate() {
-            if i as u32 == req.initiator.0 || !view.cpumask[i] {
-                continue;
-            }
-            // should_flush_tlb(): lazy CPUs and CPUs running another mm are skipped, unless
-            // page tables are being freed (then on_each_cpu_mask to the whole mask).
-            let wanted = req.freed_tables || (!c.lazy && c.loaded_mm == Some(req.mm));
-            if wanted {
-                plan.targets.push(CoreId(i as u32));
-            }
-        }
+        // should_flush_tlb(): lazy CPUs and CPUs running another mm are skipped, unless
+        // page tables are being freed (then on_each_cpu_mask to the whole mask).
+        linux_targets(view, req, plan);
     }
 
     fn on_deliver(&mut self, _core: CoreId, me: &CoreView, req: &FlushRequest, flush_ceiling: u32) -> LocalFlush {

@@ -1,27 +1,126 @@
 //! TLB-coherence policies: who is flushed after a page-table change, how, and when
-//! (DESIGN.md "The shootdown"). One file per policy, each implementing [`Coherence`];
-//! the OS model calls the trait and never names a policy. `os.coherence` selects one by
-//! name through [`dispatch`], which monomorphises the engine for it (no dynamic dispatch
-//! on the access path).
+//! (DESIGN.md "The shootdown", "Axes and their hooks"). One file per policy, each
+//! implementing [`Coherence`] (the hooks, all with no-op defaults) and [`Policy`] (its
+//! parameters and constructor), registered by one line in [`policies!`] below, which makes
+//! the name list, the parameter defaults and the dispatch. The OS model calls the trait and
+//! never names a policy; [`dispatch`] monomorphises the engine for the chosen one, so the
+//! per-access hooks (TLB inserts and evictions, A-bit sets) cost nothing for a policy that
+//! leaves them at their defaults.
 //!
 //! The split of work: the OS model (crate::os) owns the kernel's state — per address space
 //! its `mm_cpumask` and `tlb_gen`, per core its loaded mm, lazy flag and PCID slots — and
 //! the mechanics and timing of delivery (IPI send, delivery latency, interrupt entry,
-//! INVLPG or full flush, ack, the initiator's wait; DiDi §V-A's anatomy). A policy makes
-//! the decisions: the target set and delivery path of a request ([`Coherence::plan`]),
-//! what a target does when the request reaches it ([`Coherence::on_deliver`]), and whether
-//! loading an address space on a core must flush it ([`Coherence::on_switch`]).
+//! INVLPG or full flush, ack, the initiator's wait; DiDi §V-A's anatomy; or a hardware
+//! message, or a deferred flush). A policy makes the decisions and may observe:
+//!
+//! | hook | when |
+//! |---|---|
+//! | [`Coherence::plan`] | a page-table change needs coherence: targets, per-target pages, delivery path |
+//! | [`Coherence::on_deliver`] | the request reaches a core: nothing, pages, full flush, leave the mask |
+//! | [`Coherence::on_switch`] | a core loads an address space whose tag may hold old entries |
+//! | [`Coherence::on_tlb_insert`], [`Coherence::on_tlb_evict`] | every TLB fill and removal of every core |
+//! | [`Coherence::on_accessed_set`] | the walker set a leaf's A bit (0 → 1) |
+//! | [`Coherence::on_full_flush`] | a core flushed an address space or everything, with the cause |
+//! | [`Coherence::on_cr3_load`] | every CR3 write, in every tagging mode |
+//! | [`Coherence::on_tick`] | a periodic timer tick per core ([`Coherence::tick_interval`]) |
+//! | [`Coherence::on_frame_alloc`], [`Coherence::on_frame_free`] | a data frame leaves or enters the allocator (with its descriptor's `technique_word`) |
+//! | [`Coherence::choose_mmap_va`], [`Coherence::on_range_unmapped`] | placing an mmap; an unmapped range that the policy may hold back |
+//! | [`Coherence::on_demand_fault`] | a demand fault mapped a PTE: fill the faulting core's TLB directly instead of a walk |
+//! | [`Coherence::pte_accessed`], [`Coherence::on_accessed_cleared`] | the OS's view of the A bit, and its clears |
+//! | [`Coherence::on_pte_write`] | every PTE write of the OS (the PTE-write layer, `os/pte.rs`) |
+//!
+//! Hooks that want the machine to do something (invalidate another core's entry, charge
+//! cycles, start a flush, release a held range) push an [`Effect`]; the engine applies
+//! them right after the hook returns.
 
 pub mod linux;
 pub mod none;
 pub mod oracle;
 
-use crate::config::Config;
+use crate::config::{Config, CostsConfig};
 use crate::error::{Error, Result};
-use crate::types::{CoreId, Vpn};
+use crate::memory::FrameDesc;
+use crate::tlb::TlbEntry;
+use crate::types::{CoreId, Pfn, Vpn};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 
-/// Policy names `os.coherence` accepts.
-pub const NAMES: [&str; 3] = ["linux", "oracle", "none"];
+/// The registry: one line per policy, `"name" => Type`. Generates [`NAMES`],
+/// [`default_params`] and [`dispatch`].
+macro_rules! policies {
+    ($($name:literal => $ty:ty),* $(,)?) => {
+        /// Policy names `os.coherence` accepts.
+        pub const NAMES: &[&str] = &[$($name),*];
+
+        /// Every policy's `[coherence.<name>]` table with its defaults (config.json writes
+        /// them all, so a run can be repeated from it).
+        pub fn default_params() -> serde_json::Map<String, serde_json::Value> {
+            let mut m = serde_json::Map::new();
+            $(m.insert($name.into(), serde_json::to_value(<<$ty as Policy>::Params as Default>::default()).expect("params serialize"));)*
+            m
+        }
+
+        /// Build the policy `cfg.os.coherence` names (with its `[coherence.<name>]`
+        /// parameters) and hand it to `f`.
+        pub fn dispatch<F: WithPolicy>(cfg: &Config, f: F) -> Result<F::Output> {
+            match cfg.os.coherence.as_str() {
+                $($name => Ok(f.run(<$ty as Policy>::build(cfg, params::<<$ty as Policy>::Params>(cfg, $name)?)?)),)*
+                other => Err(unknown(other)),
+            }
+        }
+
+        /// Check every `[coherence.<name>]` table (names and keys), and the selected name.
+        pub fn check(cfg: &Config) -> Result<()> {
+            check_name(&cfg.os.coherence)?;
+            for key in cfg.coherence.keys() {
+                if !NAMES.contains(&key.as_str()) {
+                    return Err(Error::config(format!("coherence.{key}"), format!("{key:?} is not a coherence policy: use one of {}", quoted_names())));
+                }
+            }
+            $(params::<<$ty as Policy>::Params>(cfg, $name)?;)*
+            Ok(())
+        }
+    };
+}
+
+policies! {
+    "linux" => linux::Linux,
+    "oracle" => oracle::Oracle,
+    "none" => none::NoRemoteFlush,
+}
+
+/// A registered policy: its `[coherence.<name>]` parameters and its constructor.
+pub trait Policy: Coherence + Sized {
+    /// Parameters (serde, `#[serde(default, deny_unknown_fields)]`; `()`-like empty
+    /// structs for policies without any). Every field documented with its source.
+    type Params: Serialize + DeserializeOwned + Default;
+    fn build(cfg: &Config, params: Self::Params) -> Result<Self>;
+}
+
+/// Parameters without any keys.
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+/// Parse `[coherence.<name>]` of `cfg` (defaults for missing keys; errors name the key).
+fn params<T: DeserializeOwned + Default + Serialize>(cfg: &Config, name: &str) -> Result<T> {
+    match cfg.coherence.get(name) {
+        None => Ok(T::default()),
+        Some(v) => {
+            let mut tree = serde_json::to_value(T::default()).unwrap_or(serde_json::Value::Null);
+            if tree.is_object() && v.is_object() {
+                crate::config::merge(&mut tree, v.clone());
+            } else {
+                tree = v.clone();
+            }
+            serde_path_to_error::deserialize(tree).map_err(|e| {
+                let path = e.path().to_string();
+                let key = if path == "." || path.is_empty() { format!("coherence.{name}") } else { format!("coherence.{name}.{path}") };
+                Error::config(key, e.into_inner().to_string())
+            })
+        }
+    }
+}
 
 /// Why the page tables changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,17 +133,27 @@ pub enum FlushReason {
     Fork,
     Migration,
     Reclaim,
+    /// A policy asked for it (an [`Effect::Flush`], e.g. an allocation-time shootdown).
+    Policy,
 }
 
 /// One flush request: a batch of page-table changes to one address space (mmu_gather's
-/// `tlb_finish_mmu`, one mprotect, one copy-on-write break ...).
+/// `tlb_finish_mmu`, one mprotect, one copy-on-write break ...), or a global one.
 #[derive(Clone, Debug)]
 pub struct FlushRequest {
     pub initiator: CoreId,
-    /// Address space (process id).
+    /// Address space (process id). For a global request, the initiator's (or u32::MAX).
     pub mm: u32,
+    /// Not one address space: every core reached flushes every address space's entries
+    /// (e.g. a frame leaving its recycling context may be cached under any of them).
+    pub global: bool,
     /// The 4 KiB pages whose translations changed (for a 2 MiB page, its first page).
     pub pages: Vec<Vpn>,
+    /// Per page of `pages`, its leaf PTE before the change, with the A/D bits as read
+    /// atomically with the change (OR-ed over replicas); 0 when the page was not mapped.
+    pub old_ptes: Vec<u64>,
+    /// Frames the change frees once the protocol is over (mmu_gather).
+    pub frames: Vec<Pfn>,
     pub reason: FlushReason,
     /// Page-table pages are being freed (page-walk caches may point to them).
     pub freed_tables: bool,
@@ -61,6 +170,15 @@ pub enum Delivery {
     Ipi,
     /// Instantly and at no cost (the `oracle` lower bound).
     Free,
+    /// A hardware invalidation message (e.g. DiDi's PTLBI): reaches each target
+    /// `latency` cycles after the initiator sent it (having paid `initiator_cycles`), is
+    /// applied without interrupting the target (which pays `target_cycles`, e.g. draining
+    /// its load/store queue), and acked; the initiator waits for the last ack.
+    Message { latency: u64, initiator_cycles: u64, target_cycles: u64 },
+    /// Queued on each target and applied at its next timer tick or context switch; the
+    /// initiator does not wait. What the request frees is released when every target has
+    /// applied it.
+    Deferred,
 }
 
 /// A policy's answer to a request.
@@ -69,7 +187,26 @@ pub struct FlushPlan {
     /// Cores to reach. The initiator, if named, flushes itself at no delivery cost (it
     /// always does when it runs the address space).
     pub targets: Vec<CoreId>,
+    /// Per target (parallel to `targets`; shorter = the rest get all pages): the subset of
+    /// the request's pages that target flushes (`None`: all of them).
+    pub pages_of: Vec<Option<Vec<Vpn>>>,
+    /// `None`: nobody to reach (the same as `Some(Free)` with no targets).
     pub delivery: Option<Delivery>,
+}
+
+impl FlushPlan {
+    /// Reach `core` for all pages.
+    pub fn push(&mut self, core: CoreId) {
+        self.targets.push(core);
+    }
+    /// Reach `core` for `pages` only.
+    pub fn push_pages(&mut self, core: CoreId, pages: Vec<Vpn>) {
+        while self.pages_of.len() < self.targets.len() {
+            self.pages_of.push(None);
+        }
+        self.targets.push(core);
+        self.pages_of.push(Some(pages));
+    }
 }
 
 /// What a core does with a request that reached it (or, for the initiator, with its own).
@@ -79,7 +216,8 @@ pub enum LocalFlush {
     Nothing,
     /// INVLPG each page of the request.
     Pages,
-    /// Flush the address space's entries entirely.
+    /// Flush the address space's entries entirely (every address space's for a global
+    /// request).
     Full,
     /// The core no longer runs this address space: it leaves its `mm_cpumask`, flushes
     /// nothing.
@@ -98,6 +236,8 @@ pub struct CoreView {
     pub lazy: bool,
     /// `tlb_gen` of `loaded_mm` this core's TLB has caught up with.
     pub caught_up_gen: u64,
+    /// Socket of the core.
+    pub socket: u32,
 }
 
 /// The kernel state a policy may read when planning.
@@ -110,25 +250,172 @@ pub struct OsView<'a> {
     pub holders: &'a [bool],
     /// `os.flush_ceiling` (Linux's tlb_single_page_flush_ceiling).
     pub flush_ceiling: u32,
+    /// The engine's clock on the initiator.
+    pub now: u64,
 }
 
+/// Why a core flushed entirely (passed to [`Coherence::on_full_flush`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FullFlushCause {
+    Shootdown,
+    Ceiling,
+    ContextSwitch,
+    LazySwitch,
+    TagCapacity,
+    TagForced,
+    /// A policy's own [`Effect::FlushMm`].
+    Policy,
+}
+
+/// A CR3 write on a core (passed to [`Coherence::on_cr3_load`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Cr3Load {
+    /// The address space loaded before (`None`: the kernel's own page table).
+    pub from: Option<u32>,
+    pub to: u32,
+    /// The hardware tag the TLB now fills and looks up with.
+    pub tag: u16,
+    /// Whether entries were kept (false: the write flushed the TLB or the tag).
+    pub kept_entries: bool,
+}
+
+/// What a frame is being allocated for (passed to [`Coherence::on_frame_alloc`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameUse {
+    /// Address space it will be mapped in (u32::MAX for the page cache or the zero page).
+    pub mm: u32,
+    /// A page-cache page (file data) rather than anonymous memory.
+    pub file: bool,
+}
+
+/// What a hook asks the machine to do; applied by the engine right after the hook returns.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    /// Remove core `core`'s translations of 4 KiB page `vpn` in address space `mm` (every
+    /// page size covering it), by hardware: no interrupt, no IPI (e.g. an inclusive
+    /// directory's back-invalidation).
+    InvalidatePage { core: CoreId, mm: u32, vpn: Vpn },
+    /// Flush every translation of `mm` on `core` (`mm = None`: everything).
+    FlushMm { core: CoreId, mm: Option<u32> },
+    /// Charge `cycles` of work to `core`.
+    Charge { core: CoreId, cycles: u64 },
+    /// Start a flush request from `initiator` (an allocation-time shootdown, ...): of
+    /// `pages` of `mm`, or global (`mm = None`: every address space).
+    Flush { initiator: CoreId, mm: Option<u32>, pages: Vec<Vpn>, full: bool },
+    /// A range this policy held back in [`Coherence::on_range_unmapped`] may be reused.
+    ReleaseRange { mm: u32, start: u64, end: u64 },
+}
+
+/// Effects pushed by hooks.
+pub type Effects = Vec<Effect>;
+
 pub trait Coherence {
+    // ----- Capabilities -----
+
     /// Whether `plan` reads `OsView::holders` (computing it costs a probe of every TLB).
     fn wants_holders(&self) -> bool {
         false
     }
 
-    /// Targets and delivery path of `req`. The initiator's own flush is decided by
-    /// `on_deliver` on the initiator.
+    /// Cycles between two timer ticks of a core ([`Coherence::on_tick`]); `None`: no ticks.
+    fn tick_interval(&self) -> Option<u64> {
+        None
+    }
+
+    /// The smallest latency a delivery path of this policy can have (the engine's quantum
+    /// is derived from the smallest latency of any active path, so no message reaches a
+    /// core that ran past its arrival by more than the quantum).
+    fn min_latency(&self, _costs: &CostsConfig) -> Option<u64> {
+        None
+    }
+
+    // ----- Decisions -----
+
+    /// Targets, per-target pages and delivery path of `req`. The initiator's own flush is
+    /// decided by `on_deliver` on the initiator.
     fn plan(&mut self, view: &OsView<'_>, req: &FlushRequest, plan: &mut FlushPlan);
 
     /// What core `core` (in state `me`) does when `req` reaches it.
     fn on_deliver(&mut self, core: CoreId, me: &CoreView, req: &FlushRequest, flush_ceiling: u32) -> LocalFlush;
 
-    /// Core `core` loads address space `mm` whose `tlb_gen` is `mm_gen`, into a PCID slot
-    /// that last held it at generation `slot_gen` (`None`: the slot held another address
-    /// space or nothing). True: flush the slot's entries.
+    /// Core `core` loads address space `mm` whose `tlb_gen` is `mm_gen`, into a tag that
+    /// last held it at generation `slot_gen` (`None`: the tag held another address space or
+    /// nothing). True: flush the tag's entries.
     fn on_switch(&mut self, core: CoreId, slot_gen: Option<u64>, mm_gen: u64) -> bool;
+
+    /// A demand fault on `core` mapped `pte` at `va` of `mm` (one of `mapped_together` PTEs
+    /// the fault mapped, fault-around included). `Some(cycles)`: fill `core`'s TLB with it
+    /// directly (no walk, so the PTE's A bit stays clear), charging `cycles`.
+    fn on_demand_fault(&mut self, _core: CoreId, _mm: u32, _va: u64, _pte: u64, _mapped_together: u32, _fx: &mut Effects) -> Option<u64> {
+        None
+    }
+
+    /// The OS's view of a PTE's accessed bit (Linux's `ptep_test_and_clear_young` reads).
+    fn pte_accessed(&self, _mm: u32, _va: u64, pte: u64) -> bool {
+        pte & crate::page_table::PTE_ACCESSED != 0
+    }
+
+    // ----- Events -----
+
+    /// The OS cleared the accessed bit of `va`'s PTE (reclaim's scan); `old_pte` before.
+    fn on_accessed_cleared(&mut self, _core: CoreId, _mm: u32, _va: u64, _old_pte: u64, _fx: &mut Effects) {}
+
+    /// The OS writes a PTE of `mm` (every path: fault, munmap, mprotect, ...). `new` may be
+    /// changed (e.g. clear A opportunistically); `old` has A/D OR-ed over replicas.
+    fn on_pte_write(&mut self, _core: CoreId, _mm: u32, _va: u64, _old: u64, _new: &mut u64, _fx: &mut Effects) {}
+
+    /// Core `core` inserted `entry` into TLB structure `structure` (`tlb::hierarchy::NAMES`).
+    #[inline(always)]
+    fn on_tlb_insert(&mut self, _core: CoreId, _structure: usize, _entry: &TlbEntry, _fx: &mut Effects) {}
+
+    /// `entry` left core `core`'s structure `structure` (replacement, invalidation, flush).
+    #[inline(always)]
+    fn on_tlb_evict(&mut self, _core: CoreId, _structure: usize, _entry: &TlbEntry, _fx: &mut Effects) {}
+
+    /// The walker on `core` set the accessed bit of the leaf PTE mapping `va` in `mm`.
+    #[inline(always)]
+    fn on_accessed_set(&mut self, _core: CoreId, _mm: u32, _va: u64, _fx: &mut Effects) {}
+
+    /// Core `core` flushed `mm`'s entries entirely (`None`: every entry).
+    fn on_full_flush(&mut self, _core: CoreId, _mm: Option<u32>, _cause: FullFlushCause, _fx: &mut Effects) {}
+
+    /// Core `core` wrote CR3.
+    fn on_cr3_load(&mut self, _core: CoreId, _load: &Cr3Load, _fx: &mut Effects) {}
+
+    /// Periodic timer tick on `core` (every [`Coherence::tick_interval`] cycles while it
+    /// runs or idles).
+    fn on_tick(&mut self, _core: CoreId, _now: u64, _fx: &mut Effects) {}
+
+    /// A data frame is allocated for `usage` on `core` (its descriptor's `technique_word`
+    /// is what it was when the frame was freed).
+    fn on_frame_alloc(&mut self, _core: CoreId, _pfn: Pfn, _desc: &mut FrameDesc, _usage: FrameUse, _fx: &mut Effects) {}
+
+    /// A data frame goes back to the allocator from `core` (after any flush it needed).
+    fn on_frame_free(&mut self, _core: CoreId, _pfn: Pfn, _desc: &mut FrameDesc, _fx: &mut Effects) {}
+
+    /// Choose the address of a new `len`-byte mapping of `mm`; `default_va` is Linux's
+    /// top-down choice, `is_free(lo, hi)` says whether `[lo, hi)` is unmapped and not held.
+    fn choose_mmap_va(&mut self, _mm: u32, _len: u64, default_va: u64, _is_free: &dyn Fn(u64, u64) -> bool) -> u64 {
+        default_va
+    }
+
+    /// `[start, end)` of `mm` was unmapped. True: hold it back (mmap will not reuse it)
+    /// until the policy pushes [`Effect::ReleaseRange`].
+    fn on_range_unmapped(&mut self, _core: CoreId, _mm: u32, _start: u64, _end: u64, _fx: &mut Effects) -> bool {
+        false
+    }
+
+    // ----- Results -----
+
+    /// Policy statistics, written to `totals.coherence` in stats.json.
+    fn stats_json(&self) -> serde_json::Value {
+        serde_json::json!({})
+    }
+
+    /// Per-core policy statistics (`per_core[i].coherence`), if any.
+    fn core_stats_json(&self, _core: CoreId) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// The engine, generic over the policy: [`dispatch`] calls `run` with the policy
@@ -136,16 +423,6 @@ pub trait Coherence {
 pub trait WithPolicy {
     type Output;
     fn run<P: Coherence>(self, policy: P) -> Self::Output;
-}
-
-/// Build the policy `cfg.os.coherence` names and hand it to `f`.
-pub fn dispatch<F: WithPolicy>(cfg: &Config, f: F) -> Result<F::Output> {
-    Ok(match cfg.os.coherence.as_str() {
-        "linux" => f.run(linux::Linux::new(cfg)),
-        "oracle" => f.run(oracle::Oracle),
-        "none" => f.run(none::NoRemoteFlush),
-        other => return Err(unknown(other)),
-    })
 }
 
 /// Check a policy name (config validation).
@@ -157,13 +434,20 @@ pub fn check_name(name: &str) -> Result<()> {
     }
 }
 
+fn quoted_names() -> String {
+    NAMES.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
+}
+
 fn unknown(name: &str) -> Error {
-    Error::config("os.coherence", format!("{name:?} is not a coherence policy: use one of {}", NAMES.map(|n| format!("{n:?}")).join(", ")))
+    Error::config("os.coherence", format!("{name:?} is not a coherence policy: use one of {}", quoted_names()))
 }
 
 /// Linux's decision for a core a request reached (arch/x86/mm/tlb.c flush_tlb_func), shared
 /// by the policies that keep Linux's generation tracking.
 pub fn linux_on_deliver(me: &CoreView, req: &FlushRequest, flush_ceiling: u32) -> LocalFlush {
+    if req.global {
+        return LocalFlush::Full;
+    }
     if me.loaded_mm != Some(req.mm) {
         return LocalFlush::LeaveMask;
     }
@@ -179,5 +463,27 @@ pub fn linux_on_deliver(me: &CoreView, req: &FlushRequest, flush_ceiling: u32) -
         LocalFlush::Pages
     } else {
         LocalFlush::Full
+    }
+}
+
+/// Linux's target set for `req` (native_flush_tlb_multi + should_flush_tlb): the CPUs of
+/// the mask other than the initiator, skipping lazy CPUs and CPUs running another mm unless
+/// page-table pages are freed. A global request reaches every other core.
+pub fn linux_targets(view: &OsView<'_>, req: &FlushRequest, plan: &mut FlushPlan) {
+    for (i, c) in view.cores.iter().enumerate() {
+        if i as u32 == req.initiator.0 {
+            continue;
+        }
+        if req.global {
+            plan.targets.push(CoreId(i as u32));
+            continue;
+        }
+        if !view.cpumask[i] {
+            continue;
+        }
+        let wanted = req.freed_tables || (!c.lazy && c.loaded_mm == Some(req.mm));
+        if wanted {
+            plan.targets.push(CoreId(i as u32));
+        }
     }
 }

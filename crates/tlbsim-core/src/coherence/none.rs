@@ -3,10 +3,19 @@
 //! own TLB (as every kernel does for the core that changed the page table), and context
 //! switches flush only where the hardware forces it (untagged TLBs).
 
-use super::{Coherence, CoreView, Delivery, FlushPlan, FlushRequest, LocalFlush, OsView};
+use super::{Coherence, CoreView, Delivery, FlushPlan, FlushRequest, LocalFlush, NoParams, OsView, Policy};
+use crate::config::Config;
+use crate::error::Result;
 use crate::types::CoreId;
 
 pub struct NoRemoteFlush;
+
+impl Policy for NoRemoteFlush {
+    type Params = NoParams;
+    fn build(_cfg: &Config, _params: NoParams) -> Result<NoRemoteFlush> {
+        Ok(NoRemoteFlush)
+    }
+}
 
 impl Coherence for NoRemoteFlush {
     fn plan(&mut self, _view: &OsView<'_>, _req: &FlushRequest, plan: &mut FlushPlan) {

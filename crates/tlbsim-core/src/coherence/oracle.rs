@@ -5,10 +5,19 @@
 //!
 //! Not a real mechanism: it uses the simulator's knowledge of every TLB's contents.
 
-use super::{Coherence, CoreView, Delivery, FlushPlan, FlushRequest, LocalFlush, OsView};
+use super::{Coherence, CoreView, Delivery, FlushPlan, FlushRequest, LocalFlush, NoParams, OsView, Policy};
+use crate::config::Config;
+use crate::error::Result;
 use crate::types::CoreId;
 
 pub struct Oracle;
+
+impl Policy for Oracle {
+    type Params = NoParams;
+    fn build(_cfg: &Config, _params: NoParams) -> Result<Oracle> {
+        Ok(Oracle)
+    }
+}
 
 impl Coherence for Oracle {
     fn wants_holders(&self) -> bool {
@@ -26,7 +35,10 @@ impl Coherence for Oracle {
         }
     }
 
-    fn on_deliver(&mut self, _core: CoreId, _me: &CoreView, _req: &FlushRequest, _ceiling: u32) -> LocalFlush {
+    fn on_deliver(&mut self, _core: CoreId, _me: &CoreView, req: &FlushRequest, _ceiling: u32) -> LocalFlush {
+        if req.global {
+            return LocalFlush::Full;
+        }
         LocalFlush::Pages
     }
 

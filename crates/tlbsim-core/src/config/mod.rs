@@ -32,6 +32,9 @@ pub struct Config {
     pub costs: CostsConfig,
     /// Trace-mode and engine options that are not part of the machine.
     pub sim: SimConfig,
+    /// Per-policy parameters: `[coherence.<name>]` for each registered policy
+    /// (`crate::coherence::NAMES`), with every key's default written out.
+    pub coherence: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Default for Config {
@@ -43,6 +46,7 @@ impl Default for Config {
             workload: WorkloadConfig::default(),
             costs: CostsConfig::default(),
             sim: SimConfig::default(),
+            coherence: crate::coherence::default_params(),
         }
     }
 }
@@ -320,51 +324,7 @@ impl Default for WorkloadConfig {
     }
 }
 
-/// Where page-table pages go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Placement {
-    FirstTouch,
-    Interleave,
-    Fixed(u32),
-}
-
-impl Placement {
-    /// Node of the next page-table page for a fault on a core of `socket`; `interleave`
-    /// is the round-robin cursor over `nodes`.
-    pub fn node(self, socket: u32, nodes: u32, interleave: &mut u32) -> crate::types::NodeId {
-        crate::types::NodeId(match self {
-            Placement::FirstTouch => socket,
-            Placement::Fixed(n) => n,
-            Placement::Interleave => {
-                let n = *interleave;
-                *interleave = (n + 1) % nodes;
-                n
-            }
-        })
-    }
-
-    pub fn parse(key: &str, s: &str, nodes: u32) -> Result<Placement> {
-        match s {
-            "first-touch" => Ok(Placement::FirstTouch),
-            "interleave" => Ok(Placement::Interleave),
-            _ => {
-                let n = s
-                    .strip_prefix("fixed:")
-                    .and_then(|n| n.parse::<u32>().ok())
-                    .ok_or_else(|| {
-                        Error::config(
-                            key,
-                            format!("{s:?} is not a placement: use \"first-touch\", \"interleave\" or \"fixed:N\""),
-                        )
-                    })?;
-                if n >= nodes {
-                    return Err(Error::config(key, format!("fixed:{n}: node {n} does not exist (the machine has {nodes} nodes, 0..{})", nodes - 1)));
-                }
-                Ok(Placement::Fixed(n))
-            }
-        }
-    }
-}
+pub use crate::placement::native::Placement;
 
 impl Config {
     /// Build the effective config from the user's tree, `--set` overrides and the preset.
@@ -468,7 +428,7 @@ impl Config {
         if t.sl_quota_fraction.len() > 256 {
             return Err(Error::config("machine.tlb.sl_quota_fraction", "at most 256 service levels"));
         }
-        Placement::parse("os.pt_placement", &self.os.pt_placement, m.sockets)?;
+        crate::placement::check(self)?;
         match self.os.data_placement.as_str() {
             "first-touch" | "interleave" => {}
             s => {
@@ -483,7 +443,7 @@ impl Config {
         }
         range("sim.batch", self.sim.batch as u64, 1, 1 << 20)?;
         range("sim.quantum_cycles", self.sim.quantum_cycles, 0, 1 << 40)?;
-        crate::coherence::check_name(&self.os.coherence)?;
+        crate::coherence::check(self)?;
         range("os.flush_ceiling", self.os.flush_ceiling as u64, 0, 1 << 20)?;
         range("os.time_slice", self.os.time_slice, 1, 1 << 50)?;
         let w = &self.workload;

@@ -14,7 +14,7 @@
 //! the core for `costs.read_page` instead of blocking the thread.
 
 use super::{Gather, Os, Vma, FAULT_AROUND_PAGES, MMAP_TOP};
-use crate::coherence::{Coherence, FlushReason};
+use crate::coherence::{Coherence, FlushReason, FrameUse};
 use crate::error::{Error, Result};
 use crate::memory::FrameKind;
 use crate::page_table::{pte_pfn, PTE_ACCESSED, PTE_DIRTY, PTE_PRESENT, PTE_USER, PTE_WRITABLE};
@@ -41,21 +41,31 @@ impl<P: Coherence> Os<P> {
     pub(crate) fn mmap_region(&mut self, core: usize, pid: u32, spec: &MapSpec) -> Result<u64> {
         let len = spec.bytes.div_ceil(PAGE) * PAGE;
         let p = &self.procs[pid as usize];
+        // Occupied ranges, highest first: the VMAs and the ranges the policy holds back.
+        let mut used: Vec<(u64, u64)> = p.vmas.iter().map(|(&s, v)| (s, v.end)).chain(p.held.iter().copied()).collect();
+        if !p.held.is_empty() {
+            used.sort_unstable();
+        }
         // Highest gap below MMAP_TOP that holds `len`.
         let mut top = MMAP_TOP;
         let mut addr = None;
-        for (&start, vma) in p.vmas.iter().rev() {
-            if vma.end <= top && top - vma.end >= len {
+        for &(start, end) in used.iter().rev() {
+            if end <= top && top - end >= len {
                 addr = Some(top - len);
                 break;
             }
             top = top.min(start);
         }
-        let va = match addr {
+        let default_va = match addr {
             Some(a) => a,
             None if top >= len + (1 << 30) => top - len,
             None => return Err(Error::Sim(format!("process {pid}: no virtual address space left for a {len}-byte mapping"))),
         };
+        let is_free = |lo: u64, hi: u64| lo < hi && hi <= MMAP_TOP && !used.iter().any(|&(s, e)| s < hi && e > lo);
+        let va = self.policy.choose_mmap_va(pid, len, default_va, &is_free);
+        if va % PAGE != 0 || !is_free(va, va + len) {
+            return Err(Error::Sim(format!("process {pid}: the coherence policy chose {va:#x} for a {len}-byte mapping, which is not a free, page-aligned range")));
+        }
         self.procs[pid as usize].vmas.insert(
             va,
             Vma { end: va + len, writable: spec.writable, shared: spec.shared, backing: spec.backing, reserved: false },
@@ -63,7 +73,7 @@ impl<P: Coherence> Os<P> {
         if spec.populate {
             let mut page = va;
             while page < va + len {
-                let present = self.m.pt.lookup(self.procs[pid as usize].root, self.pt_levels, page).is_some();
+                let present = self.pte_lookup(pid, page).is_some();
                 if !present {
                     self.page_fault(core, usize::MAX, pid, page, spec.writable && !spec.shared, false)?;
                 }
@@ -81,11 +91,6 @@ impl<P: Coherence> Os<P> {
     /// Map one page in `pid`'s tree, page-table pages placed by `os.pt_placement`.
     #[allow(clippy::too_many_arguments)]
     fn map_page(&mut self, core: usize, pid: u32, va: u64, pfn: Pfn, size: PageSize, writable: bool, dirty: bool) -> Result<()> {
-        let socket = self.m.cores[core].socket;
-        let nodes = self.m.mem.nodes();
-        let placement = self.pt_placement;
-        let mut interleave = self.interleave_next;
-        let mut place = || placement.node(socket, nodes, &mut interleave);
         let mut flags = PTE_USER;
         if writable {
             flags |= PTE_WRITABLE;
@@ -93,9 +98,10 @@ impl<P: Coherence> Os<P> {
         if dirty {
             flags |= PTE_DIRTY;
         }
-        let root = self.procs[pid as usize].root;
-        self.m.pt.map(&mut self.m.mem, root, self.pt_levels, va, pfn, size, flags, pid, &mut place)?;
-        self.interleave_next = interleave;
+        self.pte_map(core, pid, va, pfn, size, flags)?;
+        if let Some(mapped) = self.fault_mapped.as_mut() {
+            mapped.push(va);
+        }
         if Some(pfn) != self.zero_page {
             self.m.mem.desc_mut(pfn).mapcount += 1;
         }
@@ -107,6 +113,8 @@ impl<P: Coherence> Os<P> {
     fn alloc_data(&mut self, core: usize, pid: u32, file: Option<u32>, index: u64) -> Result<Pfn> {
         let node = self.data_node(core);
         let pfn = self.m.mem.alloc_on(CoreId(core as u32), node, FrameKind::Data, pid)?;
+        self.policy.on_frame_alloc(CoreId(core as u32), pfn, self.m.mem.desc_mut(pfn), FrameUse { mm: if file.is_some() { u32::MAX } else { pid }, file: file.is_some() }, &mut self.fx);
+        self.apply_effects();
         let group = self.procs[pid as usize].group;
         self.lru_stamp += 1;
         let stamp = self.lru_stamp;
@@ -144,6 +152,10 @@ impl<P: Coherence> Os<P> {
             let g = &mut self.groups[g as usize];
             g.used_pages = g.used_pages.saturating_sub(1 << order);
         }
+        for f in pfn.0..pfn.0 + (1 << order) {
+            self.policy.on_frame_free(CoreId(core as u32), Pfn(f), self.m.mem.desc_mut(Pfn(f)), &mut self.fx);
+        }
+        self.apply_effects();
         if order == 0 {
             self.m.mem.free_on(CoreId(core as u32), pfn);
         } else {
@@ -153,7 +165,46 @@ impl<P: Coherence> Os<P> {
 
     /// Handle a page fault of `pid` at `va` (on `core`; `thread` = usize::MAX for
     /// MAP_POPULATE). Returns false for SIGSEGV.
-    pub(crate) fn page_fault(&mut self, core: usize, _thread: usize, pid: u32, va: u64, write: bool, present: bool) -> Result<bool> {
+    pub(crate) fn page_fault(&mut self, core: usize, thread: usize, pid: u32, va: u64, write: bool, present: bool) -> Result<bool> {
+        // A demand fault (not MAP_POPULATE, not a protection fault): the policy may fill the
+        // faulting core's TLB with what it mapped instead of the walk that follows.
+        let demand = thread != usize::MAX && !present;
+        if demand {
+            self.fault_mapped = Some(Vec::new());
+        }
+        let handled = self.handle_fault(core, pid, va, write, present);
+        let mapped = self.fault_mapped.take();
+        let handled = handled?;
+        if let (true, Some(mapped)) = (handled, mapped) {
+            self.direct_fill(core, pid, va, write, &mapped);
+        }
+        Ok(handled)
+    }
+
+    /// `Coherence::on_demand_fault` for each PTE a demand fault mapped.
+    fn direct_fill(&mut self, core: usize, pid: u32, va: u64, write: bool, mapped: &[u64]) {
+        let n = mapped.len() as u32;
+        for &at in mapped {
+            let Some(leaf) = self.pte_lookup(pid, at) else { continue };
+            let Some(cycles) = self.policy.on_demand_fault(CoreId(core as u32), pid, at, leaf.pte, n, &mut self.fx) else { continue };
+            self.charge(core, cycles);
+            self.stats[core].direct_fills += 1;
+            let faulting = at >> 12 == va >> 12;
+            let kind = if write && faulting { crate::types::AccessKind::Store } else { crate::types::AccessKind::Load };
+            let size = crate::page_table::PageTables::size_at(leaf.level);
+            let flags = crate::tlb::set_assoc::flags_of_pte(leaf.pte);
+            let mut pl = super::PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
+            let tlbs = &mut self.m.cores[core].tlbs;
+            let e = tlbs.entry(Vpn(at >> 12), pte_pfn(leaf.pte), size, flags);
+            tlbs.fill(e, kind, &mut pl);
+            if faulting {
+                self.direct_filled = true;
+            }
+        }
+        self.apply_effects();
+    }
+
+    fn handle_fault(&mut self, core: usize, pid: u32, va: u64, write: bool, present: bool) -> Result<bool> {
         self.m.cores[core].stats.page_faults += 1;
         self.charge(core, self.costs.page_fault);
         let Some((start, vma)) = self.vma_at(pid, va) else { return Ok(false) };
@@ -189,6 +240,10 @@ impl<P: Coherence> Os<P> {
             if huge >= start && huge + HUGE <= vma.end && !self.m.pt.has_page_table(self.procs[pid as usize].root, self.pt_levels, huge) {
                 let node = self.data_node(core);
                 if let Ok(pfn) = self.m.mem.alloc_contiguous(node, 512, FrameKind::Data, pid) {
+                    for f in pfn.0..pfn.0 + 512 {
+                        self.policy.on_frame_alloc(CoreId(core as u32), Pfn(f), self.m.mem.desc_mut(Pfn(f)), FrameUse { mm: pid, file: false }, &mut self.fx);
+                    }
+                    self.apply_effects();
                     self.charge(core, self.costs.zero_page * 512);
                     let group = self.procs[pid as usize].group;
                     self.groups[group].used_pages += 512;
@@ -251,14 +306,13 @@ impl<P: Coherence> Os<P> {
             let window = FAULT_AROUND_PAGES * PAGE;
             let lo = (page & !(window - 1)).max(start);
             let hi = ((page & !(window - 1)) + window).min(vma.end);
-            let root = self.procs[pid as usize].root;
             let mut va = lo;
             while va < hi {
                 if va != page {
                     let idx = index as i64 + (va as i64 - page as i64) / PAGE as i64;
                     if idx >= 0 {
                         if let Some(&p) = self.page_cache.get(&(file, idx as u64)) {
-                            if self.m.pt.lookup(root, self.pt_levels, va).is_none() {
+                            if self.pte_lookup(pid, va).is_none() {
                                 self.map_page(core, pid, va, p, PageSize::Size4K, false, false)?;
                             }
                         }
@@ -274,26 +328,26 @@ impl<P: Coherence> Os<P> {
     /// whose ptep_clear_flush is a one-page flush request) or reuse (wp_page_reuse: the
     /// only mapper gets write permission, no flush, as Linux).
     fn write_protect_fault(&mut self, core: usize, pid: u32, page: u64, vma: &Vma) -> Result<()> {
-        let root = self.procs[pid as usize].root;
-        let leaf = self.m.pt.lookup(root, self.pt_levels, page).expect("present");
+        let leaf = self.pte_lookup(pid, page).expect("present");
         let old = pte_pfn(leaf.pte);
         if leaf.level != 1 {
             // A write-protected huge page (after fork): make it writable in place if this
             // process is its only mapper, else split-free copy is not modelled: reuse.
-            *self.m.pt.entry_mut(leaf.slot, leaf.index) |= PTE_WRITABLE | PTE_DIRTY;
+            self.pte_write(core, pid, page, &leaf, leaf.pte | PTE_WRITABLE | PTE_DIRTY);
             return Ok(());
         }
         let d = *self.m.mem.desc(old);
         let shared_frame = Some(old) == self.zero_page || d.mapping != 0 || d.mapcount > 1;
         if vma.shared || !shared_frame {
-            *self.m.pt.entry_mut(leaf.slot, leaf.index) |= PTE_WRITABLE | PTE_DIRTY;
+            self.pte_write(core, pid, page, &leaf, leaf.pte | PTE_WRITABLE | PTE_DIRTY);
             return Ok(());
         }
         self.stats[core].cow_faults += 1;
         let new = self.alloc_data(core, pid, None, page >> 12)?;
         self.charge(core, if Some(old) == self.zero_page { self.costs.zero_page } else { self.costs.copy_page });
-        *self.m.pt.entry_mut(leaf.slot, leaf.index) = 0;
-        let mut gather = Gather { pages: vec![Vpn(page >> 12)], ..Default::default() };
+        let old_pte = self.pte_write(core, pid, page, &leaf, 0);
+        let mut gather = Gather::default();
+        gather.page(Vpn(page >> 12), old_pte);
         if Some(old) != self.zero_page {
             let d = self.m.mem.desc_mut(old);
             d.mapcount -= 1;
@@ -320,8 +374,8 @@ impl<P: Coherence> Os<P> {
                     self.split_huge(core, pid, base, leaf.pte)?;
                     continue;
                 }
-                *self.m.pt.entry_mut(leaf.slot, leaf.index) = 0;
-                gather.pages.push(Vpn(base >> 12));
+                let old_pte = self.pte_write(core, pid, page, &leaf, 0);
+                gather.page(Vpn(base >> 12), old_pte);
                 self.charge(core, self.costs.per_page);
                 let d = self.m.mem.desc_mut(pfn);
                 d.mapcount = d.mapcount.saturating_sub(1);
@@ -332,8 +386,8 @@ impl<P: Coherence> Os<P> {
                 page = base + HUGE;
                 continue;
             }
-            *self.m.pt.entry_mut(leaf.slot, leaf.index) = 0;
-            gather.pages.push(Vpn(page >> 12));
+            let old_pte = self.pte_write(core, pid, page, &leaf, 0);
+            gather.page(Vpn(page >> 12), old_pte);
             self.charge(core, self.costs.per_page);
             if Some(pfn) != self.zero_page {
                 let d = self.m.mem.desc_mut(pfn);
@@ -353,9 +407,8 @@ impl<P: Coherence> Os<P> {
 
     /// The first page at or after `page` and below `end` that `pid` maps, with its leaf.
     fn next_leaf(&self, pid: u32, mut page: u64, end: u64) -> Option<(u64, crate::page_table::Leaf)> {
-        let root = self.procs[pid as usize].root;
         while page < end {
-            if let Some(leaf) = self.m.pt.lookup(root, self.pt_levels, page) {
+            if let Some(leaf) = self.pte_lookup(pid, page) {
                 return Some((page, leaf));
             }
             page = self.next_candidate(pid, page, end);
@@ -375,9 +428,8 @@ impl<P: Coherence> Os<P> {
     /// Split a 2 MiB mapping into 512 4 KiB PTEs of the same frames (split_huge_pmd).
     fn split_huge(&mut self, core: usize, pid: u32, base: u64, pte: u64) -> Result<()> {
         let pfn = pte_pfn(pte);
-        let root = self.procs[pid as usize].root;
-        let leaf = self.m.pt.lookup(root, self.pt_levels, base).expect("huge leaf");
-        *self.m.pt.entry_mut(leaf.slot, leaf.index) = 0;
+        let leaf = self.pte_lookup(pid, base).expect("huge leaf");
+        self.pte_write(core, pid, base, &leaf, 0);
         self.huge_frames.remove(&pfn.0);
         for i in 0..512u64 {
             self.map_page(core, pid, base + i * PAGE, Pfn(pfn.0 + i), PageSize::Size4K, pte & PTE_WRITABLE != 0, pte & PTE_DIRTY != 0)?;
@@ -426,10 +478,11 @@ impl<P: Coherence> Os<P> {
         let mut gather = Gather::default();
         self.zap(core, pid, va, len, &mut gather)?;
         self.remove_vmas(pid, va, len);
-        let root = self.procs[pid as usize].root;
-        let procs = &self.procs;
-        let in_use = |lo: u64, hi: u64| procs[pid as usize].vmas.range(..hi).any(|(_, v)| v.end > lo);
-        gather.tables = self.m.pt.free_tables(root, self.pt_levels, va, va + len, &in_use);
+        gather.tables = self.pte_free_tables(pid, va, va + len);
+        if self.policy.on_range_unmapped(CoreId(core as u32), pid, va, va + len, &mut self.fx) {
+            self.procs[pid as usize].held.push((va, va + len));
+        }
+        self.apply_effects();
         self.flush(core, pid, FlushReason::Munmap, false, gather);
         Ok(())
     }
@@ -478,13 +531,14 @@ impl<P: Coherence> Os<P> {
             // stay read-only; the next write faults.
             let shared_cow = leaf.level == 1 && (Some(pfn) == self.zero_page || d.mapcount > 1 || d.mapping != 0);
             let vma_shared = self.vma_at(pid, page).is_some_and(|(_, v)| v.shared);
-            let e = self.m.pt.entry_mut(leaf.slot, leaf.index);
-            if writable && (!shared_cow || (vma_shared && *e & PTE_DIRTY != 0)) {
-                *e |= PTE_WRITABLE;
+            let mut e = leaf.pte;
+            if writable && (!shared_cow || (vma_shared && e & PTE_DIRTY != 0)) {
+                e |= PTE_WRITABLE;
             } else if !writable {
-                *e &= !PTE_WRITABLE;
+                e &= !PTE_WRITABLE;
             }
-            gather.pages.push(Vpn((page & !(step - 1)) >> 12));
+            let old_pte = self.pte_write(core, pid, page, &leaf, e);
+            gather.page(Vpn((page & !(step - 1)) >> 12), old_pte);
             self.charge(core, self.costs.per_page);
             page = (page & !(step - 1)) + step;
         }
@@ -496,16 +550,15 @@ impl<P: Coherence> Os<P> {
     /// write-protecting their PTEs (page_mkclean).
     pub(crate) fn sys_msync(&mut self, core: usize, thread: usize, va: u64, len: u64) -> Result<()> {
         let pid = self.threads[thread].pid;
-        let root = self.procs[pid as usize].root;
         let mut gather = Gather::default();
         let end = va + len;
         let mut page = va;
         while page < end {
             let shared_file = self.vma_at(pid, page).is_some_and(|(_, v)| v.shared && matches!(v.backing, Backing::File { .. }));
-            match self.m.pt.lookup(root, self.pt_levels, page) {
+            match self.pte_lookup(pid, page) {
                 Some(leaf) if shared_file && leaf.level == 1 && leaf.pte & PTE_DIRTY != 0 => {
-                    *self.m.pt.entry_mut(leaf.slot, leaf.index) &= !(PTE_DIRTY | PTE_WRITABLE);
-                    gather.pages.push(Vpn(page >> 12));
+                    let old_pte = self.pte_write(core, pid, page, &leaf, leaf.pte & !(PTE_DIRTY | PTE_WRITABLE));
+                    gather.page(Vpn(page >> 12), old_pte);
                     self.charge(core, self.costs.per_page + self.costs.write_page);
                     page += PAGE;
                 }
@@ -558,10 +611,9 @@ impl<P: Coherence> Os<P> {
                 self.page_cache.insert((d.mapping - 1, d.index), new);
             }
             for (p, at) in self.mappings(old) {
-                let r = self.procs[p as usize].root;
-                let l = self.m.pt.lookup(r, self.pt_levels, at).expect("rmap found it mapped");
+                let l = self.pte_lookup(p, at).expect("rmap found it mapped");
                 let flags = l.pte & !crate::page_table::PTE_PFN_MASK;
-                *self.m.pt.entry_mut(l.slot, l.index) = crate::page_table::make_pte(new, flags);
+                let old_pte = self.pte_write(core, p, at, &l, crate::page_table::make_pte(new, flags));
                 let g = match per_mm.iter_mut().find(|(q, _)| *q == p) {
                     Some((_, g)) => g,
                     None => {
@@ -569,7 +621,7 @@ impl<P: Coherence> Os<P> {
                         &mut per_mm.last_mut().expect("pushed").1
                     }
                 };
-                g.pages.push(Vpn(at >> 12));
+                g.page(Vpn(at >> 12), old_pte);
             }
             // The old frame is freed once the caller's flush is over.
             {
@@ -613,8 +665,8 @@ impl<P: Coherence> Os<P> {
                 let base = page & !(step - 1);
                 let mut writable = leaf.pte & PTE_WRITABLE != 0;
                 if !v.shared && writable {
-                    *self.m.pt.entry_mut(leaf.slot, leaf.index) &= !PTE_WRITABLE;
-                    gather.pages.push(Vpn(base >> 12));
+                    let old_pte = self.pte_write(core, parent, page, &leaf, leaf.pte & !PTE_WRITABLE);
+                    gather.page(Vpn(base >> 12), old_pte);
                     writable = false;
                 }
                 self.map_page(core, child, base, pfn, size, writable, leaf.pte & PTE_DIRTY != 0)?;
@@ -651,8 +703,7 @@ impl<P: Coherence> Os<P> {
         }
         self.procs[pid as usize].vmas.clear();
         self.procs[pid as usize].swapped.clear();
-        let root = self.procs[pid as usize].root;
-        gather.tables = self.m.pt.free_tables(root, self.pt_levels, 0, MMAP_TOP + (1 << 39), &|_, _| false);
+        gather.tables = self.pte_free_tables(pid, 0, MMAP_TOP + (1 << 39));
         // Only CPUs still holding it need reaching; the mm dies with it.
         let anyone = self.procs[pid as usize].cpumask.iter().enumerate().any(|(c, &b)| b && c != core);
         if anyone {
@@ -688,7 +739,7 @@ impl<P: Coherence> Os<P> {
                     .collect()
             };
             for va in candidates {
-                if let Some(l) = self.m.pt.lookup(p.root, self.pt_levels, va) {
+                if let Some(l) = self.pte_lookup(p.pid, va) {
                     if l.level == 1 && pte_pfn(l.pte) == pfn {
                         out.push((p.pid, va));
                     }
@@ -728,11 +779,13 @@ impl<P: Coherence> Os<P> {
                 let maps = self.mappings(pfn);
                 let mut referenced = false;
                 for &(p, va) in &maps {
-                    let root = self.procs[p as usize].root;
-                    let l = self.m.pt.lookup(root, self.pt_levels, va).expect("mapped");
-                    if l.pte & PTE_ACCESSED != 0 {
+                    let l = self.pte_lookup(p, va).expect("mapped");
+                    // The OS's view of the A bit (a policy may keep its own).
+                    if self.policy.pte_accessed(p, va, l.pte) {
                         referenced = true;
-                        *self.m.pt.entry_mut(l.slot, l.index) &= !PTE_ACCESSED;
+                        let old = self.pte_write(core, p, va, &l, l.pte & !PTE_ACCESSED);
+                        self.policy.on_accessed_cleared(CoreId(core as u32), p, va, old, &mut self.fx);
+                        self.apply_effects();
                     }
                 }
                 self.charge(core, self.costs.per_page);
@@ -744,10 +797,9 @@ impl<P: Coherence> Os<P> {
                 }
                 let mut dirty = false;
                 for &(p, va) in &maps {
-                    let root = self.procs[p as usize].root;
-                    let l = self.m.pt.lookup(root, self.pt_levels, va).expect("mapped");
+                    let l = self.pte_lookup(p, va).expect("mapped");
                     dirty |= l.pte & PTE_DIRTY != 0;
-                    *self.m.pt.entry_mut(l.slot, l.index) = 0;
+                    let old_pte = self.pte_write(core, p, va, &l, 0);
                     if d.mapping == 0 {
                         self.procs[p as usize].swapped.insert(va >> 12);
                     }
@@ -758,7 +810,7 @@ impl<P: Coherence> Os<P> {
                             &mut per_mm.last_mut().unwrap().1
                         }
                     };
-                    g.pages.push(Vpn(va >> 12));
+                    g.page(Vpn(va >> 12), old_pte);
                 }
                 if dirty || (d.mapping == 0 && !maps.is_empty()) {
                     self.charge(core, self.costs.write_page);

@@ -80,6 +80,9 @@ pub struct TlbHierarchy {
     /// Current CR3 value and VM, for the untagged and domain modes.
     cr3: u64,
     vm: u16,
+    /// Whether the last CR3 write kept entries the loaded context may have filled before
+    /// (PCID always; CR3 tags on a TMT hit; domain tags when no flush happened).
+    kept_entries: bool,
 }
 
 /// Where a lookup found its translation.
@@ -118,6 +121,7 @@ impl TlbHierarchy {
             sl: 0,
             cr3: 0,
             vm: 0,
+            kept_entries: false,
         })
     }
 
@@ -344,6 +348,7 @@ impl TlbHierarchy {
     /// The OS writes CR3 to switch to address space `cr3` with PCID `pcid`, in VM `vm` (its
     /// service level). Returns the full flush this caused, if any.
     pub fn write_cr3<L: TlbListener>(&mut self, cr3: u64, pcid: u16, vm: u16, listener: &mut L) -> Option<FlushCause> {
+        let mut hit = false;
         let cause = match self.tagging {
             Tagging::None => {
                 self.tag = 0;
@@ -351,6 +356,7 @@ impl TlbHierarchy {
             }
             Tagging::Pcid => {
                 self.tag = pcid & 0xfff;
+                hit = true;
                 None
             }
             Tagging::Domain => {
@@ -363,6 +369,7 @@ impl TlbHierarchy {
                 let tmt = self.tmt.as_mut().expect("cr3 tagging has a TMT");
                 let outcome = tmt.write_cr3(cr3, vm as u8);
                 self.tag = tmt.current_vasi();
+                hit = outcome == Cr3WriteOutcome::Hit;
                 match outcome {
                     Cr3WriteOutcome::ForcedFlush => Some(FlushCause::TagForced),
                     Cr3WriteOutcome::CapacityFlush => Some(FlushCause::TagCapacity),
@@ -370,6 +377,10 @@ impl TlbHierarchy {
                 }
             }
         };
+        if self.tagging == Tagging::Domain {
+            hit = cause.is_none();
+        }
+        self.kept_entries = hit && cause.is_none();
         self.cr3 = cr3;
         self.vm = vm;
         self.sl = vm.min(255) as u8;
@@ -390,6 +401,12 @@ impl TlbHierarchy {
             Tagging::Pcid => Some(pcid & 0xfff),
             Tagging::Cr3 => self.tmt.as_ref().and_then(|t| t.vasi_of(cr3)),
         }
+    }
+
+    /// Whether the last CR3 write kept entries that the context it loaded may have filled
+    /// earlier (so the OS must decide whether they are current).
+    pub fn kept_entries(&self) -> bool {
+        self.kept_entries
     }
 
     /// The address space loaded now (CR3 value).

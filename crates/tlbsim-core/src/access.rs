@@ -1,0 +1,152 @@
+//! The one per-access path, shared by trace mode (`sim.rs`) and the OS model (`os/`): TLB
+//! lookup, hit and miss counting, the walk a write to a clean entry makes to set the dirty
+//! bit (Intel SDM §4.8), the walk on a miss and the fill, and the page fault. What differs
+//! between the two engines is behind [`AccessEnv`]: which listeners see TLB and walker
+//! events (a coherence policy's hooks in OS mode, nothing in trace mode), what a hit on an
+//! entry the checker marked stale means, and what a fault does (trace mode maps the page
+//! on first touch; the OS model runs its fault handler, which may map, copy, send a
+//! shootdown or raise SIGSEGV).
+//!
+//! This is the hot path: [`access`] is generic over the environment, so each engine gets
+//! its own monomorphised copy, with no dynamic dispatch and no allocation.
+
+use crate::error::Result;
+use crate::sim::{Machine, CLOCK_SHIFT};
+use crate::tlb::hierarchy::{Found, L2};
+use crate::tlb::set_assoc::{FLAG_DIRTY, FLAG_STALE, FLAG_WRITABLE};
+use crate::tlb::TlbEntry;
+use crate::types::{AccessKind, Vpn};
+use crate::walk::WalkOutcome;
+
+/// What the fault handler did.
+pub enum FaultOutcome {
+    /// The page is mapped now: walk again.
+    Retry,
+    /// The access is over: it completed some other way (the handler filled the TLB
+    /// directly), was refused (SIGSEGV), or waits (the handler started a shootdown and the
+    /// core now spins; the thread retries it later).
+    Done,
+}
+
+/// The engine side of an access.
+pub trait AccessEnv {
+    fn machine(&mut self) -> &mut Machine;
+    /// Look `vpn` up in `core`'s TLBs (an L2 hit fills the L1), telling the engine's
+    /// listener about fills and evictions.
+    fn lookup(&mut self, core: usize, vpn: Vpn, kind: AccessKind) -> (Found, u32);
+    /// One hardware walk of `core`'s loaded page table.
+    fn walk(&mut self, core: usize, va: u64, write: bool) -> (WalkOutcome, u64);
+    /// Fill `core`'s TLBs after a walk.
+    fn fill(&mut self, core: usize, e: TlbEntry, kind: AccessKind);
+    /// INVLPG of `vpn` for the running context (a write met a read-only entry).
+    fn drop_entry(&mut self, core: usize, vpn: Vpn);
+    /// A hit on an entry the checker marked stale.
+    fn stale_hit(&mut self, core: usize, vpn: Vpn, e: &TlbEntry);
+    /// After a walk (the checker counts walks through stale page-walk-cache entries).
+    fn after_walk(&mut self, core: usize, va: u64);
+    /// A walk faulted (`present`: a write to a read-only page, else not mapped). `spent`
+    /// is the translation time so far, which the environment may charge or extend.
+    fn fault(&mut self, core: usize, va: u64, kind: AccessKind, present: bool, spent: &mut u64) -> Result<FaultOutcome>;
+    /// After the access (apply what hooks asked for).
+    fn finish(&mut self, _core: usize) {}
+}
+
+/// How many walk-fault rounds an access may take before it is an error: fault → handler →
+/// walk again, with a copy-on-write or a protection fault in between.
+const MAX_WALKS: usize = 4;
+
+/// Simulate one memory access of `core` at `va`.
+#[inline(always)]
+pub fn access<E: AccessEnv>(env: &mut E, core: usize, va: u64, kind: AccessKind) -> Result<()> {
+    let vpn = Vpn::of_va(va);
+    env.machine().cores[core].stats.accesses += 1;
+    let (found, cycles) = env.lookup(core, vpn, kind);
+    let mut spent = cycles as u64;
+    let write = kind.is_write();
+    let c = &mut env.machine().cores[core];
+    let hit = match found {
+        Found::L1(e) => {
+            c.stats.l1_tlb_hits += 1;
+            Some(e)
+        }
+        Found::L2(e) => {
+            c.stats.l1_tlb_misses += 1;
+            c.stats.l2_tlb_hits += 1;
+            Some(e)
+        }
+        Found::Miss => {
+            c.stats.l1_tlb_misses += 1;
+            if c.tlbs.present(L2) {
+                c.stats.l2_tlb_misses += 1;
+            }
+            None
+        }
+    };
+    if let Some(e) = hit {
+        if e.flags & FLAG_STALE != 0 {
+            env.stale_hit(core, vpn, &e);
+        }
+        if !write || e.flags & FLAG_DIRTY != 0 && e.flags & FLAG_WRITABLE != 0 {
+            finish(env, core, spent);
+            return Ok(());
+        }
+        if e.flags & FLAG_WRITABLE != 0 {
+            let (cyc, still_mapped) = dirty_walk(env, core, va, &e);
+            spent += cyc;
+            if still_mapped {
+                finish(env, core, spent);
+                return Ok(());
+            }
+        }
+        // A write through a read-only (or vanished) translation raises #PF; the handler
+        // finds the page table's view and the core drops its entry.
+        env.drop_entry(core, vpn);
+    }
+    for _ in 0..MAX_WALKS {
+        let (outcome, cyc) = env.walk(core, va, write);
+        spent += cyc;
+        env.after_walk(core, va);
+        match outcome {
+            WalkOutcome::Mapped { pte, size } => {
+                let flags = crate::tlb::set_assoc::flags_of_pte(pte);
+                let e = env.machine().cores[core].tlbs.entry(vpn, crate::page_table::pte_pfn(pte), size, flags);
+                env.fill(core, e, kind);
+                finish(env, core, spent);
+                return Ok(());
+            }
+            WalkOutcome::Fault { present } => match env.fault(core, va, kind, present, &mut spent)? {
+                FaultOutcome::Retry => {}
+                FaultOutcome::Done => {
+                    finish(env, core, spent);
+                    return Ok(());
+                }
+            },
+        }
+    }
+    Err(crate::error::Error::Sim(format!("access to {va:#x} on core {core}: still faulting after its handler ran")))
+}
+
+/// A write hit a clean, writable entry: the processor walks again to set the PTE's dirty
+/// bit. Returns the walk's cycles and whether the mapping was still there (if not, the
+/// access faults like a miss).
+#[cold]
+fn dirty_walk<E: AccessEnv>(env: &mut E, core: usize, va: u64, e: &TlbEntry) -> (u64, bool) {
+    let (outcome, cycles) = env.walk(core, va, true);
+    match outcome {
+        WalkOutcome::Mapped { .. } => {
+            let c = &mut env.machine().cores[core];
+            c.stats.dirty_walks += 1;
+            c.tlbs.mark_dirty(e);
+            (cycles, true)
+        }
+        WalkOutcome::Fault { .. } => (cycles, false),
+    }
+}
+
+#[inline(always)]
+fn finish<E: AccessEnv>(env: &mut E, core: usize, spent: u64) {
+    let c = &mut env.machine().cores[core];
+    c.stats.translation_cycles += spent;
+    c.clock += spent << CLOCK_SHIFT;
+    env.finish(core);
+}

@@ -1,0 +1,192 @@
+//! Address-space switches (arch/x86/mm/tlb.c switch_mm_irqs_off, docs/LINUX_BASELINE.md):
+//! the CR3 load with the root the page-table backend gives this core's socket, the six
+//! PCID slots and the `tlb_gen` each has caught up with, lazy TLB, and full flushes of an
+//! address space or of everything. With PCID, domain or CR3 tags, a switch that keeps the
+//! loaded context's old entries asks the coherence policy whether they are current
+//! (`Coherence::on_switch`); the same slot bookkeeping serves every tagged mode (a kernel
+//! aware of CR3 tags must track their generations as it tracks PCIDs').
+
+use super::{Cause, Os, PolicyTlb};
+use crate::coherence::{Coherence, CoreView, Cr3Load};
+use crate::config::Tagging;
+use crate::tlb::hierarchy::{FlushCause, PWC_PD, PWC_PDPT, PWC_PML4};
+use crate::types::CoreId;
+
+/// CR3 value of the kernel's own page table (init_mm), for a lazy core that stops
+/// borrowing an address space in the tagged modes where that write matters.
+const KERNEL_CR3: u64 = u64::MAX - 1;
+
+impl<P: Coherence> Os<P> {
+    /// switch_mm_irqs_off(): load address space `pid` on `core`.
+    pub(super) fn load_mm(&mut self, core: usize, pid: u32) {
+        let mm_gen = self.procs[pid as usize].tlb_gen;
+        let c = &mut self.cores[core];
+        if c.loaded_mm == Some(pid) {
+            // Same mm: leaving lazy mode, catch up if flushes were skipped meanwhile.
+            let was_lazy = std::mem::replace(&mut c.lazy, false);
+            let slot = c.pcid_current;
+            let slot_gen = c.pcid[slot].1;
+            self.procs[pid as usize].cpumask[core] = true;
+            // A switch between two threads of the loaded mm is no switch at all: the TLB's
+            // generation is whatever the flushes it took made it.
+            if was_lazy && self.policy.on_switch(CoreId(core as u32), Some(slot_gen), mm_gen) {
+                self.full_flush_mm(core, pid, Cause::LazySwitch);
+            }
+            return;
+        }
+        let from = c.loaded_mm;
+        c.lazy = false;
+        // Choose a PCID slot: the one already holding this mm, else the next round-robin.
+        let (slot, slot_gen) = match c.pcid.iter().position(|&(p, _)| p == pid) {
+            Some(s) => (s, Some(c.pcid[s].1)),
+            None => {
+                let s = c.pcid_next;
+                c.pcid_next = (s + 1) % super::PCID_SLOTS;
+                (s, None)
+            }
+        };
+        c.pcid_current = slot;
+        c.loaded_mm = Some(pid);
+        // The slot is this mm's from now on (a reused slot still holds the previous mm's
+        // entries until the flush below).
+        c.pcid[slot] = (pid, slot_gen.unwrap_or(0));
+        let socket = self.m.cores[core].socket;
+        let root = self.m.backend.root_for(pid, self.procs[pid as usize].root, socket);
+        self.cores[core].cr3_root = root;
+        self.procs[pid as usize].cpumask[core] = true;
+        let cr3 = self.m.pt.pfn_of(root).0;
+        let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
+        let hw = self.m.cores[core].tlbs.write_cr3(cr3, slot as u16 + 1, 0, &mut pl);
+        let mut kept = false;
+        if let Some(cause) = hw {
+            self.count_cr3_flush(core, cause);
+        } else if self.m.cores[core].tlbs.kept_entries() {
+            // A reused slot must lose the previous mm's entries; a slot holding this mm at
+            // an older generation is the policy's call.
+            let flush = match slot_gen {
+                None => true,
+                Some(g) => self.policy.on_switch(CoreId(core as u32), Some(g), mm_gen),
+            };
+            if flush {
+                self.full_flush_mm(core, pid, Cause::ContextSwitch);
+            } else {
+                kept = true;
+            }
+        }
+        self.cores[core].pcid[slot] = (pid, mm_gen);
+        let tag = self.m.cores[core].tlbs.tag();
+        self.policy.on_cr3_load(CoreId(core as u32), &Cr3Load { from, to: pid, tag, kept_entries: kept }, &mut self.fx);
+        self.apply_effects();
+    }
+
+    /// A lazy core stops borrowing `pid` (switch to init_mm): its entries go.
+    pub(super) fn drop_lazy_mm(&mut self, core: usize, pid: u32) {
+        self.full_flush_mm(core, pid, Cause::Shootdown);
+        let c = &mut self.cores[core];
+        c.loaded_mm = None;
+        c.lazy = false;
+        self.procs[pid as usize].cpumask[core] = false;
+        if let Some(s) = self.cores[core].pcid.iter().position(|&(p, _)| p == pid) {
+            self.cores[core].pcid[s] = (u32::MAX, 0);
+        }
+        if matches!(self.tagging, Tagging::Cr3 | Tagging::Domain) {
+            // init_mm's page table is loaded, so the next load of `pid` is a real switch (with
+            // CR3 tags, not a same-value write).
+            let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
+            if let Some(cause) = self.m.cores[core].tlbs.write_cr3(KERNEL_CR3, 0, 0, &mut pl) {
+                self.count_cr3_flush(core, cause);
+            }
+            self.apply_effects();
+        }
+    }
+
+    /// A CR3 write flushed the TLB (untagged switch, CR3-tag capacity or forced flush).
+    fn count_cr3_flush(&mut self, core: usize, cause: FlushCause) {
+        let cause = match cause {
+            FlushCause::TagCapacity => Cause::TagCapacity,
+            FlushCause::TagForced => Cause::TagForced,
+            _ => Cause::ContextSwitch,
+        };
+        self.stats[core].full_flushes_by_cause[cause as usize] += 1;
+        self.m.cores[core].stats.full_flushes += 1;
+        self.charge(core, self.costs.full_flush);
+        self.policy.on_full_flush(CoreId(core as u32), None, cause.public(), &mut self.fx);
+    }
+
+    /// Tag under which `core`'s TLB holds `pid`'s translations, if it can hold any.
+    pub(crate) fn tag_on(&self, core: usize, pid: u32) -> Option<u16> {
+        let c = &self.cores[core];
+        match self.tagging {
+            Tagging::Pcid => c.pcid.iter().position(|&(p, _)| p == pid).map(|s| s as u16 + 1),
+            _ => {
+                let socket = self.m.cores[core].socket;
+                let root = self.m.backend.root_for(pid, self.procs[pid as usize].root, socket);
+                let cr3 = self.m.pt.pfn_of(root).0;
+                self.m.cores[core].tlbs.tag_of(cr3, 0, 0)
+            }
+        }
+    }
+
+    /// Flush every translation of `pid` on `core` (its tag, or everything untagged).
+    pub(super) fn full_flush_mm(&mut self, core: usize, pid: u32, cause: Cause) {
+        self.stats[core].full_flushes_by_cause[cause as usize] += 1;
+        self.m.cores[core].stats.full_flushes += 1;
+        self.charge(core, self.costs.full_flush);
+        let tag = self.tag_on(core, pid);
+        let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
+        let tlbs = &mut self.m.cores[core].tlbs;
+        match (self.tagging, tag) {
+            (Tagging::Pcid | Tagging::Cr3, Some(tag)) => {
+                tlbs.invalidate_tag(tag, &mut pl);
+                // Page-walk caches hold no tag here: drop them too (x86 INVPCID does).
+                for i in [PWC_PML4, PWC_PDPT, PWC_PD] {
+                    if tlbs.present(i) {
+                        tlbs.structs[i].flush(false, &mut |_| {});
+                    }
+                }
+            }
+            _ => {
+                tlbs.flush_all(true, &mut pl);
+            }
+        }
+        if let Some(s) = self.cores[core].pcid.iter().position(|&(p, _)| p == pid) {
+            self.cores[core].pcid[s].1 = self.procs[pid as usize].tlb_gen;
+        }
+        self.policy.on_full_flush(CoreId(core as u32), Some(pid), cause.public(), &mut self.fx);
+        self.apply_effects();
+    }
+
+    /// Flush everything on `core` (every tag; a global request): every slot caught up.
+    pub(super) fn full_flush_all(&mut self, core: usize, cause: Cause) {
+        self.stats[core].full_flushes_by_cause[cause as usize] += 1;
+        self.m.cores[core].stats.full_flushes += 1;
+        self.charge(core, self.costs.full_flush);
+        let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
+        self.m.cores[core].tlbs.flush_all(true, &mut pl);
+        for s in 0..super::PCID_SLOTS {
+            let (p, _) = self.cores[core].pcid[s];
+            if p != u32::MAX {
+                self.cores[core].pcid[s].1 = self.procs[p as usize].tlb_gen;
+            }
+        }
+        self.policy.on_full_flush(CoreId(core as u32), None, cause.public(), &mut self.fx);
+        self.apply_effects();
+    }
+
+    pub(super) fn catch_up(&mut self, core: usize, pid: u32, gen: u64) {
+        let c = &mut self.cores[core];
+        if let Some(s) = c.pcid.iter().position(|&(p, _)| p == pid) {
+            c.pcid[s].1 = c.pcid[s].1.max(gen);
+        }
+    }
+
+    pub(super) fn core_view(&self, core: usize) -> CoreView {
+        let c = &self.cores[core];
+        CoreView {
+            loaded_mm: c.loaded_mm,
+            lazy: c.lazy,
+            caught_up_gen: if c.loaded_mm.is_some() { c.pcid[c.pcid_current].1 } else { 0 },
+            socket: self.m.cores[core].socket,
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! The stale-translation checker (DESIGN.md "Safety checker"): when a flush protocol
+//! ends, every cached translation that still disagrees with the page table is marked
+//! (`FLAG_STALE`); a later use of a marked entry that still disagrees is a violation,
+//! *security* when the frame is free, a page table, or another process's anonymous page,
+//! else *consistency*. Page-walk-cache entries pointing to freed page-table pages are
+//! marked too, and a walk through one is a security violation. The same knowledge tells a
+//! target that held nothing stale (a false positive) and gives the oracle its holders.
+
+use super::{Os, ViolationRecord, VIOLATION_RECORDS};
+use crate::coherence::Coherence;
+use crate::memory::FrameKind;
+use crate::page_table::pte_pfn;
+use crate::tlb::TlbEntry;
+use crate::types::{CoreId, Pfn, Vpn};
+
+impl<P: Coherence> Os<P> {
+    pub(super) fn mark_stale(&mut self, pid: u32, pages: &[Vpn], tables: &[u32], flushed: &[usize]) {
+        let current = self.current_leaves(pid, pages);
+        for core in 0..self.cores.len() {
+            // A core that flushed the pages can only have refilled them from the new page
+            // table since.
+            if flushed.contains(&core) && tables.is_empty() {
+                continue;
+            }
+            if let Some(tag) = self.tag_on(core, pid) {
+                for (&vpn, &cur) in pages.iter().zip(&current) {
+                    let stale = |e: &crate::tlb::TlbEntry| entry_is_stale(e, vpn, cur);
+                    let n = self.m.cores[core].tlbs.mark_stale_if(vpn, tag, &stale);
+                    self.stats[core].stale_entries_marked += n as u64;
+                }
+            }
+            if !tables.is_empty() {
+                for &t in tables {
+                    self.m.cores[core].tlbs.mark_pwc_stale(t);
+                }
+            }
+        }
+    }
+
+
+    /// After a global request: every entry of every core not flushed entirely that
+    /// disagrees with its address space's page table.
+    pub(super) fn mark_stale_everywhere(&mut self, flushed: &[usize]) {
+        for core in 0..self.cores.len() {
+            if flushed.contains(&core) {
+                continue;
+            }
+            let pids: Vec<u32> = self.procs.iter().filter(|p| p.alive).map(|p| p.pid).collect();
+            for pid in pids {
+                let Some(tag) = self.tag_on(core, pid) else { continue };
+                let root = self.procs[pid as usize].root;
+                let (pt, backend, levels) = (&self.m.pt, &self.m.backend, self.pt_levels);
+                let tlbs = &mut self.m.cores[core].tlbs;
+                let mut n = 0;
+                for i in [crate::tlb::hierarchy::L1D_4K, crate::tlb::hierarchy::L1D_2M, crate::tlb::hierarchy::L1D_1G, crate::tlb::hierarchy::L1I, crate::tlb::hierarchy::L2] {
+                    if !tlbs.present(i) {
+                        continue;
+                    }
+                    n += tlbs.structs[i].mark_where(
+                        |e| {
+                            e.tag == tag && e.flags & crate::tlb::set_assoc::FLAG_GLOBAL == 0 && {
+                                let cur = backend.lookup(pt, pid, root, levels, e.vpn.0 << 12).map(|l| l.pte);
+                                entry_is_stale(e, e.vpn, cur)
+                            }
+                        },
+                        crate::tlb::set_assoc::FLAG_STALE,
+                    );
+                }
+                self.stats[core].stale_entries_marked += n as u64;
+            }
+        }
+    }
+
+    /// The page table's leaf entry now for each of `pages`.
+    pub(super) fn current_leaves(&self, pid: u32, pages: &[Vpn]) -> Vec<Option<u64>> {
+        pages.iter().map(|v| self.pte_lookup(pid, v.0 << 12).map(|l| l.pte)).collect()
+    }
+
+    /// Whether `core`'s TLB holds a translation of one of `pages` of `pid` that disagrees
+    /// with `current`, the page table's leaf entries of those pages.
+    pub(super) fn holds_stale_with(&mut self, core: usize, pid: u32, pages: &[Vpn], current: &[Option<u64>]) -> bool {
+        let Some(tag) = self.tag_on(core, pid) else { return false };
+        pages.iter().zip(current).any(|(&vpn, &cur)| {
+            let stale = |e: &crate::tlb::TlbEntry| entry_is_stale(e, vpn, cur);
+            self.m.cores[core].tlbs.holds_if(vpn, tag, &stale)
+        })
+    }
+
+    /// A page-table change of `pid` by `core` needs TLB coherence: run the protocol.
+    /// Frames and tables in `gather` are freed when it completes. Returns true if the core
+
+    /// A walk met a page-walk-cache entry pointing to a freed table: a security violation.
+    pub(super) fn count_stale_pwc(&mut self, core: usize, pid: u32, va: u64) {
+        let s = &mut self.m.cores[core].stats;
+        if s.stale_pwc_uses > self.stats[core].stale_pwc_seen {
+            self.stats[core].stale_pwc_seen = s.stale_pwc_uses;
+            if self.checker {
+                self.record_violation(core, pid, Vpn::of_va(va), Pfn(u64::MAX), None, true);
+            }
+        }
+    }
+
+    /// A TLB hit on an entry the checker marked: a violation unless the page table has
+    /// come back to agree with it.
+    pub(super) fn stale_use(&mut self, core: usize, pid: u32, vpn: Vpn, e: &TlbEntry) {
+        let cur = self.pte_lookup(pid, vpn.0 << 12).map(|l| l.pte);
+        if !entry_is_stale(e, vpn, cur) {
+            return;
+        }
+        let old = Pfn(e.pfn.0 + (vpn.0 - e.vpn.0));
+        let new = cur.map(|p| pte_pfn(p).0);
+        let security = if new == Some(old.0) {
+            false
+        } else {
+            let d = *self.m.mem.desc(old);
+            match d.kind {
+                FrameKind::Free | FrameKind::PageTable => true,
+                // A page-cache page holds the file's data whoever reads it; an anonymous
+                // page belongs to the process that owns it and those that map it.
+                FrameKind::Data => d.mapping == 0 && (d.owner != pid || self.mapped_by_other(old, pid)),
+            }
+        };
+        self.record_violation(core, pid, vpn, old, new, security);
+    }
+
+    fn record_violation(&mut self, core: usize, pid: u32, vpn: Vpn, old: Pfn, new: Option<u64>, security: bool) {
+        if security {
+            self.stats[core].violations_security += 1;
+        } else {
+            self.stats[core].violations_consistency += 1;
+        }
+        if self.violations.len() < VIOLATION_RECORDS {
+            let cycle = self.clock(core);
+            self.violations.push(ViolationRecord { cycle, core: core as u32, process: pid, vpn: vpn.0, old_pfn: old.0, new_pfn: new, security });
+        }
+    }
+}
+
+/// Whether TLB entry `e` (covering 4 KiB page `vpn`) disagrees with the page table's
+/// current leaf entry `cur` for that page: gone, another frame, or more rights than the
+/// page table now grants.
+pub(crate) fn entry_is_stale(e: &crate::tlb::TlbEntry, vpn: Vpn, cur: Option<u64>) -> bool {
+    use crate::page_table::{pte_pfn, PTE_WRITABLE};
+    use crate::tlb::set_assoc::FLAG_WRITABLE;
+    let Some(pte) = cur else { return true };
+    let frame = Pfn(e.pfn.0 + (vpn.0 - e.vpn.0));
+    let cur_frame = Pfn(pte_pfn(pte).0 + (vpn.0 & (pte_size_pages(pte, e) - 1)));
+    frame != cur_frame || (e.flags & FLAG_WRITABLE != 0 && pte & PTE_WRITABLE == 0)
+}
+
+fn pte_size_pages(pte: u64, e: &crate::tlb::TlbEntry) -> u64 {
+    if pte & crate::page_table::PTE_HUGE != 0 {
+        // A huge leaf is 2 MiB here (1 GiB leaves are not made by the OS model).
+        512
+    } else {
+        let _ = e;
+        1
+    }
+}
+
+/// Sees the entries a per-page flush removes; notes whether one was stale.
+pub(super) struct StaleSeen<'a> {
+    pub pages: &'a [Vpn],
+    pub leaves: &'a [Option<u64>],
+    pub held: bool,
+}
+
+impl crate::tlb::hierarchy::TlbListener for StaleSeen<'_> {
+    fn inserted(&mut self, _: CoreId, _: usize, _: &crate::tlb::TlbEntry) {}
+    fn evicted(&mut self, _: CoreId, structure: usize, e: &crate::tlb::TlbEntry) {
+        if self.held || structure >= crate::tlb::hierarchy::PWC_PML4 {
+            return;
+        }
+        let end = e.vpn.0 + e.size.pages_4k();
+        if let Some(i) = self.pages.iter().position(|v| v.0 >= e.vpn.0 && v.0 < end) {
+            self.held = entry_is_stale(e, self.pages[i], self.leaves[i]);
+        }
+    }
+}

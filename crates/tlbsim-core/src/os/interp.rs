@@ -1,0 +1,226 @@
+//! The thread interpreter: runs each thread's program of workload operations
+//! (`crate::workload::program::Op`) on its core — loops, compute, accesses through the one
+//! access path, system calls into `mm.rs`, blocking, migration, fork and exit.
+
+use super::Os;
+use crate::coherence::Coherence;
+use crate::error::{Error, Result};
+use crate::types::{AccessKind, NodeId};
+use crate::workload::program::{AccessMode, Op, Pattern};
+
+impl<P: Coherence> Os<P> {
+    /// Step one thread on `core` until `until` (or it blocks, exits, or waits).
+    pub(super) fn step_thread(&mut self, core: usize, thread: usize, until: u64) -> Result<()> {
+        while self.clock(core) < until && self.cores[core].current == Some(thread) && self.cores[core].waiting == 0 {
+            let prog = self.threads[thread].program;
+            let pc = self.threads[thread].pc;
+            // End of a loop body: go round again or leave the loop.
+            if let Some(&(start, body, left)) = self.threads[thread].loops.last() {
+                if pc == start + body {
+                    let t = &mut self.threads[thread];
+                    if left == u64::MAX || left > 1 {
+                        if left != u64::MAX {
+                            t.loops.last_mut().expect("open loop").2 -= 1;
+                        }
+                        t.pc = start;
+                    } else {
+                        t.loops.pop();
+                    }
+                    continue;
+                }
+            }
+            if pc >= self.w.programs[prog].len() {
+                self.exit_thread(core, thread);
+                return Ok(());
+            }
+            let op = self.w.programs[prog][pc].clone();
+            self.exec_op(core, thread, op, until)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn advance(&mut self, thread: usize) {
+        self.threads[thread].pc += 1;
+    }
+
+    fn exec_op(&mut self, core: usize, thread: usize, op: Op, until: u64) -> Result<()> {
+        match op {
+            Op::Loop { count, body } => {
+                let t = &mut self.threads[thread];
+                let start = t.pc + 1;
+                if count == 0 && !t.daemon {
+                    return Err(Error::Sim(format!("thread {:?}: a loop without end in a non-daemon thread", t.name)));
+                }
+                if body == 0 {
+                    t.pc = start;
+                } else {
+                    t.loops.push((start, body, if count == 0 { u64::MAX } else { count }));
+                    t.pc = start;
+                }
+            }
+            Op::CountOp => {
+                self.threads[thread].ops_completed += 1;
+                self.advance(thread);
+            }
+            Op::Compute { cycles } => {
+                // Runs in pieces that end at the step's limit, so a long computation does
+                // not carry the core past interrupts due meanwhile.
+                let now = self.clock(core);
+                let t = &mut self.threads[thread];
+                if t.access_left == 0 {
+                    t.access_left = cycles;
+                }
+                let piece = t.access_left.min(until.saturating_sub(now).max(1));
+                t.access_left -= piece;
+                if t.access_left == 0 {
+                    t.pc += 1;
+                }
+                self.m.cores[core].stats.instructions += piece;
+                self.charge(core, piece);
+            }
+            Op::Block { cycles } => {
+                self.advance(thread);
+                let now = self.clock(core);
+                self.block(core, thread, now + cycles);
+            }
+            Op::Access { .. } => self.exec_access(core, thread, &op, until)?,
+            Op::Exit => {
+                self.advance(thread);
+                self.exit_thread(core, thread);
+            }
+            Op::MigrateThread { core: to } => {
+                self.advance(thread);
+                let to = to as usize;
+                if to != core {
+                    self.threads[thread].pinned = true;
+                    self.cores[core].current = None;
+                    let now = self.clock(core);
+                    self.enqueue(thread, to, now);
+                }
+            }
+            Op::Fork { program, core: child_core } => {
+                self.advance(thread);
+                self.syscall_fork(core, thread, program, child_core.map(|c| c as usize))?;
+            }
+            Op::Mmap { slot, spec } => {
+                self.advance(thread);
+                self.stats[core].syscalls += 1;
+                self.charge(core, self.costs.syscall + self.costs.mmap);
+                let pid = self.threads[thread].pid;
+                let va = self.mmap_region(core, pid, &spec)?;
+                self.threads[thread].slots[slot] = (va, spec.bytes.div_ceil(4096) * 4096);
+            }
+            Op::Munmap { slot } => {
+                self.advance(thread);
+                self.syscall_prologue(core);
+                let (va, len) = self.threads[thread].slots[slot];
+                self.sys_munmap(core, thread, va, len)?;
+            }
+            Op::Mprotect { slot, writable } => {
+                self.advance(thread);
+                self.syscall_prologue(core);
+                let (va, len) = self.threads[thread].slots[slot];
+                self.sys_mprotect(core, thread, va, len, writable)?;
+            }
+            Op::MadviseDontneed { slot } => {
+                self.advance(thread);
+                self.syscall_prologue(core);
+                let (va, len) = self.threads[thread].slots[slot];
+                self.sys_dontneed(core, thread, va, len)?;
+            }
+            Op::Msync { slot } => {
+                self.advance(thread);
+                self.syscall_prologue(core);
+                let (va, len) = self.threads[thread].slots[slot];
+                self.sys_msync(core, thread, va, len)?;
+            }
+            Op::MigratePages { slot, node } => {
+                self.advance(thread);
+                self.syscall_prologue(core);
+                let (va, len) = self.threads[thread].slots[slot];
+                self.sys_migrate_pages(core, thread, va, len, NodeId(node))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn syscall_prologue(&mut self, core: usize) {
+        self.stats[core].syscalls += 1;
+        self.charge(core, self.costs.syscall + self.costs.vma_op);
+    }
+
+    /// Run the `Access` op at the thread's pc until it is done or `until`.
+    pub(super) fn exec_access(&mut self, core: usize, thread: usize, op: &Op, until: u64) -> Result<()> {
+        let Op::Access { slot, pattern, mode, count, offset, len, stride } = *op else { unreachable!() };
+        if self.threads[thread].access_left == 0 {
+            if count == 0 {
+                self.advance(thread);
+                return Ok(());
+            }
+            self.threads[thread].access_left = count;
+            self.threads[thread].access_cursor = 0;
+        }
+        let (base, region_len) = self.threads[thread].slots[slot];
+        let start = base + offset.min(region_len);
+        let window = if len == 0 { region_len.saturating_sub(offset) } else { len.min(region_len.saturating_sub(offset)) };
+        let words = (window / 8).max(1);
+        let pid = self.threads[thread].pid;
+        let stride = stride.max(8);
+        if let Pattern::Zipf { theta } = pattern {
+            let pages = window.div_ceil(4096).max(1);
+            let key = (pages, theta.to_bits());
+            if self.threads[thread].zipf.as_ref().map(|z| (z.0, z.1)) != Some(key) {
+                self.threads[thread].zipf = Some((pages, theta.to_bits(), zipf_cdf(pages, theta)));
+            }
+        }
+        let cpi = self.m.cpi_fixed;
+        while self.threads[thread].access_left > 0 {
+            if self.clock(core) >= until || self.cores[core].current != Some(thread) || self.cores[core].waiting > 0 {
+                return Ok(());
+            }
+            let t = &mut self.threads[thread];
+            let off = match pattern {
+                Pattern::Sequential | Pattern::Strided => {
+                    let o = t.access_cursor % (words * 8);
+                    t.access_cursor += stride;
+                    o
+                }
+                Pattern::Random => t.rng.below(words) * 8,
+                Pattern::Zipf { .. } => {
+                    let cdf = &t.zipf.as_ref().expect("built above").2;
+                    let u = (t.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                    let page = cdf.partition_point(|&c| c < u).min(cdf.len() - 1) as u64;
+                    (page * 4096 + t.rng.below(512) * 8).min(window.saturating_sub(8))
+                }
+            };
+            let write = match mode {
+                AccessMode::Read => false,
+                AccessMode::Write => true,
+                AccessMode::Mixed(f) => ((t.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < f,
+            };
+            t.access_left -= 1;
+            t.accesses += 1;
+            self.m.cores[core].stats.instructions += 1;
+            self.m.cores[core].clock += cpi;
+            let _ = pid;
+            crate::access::access(self, core, start + off, if write { AccessKind::Store } else { AccessKind::Load })?;
+        }
+        self.advance(thread);
+        Ok(())
+    }
+}
+
+/// Cumulative Zipf(theta) weights over `n` ranks (rank 1 most popular).
+fn zipf_cdf(n: u64, theta: f64) -> Vec<f64> {
+    let n = n.min(1 << 22) as usize;
+    let mut cdf = Vec::with_capacity(n);
+    let mut sum = 0.0;
+    for k in 1..=n {
+        sum += 1.0 / (k as f64).powf(theta);
+        cdf.push(sum);
+    }
+    for c in cdf.iter_mut() {
+        *c /= sum;
+    }
+    cdf
+}

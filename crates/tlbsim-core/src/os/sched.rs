@@ -1,0 +1,288 @@
+//! The event loop and the scheduler: per-core run queues, time slices, blocking and
+//! wake-ups, idle cores, and the policy's periodic timer ticks (docs/OS_MODEL.md "Time").
+
+use super::{Os, ThreadState};
+use crate::coherence::Coherence;
+use crate::error::{Error, Result};
+use crate::sim::CLOCK_SHIFT;
+use crate::types::CoreId;
+use std::cmp::Reverse;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Event {
+    Wake { thread: usize },
+}
+
+impl<P: Coherence> Os<P> {
+    /// Make `thread` runnable on `core` at time `at`.
+    pub(super) fn enqueue(&mut self, thread: usize, core: usize, at: u64) {
+        self.mark_dirty(core);
+        self.threads[thread].core = core;
+        self.threads[thread].state = ThreadState::Runnable;
+        let c = &mut self.cores[core];
+        c.runq.push_back(thread);
+        if c.current.is_none() && c.waiting == 0 {
+            // An idle core wakes up at `at`.
+            if let Some(since) = c.idle_since.take() {
+                let now = self.clock(core).max(at);
+                self.stats[core].idle_cycles += now.saturating_sub(since.max(self.clock(core)));
+                self.set_clock(core, now);
+            }
+        }
+    }
+
+    /// Main loop: run until every non-daemon thread has exited.
+    pub(super) fn simulate(&mut self) -> Result<()> {
+        while self.live_workers > 0 {
+            // The core furthest behind among those with work (ties: the lowest number).
+            while let Some(c) = self.dirty.pop() {
+                self.is_dirty[c] = false;
+                // A core with a thread to run is at its clock; an idle one, or one spinning
+                // for acks, has work when its next interrupt arrives (or when the last ack
+                // makes it runnable again).
+                let co = &self.cores[c];
+                let clock = self.m.cores[c].clock >> CLOCK_SHIFT;
+                let key = if co.waiting == 0 && (co.current.is_some() || !co.runq.is_empty()) {
+                    clock
+                } else {
+                    let irq = co.pending.front().map_or(u64::MAX, |i| clock.max(i.arrival));
+                    // An idle core also wakes for the policy's timer tick.
+                    if co.waiting == 0 { irq.min(co.next_tick.max(clock)) } else { irq }
+                };
+                self.keys.set(c, key);
+            }
+            let (bt, bc) = self.keys.min();
+            let best = (bt != u64::MAX).then_some((bt, bc));
+            let second = if best.is_some() { self.keys.min_except(bc) } else { u64::MAX };
+            let next_event = self.events.peek().map(|Reverse((t, _, _))| *t);
+            match (best, next_event) {
+                (None, None) => {
+                    return Err(Error::Sim(format!(
+                        "deadlock: {} threads still to finish but no core has work and no wake-up is due",
+                        self.live_workers
+                    )))
+                }
+                (Some((t, _)), Some(e)) if e <= t => self.process_event()?,
+                (None, Some(_)) => self.process_event()?,
+                (Some((t, core)), e) => {
+                    let limit = second.min(e.unwrap_or(u64::MAX)).min(t.saturating_add(self.quantum * 64)).saturating_add(self.quantum);
+                    self.run_core(core, limit)?;
+                    self.mark_dirty(core);
+                }
+            }
+            self.steps += 1;
+        }
+        self.end_cycle = self.threads.iter().filter(|t| !t.daemon).filter_map(|t| t.end_cycle).max().unwrap_or(0);
+        Ok(())
+    }
+
+    fn process_event(&mut self) -> Result<()> {
+        let Reverse((at, _, ev)) = self.events.pop().expect("peeked");
+        match ev {
+            Event::Wake { thread } => {
+                if self.threads[thread].state == ThreadState::Blocked {
+                    let core = self.threads[thread].core;
+                    self.enqueue(thread, core, at);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn schedule_wake(&mut self, thread: usize, at: u64) {
+        self.event_seq += 1;
+        self.events.push(Reverse((at, self.event_seq, Event::Wake { thread })));
+    }
+
+    /// Run `core` until its clock passes `limit`, it blocks on a shootdown, or it runs out
+    /// of work.
+    fn run_core(&mut self, core: usize, limit: u64) -> Result<()> {
+        let spinning_on_entry = self.cores[core].waiting > 0;
+        loop {
+            self.take_due_interrupts(core);
+            if self.cores[core].waiting == 0 {
+                self.take_due_ticks(core);
+            }
+            let now = self.clock(core);
+            let next_irq = self.cores[core].pending.front().map_or(u64::MAX, |i| i.arrival);
+            if self.cores[core].waiting > 0 {
+                // Spinning for acks, interrupts on: nothing happens here until the next
+                // interrupt arrives or the last ack (a target's handler sets the clock then).
+                // A core that has just started to wait goes back to the scheduler, whose
+                // keys now know the targets' new interrupts.
+                if !spinning_on_entry || next_irq > limit {
+                    return Ok(());
+                }
+                self.set_clock(core, next_irq);
+                continue;
+            }
+            if now >= limit {
+                return Ok(());
+            }
+            let thread = match self.cores[core].current {
+                Some(t) => {
+                    // Time slice over and someone waiting: preempt.
+                    if now >= self.cores[core].slice_end && !self.cores[core].runq.is_empty() {
+                        self.cores[core].current = None;
+                        self.cores[core].runq.push_back(t);
+                        continue;
+                    }
+                    t
+                }
+                None => match self.cores[core].runq.pop_front() {
+                    Some(t) => {
+                        self.switch_to(core, t);
+                        t
+                    }
+                    None => {
+                        self.go_idle(core);
+                        let wake = next_irq.min(self.cores[core].next_tick);
+                        if wake > limit {
+                            return Ok(());
+                        }
+                        // An idle core wakes for the interrupt (or tick) at its arrival.
+                        self.idle_until(core, wake);
+                        continue;
+                    }
+                },
+            };
+            let until = limit.min(next_irq.max(now + 1)).min(self.cores[core].next_tick.max(now + 1));
+            self.step_thread(core, thread, until)?;
+        }
+    }
+
+    /// An idle core's clock moves to `t` (counted as idle time).
+    fn idle_until(&mut self, core: usize, t: u64) {
+        let now = self.clock(core);
+        if let Some(since) = self.cores[core].idle_since.as_mut() {
+            let from = (*since).max(now);
+            self.stats[core].idle_cycles += t.saturating_sub(from);
+            *since = from.max(t);
+        }
+        self.set_clock(core, t);
+    }
+
+    fn go_idle(&mut self, core: usize) {
+        let c = &mut self.cores[core];
+        if c.idle_since.is_none() {
+            // Linux enter_lazy_tlb(): the idle task keeps the last mm loaded.
+            c.lazy = c.loaded_mm.is_some();
+            c.idle_since = Some(self.m.cores[core].clock >> CLOCK_SHIFT);
+        }
+    }
+
+    /// Put `thread` on `core`: context switch, loading its address space.
+    fn switch_to(&mut self, core: usize, thread: usize) {
+        let pid = self.threads[thread].pid;
+        if let Some(since) = self.cores[core].idle_since.take() {
+            let now = self.clock(core);
+            self.stats[core].idle_cycles += now.saturating_sub(since);
+        }
+        self.cores[core].current = Some(thread);
+        self.stats[core].context_switches += 1;
+        self.charge(core, self.costs.context_switch);
+        // Requests deferred to this core are applied at its context switch.
+        self.apply_deferred(core);
+        self.load_mm(core, pid);
+        let now = self.clock(core);
+        self.cores[core].slice_end = now + self.time_slice;
+    }
+
+
+    pub(crate) fn block(&mut self, core: usize, thread: usize, until: u64) {
+        self.threads[thread].state = ThreadState::Blocked;
+        self.cores[core].current = None;
+        self.schedule_wake(thread, until);
+    }
+
+    pub(super) fn exit_thread(&mut self, core: usize, thread: usize) {
+        let now = self.clock(core);
+        let t = &mut self.threads[thread];
+        t.state = ThreadState::Exited;
+        t.end_cycle = Some(now);
+        if !t.daemon {
+            self.live_workers -= 1;
+        }
+        let pid = t.pid;
+        self.cores[core].current = None;
+        let p = &mut self.procs[pid as usize];
+        p.threads_alive -= 1;
+        if p.threads_alive == 0 {
+            self.exit_process(core, pid);
+        }
+    }
+
+    /// The policy's timer ticks due on `core` by now: its hook, then the requests deferred
+    /// to this core.
+    pub(super) fn take_due_ticks(&mut self, core: usize) {
+        let Some(interval) = self.tick_interval else { return };
+        let now = self.clock(core);
+        if now < self.cores[core].next_tick {
+            return;
+        }
+        while self.cores[core].next_tick <= now {
+            self.cores[core].next_tick += interval;
+        }
+        self.policy.on_tick(CoreId(core as u32), now, &mut self.fx);
+        self.apply_effects();
+        self.apply_deferred(core);
+        self.mark_dirty(core);
+    }
+}
+
+/// Minimum of per-core keys (ties: the lowest core), with O(log n) updates: a tournament
+/// tree, so choosing the next core costs the same with 4 cores as with 256.
+pub(super) struct MinTree {
+    leaves: usize,
+    /// Heap order: node i has children 2i and 2i+1; leaves at `leaves..2*leaves`.
+    nodes: Vec<(u64, u32)>,
+}
+
+impl MinTree {
+    pub(super) fn new(n: usize) -> MinTree {
+        let leaves = n.next_power_of_two().max(1);
+        let mut nodes = vec![(u64::MAX, u32::MAX); 2 * leaves];
+        for i in 0..leaves {
+            nodes[leaves + i] = (u64::MAX, i as u32);
+        }
+        let mut t = MinTree { leaves, nodes };
+        for i in (1..leaves).rev() {
+            t.nodes[i] = t.nodes[2 * i].min(t.nodes[2 * i + 1]);
+        }
+        t
+    }
+
+    fn set(&mut self, core: usize, key: u64) {
+        let mut i = self.leaves + core;
+        if self.nodes[i].0 == key {
+            return;
+        }
+        self.nodes[i] = (key, core as u32);
+        while i > 1 {
+            i /= 2;
+            let m = self.nodes[2 * i].min(self.nodes[2 * i + 1]);
+            if self.nodes[i] == m {
+                // Nothing above changes either.
+                break;
+            }
+            self.nodes[i] = m;
+        }
+    }
+
+    /// (key, core) of the minimum.
+    fn min(&self) -> (u64, usize) {
+        let (k, c) = self.nodes[1];
+        (k, c as usize)
+    }
+
+    /// The smallest key of every core but `core`.
+    fn min_except(&self, core: usize) -> u64 {
+        let mut i = self.leaves + core;
+        let mut best = u64::MAX;
+        while i > 1 {
+            best = best.min(self.nodes[i ^ 1].0);
+            i /= 2;
+        }
+        best
+    }
+}

@@ -1,0 +1,394 @@
+//! The TLB flush protocol and its timing (DiDi §V-A's anatomy; docs/LINUX_BASELINE.md): a
+//! page-table change asks the coherence policy for targets and a delivery path, flushes
+//! the initiator, then reaches each target by
+//!
+//! - IPI: the initiator pays a send per target; each interrupt arrives after the delivery
+//!   latency (same or cross socket) and is taken when the target's clock reaches it; the
+//!   target pays interrupt entry/exit, its flush and the ack (the ack contends on the
+//!   shared flush datum, growing with the number of targets); the initiator spins until the
+//!   last ack;
+//! - a hardware message (`Delivery::Message`): the same queue and timing, but applied
+//!   without an interrupt, at the policy's latency and per-target cost, and acked back to
+//!   the initiator, which waits;
+//! - deferred (`Delivery::Deferred`): queued on the target and applied at its next timer
+//!   tick or context switch; the initiator goes on at once;
+//! - free: applied now at no cost (the oracle).
+//!
+//! What the change frees (frames, page-table pages) is released when the last target has
+//! applied the request, and the checker then marks every translation still cached that
+//! disagrees with the page table.
+
+use super::{Cause, Gather, Os, PolicyTlb, Req};
+use crate::coherence::{Coherence, CoreView, Delivery, FlushPlan, FlushReason, FlushRequest, LocalFlush, OsView};
+use crate::types::{CoreId, Pfn, Vpn};
+use std::rc::Rc;
+
+/// A request on its way to a core: an IPI or a hardware message.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Irq {
+    pub arrival: u64,
+    pub shootdown: usize,
+    /// Index of this core among the request's targets (for per-target pages).
+    pub target: usize,
+    /// A hardware message (no interrupt), not an IPI.
+    pub message: bool,
+}
+
+pub(super) struct Shootdown {
+    pub req: Req,
+    /// The page table's leaf entries of `req.pages` when the request was made (to tell a
+    /// target that held a stale entry from a false positive).
+    pub leaves: Rc<Vec<Option<u64>>>,
+    /// Per target, the pages it flushes (`None`: all of `req.pages`).
+    pub pages_of: Vec<Option<Rc<Vec<Vpn>>>>,
+    /// Cores that flushed all of the request's pages (the checker need not look at them).
+    pub flushed: Vec<usize>,
+    pub initiator: usize,
+    pub acks_left: u32,
+    pub targets: u32,
+    pub last_ack: u64,
+    pub send_end: u64,
+    /// The initiator waits for the acks (IPI, message), or not (deferred).
+    pub waits: bool,
+    /// Cycles the final ack takes back to the initiator after the last target's (a
+    /// message's return trip).
+    pub ack_return: u64,
+    /// What a target of a hardware message pays (no interrupt).
+    pub message_target_cycles: u64,
+    pub frames: Vec<(Pfn, u32)>,
+    pub tables: Vec<u32>,
+    pub done: bool,
+}
+
+impl<P: Coherence> Os<P> {
+    /// A page-table change of `pid` by `core` needs TLB coherence: run the protocol.
+    /// Frames and tables in `gather` are freed when it completes. Returns true if the core
+    /// must now wait for acks.
+    pub(crate) fn flush(&mut self, core: usize, pid: u32, reason: FlushReason, full: bool, gather: Gather) -> bool {
+        if gather.pages.is_empty() && gather.tables.is_empty() && !full {
+            let Gather { frames, tables, .. } = gather;
+            self.release(core, frames, tables);
+            return false;
+        }
+        let p = &mut self.procs[pid as usize];
+        p.tlb_gen += 1;
+        let new_gen = p.tlb_gen;
+        self.start(core, pid, false, reason, full, new_gen, gather)
+    }
+
+    /// A global request (every address space, every core the policy names): e.g. a frame
+    /// leaving its recycling context may be cached under any address space.
+    pub(crate) fn flush_global(&mut self, core: usize, gather: Gather) -> bool {
+        self.start(core, u32::MAX, true, FlushReason::Policy, true, 0, gather)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn start(&mut self, core: usize, pid: u32, global: bool, reason: FlushReason, full: bool, new_gen: u64, gather: Gather) -> bool {
+        let Gather { pages, old_ptes, frames, tables } = gather;
+        let req = FlushRequest {
+            initiator: CoreId(core as u32),
+            mm: pid,
+            global,
+            pages,
+            old_ptes,
+            frames: frames.iter().map(|&(f, _)| f).collect(),
+            reason,
+            freed_tables: !tables.is_empty(),
+            full,
+            new_gen,
+        };
+        let ncores = self.cores.len();
+        // Which TLBs hold a translation the change made stale: only the simulator knows;
+        // computed only for a policy that asks (the oracle).
+        let holders: Vec<bool> = if !self.policy.wants_holders() {
+            vec![false; ncores]
+        } else if global {
+            vec![true; ncores]
+        } else {
+            let current = self.current_leaves(pid, &req.pages);
+            (0..ncores).map(|c| self.holds_stale_with(c, pid, &req.pages, &current)).collect()
+        };
+        let views: Vec<CoreView> = (0..ncores).map(|c| self.core_view(c)).collect();
+        let mut plan = FlushPlan::default();
+        let cpumask = if global { vec![true; ncores] } else { self.procs[pid as usize].cpumask.clone() };
+        let now = self.clock(core);
+        self.policy.plan(&OsView { cores: &views, cpumask: &cpumask, holders: &holders, flush_ceiling: self.ceiling, now }, &req, &mut plan);
+        plan.pages_of.resize(plan.targets.len(), None);
+        let req = Rc::new(req);
+        // The initiator flushes itself (flush_tlb_func run locally) when it runs the mm, or
+        // when the policy names it (it may hold the mm's entries under another PCID).
+        let me = views[core];
+        let mut own_pages = None;
+        let named = match plan.targets.iter().position(|t| t.0 as usize == core) {
+            Some(i) => {
+                plan.targets.remove(i);
+                own_pages = plan.pages_of.remove(i);
+                true
+            }
+            None => false,
+        };
+        let mut flushed = Vec::new();
+        if named || global || me.loaded_mm == Some(pid) {
+            let action = self.policy.on_deliver(CoreId(core as u32), &me, &req, self.ceiling);
+            let pages: &[Vpn] = own_pages.as_deref().unwrap_or(&req.pages);
+            if self.apply_local(core, &req, pages, action, &mut crate::tlb::hierarchy::NoTlbListener) && own_pages.is_none() {
+                flushed.push(core);
+            }
+        }
+        let leaves = Rc::new(if global { Vec::new() } else { self.current_leaves(pid, &req.pages) });
+        let n = plan.targets.len() as u32;
+        if n > 0 {
+            self.stats[core].shootdowns_sent += 1;
+            let h = &mut self.stats[core].targets_hist;
+            let b = (n as usize).min(h.len() - 1);
+            h[b] += 1;
+        }
+        let sd = self.shootdowns.len();
+        self.shootdowns.push(super::Shootdown {
+            req,
+            leaves,
+            pages_of: plan.pages_of.drain(..).map(|p| p.map(Rc::new)).collect(),
+            flushed,
+            initiator: core,
+            acks_left: n,
+            targets: n,
+            last_ack: 0,
+            send_end: 0,
+            waits: false,
+            ack_return: 0,
+            message_target_cycles: 0,
+            frames,
+            tables,
+            done: false,
+        });
+        let (per_target_send, latency_of, message) = match plan.delivery {
+            Some(Delivery::Ipi) if n > 0 => {
+                let (same, cross) = (self.costs.ipi_delivery_same_socket, self.costs.ipi_delivery_cross_socket);
+                self.stats[core].shootdown_ipis_sent += n as u64;
+                (self.costs.ipi_send, Some((same, cross)), false)
+            }
+            Some(Delivery::Message { latency, initiator_cycles, target_cycles }) if n > 0 => {
+                self.shootdowns[sd].ack_return = latency;
+                self.shootdowns[sd].message_target_cycles = target_cycles;
+                (initiator_cycles, Some((latency, latency)), true)
+            }
+            Some(Delivery::Deferred) if n > 0 => {
+                // Queued on each target; the initiator goes on.
+                for (k, t) in plan.targets.iter().enumerate() {
+                    let t = t.0 as usize;
+                    self.stats[t].shootdowns_deferred_received += 1;
+                    self.cores[t].deferred.push((sd, k));
+                    self.mark_dirty(t);
+                }
+                return false;
+            }
+            _ => (0, None, false),
+        };
+        match latency_of {
+            Some((same, cross)) => {
+                let start = self.clock(core);
+                let send = per_target_send * n as u64;
+                self.charge(core, send);
+                self.stats[core].shootdown_cycles_initiator_send += send;
+                let send_end = self.clock(core);
+                let s = &mut self.shootdowns[sd];
+                s.send_end = send_end;
+                s.last_ack = send_end;
+                s.waits = true;
+                self.cores[core].waiting += 1;
+                let my_socket = self.m.cores[core].socket;
+                for (k, t) in plan.targets.iter().enumerate() {
+                    let t = t.0 as usize;
+                    let delivery = if self.m.cores[t].socket == my_socket { same } else { cross };
+                    let arrival = start + per_target_send * (k as u64 + 1) + delivery;
+                    // Pending interrupts are kept in arrival order.
+                    let q = &mut self.cores[t].pending;
+                    let at = q.partition_point(|i| i.arrival <= arrival);
+                    q.insert(at, Irq { arrival, shootdown: sd, target: k, message });
+                    self.mark_dirty(t);
+                }
+                true
+            }
+            None => {
+                // Free delivery (or nobody to reach): every target flushes now, at no cost.
+                for (k, t) in plan.targets.clone().into_iter().enumerate() {
+                    self.deliver(t.0 as usize, sd, k);
+                }
+                self.complete(sd);
+                false
+            }
+        }
+    }
+
+    /// Request `sd` reaches `core` (its `target`-th target): the policy decides, the core
+    /// flushes; counts a false positive if the core held no stale translation of the pages
+    /// it was asked to flush.
+    pub(super) fn deliver(&mut self, core: usize, sd: usize, target: usize) {
+        let s = &self.shootdowns[sd];
+        let (req, leaves) = (s.req.clone(), s.leaves.clone());
+        let subset = s.pages_of.get(target).cloned().flatten();
+        let view = self.core_view(core);
+        let action = self.policy.on_deliver(CoreId(core as u32), &view, &req, self.ceiling);
+        let pages: &[Vpn] = subset.as_deref().map_or(&req.pages, |v| v.as_slice());
+        // The leaves of the subset's pages, for the false-positive test.
+        let sub_leaves: Vec<Option<u64>> = match &subset {
+            None => leaves.to_vec(),
+            Some(sub) => sub.iter().map(|v| req.pages.iter().position(|p| p == v).and_then(|i| leaves.get(i).copied().flatten())).collect(),
+        };
+        let mut held = req.global;
+        let mut seen = super::checker::StaleSeen { pages, leaves: &sub_leaves, held: false };
+        if !req.global && action != LocalFlush::Pages {
+            held = self.holds_stale_with(core, req.mm, pages, &sub_leaves);
+        }
+        let all = self.apply_local(core, &req, pages, action, &mut seen);
+        held |= seen.held;
+        if all && subset.is_none() {
+            self.shootdowns[sd].flushed.push(core);
+        }
+        if !held {
+            self.stats[core].false_positive_targets += 1;
+        }
+    }
+
+    /// Carry out a core's decision about request `req` for `pages`. Returns whether the core
+    /// flushed the pages. `removed` sees the entries a per-page flush removes.
+    fn apply_local<L: crate::tlb::hierarchy::TlbListener>(&mut self, core: usize, req: &FlushRequest, pages: &[Vpn], action: LocalFlush, removed: &mut L) -> bool {
+        let pid = req.mm;
+        match action {
+            LocalFlush::Nothing => false,
+            LocalFlush::Pages if !req.global => {
+                if let Some(tag) = self.tag_on(core, pid) {
+                    let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
+                    self.m.cores[core].tlbs.invalidate_pages(pages, Some(tag), &mut super::Both(removed, &mut pl));
+                }
+                let n = pages.len() as u64;
+                self.stats[core].pages_flushed += n;
+                self.charge(core, self.costs.invlpg * n);
+                self.catch_up(core, pid, req.new_gen);
+                self.apply_effects();
+                true
+            }
+            LocalFlush::Pages | LocalFlush::Full if req.global => {
+                self.full_flush_all(core, Cause::Shootdown);
+                true
+            }
+            LocalFlush::Full | LocalFlush::Pages => {
+                let cause = if req.full || req.pages.len() as u64 <= self.ceiling as u64 { Cause::Shootdown } else { Cause::Ceiling };
+                self.full_flush_mm(core, pid, cause);
+                self.catch_up(core, pid, req.new_gen);
+                true
+            }
+            LocalFlush::LeaveMask => {
+                if !req.global {
+                    self.procs[pid as usize].cpumask[core] = false;
+                }
+                false
+            }
+            LocalFlush::DropLazyMm => {
+                // switch_mm to init_mm: the borrowed mm's entries go.
+                match self.cores[core].loaded_mm {
+                    Some(loaded) if req.global => self.drop_lazy_mm(core, loaded),
+                    None if req.global => self.full_flush_all(core, Cause::Shootdown),
+                    _ => self.drop_lazy_mm(core, pid),
+                }
+                true
+            }
+        }
+    }
+
+    /// Take every interrupt (and hardware message) already due on a running core.
+    pub(super) fn take_due_interrupts(&mut self, core: usize) {
+        while let Some(irq) = self.cores[core].pending.front().copied() {
+            if irq.arrival > self.clock(core) {
+                break;
+            }
+            self.cores[core].pending.pop_front();
+            self.handle_irq(core, irq);
+        }
+    }
+
+    fn handle_irq(&mut self, core: usize, irq: Irq) {
+        let sd = irq.shootdown;
+        let start = self.clock(core);
+        let targets = self.shootdowns[sd].targets as u64;
+        if irq.message {
+            self.stats[core].shootdown_messages_received += 1;
+            self.charge(core, self.shootdowns[sd].message_target_cycles);
+        } else {
+            self.stats[core].shootdown_ipis_received += 1;
+            self.charge(core, self.costs.interrupt + self.costs.ack + self.costs.ack_contention_per_target * targets.saturating_sub(1));
+        }
+        self.deliver(core, sd, irq.target);
+        let spent = self.clock(core) - start;
+        self.stats[core].shootdown_cycles_target += spent;
+        let done_at = self.clock(core);
+        self.ack(sd, done_at);
+    }
+
+    /// Target of `sd` done at `done_at`.
+    fn ack(&mut self, sd: usize, done_at: u64) {
+        let s = &mut self.shootdowns[sd];
+        s.acks_left -= 1;
+        s.last_ack = s.last_ack.max(done_at);
+        if s.acks_left == 0 {
+            if s.waits {
+                let initiator = s.initiator;
+                let (last, send_end) = (s.last_ack + s.ack_return, s.send_end);
+                // The initiator spun from the end of its sends to the last ack (interrupts it
+                // took meanwhile included).
+                let resume = self.clock(initiator).max(last);
+                self.stats[initiator].shootdown_cycles_initiator_wait += resume.saturating_sub(send_end);
+                self.set_clock(initiator, resume);
+                self.cores[initiator].waiting -= 1;
+            }
+            self.complete(sd);
+        }
+    }
+
+    /// Apply the requests deferred to `core` (its tick or context switch).
+    pub(super) fn apply_deferred(&mut self, core: usize) {
+        if self.cores[core].deferred.is_empty() {
+            return;
+        }
+        let list = std::mem::take(&mut self.cores[core].deferred);
+        for (sd, target) in list {
+            let start = self.clock(core);
+            self.deliver(core, sd, target);
+            self.stats[core].shootdown_cycles_target += self.clock(core) - start;
+            let now = self.clock(core);
+            self.ack(sd, now);
+        }
+    }
+
+    /// The protocol is over: free what the change released and let the checker mark every
+    /// translation still cached that disagrees with the page table.
+    fn complete(&mut self, sd: usize) {
+        let s = &mut self.shootdowns[sd];
+        s.done = true;
+        let frames = std::mem::take(&mut s.frames);
+        let tables = std::mem::take(&mut s.tables);
+        let req = s.req.clone();
+        let flushed = std::mem::take(&mut s.flushed);
+        let initiator = s.initiator;
+        if self.checker {
+            if req.global {
+                self.mark_stale_everywhere(&flushed);
+            } else {
+                self.mark_stale(req.mm, &req.pages, &tables, &flushed);
+            }
+        }
+        self.release(initiator, frames, tables);
+        // Completed records are dropped from the tail so the vector stays short.
+        while self.shootdowns.last().is_some_and(|s| s.done) {
+            self.shootdowns.pop();
+        }
+    }
+
+    /// Free frames and page-table pages on `core`'s lists.
+    pub(crate) fn release(&mut self, core: usize, frames: Vec<(Pfn, u32)>, tables: Vec<u32>) {
+        for (pfn, order) in frames {
+            self.free_frame(core, pfn, order);
+        }
+        self.m.pt.release_tables(&mut self.m.mem, &tables);
+    }
+}
