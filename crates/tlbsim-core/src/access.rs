@@ -30,10 +30,13 @@ pub enum FaultOutcome {
 
 /// The engine side of an access.
 pub trait AccessEnv {
+    /// The listener that hears `core`'s TLB fills and evictions.
+    type Listener<'a>: crate::tlb::hierarchy::TlbListener
+    where
+        Self: 'a;
     fn machine(&mut self) -> &mut Machine;
-    /// Look `vpn` up in `core`'s TLBs (an L2 hit fills the L1), telling the engine's
-    /// listener about fills and evictions.
-    fn lookup(&mut self, core: usize, vpn: Vpn, kind: AccessKind) -> (Found, u32);
+    /// `core` and the listener, borrowed together (one bounds check on the hot path).
+    fn core_and_listener(&mut self, core: usize) -> (&mut crate::sim::Core, Self::Listener<'_>);
     /// One hardware walk of `core`'s loaded page table.
     fn walk(&mut self, core: usize, va: u64, write: bool) -> (WalkOutcome, u64);
     /// Fill `core`'s TLBs after a walk.
@@ -59,49 +62,70 @@ const MAX_WALKS: usize = 4;
 #[inline(always)]
 pub fn access<E: AccessEnv>(env: &mut E, core: usize, va: u64, kind: AccessKind) -> Result<()> {
     let vpn = Vpn::of_va(va);
-    env.machine().cores[core].stats.accesses += 1;
-    let (found, cycles) = env.lookup(core, vpn, kind);
-    let mut spent = cycles as u64;
-    let write = kind.is_write();
-    let c = &mut env.machine().cores[core];
-    let hit = match found {
+    let (c, mut listener) = env.core_and_listener(core);
+    let (found, cycles) = c.tlbs.lookup(vpn, kind, &mut listener);
+    drop(listener);
+    c.stats.accesses += 1;
+    let e = match found {
         Found::L1(e) => {
             c.stats.l1_tlb_hits += 1;
-            Some(e)
+            e
         }
         Found::L2(e) => {
             c.stats.l1_tlb_misses += 1;
             c.stats.l2_tlb_hits += 1;
-            Some(e)
+            e
         }
         Found::Miss => {
             c.stats.l1_tlb_misses += 1;
             if c.tlbs.present(L2) {
                 c.stats.l2_tlb_misses += 1;
             }
-            None
+            return walk_and_fill(env, core, va, kind, cycles as u64);
         }
     };
-    if let Some(e) = hit {
-        if e.flags & FLAG_STALE != 0 {
-            env.stale_hit(core, vpn, &e);
-        }
-        if !write || e.flags & FLAG_DIRTY != 0 && e.flags & FLAG_WRITABLE != 0 {
+    // The common case: a hit on an entry that is not marked and allows the access.
+    let needed = if kind.is_write() { FLAG_DIRTY | FLAG_WRITABLE } else { 0 };
+    if e.flags & (FLAG_STALE | needed) == needed {
+        c.stats.translation_cycles += cycles as u64;
+        c.clock += (cycles as u64) << CLOCK_SHIFT;
+        env.finish(core);
+        return Ok(());
+    }
+    uncommon_hit(env, core, va, kind, e, cycles as u64)
+}
+
+/// A hit on a marked entry, or a write through a clean or read-only one.
+#[inline(never)]
+fn uncommon_hit<E: AccessEnv>(env: &mut E, core: usize, va: u64, kind: AccessKind, e: TlbEntry, cycles: u64) -> Result<()> {
+    let vpn = Vpn::of_va(va);
+    let mut spent = cycles;
+    if e.flags & FLAG_STALE != 0 {
+        env.stale_hit(core, vpn, &e);
+    }
+    if !kind.is_write() || e.flags & FLAG_DIRTY != 0 && e.flags & FLAG_WRITABLE != 0 {
+        finish(env, core, spent);
+        return Ok(());
+    }
+    if e.flags & FLAG_WRITABLE != 0 {
+        let (cyc, still_mapped) = dirty_walk(env, core, va, &e);
+        spent += cyc;
+        if still_mapped {
             finish(env, core, spent);
             return Ok(());
         }
-        if e.flags & FLAG_WRITABLE != 0 {
-            let (cyc, still_mapped) = dirty_walk(env, core, va, &e);
-            spent += cyc;
-            if still_mapped {
-                finish(env, core, spent);
-                return Ok(());
-            }
-        }
-        // A write through a read-only (or vanished) translation raises #PF; the handler
-        // finds the page table's view and the core drops its entry.
-        env.drop_entry(core, vpn);
     }
+    // A write through a read-only (or vanished) translation raises #PF; the handler
+    // finds the page table's view and the core drops its entry.
+    env.drop_entry(core, vpn);
+    walk_and_fill(env, core, va, kind, spent)
+}
+
+/// A miss (or a write the entry did not allow): walk, fill, or fault and walk again.
+#[inline(never)]
+fn walk_and_fill<E: AccessEnv>(env: &mut E, core: usize, va: u64, kind: AccessKind, mut spent: u64) -> Result<()> {
+    let vpn = Vpn::of_va(va);
+    let write = kind.is_write();
     for _ in 0..MAX_WALKS {
         let (outcome, cyc) = env.walk(core, va, write);
         spent += cyc;

@@ -8,6 +8,7 @@ pub mod bench;
 pub mod coherence;
 pub mod config;
 pub mod error;
+pub mod fuzz;
 pub mod memory;
 pub mod access;
 pub mod os;

@@ -14,7 +14,7 @@ use crate::memory::{FrameKind, PhysMem};
 use crate::page_table::{PageTables, PTE_USER, PTE_WRITABLE};
 use crate::placement::{PageTableBackend, PtCtx};
 use crate::stats::{self, CoreStats};
-use crate::tlb::hierarchy::{Found, NoTlbListener, TlbHierarchy, TlbListener};
+use crate::tlb::hierarchy::{NoTlbListener, TlbHierarchy, TlbListener};
 use crate::tlb::{Tlb, TlbEntry, TlbGeometry};
 use crate::trace::{TraceEvent, TraceSource};
 use crate::types::{AccessKind, CoreId, NodeId, PageSize, Vpn};
@@ -204,28 +204,29 @@ impl Machine {
         };
         self.cores[core].batch_start_accesses = accesses;
         self.cores[core].batch_start_misses = misses;
+        let mut env = TraceEnv { m: self, space, tl, wl };
         for (i, ev) in events.iter().enumerate() {
             if lookahead != 0 {
                 if let Some(TraceEvent::Access { va, kind, .. }) = events.get(i + lookahead) {
                     if fetches || !kind.is_fetch() {
-                        self.prefetch(core, space, *va);
+                        env.m.prefetch(core, space, *va);
                     }
                 }
             }
             match *ev {
                 TraceEvent::Access { va, kind, .. } => {
                     if kind.is_fetch() {
-                        let c = &mut self.cores[core];
+                        let c = &mut env.m.cores[core];
                         c.stats.instructions += 1;
                         c.clock += cpi;
                         if !fetches {
                             continue;
                         }
                     }
-                    self.access(core, space, va, kind, tl, wl)?;
+                    crate::access::access(&mut env, core, va, kind)?;
                 }
                 TraceEvent::Instructions { n } => {
-                    let c = &mut self.cores[core];
+                    let c = &mut env.m.cores[core];
                     c.stats.instructions += n;
                     c.clock += cpi * n;
                 }
@@ -283,13 +284,17 @@ struct TraceEnv<'a, T, W> {
 }
 
 impl<T: TlbListener, W: WalkListener> AccessEnv for TraceEnv<'_, T, W> {
+    type Listener<'a>
+        = &'a mut T
+    where
+        Self: 'a;
     #[inline(always)]
     fn machine(&mut self) -> &mut Machine {
         self.m
     }
     #[inline(always)]
-    fn lookup(&mut self, core: usize, vpn: Vpn, kind: AccessKind) -> (Found, u32) {
-        self.m.cores[core].tlbs.lookup(vpn, kind, self.tl)
+    fn core_and_listener(&mut self, core: usize) -> (&mut Core, &mut T) {
+        (&mut self.m.cores[core], self.tl)
     }
     #[inline(always)]
     fn walk(&mut self, core: usize, va: u64, write: bool) -> (WalkOutcome, u64) {

@@ -9,7 +9,6 @@ use crate::access::{AccessEnv, FaultOutcome};
 use crate::coherence::Coherence;
 use crate::error::Result;
 use crate::sim::{AddressSpace, Machine};
-use crate::tlb::hierarchy::Found;
 use crate::tlb::TlbEntry;
 use crate::types::{AccessKind, Vpn};
 use crate::walk::WalkOutcome;
@@ -23,15 +22,19 @@ impl<P: Coherence> Os<P> {
 }
 
 impl<P: Coherence> AccessEnv for Os<P> {
+    type Listener<'a>
+        = PolicyTlb<'a, P>
+    where
+        Self: 'a;
+
     #[inline(always)]
     fn machine(&mut self) -> &mut Machine {
         &mut self.m
     }
 
     #[inline(always)]
-    fn lookup(&mut self, core: usize, vpn: Vpn, kind: AccessKind) -> (Found, u32) {
-        let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
-        self.m.cores[core].tlbs.lookup(vpn, kind, &mut pl)
+    fn core_and_listener(&mut self, core: usize) -> (&mut crate::sim::Core, PolicyTlb<'_, P>) {
+        (&mut self.m.cores[core], PolicyTlb { policy: &mut self.policy, fx: &mut self.fx })
     }
 
     #[inline]

@@ -374,7 +374,22 @@ impl<P: Coherence> Os<P> {
             if req.global {
                 self.mark_stale_everywhere(&flushed);
             } else {
-                self.mark_stale(req.mm, &req.pages, &tables, &flushed);
+                // A page that a later change of the same address space is still flushing
+                // is left to that protocol: the page table already shows its new state,
+                // which cores may legitimately not have caught up with yet.
+                let in_flight: Vec<Vpn> = self
+                    .shootdowns
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, s)| *i != sd && !s.done && !s.req.global && s.req.mm == req.mm)
+                    .flat_map(|(_, s)| s.req.pages.iter().copied())
+                    .collect();
+                if in_flight.is_empty() {
+                    self.mark_stale(req.mm, &req.pages, &tables, &flushed);
+                } else {
+                    let pages: Vec<Vpn> = req.pages.iter().copied().filter(|p| !in_flight.contains(p)).collect();
+                    self.mark_stale(req.mm, &pages, &tables, &flushed);
+                }
             }
         }
         self.release(initiator, frames, tables);

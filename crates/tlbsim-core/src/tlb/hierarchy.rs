@@ -45,6 +45,17 @@ pub trait TlbListener {
     fn evicted(&mut self, core: CoreId, structure: usize, entry: &TlbEntry);
 }
 
+impl<T: TlbListener + ?Sized> TlbListener for &mut T {
+    #[inline(always)]
+    fn inserted(&mut self, core: CoreId, structure: usize, entry: &TlbEntry) {
+        (**self).inserted(core, structure, entry)
+    }
+    #[inline(always)]
+    fn evicted(&mut self, core: CoreId, structure: usize, entry: &TlbEntry) {
+        (**self).evicted(core, structure, entry)
+    }
+}
+
 /// A listener that does nothing; compiles away.
 pub struct NoTlbListener;
 impl TlbListener for NoTlbListener {
