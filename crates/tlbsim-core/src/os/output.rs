@@ -16,6 +16,9 @@ fn os_fields(s: &OsCoreStats) -> Map<String, Value> {
     put("shootdowns_sent", s.shootdowns_sent);
     put("shootdown_ipis_sent", s.shootdown_ipis_sent);
     put("shootdown_ipis_received", s.shootdown_ipis_received);
+    put("shootdown_messages_received", s.shootdown_messages_received);
+    put("shootdowns_deferred_received", s.shootdowns_deferred_received);
+    put("direct_fills", s.direct_fills);
     put("false_positive_targets", s.false_positive_targets);
     put("pages_flushed", s.pages_flushed);
     put("shootdown_cycles_initiator_send", s.shootdown_cycles_initiator_send);
@@ -46,7 +49,8 @@ fn sum(all: &[OsCoreStats]) -> OsCoreStats {
     let mut t = OsCoreStats { targets_hist: vec![0; all.first().map_or(0, |s| s.targets_hist.len())], ..Default::default() };
     for s in all {
         macro_rules! add { ($($f:ident),*) => { $( t.$f += s.$f; )* } }
-        add!(shootdowns_sent, shootdown_ipis_sent, shootdown_ipis_received, false_positive_targets, pages_flushed,
+        add!(shootdowns_sent, shootdown_ipis_sent, shootdown_ipis_received, shootdown_messages_received, shootdowns_deferred_received,
+            direct_fills, false_positive_targets, pages_flushed,
             shootdown_cycles_initiator_send, shootdown_cycles_initiator_wait, shootdown_cycles_target,
             violations_security, violations_consistency, stale_entries_marked, context_switches, syscalls, segv_signals, cow_faults,
             file_faults, page_cache_misses, pages_reclaimed, pages_migrated, idle_cycles);
@@ -71,11 +75,16 @@ impl<P: Coherence> Os<P> {
                 for (k, x) in os_fields(&self.stats[i]) {
                     c[k] = x;
                 }
+                if let Some(p) = self.policy.core_stats_json(crate::types::CoreId(i as u32)) {
+                    c["coherence"] = p;
+                }
             }
         }
         for (k, x) in os_fields(&sum(&self.stats)) {
             v["totals"][k] = x;
         }
+        v["totals"]["coherence"] = self.policy.stats_json();
+        v["totals"]["page_tables"] = self.m.backend.stats_json();
         let per_thread: Vec<Value> = self
             .threads
             .iter()
