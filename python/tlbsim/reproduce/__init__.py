@@ -190,11 +190,12 @@ def format_table(result: ReproduceResult) -> str:
 
     rows = result.claims
     width = max([len(r["id"]) for r in rows] + [10])
+    unit = max([len(r["unit"]) for r in rows] + [4])
     lines = [f"{result.paper}: {result.title}", f"paper values: {result.reference_source}", "",
-             f"  {'claim':<{width}}  {'paper':>10}  {'ours':>10}  {'unit':<12} verdict"]
+             f"  {'claim':<{width}}  {'paper':>10}  {'ours':>10}  {'unit':<{unit}}  verdict"]
     for r in rows:
         lines.append(f"  {r['id']:<{width}}  {fmt(r['paper_value']):>10}  {fmt(r['ours']):>10}  "
-                     f"{r['unit']:<12} {r['verdict']}")
+                     f"{r['unit']:<{unit}}  {r['verdict']}")
     c = result.counts()
     lines += ["", f"{c[AGREE]} agree, {c[DISAGREE]} disagree, {c[NA]} n/a"]
     lines += [f"warning: {w}" for w in result.warnings]

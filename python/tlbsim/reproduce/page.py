@@ -52,7 +52,7 @@ def figures(paper: Paper, rows: Sequence[Mapping[str, Any]], out: Path) -> list[
             xs = list(range(len(claims)))
             paper_v = [_num(by_id[c.id]["paper_value"]) for c in claims]
             ours_v = [_num(by_id[c.id]["ours"]) for c in claims]
-            ax.bar([x - 0.2 for x in xs], paper_v, 0.4, label="paper", color="white", edgecolor="black",
+            ax.bar([x - 0.2 for x in xs], paper_v, 0.4, label=paper.paper_label, color="white", edgecolor="black",
                    hatch="//")
             ax.bar([x + 0.2 for x in xs], ours_v, 0.4, label="ours (tlbsim)", color="#1f77b4")
             tops = [v for v in paper_v + ours_v if not math.isnan(v)]
@@ -116,7 +116,7 @@ def write_html(paper: Paper, rows: Sequence[Mapping[str, Any]], meta: Mapping[st
     for w in meta.get("warnings", []):
         parts.append(f'<p class="warning">Warning: {e(w)}</p>')
     parts += ["<h2>Claims</h2>", "<table>",
-              "<tr><th>id</th><th>section</th><th>claim</th><th>paper</th><th>ours</th><th>unit</th>"
+              f"<tr><th>id</th><th>section</th><th>claim</th><th>{e(paper.paper_label)}</th><th>ours</th><th>unit</th>"
               "<th>tolerance</th><th>verdict</th><th>note</th></tr>"]
     for r in rows:
         colour = ROW_COLOURS.get(r["verdict"], "#eeeeee")
@@ -134,7 +134,7 @@ def write_html(paper: Paper, rows: Sequence[Mapping[str, Any]], meta: Mapping[st
         parts += [
             f'<h2 id="{e(path.stem)}">{e(fdef.title)}</h2>', "<figure>",
             f'<img alt="{e(fdef.title)}" src="data:image/png;base64,{data}">',
-            f"<figcaption>{e(caption)}Hatched: the paper's value; blue: ours; a red x: outside the tolerance. "
+            f"<figcaption>{e(caption)}Hatched: {e(paper.paper_label)}; blue: ours; a red x: outside the tolerance. "
             f"(<code>{e(path.name)}</code>)</figcaption>", "</figure>",
         ]
     parts += ['<p class="note">The claims are also in <code>claims.json</code>; the runs in '

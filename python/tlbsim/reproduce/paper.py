@@ -33,7 +33,7 @@ from tlbsim.sweep import SpecError
 
 PAPER_FILE = "paper.toml"
 HOOKS_FILE = "hooks.py"
-PAPER_KEYS = ("title", "citation", "description", "paper_values", "sweep", "figure", "defaults", "claim")
+PAPER_KEYS = ("title", "citation", "description", "paper_values", "paper_label", "sweep", "figure", "defaults", "claim")
 SWEEP_KEYS = ("spec", "quick")
 QUICK_KEYS = ("seeds", "set")
 FIGURE_KEYS = ("title", "ylabel", "caption", "log")
@@ -163,6 +163,7 @@ class Paper:
     citation: str
     description: str
     paper_values: str  # where the paper's numbers come from, in words
+    paper_label: str  # what the paper's side is called in figures and the page ("paper")
     sweeps: dict[str, SweepDef]
     figures: dict[str, FigureDef]
     claims: list[Claim]
@@ -309,8 +310,11 @@ def load(folder: Path, name: str | None = None) -> Paper:
             try:
                 sweep_module.expand(sdef.spec(quick_mode))
             except (SpecError, _tlbsim.TlbsimError) as err:
-                how = f" (as changed by sweep.{sname}.quick of {path})" if quick_mode else ""
-                raise PaperError(f"{spec_path}{how}: {err}") from None
+                if quick_mode:
+                    bad = [k for k in sdef.quick_set if k in str(err)]
+                    key = f'set."{bad[0]}"' if bad else "seeds" if "seeds" in str(err) else "set"
+                    raise PaperError(f"{path}: sweep.{sname}.quick.{key}: {err} (sweep spec {spec_path})") from None
+                raise PaperError(f"{spec_path}: {err}") from None
         spec_dict = sweep_module._read_spec(spec_path)[0]
         swept[sname] = _swept_values(spec_dict)
         sweeps[sname] = sdef
@@ -365,6 +369,7 @@ def load(folder: Path, name: str | None = None) -> Paper:
         raise PaperError(f"{path}: claim: no claims ([[claim]] rows)")
     return Paper(name=name, folder=folder, title=title, citation=top.get("citation", str, ""),
                  description=top.get("description", str, ""), paper_values=top.get("paper_values", str, ""),
+                 paper_label=top.get("paper_label", str, "paper"),
                  sweeps=sweeps, figures=figures, claims=claims, metrics=metrics, hooks=hooks)
 
 
