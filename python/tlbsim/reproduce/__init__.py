@@ -14,6 +14,10 @@ docs/REPRODUCE.md and :mod:`tlbsim.reproduce.paper`. ``reproduce(paper, out)``:
    unit, verdict, tolerance, note, runs}``), ``out/reproduce.json`` (the mode, the paper
    values' source, warnings, the sweeps), one PNG per figure and ``out/index.html``.
 
+Simplifications: the sweeps run one after another (each in parallel inside), the paper
+values are measured after them (so the simulations do not disturb the measurement), and
+the claims are recomputed from every finished run on each call (cheap: a few JSON files).
+
 The module is callable: ``tlbsim.reproduce(paper, out)`` is
 ``tlbsim.reproduce.reproduce(paper, out)``.
 """

@@ -6,7 +6,8 @@ claims that disagree. The page lists every claim beside ours with its tolerance 
 verdict (coloured), then the figures, embedded as base64 PNG like ``tlbsim report``'s page
 (and written beside it as ``<figure>.png``). Figures follow report.py's conventions:
 matplotlib's object API on Agg, default style, no dates in the metadata, so the output is
-deterministic.
+deterministic. Simplified: no error bars (a claim is one number on each side) and no
+PDF; a figure's claims share one y axis and unit.
 """
 
 from __future__ import annotations

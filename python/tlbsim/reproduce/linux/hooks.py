@@ -14,6 +14,10 @@ installed wheel, no ``TLB:`` row in /proc/interrupts, one CPU), or with
 measured on the workplace's machine, its date, CPU model and kernel recorded in it.
 Regenerate it with ``python python/tlbsim/reproduce/linux/hooks.py`` on a quiet machine.
 
+Simplified from ``tlbsim calibrate``: the shootdown patterns and their controls only, the
+median of a few repetitions, and no waiting for a quiet machine (a busy one is reported as
+a warning, and a preempted sibling's missing IPIs as a note on the claim).
+
 A measurement is kept in the output folder (``reference/linux-native.json``) and reused by
 the next run with at least as many operations, so a re-run measures nothing again.
 """
@@ -96,6 +100,8 @@ def measure(ops: int, reps: int = REPS, progress: bool = False) -> dict[str, Any
     names = [n for n, _ in cal.list_patterns(exe)]
     controls_names = [p for p in fit.BASELINES if p in names]
     bar = cal._Progress(len(names) + len(controls_names), progress)
+    if bar.bar is not None:
+        bar.bar.set_description("bench/shootdown")
     try:
         shoot = cal.measure_shootdown(exe, plan, bar, names)
         controls = cal.measure_shootdown(exe, plan, bar, controls_names, busy_neighbour=True)
@@ -174,7 +180,11 @@ def reference(ctx: ReferenceContext) -> Reference:
         data = json.loads(COMMITTED.read_text())
         source = f"committed values ({COMMITTED.name}; measuring here is not possible: {why}): "
     vals, notes = values(data)
-    return Reference(vals, source + describe(data), notes, list(data.get("warnings", [])),
+    # calibrate's advice ("calibrate again ...") does not apply here; say how to measure again.
+    warnings = [w.partition("; calibrate again")[0] for w in data.get("warnings", [])]
+    if warnings and source.startswith(("measured now", "measured on this machine")):
+        warnings.append(f"to measure again, delete {cache} and run this command again on a quiet machine")
+    return Reference(vals, source + describe(data), notes, warnings,
                      {k: v for k, v in data.items() if k not in ("shootdown_patterns", "shootdown_controls")})
 
 
