@@ -233,6 +233,47 @@ def test_a_paper_folder_given_by_path_runs(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "sweeps" / "main-quick" / "spec.json").is_file()
 
 
+HOOKS = """
+from dataclasses import dataclass
+from tlbsim.reproduce.paper import Reference
+
+@dataclass
+class Seen:
+    quick: bool
+
+def ipis_per_op(stats):
+    return stats["totals"]["shootdown_ipis_received"] / stats["per_thread"][0]["ops_completed"]
+
+METRICS = {"ipis_per_op": ipis_per_op}
+
+def reference(ctx):
+    (ctx.cache / "seen").write_text(repr(Seen(ctx.quick)))
+    return Reference({"one": 1.0}, "a test reference", {"one": "from the hook"}, ["a test warning"])
+"""
+
+
+def test_hooks_give_metrics_and_measured_paper_values(tmp_path: Path) -> None:
+    paper = GOOD_PAPER.replace("paper_value = 1.0", 'paper_value = { reference = "one" }').replace(
+        'metric = "totals.shootdown_ipis_received"', 'metric = "ipis_per_op"')
+    folder = _paper(tmp_path, paper)
+    (folder / "hooks.py").write_text(HOOKS)
+    result = tlbsim.reproduce(folder, tmp_path / "out", quick=True, jobs=1)
+    (claim,) = result.claims
+    assert claim["paper_value"] == 1.0 and claim["ours"] == 1.0 and claim["verdict"] == AGREE
+    assert "from the hook" in claim["note"]
+    assert (tmp_path / "out" / "reference" / "seen").read_text() == "Seen(quick=True)"
+    meta = json.loads((tmp_path / "out" / "reproduce.json").read_text())
+    assert meta["reference_source"] == "a test reference" and meta["warnings"] == ["a test warning"]
+    assert "a test warning" in (tmp_path / "out" / "index.html").read_text()
+
+
+def test_a_broken_hooks_file_is_a_clean_error(tmp_path: Path) -> None:
+    folder = _paper(tmp_path)
+    (folder / "hooks.py").write_text("METRICS = {}\n1 / 0\n")
+    with pytest.raises(PaperError, match=r"hooks.py: ZeroDivisionError"):
+        rp.load_paper(folder)
+
+
 @pytest.mark.parametrize(("paper", "spec", "expected"), [
     (GOOD_PAPER, GOOD_SPEC.replace('"workload.pattern" = [', '"workload.patern" = ['), ["spec.toml", "workload.patern"]),
     (GOOD_PAPER, GOOD_SPEC.replace("ops = 50", "ops = -1"), ["spec.toml", "workload.ops"]),

@@ -19,6 +19,7 @@ import importlib.util
 import json
 import math
 import os
+import sys
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -231,9 +232,11 @@ def _load_hooks(folder: Path, name: str) -> ModuleType | None:
     if spec is None or spec.loader is None:
         raise PaperError(f"{path}: cannot be loaded as a Python module")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import would (dataclasses in hooks.py need it)
     try:
         spec.loader.exec_module(module)
     except Exception as err:  # a broken hooks file is the paper's error, said plainly
+        del sys.modules[spec.name]
         raise PaperError(f"{path}: {type(err).__name__}: {err}") from err
     return module
 
@@ -421,9 +424,12 @@ def metric_value(paper: Paper, claim: Claim, run: RunResult) -> float | None:
     if fn is not None:
         try:
             value = fn(run.stats)
-        except (KeyError, IndexError, TypeError) as err:
+        except (KeyError, IndexError) as err:
             raise PaperError(f"{paper.folder / HOOKS_FILE}: metric {claim.metric!r} (claim {claim.id!r}): "
                              f"the stats of run {run.id} have no {err}") from None
+        except (TypeError, ValueError, ArithmeticError, AttributeError) as err:
+            raise PaperError(f"{paper.folder / HOOKS_FILE}: metric {claim.metric!r} (claim {claim.id!r}) "
+                             f"failed on run {run.id}: {type(err).__name__}: {err}") from None
         return None if value is None else float(value)
     node: Any = run.stats
     for part in claim.metric.split("."):
