@@ -7,6 +7,8 @@
 >>> tlbsim.sweep("sweep.toml", "out/sweep")   # every run of a sweep spec, resumable
 >>> tlbsim.load("out/sweep")   # one row per run
 >>> tlbsim.coherence_policies()   # what os.coherence accepts: ["linux", "oracle", "none"]
+>>> tlbsim.reproduce("linux", quick=True)   # a paper's claims beside ours: out/reproduce/linux/
+>>> tlbsim.reproduce_papers()      # the papers reproduce knows: ["linux"]
 """
 
 from tlbsim._tlbsim import (
@@ -26,6 +28,10 @@ from tlbsim import sweep
 from tlbsim.store import load
 from tlbsim.sweep import SpecError, SweepSummary
 
+# tlbsim.reproduce is a callable module too: tlbsim.reproduce("linux", "out/reproduce/linux")
+from tlbsim import reproduce
+from tlbsim.reproduce import papers as reproduce_papers
+
 __version__: str = _core_version()
 
 __all__ = [
@@ -44,6 +50,8 @@ __all__ = [
     "convert",
     "load",
     "override_strings",
+    "reproduce",
+    "reproduce_papers",
     "run",
     "sweep",
     "toml_literal",

@@ -1,5 +1,5 @@
 """The ``tlbsim`` command: run, config, sweep, collect, report, bench, convert, demo,
-calibrate, validate.
+calibrate, validate, reproduce.
 
 User errors (tlbsim errors, OS errors) print ``tlbsim: error: <message>`` and exit 2.
 """
@@ -137,6 +137,28 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     print(validate.format_table(report))
     print(f"\nwrote {report.json_path}\n      {report.png_path}")
     return 0 if report.passed else 1
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from tlbsim import reproduce
+
+    if args.list:
+        for name in reproduce.papers():
+            paper = reproduce.load_paper(name)
+            print(f"{name:<12} {paper.title} ({len(paper.claims)} claims)")
+        return 0
+    if not args.paper:
+        print("tlbsim: error: name a paper (tlbsim reproduce --list names them)", file=sys.stderr)
+        return EXIT_USAGE
+
+    def started(sweep: str, total: int, skipped: int) -> None:
+        print(f"sweep {sweep}: {total} runs: {skipped} already finished, {total - skipped} to run", flush=True)
+
+    result = reproduce.reproduce(args.paper, args.out, quick=args.quick, jobs=args.jobs,
+                                 progress=args.progress or None, on_sweep=started)
+    print(reproduce.format_table(result))
+    print(f"\nwrote {result.claims_path}\n      {result.index_path}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -284,6 +306,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", action="store_true",
                    help="show the progress bar even when stderr is not a terminal")
     p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser(
+        "reproduce",
+        help="a paper's claims beside the simulator's (claims.json, figures, index.html)",
+        description=(
+            "Run the sweeps of a paper shipped with tlbsim (or of a paper folder, see "
+            "docs/REPRODUCE.md) and write DIR/claims.json (each claim the paper states beside "
+            "ours, with a tolerance and a verdict), a figure per group of claims and "
+            "DIR/index.html. Finished runs are not run again."
+        ),
+    )
+    p.add_argument("paper", metavar="PAPER", nargs="?", help="a paper (--list names them) or a paper folder")
+    p.add_argument("--list", action="store_true", help="name the papers available")
+    p.add_argument("--quick", action="store_true",
+                   help="the reduced sweeps (fewer seeds and operations): well under a minute")
+    p.add_argument("--jobs", type=_positive, metavar="N", help="parallel runs (default: CPUs)")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: out/reproduce/PAPER)")
+    p.add_argument("--progress", action="store_true",
+                   help="show the progress bars even when stderr is not a terminal")
+    p.set_defaults(func=_cmd_reproduce)
     return parser
 
 
