@@ -9,6 +9,7 @@
 >>> tlbsim.coherence_policies()   # what os.coherence accepts: ["linux", "oracle", "none"]
 >>> tlbsim.reproduce("linux", quick=True)   # a paper's claims beside ours: out/reproduce/linux/
 >>> tlbsim.reproduce_papers()      # the papers reproduce knows: ["linux"]
+>>> tlbsim.fuzz("linux", scenarios=500)   # random OS scenarios: FuzzReport(... clean=True)
 """
 
 from tlbsim._tlbsim import (
@@ -26,6 +27,7 @@ from tlbsim.result import Result
 # tlbsim.sweep is a callable module: tlbsim.sweep(spec, out, ...) runs a sweep
 from tlbsim import sweep
 from tlbsim.store import load
+from tlbsim.fuzz import FuzzReport, fuzz, tagging_modes
 from tlbsim.sweep import SpecError, SweepSummary
 
 # tlbsim.reproduce is a callable module too: tlbsim.reproduce("linux", "out/reproduce/linux")
@@ -36,6 +38,7 @@ __version__: str = _core_version()
 
 __all__ = [
     "ConfigError",
+    "FuzzReport",
     "IoError",
     "Result",
     "SimulationError",
@@ -48,11 +51,13 @@ __all__ = [
     "coherence_policies",
     "resolve",
     "convert",
+    "fuzz",
     "load",
     "override_strings",
     "reproduce",
     "reproduce_papers",
     "run",
     "sweep",
+    "tagging_modes",
     "toml_literal",
 ]

@@ -44,5 +44,11 @@ def version() -> str:
 def coherence_policies() -> list[str]:
     """The coherence policies ``os.coherence`` accepts, in the core's order."""
 
+def fuzz(policy: str, tagging: str | None, overrides: list[str], scenarios: int, seed: int) -> str:
+    """Run random OS scenarios under a policy; returns the fuzz report as JSON."""
+
+def tagging_modes() -> list[str]:
+    """The tagging modes ``tlbsim fuzz --tagging`` accepts."""
+
 def _panic_for_test() -> None: ...
 def _sleep_for_test(seconds: float) -> None: ...

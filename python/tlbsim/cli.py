@@ -161,6 +161,43 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_fuzz(args: argparse.Namespace) -> int:
+    from tlbsim.fuzz import fuzz
+
+    bar = None
+    if args.progress or (sys.stderr.isatty() and not args.json):
+        from tqdm import tqdm
+
+        bar = tqdm(total=args.scenarios, unit="scenario", desc=f"fuzz {args.policy}", file=sys.stderr)
+
+    def progress(done: int, total: int) -> None:
+        if bar is not None:
+            bar.update(done - bar.n)
+
+    try:
+        report = fuzz(args.policy, scenarios=args.scenarios, seed=args.seed, tagging=args.tagging,
+                      overrides=args.set or [], progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    out = report.to_dict()
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"policy {report.policy}, tagging {out['tagging']}: {report.scenarios} scenarios, "
+              f"{report.shootdowns_sent} shootdowns sent")
+        print(f"scenarios with violations: {report.scenarios_with_violations} "
+              f"(security {report.violations_security}, consistency {report.violations_consistency})")
+        if report.first_failure:
+            f = report.first_failure
+            print(f"first failing scenario: #{f['scenario']} (seed {f['seed']}, tagging {f['tagging']})")
+            for v in f["violations"][:3]:
+                print(f"  {v['kind']} violation: core {v['core']} used vpn {v['vpn']:#x} -> old frame "
+                      f"{v['old_pfn']} (now {v['new_pfn']}) at cycle {v['cycle']}")
+            print(f"replay: {f['command']}")
+    return 1 if report.scenarios_with_violations else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tlbsim", description="Simulate address translation: TLBs, page walks, shootdowns."
@@ -326,6 +363,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", action="store_true",
                    help="show the progress bars even when stderr is not a terminal")
     p.set_defaults(func=_cmd_reproduce)
+
+    p = sub.add_parser(
+        "fuzz",
+        help="random OS scenarios under a coherence policy: is it ever stale?",
+        description=(
+            "Run random OS scenarios (threads and processes sharing memory; mmap, munmap, "
+            "mprotect, madvise, msync, fork, copy-on-write, page and thread migration, reclaim, "
+            "THP; every tagging mode) under a coherence policy with the stale-translation "
+            "checker on, and report the violations and the command that replays the first "
+            "failing scenario. Exit status 1 when a violation was found."
+        ),
+    )
+    p.add_argument("--policy", required=True, metavar="NAME", help="os.coherence (tlbsim.coherence_policies())")
+    p.add_argument("--tagging", metavar="MODE", choices=["none", "pcid", "domain", "cr3"],
+                   help="one tagging mode for every scenario (default: each draws one)")
+    p.add_argument("--set", action="append", type=_override, metavar="KEY=VALUE",
+                   help="config override for every scenario (another axis, e.g. os.pt_placement=interleave)")
+    p.add_argument("--scenarios", type=_positive, default=1000, metavar="N", help="default: %(default)s")
+    p.add_argument("--seed", type=int, default=1, metavar="S",
+                   help="scenario i is generated from seed S+i (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--progress", action="store_true",
+                   help="show the progress bar even when stderr is not a terminal")
+    p.set_defaults(func=_cmd_fuzz)
     return parser
 
 

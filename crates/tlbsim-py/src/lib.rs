@@ -104,6 +104,23 @@ fn convert(
     to_json_string(py, &report)
 }
 
+/// `tlbsim fuzz`: random OS scenarios under a policy; returns the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (policy, tagging, overrides, scenarios, seed))]
+fn fuzz(
+    py: Python<'_>,
+    policy: String,
+    tagging: Option<String>,
+    overrides: Vec<String>,
+    scenarios: u64,
+    seed: u64,
+) -> PyResult<String> {
+    let opts = tlbsim_core::fuzz::FuzzOptions { policy, tagging, overrides, scenarios, seed };
+    let report = detached(py, move || tlbsim_core::fuzz::fuzz(&opts))?
+        .map_err(|e| errors::from_core(py, e))?;
+    to_json_string(py, &report)
+}
+
 /// The core's version.
 #[pyfunction]
 fn version() -> &'static str {
@@ -114,6 +131,12 @@ fn version() -> &'static str {
 #[pyfunction]
 fn coherence_policies() -> Vec<&'static str> {
     tlbsim_core::coherence::NAMES.to_vec()
+}
+
+/// The tagging modes `tlbsim fuzz --tagging` accepts.
+#[pyfunction]
+fn tagging_modes() -> Vec<&'static str> {
+    tlbsim_core::fuzz::TAGGINGS.to_vec()
 }
 
 /// Test hook: panics inside a guarded call, to check that panics become SimulationError.
@@ -140,6 +163,8 @@ fn _tlbsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(coherence_policies, m)?)?;
+    m.add_function(wrap_pyfunction!(fuzz, m)?)?;
+    m.add_function(wrap_pyfunction!(tagging_modes, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     m.add_function(wrap_pyfunction!(_sleep_for_test, m)?)?;
     m.add("__version__", tlbsim_core::VERSION)?;
