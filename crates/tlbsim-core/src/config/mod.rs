@@ -186,6 +186,10 @@ pub struct OsConfig {
     pub flush_ceiling: u32,
     /// Scheduler time slice in cycles (assumed: 3 ms at 3 GHz, CFS's order of magnitude).
     pub time_slice: u64,
+    /// Kernel locks: each address space's `mmap_lock` (a reader-writer semaphore held
+    /// through the TLB flush, as Linux 6.x does) and per-VMA fault locks (docs/OS_MODEL.md
+    /// "Locks"). false: system calls of one process never wait for each other.
+    pub locks: bool,
 }
 
 impl Default for OsConfig {
@@ -199,6 +203,7 @@ impl Default for OsConfig {
             checker: true,
             flush_ceiling: 33,
             time_slice: 9_000_000,
+            locks: true,
         }
     }
 }

@@ -80,6 +80,9 @@ impl<P: Coherence> AccessEnv for Os<P> {
         *spent = 0;
         let thread = self.cores[core].current.expect("a faulting access has a thread");
         let pid = self.threads[thread].pid;
+        if self.fault_must_wait(core, thread, pid, va) {
+            return Ok(FaultOutcome::Done);
+        }
         self.direct_filled = false;
         if !self.page_fault(core, thread, pid, va, kind.is_write(), present)? {
             self.stats[core].segv_signals += 1;

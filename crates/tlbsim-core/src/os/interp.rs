@@ -2,6 +2,7 @@
 //! (`crate::workload::program::Op`) on its core — loops, compute, accesses through the one
 //! access path, system calls into `mm.rs`, blocking, migration, fork and exit.
 
+use super::locks::LockMode;
 use super::Os;
 use crate::coherence::Coherence;
 use crate::error::{Error, Result};
@@ -99,49 +100,97 @@ impl<P: Coherence> Os<P> {
                 }
             }
             Op::Fork { program, core: child_core } => {
+                // dup_mmap write-locks the parent's mmap_lock and every VMA.
+                let pid = self.threads[thread].pid;
+                if !self.mmap_lock(core, thread, pid, LockMode::Write) {
+                    return Ok(());
+                }
+                self.lock_vmas(pid, 0, u64::MAX);
                 self.advance(thread);
                 self.syscall_fork(core, thread, program, child_core.map(|c| c as usize))?;
+                self.mmap_unlock_after_syscall(core, thread, pid);
             }
             Op::Mmap { slot, spec } => {
+                let pid = self.threads[thread].pid;
+                if !self.mmap_lock(core, thread, pid, LockMode::Write) {
+                    return Ok(());
+                }
                 self.advance(thread);
                 self.stats[core].syscalls += 1;
                 self.charge(core, self.costs.syscall + self.costs.mmap);
-                let pid = self.threads[thread].pid;
                 let va = self.mmap_region(core, pid, &spec)?;
                 self.threads[thread].slots[slot] = (va, spec.bytes.div_ceil(4096) * 4096);
+                self.mmap_unlock_after_syscall(core, thread, pid);
             }
             Op::Munmap { slot } => {
+                // Write-locked to detach the VMAs, downgraded to read for the teardown and
+                // the flush (sys_munmap downgrades).
+                let pid = self.threads[thread].pid;
+                if !self.mmap_lock(core, thread, pid, LockMode::Write) {
+                    return Ok(());
+                }
                 self.advance(thread);
                 self.syscall_prologue(core);
                 let (va, len) = self.threads[thread].slots[slot];
+                self.lock_vmas(pid, va, va.saturating_add(len));
                 self.sys_munmap(core, thread, va, len)?;
+                self.mmap_unlock_after_syscall(core, thread, pid);
             }
             Op::Mprotect { slot, writable } => {
+                let pid = self.threads[thread].pid;
+                if !self.mmap_lock(core, thread, pid, LockMode::Write) {
+                    return Ok(());
+                }
                 self.advance(thread);
                 self.syscall_prologue(core);
                 let (va, len) = self.threads[thread].slots[slot];
+                self.lock_vmas(pid, va, va.saturating_add(len));
                 self.sys_mprotect(core, thread, va, len, writable)?;
+                self.mmap_unlock_after_syscall(core, thread, pid);
             }
             Op::MadviseDontneed { slot } => {
+                let pid = self.threads[thread].pid;
+                if !self.mmap_lock(core, thread, pid, LockMode::Read) {
+                    return Ok(());
+                }
                 self.advance(thread);
                 self.syscall_prologue(core);
                 let (va, len) = self.threads[thread].slots[slot];
                 self.sys_dontneed(core, thread, va, len)?;
+                self.mmap_unlock_after_syscall(core, thread, pid);
             }
             Op::Msync { slot } => {
+                let pid = self.threads[thread].pid;
+                if !self.mmap_lock(core, thread, pid, LockMode::Read) {
+                    return Ok(());
+                }
                 self.advance(thread);
                 self.syscall_prologue(core);
                 let (va, len) = self.threads[thread].slots[slot];
                 self.sys_msync(core, thread, va, len)?;
+                self.mmap_unlock_after_syscall(core, thread, pid);
             }
             Op::MigratePages { slot, node } => {
+                let pid = self.threads[thread].pid;
+                if !self.mmap_lock(core, thread, pid, LockMode::Read) {
+                    return Ok(());
+                }
                 self.advance(thread);
                 self.syscall_prologue(core);
                 let (va, len) = self.threads[thread].slots[slot];
                 self.sys_migrate_pages(core, thread, va, len, NodeId(node))?;
+                self.mmap_unlock_after_syscall(core, thread, pid);
             }
         }
         Ok(())
+    }
+
+    /// The writer write-locks the VMAs of `[start, end)` (vma_start_write) until it
+    /// releases or downgrades `mmap_lock`.
+    fn lock_vmas(&mut self, pid: u32, start: u64, end: u64) {
+        if self.locks {
+            self.procs[pid as usize].mmap_lock.vma_locked.push((start, end));
+        }
     }
 
     fn syscall_prologue(&mut self, core: usize) {

@@ -476,8 +476,11 @@ impl<P: Coherence> Os<P> {
             return Ok(());
         }
         let mut gather = Gather::default();
-        self.zap(core, pid, va, len, &mut gather)?;
         self.remove_vmas(pid, va, len);
+        // The VMAs are detached: the rest runs under mmap_lock for read.
+        let now = self.clock(core);
+        self.mmap_downgrade(thread, pid, now);
+        self.zap(core, pid, va, len, &mut gather)?;
         gather.tables = self.pte_free_tables(pid, va, va + len);
         if self.policy.on_range_unmapped(CoreId(core as u32), pid, va, va + len, &mut self.fx) {
             self.procs[pid as usize].held.push((va, va + len));

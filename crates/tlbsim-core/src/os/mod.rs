@@ -48,6 +48,7 @@ mod access;
 mod asid;
 mod checker;
 mod interp;
+mod locks;
 mod mm;
 mod output;
 mod pte;
@@ -189,6 +190,8 @@ pub(crate) struct Process {
     pub alive: bool,
     /// Anonymous pages swapped out by reclaim (vpn): a fault brings them back.
     pub swapped: std::collections::HashSet<u64>,
+    /// The address space's `mmap_lock` (os/locks.rs).
+    pub mmap_lock: locks::RwSem,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -222,6 +225,14 @@ pub(crate) struct Thread {
     pub accesses: u64,
     /// Zipf sampler of the current access op (pages, theta) → cumulative weights.
     pub zipf: Option<(u64, u64, Vec<f64>)>,
+    /// A lock this thread waited for was handed to it: its operation goes on.
+    pub lock_granted: Option<locks::LockMode>,
+    /// Release this process's `mmap_lock` when the core resumes after its flush.
+    pub unlock_at_resume: Option<u32>,
+    /// Cycles spent waiting for locks (spinning or asleep).
+    pub lock_wait_cycles: u64,
+    /// The lock acquisition in progress has already waited (counted as contended once).
+    pub lock_contended: bool,
 }
 
 pub(crate) struct CoreOs {
@@ -282,6 +293,9 @@ pub(crate) struct Os<P: Coherence> {
     pub time_slice: u64,
     pub quantum: u64,
     pub tick_interval: Option<u64>,
+    /// Kernel locks modelled (`os.locks`).
+    pub locks: bool,
+    pub lock_stats: locks::LockStats,
     pub checker: bool,
     pub thp: bool,
     pub tagging: Tagging,
@@ -399,6 +413,8 @@ impl<P: Coherence> Os<P> {
                 q => q,
             },
             tick_interval,
+            locks: cfg.os.locks,
+            lock_stats: Default::default(),
             checker: cfg.os.checker,
             thp: cfg.os.thp,
             tagging: cfg.machine.tlb.tagging,
@@ -500,6 +516,7 @@ impl<P: Coherence> Os<P> {
             family: family.unwrap_or(pid),
             alive: true,
             swapped: Default::default(),
+            mmap_lock: Default::default(),
         });
         Ok(pid)
     }
@@ -538,6 +555,10 @@ impl<P: Coherence> Os<P> {
             end_cycle: None,
             accesses: 0,
             zipf: None,
+            lock_granted: None,
+            unlock_at_resume: None,
+            lock_wait_cycles: 0,
+            lock_contended: false,
         });
         self.procs[pid as usize].threads_alive += 1;
         if !daemon {

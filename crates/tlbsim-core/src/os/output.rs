@@ -84,6 +84,16 @@ impl<P: Coherence> Os<P> {
             v["totals"][k] = x;
         }
         v["totals"]["coherence"] = self.policy.stats_json();
+        let l = &self.lock_stats;
+        v["totals"]["locks"] = json!({
+            "enabled": self.locks,
+            "mmap_lock": {
+                "acquisitions": l.acquisitions,
+                "contended": l.contended,
+                "cycles_waited": l.cycles_waited,
+                "fault_fallbacks": l.fault_fallbacks,
+            },
+        });
         v["totals"]["page_tables"] = self.m.backend.stats_json();
         let per_thread: Vec<Value> = self
             .threads
@@ -102,6 +112,7 @@ impl<P: Coherence> Os<P> {
                     "ops_completed": t.ops_completed,
                     "ops_per_second": if secs > 0.0 { t.ops_completed as f64 / secs } else { 0.0 },
                     "accesses": t.accesses,
+                    "lock_wait_cycles": t.lock_wait_cycles,
                     "start_cycle": t.start_cycle,
                     "end_cycle": t.end_cycle,
                 })

@@ -11,6 +11,8 @@ use std::cmp::Reverse;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Event {
     Wake { thread: usize },
+    /// A lock released (in host order) before its waiters reached this time is theirs now.
+    LockFree { pid: u32 },
 }
 
 impl<P: Coherence> Os<P> {
@@ -85,13 +87,18 @@ impl<P: Coherence> Os<P> {
                     self.enqueue(thread, core, at);
                 }
             }
+            Event::LockFree { pid } => self.lock_free_at(pid, at),
         }
         Ok(())
     }
 
     pub(crate) fn schedule_wake(&mut self, thread: usize, at: u64) {
+        self.schedule_event(at, Event::Wake { thread });
+    }
+
+    pub(super) fn schedule_event(&mut self, at: u64, ev: Event) {
         self.event_seq += 1;
-        self.events.push(Reverse((at, self.event_seq, Event::Wake { thread })));
+        self.events.push(Reverse((at, self.event_seq, ev)));
     }
 
     /// Run `core` until its clock passes `limit`, it blocks on a shootdown, or it runs out

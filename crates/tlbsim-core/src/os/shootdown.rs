@@ -340,6 +340,9 @@ impl<P: Coherence> Os<P> {
                 self.stats[initiator].shootdown_cycles_initiator_wait += resume.saturating_sub(send_end);
                 self.set_clock(initiator, resume);
                 self.cores[initiator].waiting -= 1;
+                if self.cores[initiator].waiting == 0 {
+                    self.on_initiator_resumed(initiator, resume);
+                }
             }
             self.complete(sd);
         }
