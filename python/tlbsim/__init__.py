@@ -28,6 +28,7 @@ from tlbsim.result import Result
 from tlbsim import sweep
 from tlbsim.store import load
 from tlbsim.fuzz import FuzzReport, fuzz, tagging_modes
+from tlbsim.policy import Plan, Policy
 from tlbsim.sweep import SpecError, SweepSummary
 
 # tlbsim.reproduce is a callable module too: tlbsim.reproduce("linux", "out/reproduce/linux")
@@ -39,6 +40,8 @@ __version__: str = _core_version()
 __all__ = [
     "ConfigError",
     "FuzzReport",
+    "Plan",
+    "Policy",
     "IoError",
     "Result",
     "SimulationError",

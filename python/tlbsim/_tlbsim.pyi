@@ -47,6 +47,12 @@ def coherence_policies() -> list[str]:
 def fuzz(policy: str, tagging: str | None, overrides: list[str], scenarios: int, seed: int) -> str:
     """Run random OS scenarios under a policy; returns the fuzz report as JSON."""
 
+def run_policy(config_json: str, overrides: list[str], base_dir: _Path, policy: object, label: str) -> tuple[str, str]:
+    """Run with a coherence policy written in Python; returns (effective config, stats) JSON."""
+
+def fuzz_policy(factory: object, label: str, tagging: str | None, overrides: list[str], scenarios: int, seed: int) -> str:
+    """tlbsim fuzz with a Python policy built by ``factory()`` per scenario; JSON report."""
+
 def tagging_modes() -> list[str]:
     """The tagging modes ``tlbsim fuzz --tagging`` accepts."""
 

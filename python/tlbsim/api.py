@@ -111,17 +111,27 @@ def _config_source(config: ConfigLike) -> tuple[str, Path]:
     )
 
 
-def run(config: ConfigLike = None, *, overrides: Overrides = None, **kwargs: object) -> Result:
+def run(config: ConfigLike = None, *, overrides: Overrides = None, policy: Any = None, **kwargs: object) -> Result:
     """Run one simulation.
 
     ``config`` is a dict, a path to a TOML file (relative trace paths are then resolved
     against its folder) or None for the built-in defaults. ``overrides`` and keyword
     arguments change single keys: ``run(cfg, machine__tlb__l1d__entries=64)``.
-    The GIL is released while the simulation runs.
+    ``policy`` is a coherence policy written in Python (a ``tlbsim.Policy`` instance, or
+    ``"module:Class"``) used instead of ``os.coherence`` (OS-mode workloads only).
+    The GIL is released while the simulation runs (held only inside the policy's hooks).
     """
     config_json, base_dir = _config_source(config)
     strings = override_strings(overrides, **kwargs)
-    effective, stats = _tlbsim.run(config_json, strings, base_dir)
+    if policy is not None:
+        from tlbsim.policy import load_policy
+
+        if isinstance(policy, str):
+            policy = load_policy(policy)()
+        label = f"{type(policy).__module__}:{type(policy).__qualname__}"
+        effective, stats = _tlbsim.run_policy(config_json, strings, base_dir, policy, label)
+    else:
+        effective, stats = _tlbsim.run(config_json, strings, base_dir)
     return Result(config=json.loads(effective), stats=json.loads(stats))
 
 

@@ -164,6 +164,10 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 def _cmd_fuzz(args: argparse.Namespace) -> int:
     from tlbsim.fuzz import fuzz
 
+    if ":" in args.policy and os.getcwd() not in sys.path:
+        # A policy written in Python, "module:Class", importable from here.
+        sys.path.insert(0, os.getcwd())
+
     bar = None
     if args.progress or (sys.stderr.isatty() and not args.json):
         from tqdm import tqdm
@@ -375,7 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
             "failing scenario. Exit status 1 when a violation was found."
         ),
     )
-    p.add_argument("--policy", required=True, metavar="NAME", help="os.coherence (tlbsim.coherence_policies())")
+    p.add_argument("--policy", required=True, metavar="NAME",
+                   help="os.coherence (tlbsim.coherence_policies()), or a policy written in Python: module:Class")
     p.add_argument("--tagging", metavar="MODE", choices=["none", "pcid", "domain", "cr3"],
                    help="one tagging mode for every scenario (default: each draws one)")
     p.add_argument("--set", action="append", type=_override, metavar="KEY=VALUE",

@@ -64,7 +64,7 @@ def tagging_modes() -> list[str]:
 
 
 def fuzz(
-    policy: str = "linux",
+    policy: Any = "linux",
     *,
     scenarios: int = 1000,
     seed: int = 1,
@@ -72,18 +72,35 @@ def fuzz(
     overrides: Mapping[str, object] | Sequence[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> FuzzReport:
-    """Run ``scenarios`` random OS scenarios under ``policy`` (``os.coherence``), with
-    ``tagging`` for all of them (None: each draws one) and ``overrides`` (``{"os.thp":
-    True}`` or ``["os.thp=true"]``) applied to each. ``progress(done, total)`` is called
-    after each chunk."""
+    """Run ``scenarios`` random OS scenarios under ``policy``: a name ``os.coherence``
+    accepts, or a policy written in Python (a ``tlbsim.Policy`` subclass, built once per
+    scenario, or ``"module:Class"``), with ``tagging`` for all of them (None: each draws
+    one) and ``overrides`` (``{"os.thp": True}`` or ``["os.thp=true"]``) applied to each.
+    ``progress(done, total)`` is called after each chunk."""
     if scenarios < 0:
         raise ValueError("scenarios must be >= 0")
     sets = override_strings(overrides)
-    report = FuzzReport(policy=policy, seed=seed, tagging=tagging, overrides=sets)
+    factory = None
+    if isinstance(policy, str) and ":" in policy:
+        from tlbsim.policy import load_policy
+
+        factory = load_policy(policy)
+    elif not isinstance(policy, str):
+        factory = policy
+    if factory is None:
+        label = policy
+    elif isinstance(policy, str):
+        label = policy
+    else:
+        label = f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', type(factory).__name__)}"
+    report = FuzzReport(policy=label, seed=seed, tagging=tagging, overrides=sets)
     done = 0
     while done < scenarios:
         n = min(CHUNK, scenarios - done)
-        part = json.loads(_tlbsim.fuzz(policy, tagging, sets, n, seed + done))
+        if factory is None:
+            part = json.loads(_tlbsim.fuzz(policy, tagging, sets, n, seed + done))
+        else:
+            part = json.loads(_tlbsim.fuzz_policy(factory, label, tagging, sets, n, seed + done))
         report.scenarios += part["scenarios"]
         report.scenarios_with_violations += part["scenarios_with_violations"]
         report.violations_security += part["violations_security"]

@@ -13,6 +13,10 @@ A spec is a TOML file or a dict with these top-level keys (all optional):
 ``[zip]``
     Dotted config keys → lists of equal length, varied together (row ``i`` of every
     list forms one combination); crossed with the grid and the seeds.
+``policy``
+    A coherence policy written in Python, ``"module:Class"`` (a ``tlbsim.Policy``
+    subclass; importable where the runs happen, Dask workers included), used by every run
+    instead of ``os.coherence``; it is part of each run's ID.
 
 Runs are expanded in order grid (first key outermost) × zip row × seed.
 
@@ -60,7 +64,7 @@ from tlbsim import _tlbsim
 from tlbsim.api import _json_default, toml_literal
 from tlbsim.result import write_json_atomic
 
-SPEC_KEYS = ("base", "seeds", "grid", "zip")
+SPEC_KEYS = ("base", "seeds", "grid", "zip", "policy")
 CLUSTER_BATCH = 4
 
 SpecLike = Mapping[str, Any] | str | os.PathLike[str]
@@ -88,6 +92,7 @@ class Sweep:
     runs: list[RunSpec]
     spec_source: Path | None = None
     spec_dict: dict[str, Any] = field(default_factory=dict)
+    policy: str | None = None
 
 
 @dataclass
@@ -228,6 +233,17 @@ def expand(spec: SpecLike, *, validate: bool = True) -> Sweep:
     else:
         raise SpecError("base: expected a path to a TOML config or a table")
 
+    policy = data.get("policy")
+    if policy is not None:
+        from tlbsim.policy import load_policy
+
+        if not isinstance(policy, str):
+            raise SpecError(f"policy: expected \"module:Class\", got {policy!r}")
+        try:
+            load_policy(policy)
+        except (ImportError, AttributeError, TypeError, ValueError) as err:
+            raise SpecError(f"policy: {err}") from None
+
     grid = _check_lists("grid", data.get("grid", {}))
     zipped = _check_lists("zip", data.get("zip", {}))
     lengths = {k: len(v) for k, v in zipped.items()}
@@ -273,12 +289,14 @@ def expand(spec: SpecLike, *, validate: bool = True) -> Sweep:
             tree = json.loads(base_json)
             for key, value in params.items():
                 _set_dotted(tree, key, value)
+            if policy is not None:
+                tree["policy (python)"] = policy
             rid = run_id(tree, base_dir, hashes)
             if rid in seen:
                 raise SpecError(f"duplicate run: {params} and {seen[rid]} are the same config")
             seen[rid] = params
             runs.append(RunSpec(rid, params, _overrides(params)))
-    return Sweep(base_json, base_dir, runs, source, data)
+    return Sweep(base_json, base_dir, runs, source, data, policy)
 
 
 def _overrides(params: Mapping[str, Any]) -> list[str]:
@@ -288,18 +306,23 @@ def _overrides(params: Mapping[str, Any]) -> list[str]:
 # ----------------------------------------------------------------------------- run
 
 
-def run_one(base_json: str, base_dir: str, overrides: list[str]) -> tuple[str, str]:
-    """Run one simulation in the core: (effective config JSON, stats JSON)."""
-    return _tlbsim.run(base_json, overrides, Path(base_dir))
+def run_one(base_json: str, base_dir: str, overrides: list[str], policy: str | None = None) -> tuple[str, str]:
+    """Run one simulation in the core: (effective config JSON, stats JSON); with
+    ``policy`` ("module:Class"), under that Python policy."""
+    if policy is None:
+        return _tlbsim.run(base_json, overrides, Path(base_dir))
+    from tlbsim.policy import load_policy
+
+    return _tlbsim.run_policy(base_json, overrides, Path(base_dir), load_policy(policy)(), policy)
 
 
 def run_batch(
-    base_json: str, base_dir: str, batch: list[tuple[str, list[str], dict[str, Any]]]
+    base_json: str, base_dir: str, batch: list[tuple[str, list[str], dict[str, Any]]], policy: str | None = None
 ) -> list[tuple[str, str, str, dict[str, Any]]]:
     """Run several simulations (one Dask task): [(id, config JSON, stats JSON, params)]."""
     out = []
     for rid, overrides, params in batch:
-        config, stats = run_one(base_json, base_dir, overrides)
+        config, stats = run_one(base_json, base_dir, overrides, policy)
         out.append((rid, config, stats, params))
     return out
 
@@ -340,7 +363,7 @@ def _run_local(sw: Sweep, todo: list[RunSpec], runs_dir: Path, jobs: int, bar: A
         def submit_next() -> None:
             r = next(pending, None)
             if r is not None:
-                futures[pool.submit(run_one, sw.base_json, base_dir, r.overrides)] = r
+                futures[pool.submit(run_one, sw.base_json, base_dir, r.overrides, sw.policy)] = r
 
         for _ in range(jobs * 2):  # bounded queue: a kill loses at most the runs in flight
             submit_next()
@@ -376,6 +399,7 @@ def _run_cluster(sw: Sweep, todo: list[RunSpec], runs_dir: Path, address: str, b
                 sw.base_json,
                 base_dir,
                 [(r.id, r.overrides, r.params) for r in batch],
+                sw.policy,
                 pure=False,
             )
             for batch in batches

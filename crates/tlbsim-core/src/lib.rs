@@ -53,6 +53,29 @@ pub fn run(
     Ok(RunOutput { effective_config, stats })
 }
 
+/// Run one OS-mode simulation with a coherence policy that is not registered (built by
+/// `make` from the resolved config; e.g. one written in Python). `label` names it in
+/// `run.coherence`.
+pub fn run_with_policy<P: coherence::Coherence>(
+    config: serde_json::Value,
+    overrides: &[String],
+    base_dir: &std::path::Path,
+    label: &str,
+    make: impl FnOnce(&config::Config) -> P,
+) -> Result<RunOutput> {
+    let mut cfg = config::Config::resolve(config, overrides, base_dir)?;
+    if !workload::is_os_mode(&cfg.workload.kind) {
+        return Err(Error::config("workload.kind", format!("{:?} runs without the OS model: a coherence policy needs an OS-mode workload", cfg.workload.kind)));
+    }
+    let workload = workload::build(&cfg)?;
+    let policy = make(&cfg);
+    cfg.os.coherence = label.to_owned();
+    let mut effective_config = cfg.to_json();
+    effective_config["os"]["coherence"] = serde_json::json!(label);
+    let stats = os::run_with_policy(&cfg, workload, policy)?;
+    Ok(RunOutput { effective_config, stats })
+}
+
 /// Resolve a config without running it: the effective config (every key), or the error a
 /// run would raise. Sweeps use it to validate every expanded config before any run starts.
 pub fn resolve_config(

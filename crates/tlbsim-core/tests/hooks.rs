@@ -366,3 +366,20 @@ fn per_policy_parameters_are_validated_and_written_out() {
         assert!(out.stats["totals"]["coherence"].is_object(), "{name}: totals.coherence");
     }
 }
+
+#[test]
+fn the_template_policy_is_complete_and_safe() {
+    use tlbsim_core::coherence::template::{Template, TemplateParams};
+    let cfg = cfg("pcid");
+    // Linux's decisions, spelled out: the same stats as the built-in linux (but for the
+    // template's own counters).
+    let builtin = tlbsim_core::os::run(&cfg, workload(100, 2)).unwrap();
+    let template = run(&cfg, workload(100, 2), <Template as Policy>::build(&cfg, TemplateParams::default()).unwrap());
+    assert_eq!(builtin["totals"]["shootdown_ipis_received"], template["totals"]["shootdown_ipis_received"]);
+    assert_eq!(builtin["run"]["makespan_cycles"], template["run"]["makespan_cycles"]);
+    let c = &template["totals"]["coherence"];
+    assert!(c["requests"].as_u64().unwrap() >= 100 && c["tlb_inserts"].as_u64().unwrap() > 0, "{c}");
+    let opts = tlbsim_core::fuzz::FuzzOptions { policy: "linux".into(), tagging: None, overrides: vec![], scenarios: 150, seed: 5 };
+    let r = tlbsim_core::fuzz::fuzz_with(&opts, |cfg| <Template as Policy>::build(cfg, TemplateParams::default()).unwrap()).unwrap();
+    assert_eq!(r.scenarios_with_violations, 0, "{:#?}", r.first_failure);
+}

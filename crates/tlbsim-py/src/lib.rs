@@ -6,6 +6,7 @@
 
 mod errors;
 mod guard;
+mod policy;
 
 use guard::detached;
 use pyo3::prelude::*;
@@ -121,6 +122,71 @@ fn fuzz(
     to_json_string(py, &report)
 }
 
+/// Run one OS-mode simulation with a coherence policy written in Python (a
+/// `tlbsim.Policy` instance). Returns (effective config JSON, stats JSON); an exception a
+/// hook raised is re-raised with its traceback.
+#[pyfunction]
+fn run_policy(
+    py: Python<'_>,
+    config_json: String,
+    overrides: Vec<String>,
+    base_dir: PathBuf,
+    policy: Py<PyAny>,
+    label: String,
+) -> PyResult<(String, String)> {
+    let config: serde_json::Value = serde_json::from_str(&config_json).map_err(|e| {
+        errors::new_err(py, errors::Kind::Config, format!("config: not valid JSON: {e}"), &[])
+    })?;
+    let slot: policy::ErrorSlot = Default::default();
+    let p = policy::PyPolicy::new(py, policy, slot.clone())?;
+    let out = detached(py, move || tlbsim_core::run_with_policy(config, &overrides, &base_dir, &label, move |_| p))?;
+    if let Some(e) = slot.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        return Err(e);
+    }
+    let out = out.map_err(|e| errors::from_core(py, e))?;
+    Ok((to_json_string(py, &out.effective_config)?, to_json_string(py, &out.stats)?))
+}
+
+/// `tlbsim fuzz` with a policy written in Python: `factory()` builds one per scenario.
+#[pyfunction]
+#[pyo3(signature = (factory, label, tagging, overrides, scenarios, seed))]
+fn fuzz_policy(
+    py: Python<'_>,
+    factory: Py<PyAny>,
+    label: String,
+    tagging: Option<String>,
+    overrides: Vec<String>,
+    scenarios: u64,
+    seed: u64,
+) -> PyResult<String> {
+    // Scenarios are resolved with a registered policy's name; the report carries `label`.
+    let opts = tlbsim_core::fuzz::FuzzOptions { policy: "linux".into(), tagging, overrides, scenarios, seed };
+    let slot: policy::ErrorSlot = Default::default();
+    let s = slot.clone();
+    let make = move |_: &tlbsim_core::config::Config| {
+        Python::attach(|py| {
+            let built = factory.bind(py).call0().and_then(|obj| policy::PyPolicy::new(py, obj.unbind(), s.clone()));
+            built.unwrap_or_else(|e| {
+                let mut g = s.lock().unwrap_or_else(|p| p.into_inner());
+                if g.is_none() {
+                    *g = Some(e);
+                }
+                policy::PyPolicy::broken(py, s.clone())
+            })
+        })
+    };
+    let report = detached(py, move || tlbsim_core::fuzz::fuzz_with(&opts, make))?;
+    if let Some(e) = slot.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        return Err(e);
+    }
+    let mut report = report.map_err(|e| errors::from_core(py, e))?;
+    report.policy = label.clone();
+    if let Some(f) = report.first_failure.as_mut() {
+        f.command = f.command.replacen("--policy linux", &format!("--policy {label}"), 1);
+    }
+    to_json_string(py, &report)
+}
+
 /// The core's version.
 #[pyfunction]
 fn version() -> &'static str {
@@ -164,6 +230,8 @@ fn _tlbsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(coherence_policies, m)?)?;
     m.add_function(wrap_pyfunction!(fuzz, m)?)?;
+    m.add_function(wrap_pyfunction!(run_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(fuzz_policy, m)?)?;
     m.add_function(wrap_pyfunction!(tagging_modes, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     m.add_function(wrap_pyfunction!(_sleep_for_test, m)?)?;

@@ -36,6 +36,7 @@
 pub mod linux;
 pub mod none;
 pub mod oracle;
+pub mod template;
 
 use crate::config::{Config, CostsConfig};
 use crate::error::{Error, Result};
@@ -402,6 +403,12 @@ pub trait Coherence {
     /// `[start, end)` of `mm` was unmapped. True: hold it back (mmap will not reuse it)
     /// until the policy pushes [`Effect::ReleaseRange`].
     fn on_range_unmapped(&mut self, _core: CoreId, _mm: u32, _start: u64, _end: u64, _fx: &mut Effects) -> bool {
+        false
+    }
+
+    /// True once the policy cannot go on (e.g. a policy written in Python raised an
+    /// exception in a hook): the engine stops the run with an error at its next step.
+    fn failed(&self) -> bool {
         false
     }
 

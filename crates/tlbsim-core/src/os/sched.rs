@@ -36,6 +36,9 @@ impl<P: Coherence> Os<P> {
     /// Main loop: run until every non-daemon thread has exited.
     pub(super) fn simulate(&mut self) -> Result<()> {
         while self.live_workers > 0 {
+            if self.policy.failed() {
+                return Err(Error::Sim("the coherence policy failed; the run stopped".into()));
+            }
             // The core furthest behind among those with work (ties: the lowest number).
             while let Some(c) = self.dirty.pop() {
                 self.is_dirty[c] = false;

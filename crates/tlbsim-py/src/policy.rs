@@ -1,0 +1,315 @@
+//! Coherence policies written in Python (`tlbsim.Policy` subclasses): a `Coherence`
+//! implementation that calls the object's per-request and per-switch hooks with the GIL
+//! held, while the rest of the run proceeds without it.
+//!
+//! The Python side (`python/tlbsim/policy.py`) gives the base class: its `_plan`,
+//! `_on_deliver`, `_on_switch`, ... wrappers turn the plain tuples passed here into views
+//! and normalize what the user's methods return. Hooks run once per flush request, per
+//! target, per context switch, per tick, per frame: never per memory access (per-access
+//! hooks stay in Rust). A decision the class does not override is the base class's,
+//! Linux's, taken here in Rust without a call (the Python base class has the same code, for
+//! reading and for `super()` calls). An exception in a hook is kept and stops the run at the
+//! engine's next step (`Coherence::failed`); the binding then raises it with its traceback.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+use std::sync::{Arc, Mutex};
+use tlbsim_core::coherence::{Coherence, CoreView, Cr3Load, Delivery, Effects, FlushPlan, FlushRequest, FrameUse, FullFlushCause, LocalFlush, OsView};
+use tlbsim_core::memory::FrameDesc;
+use tlbsim_core::types::{CoreId, Pfn, Vpn};
+
+/// The first exception a hook raised, shared with the caller of the run.
+pub type ErrorSlot = Arc<Mutex<Option<PyErr>>>;
+
+pub struct PyPolicy {
+    obj: Py<PyAny>,
+    wants_holders: bool,
+    tick: Option<u64>,
+    /// Which optional hooks the class overrides (the others are not called at all).
+    has: Hooks,
+    error: ErrorSlot,
+    failed: bool,
+    /// The Python tuple of the request last passed (address, generation, mm → tuple): every
+    /// target's `on_deliver` gets the same object, built once.
+    last_request: Option<(usize, u64, u32, Py<PyTuple>)>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Hooks {
+    /// The decisions: when not overridden, Linux's (the base class's) run here in Rust.
+    plan: bool,
+    on_deliver: bool,
+    on_switch: bool,
+    tick: bool,
+    cr3: bool,
+    full_flush: bool,
+    frame_alloc: bool,
+    frame_free: bool,
+}
+
+fn overrides(py: Python<'_>, obj: &Bound<'_, PyAny>, name: &str) -> PyResult<bool> {
+    let base = py.import("tlbsim.policy")?.getattr("Policy")?.getattr(name)?;
+    let mine = obj.get_type().getattr(name)?;
+    Ok(!mine.is(&base))
+}
+
+impl PyPolicy {
+    /// Wrap `obj` (a `tlbsim.Policy` instance); errors name what is wrong with it.
+    pub fn new(py: Python<'_>, obj: Py<PyAny>, error: ErrorSlot) -> PyResult<PyPolicy> {
+        let b = obj.bind(py);
+        let base = py.import("tlbsim.policy")?.getattr("Policy")?;
+        if !b.is_instance(&base)? {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "policy must be a tlbsim.Policy instance, got {}",
+                b.get_type().name()?
+            )));
+        }
+        // The class checks its own per-access hooks when defined; check again here.
+        b.call_method0("_check")?;
+        let wants_holders: bool = b.getattr("wants_holders")?.extract()?;
+        let tick: Option<u64> = b.getattr("tick_interval")?.extract()?;
+        let has = Hooks {
+            plan: overrides(py, b, "plan")?,
+            on_deliver: overrides(py, b, "on_deliver")?,
+            on_switch: overrides(py, b, "on_switch")?,
+            tick: overrides(py, b, "on_tick")?,
+            cr3: overrides(py, b, "on_cr3_load")?,
+            full_flush: overrides(py, b, "on_full_flush")?,
+            frame_alloc: overrides(py, b, "on_frame_alloc")?,
+            frame_free: overrides(py, b, "on_frame_free")?,
+        };
+        Ok(PyPolicy { obj, wants_holders, tick, has, error, failed: false, last_request: None })
+    }
+
+    /// Call `name(*args)` on the object with the GIL; keep the first exception.
+    fn call<T>(&mut self, name: &str, args: impl FnOnce(Python<'_>) -> PyResult<Bound<'_, PyTuple>>, parse: impl FnOnce(&Bound<'_, PyAny>) -> PyResult<T>) -> Option<T> {
+        if self.failed {
+            return None;
+        }
+        let obj = &self.obj;
+        let r = Python::attach(|py| -> PyResult<T> {
+            let a = args(py)?;
+            let out = obj.bind(py).call_method1(name, a)?;
+            parse(&out)
+        });
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.failed = true;
+                let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+                if slot.is_none() {
+                    *slot = Some(e);
+                }
+                None
+            }
+        }
+    }
+}
+
+/// The request as a Python tuple, reusing the one built for the same request.
+fn cached_request<'py>(py: Python<'py>, cache: &mut Option<(usize, u64, u32, Py<PyTuple>)>, req: &FlushRequest) -> PyResult<Bound<'py, PyTuple>> {
+    let key = (req as *const FlushRequest as usize, req.new_gen, req.mm);
+    if let Some((a, g, m, t)) = cache.as_ref() {
+        if (*a, *g, *m) == key {
+            return Ok(t.bind(py).clone());
+        }
+    }
+    let t = request(py, req)?;
+    *cache = Some((key.0, key.1, key.2, t.clone().unbind()));
+    Ok(t)
+}
+
+fn request<'py>(py: Python<'py>, req: &FlushRequest) -> PyResult<Bound<'py, PyTuple>> {
+    let pages: Vec<u64> = req.pages.iter().map(|v| v.0).collect();
+    let frames: Vec<u64> = req.frames.iter().map(|f| f.0).collect();
+    PyTuple::new(
+        py,
+        [
+            req.initiator.0.into_pyobject(py)?.into_any(),
+            req.mm.into_pyobject(py)?.into_any(),
+            req.global.into_pyobject(py)?.to_owned().into_any(),
+            PyList::new(py, pages)?.into_any(),
+            PyList::new(py, req.old_ptes.clone())?.into_any(),
+            PyList::new(py, frames)?.into_any(),
+            format!("{:?}", req.reason).into_pyobject(py)?.into_any(),
+            req.freed_tables.into_pyobject(py)?.to_owned().into_any(),
+            req.full.into_pyobject(py)?.to_owned().into_any(),
+            req.new_gen.into_pyobject(py)?.into_any(),
+        ],
+    )
+}
+
+fn core_view<'py>(py: Python<'py>, c: &CoreView) -> PyResult<Bound<'py, PyTuple>> {
+    (c.loaded_mm, c.lazy, c.caught_up_gen, c.socket).into_pyobject(py)
+}
+
+impl Coherence for PyPolicy {
+    fn wants_holders(&self) -> bool {
+        self.wants_holders
+    }
+
+    fn tick_interval(&self) -> Option<u64> {
+        self.tick
+    }
+
+    fn failed(&self) -> bool {
+        self.failed
+    }
+
+    fn plan(&mut self, view: &OsView<'_>, req: &FlushRequest, plan: &mut FlushPlan) {
+        if !self.has.plan {
+            // The base class's plan is Linux's: the same decision without a Python call.
+            tlbsim_core::coherence::linux_targets(view, req, plan);
+            plan.delivery = Some(Delivery::Ipi);
+            return;
+        }
+        let mut cache = self.last_request.take();
+        let parsed = self.call(
+            "_plan",
+            |py| {
+                let cores: Vec<Bound<'_, PyTuple>> = view.cores.iter().map(|c| core_view(py, c)).collect::<PyResult<_>>()?;
+                PyTuple::new(
+                    py,
+                    [
+                        PyList::new(py, cores)?.into_any(),
+                        PyList::new(py, view.cpumask.to_vec())?.into_any(),
+                        PyList::new(py, view.holders.to_vec())?.into_any(),
+                        view.flush_ceiling.into_pyobject(py)?.into_any(),
+                        view.now.into_pyobject(py)?.into_any(),
+                        cached_request(py, &mut cache, req)?.into_any(),
+                    ],
+                )
+            },
+            |out| {
+                // (targets, pages_of, delivery kind, latency, initiator_cycles, target_cycles)
+                let (targets, pages_of, kind, latency, initiator_cycles, target_cycles): (Vec<u32>, Vec<Option<Vec<u64>>>, String, u64, u64, u64) = out.extract()?;
+                let delivery = match kind.as_str() {
+                    "ipi" => Delivery::Ipi,
+                    "free" => Delivery::Free,
+                    "deferred" => Delivery::Deferred,
+                    "message" => Delivery::Message { latency, initiator_cycles, target_cycles },
+                    other => return Err(pyo3::exceptions::PyValueError::new_err(format!("plan: delivery {other:?}: use \"ipi\", \"message\", \"deferred\" or \"free\""))),
+                };
+                Ok((targets, pages_of, delivery))
+            },
+        );
+        self.last_request = cache;
+        match parsed {
+            Some((targets, pages_of, delivery)) => {
+                let cores = view.cores.len() as u32;
+                for (i, t) in targets.into_iter().enumerate() {
+                    if t >= cores {
+                        self.fail(format!("plan: target core {t} does not exist (the machine has {cores})"));
+                        return;
+                    }
+                    match pages_of.get(i).cloned().flatten() {
+                        Some(p) => plan.push_pages(CoreId(t), p.into_iter().map(Vpn).collect()),
+                        None => plan.push(CoreId(t)),
+                    }
+                }
+                plan.delivery = Some(delivery);
+            }
+            None => plan.delivery = Some(Delivery::Free),
+        }
+    }
+
+    fn on_deliver(&mut self, core: CoreId, me: &CoreView, req: &FlushRequest, flush_ceiling: u32) -> LocalFlush {
+        if !self.has.on_deliver {
+            return tlbsim_core::coherence::linux_on_deliver(me, req, flush_ceiling);
+        }
+        let mut cache = self.last_request.take();
+        let r = self.call(
+            "_on_deliver",
+            |py| PyTuple::new(py, [core.0.into_pyobject(py)?.into_any(), core_view(py, me)?.into_any(), cached_request(py, &mut cache, req)?.into_any(), flush_ceiling.into_pyobject(py)?.into_any()]),
+            |out| {
+                let s: String = out.extract()?;
+                Ok(match s.as_str() {
+                    "nothing" => LocalFlush::Nothing,
+                    "pages" => LocalFlush::Pages,
+                    "full" => LocalFlush::Full,
+                    "leave_mask" => LocalFlush::LeaveMask,
+                    "drop_lazy_mm" => LocalFlush::DropLazyMm,
+                    other => {
+                        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                            "on_deliver returned {other:?}: use \"nothing\", \"pages\", \"full\", \"leave_mask\" or \"drop_lazy_mm\""
+                        )))
+                    }
+                })
+            },
+        );
+        self.last_request = cache;
+        r.unwrap_or(LocalFlush::Full)
+    }
+
+    fn on_switch(&mut self, core: CoreId, slot_gen: Option<u64>, mm_gen: u64) -> bool {
+        if !self.has.on_switch {
+            return slot_gen != Some(mm_gen);
+        }
+        self.call("_on_switch", |py| (core.0, slot_gen, mm_gen).into_pyobject(py), |out| out.extract::<bool>()).unwrap_or(true)
+    }
+
+    fn on_tick(&mut self, core: CoreId, now: u64, _fx: &mut Effects) {
+        if self.has.tick {
+            self.call("on_tick", |py| (core.0, now).into_pyobject(py), |_| Ok(()));
+        }
+    }
+
+    fn on_cr3_load(&mut self, core: CoreId, load: &Cr3Load, _fx: &mut Effects) {
+        if self.has.cr3 {
+            self.call("on_cr3_load", |py| (core.0, load.from, load.to, load.tag, load.kept_entries).into_pyobject(py), |_| Ok(()));
+        }
+    }
+
+    fn on_full_flush(&mut self, core: CoreId, mm: Option<u32>, cause: FullFlushCause, _fx: &mut Effects) {
+        if self.has.full_flush {
+            let cause = format!("{cause:?}");
+            self.call("on_full_flush", |py| (core.0, mm, cause).into_pyobject(py), |_| Ok(()));
+        }
+    }
+
+    fn on_frame_alloc(&mut self, core: CoreId, pfn: Pfn, desc: &mut FrameDesc, usage: FrameUse, _fx: &mut Effects) {
+        if self.has.frame_alloc {
+            let word = desc.technique_word;
+            if let Some(Some(w)) = self.call("on_frame_alloc", |py| (core.0, pfn.0, word, usage.mm, usage.file).into_pyobject(py), |out| out.extract::<Option<u64>>()) {
+                desc.technique_word = w;
+            }
+        }
+    }
+
+    fn on_frame_free(&mut self, core: CoreId, pfn: Pfn, desc: &mut FrameDesc, _fx: &mut Effects) {
+        if self.has.frame_free {
+            let word = desc.technique_word;
+            if let Some(Some(w)) = self.call("on_frame_free", |py| (core.0, pfn.0, word).into_pyobject(py), |out| out.extract::<Option<u64>>()) {
+                desc.technique_word = w;
+            }
+        }
+    }
+
+    fn stats_json(&self) -> serde_json::Value {
+        if self.failed {
+            return serde_json::json!({});
+        }
+        let obj = &self.obj;
+        Python::attach(|py| -> PyResult<serde_json::Value> {
+            let s = obj.bind(py).call_method0("_stats_json")?;
+            let text: String = s.extract()?;
+            Ok(serde_json::from_str(&text).unwrap_or(serde_json::json!({})))
+        })
+        .unwrap_or_else(|_| serde_json::json!({}))
+    }
+}
+
+impl PyPolicy {
+    /// A stand-in for a policy whose construction raised (the run stops at once).
+    pub fn broken(py: Python<'_>, error: ErrorSlot) -> PyPolicy {
+        PyPolicy { obj: py.None(), wants_holders: false, tick: None, has: Hooks::default(), error, failed: true, last_request: None }
+    }
+
+    fn fail(&mut self, message: String) {
+        self.failed = true;
+        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(pyo3::exceptions::PyValueError::new_err(message));
+        }
+    }
+}
