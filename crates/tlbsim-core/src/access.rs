@@ -89,6 +89,7 @@ pub fn access<E: AccessEnv>(env: &mut E, core: usize, va: u64, kind: AccessKind)
     if e.flags & (FLAG_STALE | needed) == needed {
         c.stats.translation_cycles += cycles as u64;
         c.clock += (cycles as u64) << CLOCK_SHIFT;
+        data(env, core, &e, vpn, va, kind);
         env.finish(core);
         return Ok(());
     }
@@ -105,6 +106,7 @@ fn uncommon_hit<E: AccessEnv>(env: &mut E, core: usize, va: u64, kind: AccessKin
     }
     if !kind.is_write() || e.flags & FLAG_DIRTY != 0 && e.flags & FLAG_WRITABLE != 0 {
         finish(env, core, spent);
+        data(env, core, &e, vpn, va, kind);
         return Ok(());
     }
     if e.flags & FLAG_WRITABLE != 0 {
@@ -112,6 +114,7 @@ fn uncommon_hit<E: AccessEnv>(env: &mut E, core: usize, va: u64, kind: AccessKin
         spent += cyc;
         if still_mapped {
             finish(env, core, spent);
+            data(env, core, &e, vpn, va, kind);
             return Ok(());
         }
     }
@@ -136,6 +139,7 @@ fn walk_and_fill<E: AccessEnv>(env: &mut E, core: usize, va: u64, kind: AccessKi
                 let e = env.machine().cores[core].tlbs.entry(vpn, crate::page_table::pte_pfn(pte), size, flags);
                 env.fill(core, e, kind);
                 finish(env, core, spent);
+                data(env, core, &e, vpn, va, kind);
                 return Ok(());
             }
             WalkOutcome::Fault { present } => match env.fault(core, va, kind, present, &mut spent)? {
@@ -164,6 +168,16 @@ fn dirty_walk<E: AccessEnv>(env: &mut E, core: usize, va: u64, e: &TlbEntry) -> 
             (cycles, true)
         }
         WalkOutcome::Fault { .. } => (cycles, false),
+    }
+}
+
+/// The data access behind a translation (model "cache" only: `Machine::data_access`;
+/// instruction fetches are left to the base CPI, which counts the instruction cache).
+#[inline(always)]
+fn data<E: AccessEnv>(env: &mut E, core: usize, e: &TlbEntry, vpn: Vpn, va: u64, kind: AccessKind) {
+    let m = env.machine();
+    if m.memsys.is_some() && !kind.is_fetch() {
+        m.data_access(core, crate::types::Pfn(e.pfn.0 + (vpn.0 - e.vpn.0)), va);
     }
 }
 

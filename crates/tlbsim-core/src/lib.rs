@@ -10,6 +10,7 @@ pub mod config;
 pub mod error;
 pub mod fuzz;
 pub mod memory;
+pub mod memsys;
 pub mod access;
 pub mod os;
 pub mod page_table;

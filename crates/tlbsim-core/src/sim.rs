@@ -51,6 +51,8 @@ pub struct Machine {
     pub cores: Vec<Core>,
     pub pt_caches: Vec<Option<Tlb>>,
     pt_cache_latency: u32,
+    /// Data accesses through caches and DRAM (`machine.memory.model = "cache"`).
+    pub memsys: Option<crate::memsys::MemSys>,
     /// latency[socket][node]
     latency: Vec<Vec<u32>>,
     pub mem: PhysMem,
@@ -58,7 +60,7 @@ pub struct Machine {
     /// Where page-table pages go and how entries are written (`os.pt_placement`).
     pub backend: Box<dyn PageTableBackend>,
     pt_levels: u32,
-    data_interleave: bool,
+    data_placement: crate::config::Placement,
     thp: bool,
     interleave_next: u32,
     fault_cycles: u64,
@@ -83,24 +85,31 @@ impl Machine {
             });
         }
         let pc = &m.pt_cache;
+        let memsys = crate::memsys::MemSys::new(cfg)?;
+        // Model "cache": the last-level cache holds page-table and data lines alike.
+        let (pt_geometry, pt_latency, pt_key) = match memsys {
+            Some(_) => (crate::memsys::MemSys::llc_geometry(cfg), m.memory.llc_latency, "machine.memory.llc_ways"),
+            None => (TlbGeometry { entries: pc.entries, ways: pc.ways, replacement: pc.replacement }, pc.latency, "machine.pt_cache"),
+        };
         let pt_caches = (0..sockets)
             .map(|_| {
-                (pc.entries > 0)
-                    .then(|| Tlb::new(&TlbGeometry { entries: pc.entries, ways: pc.ways, replacement: pc.replacement }, cfg.seed))
+                (pt_geometry.entries > 0)
+                    .then(|| Tlb::new(&pt_geometry, cfg.seed))
                     .transpose()
-                    .map_err(|e| Error::config("machine.pt_cache", e))
+                    .map_err(|e| Error::config(pt_key, e))
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Machine {
             cores,
             pt_caches,
-            pt_cache_latency: pc.latency,
+            pt_cache_latency: pt_latency,
+            memsys,
             latency: (0..sockets).map(|s| (0..sockets).map(|n| cfg.latency(s, n)).collect()).collect(),
             mem: PhysMem::new(sockets, m.memory.node_mib),
             pt: PageTables::new(),
             backend: crate::placement::build(cfg)?,
             pt_levels: cfg.os.pt_levels,
-            data_interleave: cfg.os.data_placement == "interleave",
+            data_placement: crate::config::Placement::parse("os.data_placement", &cfg.os.data_placement, sockets)?,
             thp: cfg.os.thp,
             interleave_next: 0,
             fault_cycles: cfg.sim.fault_cycles,
@@ -117,17 +126,12 @@ impl Machine {
         Ok(AddressSpace { id, root, levels: self.pt_levels })
     }
 
-    fn next_interleaved(&mut self) -> NodeId {
-        let n = NodeId(self.interleave_next);
-        self.interleave_next = (self.interleave_next + 1) % self.mem.nodes();
-        n
-    }
-
     /// First-touch fault in trace mode: map the page (a 2 MiB page with THP when the whole
     /// aligned region is unmapped), table pages placed by the backend.
     fn fault(&mut self, core: usize, space: &AddressSpace, va: u64) -> Result<()> {
         let socket = self.cores[core].socket;
-        let data_node = if self.data_interleave { self.next_interleaved() } else { NodeId(socket) };
+        let nodes = self.mem.nodes();
+        let data_node = self.data_placement.node(socket, nodes, &mut self.interleave_next);
         let flags = PTE_WRITABLE | PTE_USER;
         // The PD entry for this 2 MiB region must be empty: no 4 KiB table under it.
         let huge_ok = self.thp && !self.pt.has_page_table(space.root, space.levels, va);
@@ -160,13 +164,29 @@ impl Machine {
     pub(crate) fn walk<W: WalkListener>(&mut self, core: usize, space: &AddressSpace, va: u64, write: bool, wl: &mut W) -> (WalkOutcome, u64) {
         let c = &mut self.cores[core];
         let socket = c.socket as usize;
+        let now = c.clock >> CLOCK_SHIFT;
         let mut memsys = WalkMemory {
             pt_cache: self.pt_caches[socket].as_mut(),
             pt_cache_latency: self.pt_cache_latency,
             node_latency: &self.latency[socket],
             socket: socket as u32,
+            mem: self.memsys.as_mut(),
+            core,
+            now,
         };
         walk::walk(&mut self.pt, &mut c.tlbs, &mut memsys, space.root, space.levels, va, write, &mut c.stats, wl)
+    }
+
+    /// The data access of `core` at `va`, translated to `frame`: its cycles beyond the base
+    /// CPI, charged to the core (model "cache" only).
+    #[inline]
+    pub fn data_access(&mut self, core: usize, frame: crate::types::Pfn, va: u64) {
+        let Some(ms) = self.memsys.as_mut() else { return };
+        let c = &mut self.cores[core];
+        let socket = c.socket;
+        let line = (frame.0 << 6) | ((va >> 6) & 63);
+        let cycles = ms.data_access(core, socket, line, c.clock >> CLOCK_SHIFT, self.pt_caches[socket as usize].as_mut(), &self.latency[socket as usize]);
+        self.cores[core].clock += cycles << CLOCK_SHIFT;
     }
 
     /// Host-cache hints for a coming access: its L2 TLB set, the page-table entries its walk
@@ -354,6 +374,15 @@ impl Machine {
             "l2_tlb_misses_per_10k_instructions": per_10k(totals.l2_tlb_misses),
             "walks_per_10k_instructions": per_10k(totals.walks),
         });
-        stats::to_json(&cores, &structures, json!(per_socket), run)
+        let mut v = stats::to_json(&cores, &structures, json!(per_socket), run);
+        if let Some(ms) = &self.memsys {
+            let mut total = crate::memsys::MemCounters::default();
+            for (i, c) in ms.counters.iter().enumerate() {
+                total.add(c);
+                v["per_core"][i]["memory"] = json!(c);
+            }
+            v["totals"]["memory"] = json!(total);
+        }
+        v
     }
 }

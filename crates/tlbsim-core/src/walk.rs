@@ -50,6 +50,11 @@ pub struct WalkMemory<'a> {
     /// Latency to each node from the walking socket.
     pub node_latency: &'a [u32],
     pub socket: u32,
+    /// The memory system of model "cache" (DRAM bandwidth for reads that miss), the
+    /// walking core and its clock.
+    pub mem: Option<&'a mut crate::memsys::MemSys>,
+    pub core: usize,
+    pub now: u64,
 }
 
 /// Page-walk-cache index and key shift for the entry at `level` (the entry pointing to a
@@ -175,5 +180,9 @@ fn read_cost(memsys: &mut WalkMemory<'_>, table: Pfn, index: usize, stats: &mut 
     } else {
         stats.pt_accesses_remote += 1;
     }
-    memsys.node_latency[node.0 as usize] as u64
+    let wait = match memsys.mem.as_deref_mut() {
+        Some(m) => m.table_read(memsys.core, memsys.socket, node.0, memsys.now),
+        None => 0,
+    };
+    memsys.node_latency[node.0 as usize] as u64 + wait
 }

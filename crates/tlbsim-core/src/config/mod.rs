@@ -89,6 +89,34 @@ pub struct MemoryConfig {
     pub latency_matrix: Vec<Vec<u32>>,
     /// Memory per NUMA node, in MiB (frames are allocated from it; running out is an error).
     pub node_mib: u64,
+    /// `flat`: a data access costs only its share of `base_cpi` (pure TLB studies; page-table
+    /// reads go through `pt_cache`). `cache`: data and page-table lines share a per-socket
+    /// last-level cache (`llc_*`, replacing `pt_cache`), behind a per-core private cache
+    /// (`private_*`); a miss reads the DRAM of the node the line lives on, at that node's
+    /// latency plus the wait for its bandwidth (`bandwidth_gbps_*`). docs/OS_MODEL.md
+    /// "Memory".
+    pub model: MemoryModel,
+    /// Last-level cache per socket (model = "cache"): bytes, ways (bytes/64/ways sets must be
+    /// a power of two), hit latency in cycles.
+    pub llc_bytes: u64,
+    pub llc_ways: u32,
+    pub llc_latency: u32,
+    /// Per-core private cache standing for L1 + L2 (model = "cache"): its hits cost nothing
+    /// beyond `base_cpi`; its misses go to the last-level cache.
+    pub private_bytes: u64,
+    pub private_ways: u32,
+    /// DRAM bandwidth a socket gets from its own node and from another node, in GB/s: each
+    /// 64-byte line read occupies the node's channel for 64 / (GB/s / GHz) cycles, and a
+    /// read waits for the reads before it (a FIFO per node).
+    pub bandwidth_gbps_local: f64,
+    pub bandwidth_gbps_remote: f64,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryModel {
+    Flat,
+    Cache,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -173,7 +201,8 @@ pub struct OsConfig {
     pub pt_levels: u32,
     /// Map anonymous memory with 2 MiB pages where a whole aligned 2 MiB region is free.
     pub thp: bool,
-    /// Where data frames come from: `first-touch` (the faulting core's node) or `interleave`.
+    /// Where data frames come from: `first-touch` (the faulting core's node), `interleave`
+    /// (round-robin over the nodes) or `fixed:N` (node N; Mitosis' remote-data setups).
     pub data_placement: String,
     /// TLB-coherence policy (OS-mode workloads): `linux`, `oracle`, `none`, ...
     /// (`crate::coherence::NAMES` lists them).
@@ -299,6 +328,23 @@ pub struct WorkloadConfig {
     /// scenario: the whole OS-mode scenario (`[workload.scenario]`: groups, files,
     /// processes, threads and their programs; `crate::workload::scenario`).
     pub scenario: Option<ScenarioSpec>,
+    /// OS mode: a co-runner added to the workload (Mitosis §3.2's STREAM interference):
+    /// `{ kind = "stream", socket = N }`.
+    pub corunner: Option<CorunnerConfig>,
+}
+
+/// A bandwidth-hungry co-runner (`workload.corunner`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CorunnerConfig {
+    /// `stream`: one thread sweeping a large array line by line, reading and writing (a
+    /// STREAM-like kernel), forever (it does not keep the run going).
+    pub kind: String,
+    /// The socket it runs on (its last core) and whose node its array lives on.
+    pub socket: u32,
+    /// Bytes of its array (0: four times the last-level cache, so that it misses).
+    #[serde(default)]
+    pub bytes: u64,
 }
 
 impl Default for WorkloadConfig {
@@ -325,6 +371,7 @@ impl Default for WorkloadConfig {
             compute_cycles: 0,
             memory_limit_mib: 0,
             scenario: None,
+            corunner: None,
         }
     }
 }
@@ -419,6 +466,21 @@ impl Config {
             check_geometry(&format!("machine.tlb.{name}"), l.entries, l.ways, l.replacement)?;
         }
         check_geometry("machine.pt_cache", m.pt_cache.entries, m.pt_cache.ways, m.pt_cache.replacement)?;
+        if m.memory.model == MemoryModel::Cache {
+            let mem = &m.memory;
+            for (key, bytes, ways) in [("machine.memory.llc", mem.llc_bytes, mem.llc_ways), ("machine.memory.private", mem.private_bytes, mem.private_ways)] {
+                if bytes % 64 != 0 || bytes / 64 > (1 << 24) {
+                    return Err(Error::config(format!("{key}_bytes"), format!("{bytes}: a whole number of 64-byte lines, at most 1 GiB")));
+                }
+                check_geometry(key, (bytes / 64) as u32, ways, crate::tlb::Replacement::Lru)
+                    .map_err(|e| match e {
+                        Error::Config { message, .. } => Error::config(format!("{key}_ways"), message),
+                        e => e,
+                    })?;
+            }
+            positive("machine.memory.bandwidth_gbps_local", mem.bandwidth_gbps_local)?;
+            positive("machine.memory.bandwidth_gbps_remote", mem.bandwidth_gbps_remote)?;
+        }
         if t.tagging == Tagging::Cr3 {
             range("machine.tlb.tmt_entries", t.tmt_entries as u64, 1, 4096)?;
         }
@@ -434,15 +496,7 @@ impl Config {
             return Err(Error::config("machine.tlb.sl_quota_fraction", "at most 256 service levels"));
         }
         crate::placement::check(self)?;
-        match self.os.data_placement.as_str() {
-            "first-touch" | "interleave" => {}
-            s => {
-                return Err(Error::config(
-                    "os.data_placement",
-                    format!("{s:?}: use \"first-touch\" or \"interleave\""),
-                ))
-            }
-        }
+        Placement::parse("os.data_placement", &self.os.data_placement, m.sockets)?;
         if !(self.os.pt_levels == 4 || self.os.pt_levels == 5) {
             return Err(Error::config("os.pt_levels", format!("{}: page tables have 4 or 5 levels", self.os.pt_levels)));
         }

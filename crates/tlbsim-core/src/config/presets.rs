@@ -25,6 +25,18 @@ pub fn builtin_machine() -> MachineConfig {
             remote_latency: 580,
             latency_matrix: Vec::new(),
             node_mib: 32 * 1024,
+            model: super::MemoryModel::Flat,
+            // A 32 MiB, 16-way last-level cache (the order of current server parts; AMD Zen 5
+            // CCD L3 is 32 MiB 16-way, AMD optimisation guide), 40 cycles as pt_cache below.
+            llc_bytes: 32 << 20,
+            llc_ways: 16,
+            llc_latency: 40,
+            // Private L2 of 1 MiB, 16-way (Zen 4/5 and Intel Golden Cove class; vendor guides).
+            private_bytes: 1 << 20,
+            private_ways: 16,
+            // Mitosis §8 measured 28 GB/s local and 11 GB/s remote on its E7-4850v3.
+            bandwidth_gbps_local: 28.0,
+            bandwidth_gbps_remote: 11.0,
         },
         // 2 MiB of page-table lines per socket, 16-way; 40 cycles is a last-level-cache hit
         // on current Intel and AMD parts (vendor optimisation manuals: ~40-50 cycles).
@@ -81,9 +93,17 @@ pub fn preset_tree(name: &str) -> Result<Value> {
         // Mitosis §8: 4 sockets × 14 cores, 2.20 GHz, per-core two-level TLB with 64 + 1024
         // entries, local/remote DRAM 280/580 cycles. Associativity is not stated: Haswell's
         // 4-way L1 and 8-way STLB (Intel optimisation manual).
+        // Memory: Mitosis §8's data accesses matter (§3: page-table and data lines compete
+        // in the LLC), so the cache model is on: L3 35 MB per socket (§8), modelled as 35-way
+        // × 16,384 sets (the simulator needs power-of-two sets; Haswell-EP's L3 is 20-way
+        // per slice: the capacity is the paper's, the associativity an approximation);
+        // private L2 256 KiB 8-way (Intel optimisation manual, Haswell); 28 / 11 GB/s (§8).
         "mitosis-4s" => json!({
             "sockets": 4, "cores_per_socket": 14, "frequency_ghz": 2.2,
-            "memory": {"local_latency": 280, "remote_latency": 580},
+            "memory": {"local_latency": 280, "remote_latency": 580, "model": "cache",
+                       "llc_bytes": 35u64 << 20, "llc_ways": 35, "llc_latency": 40,
+                       "private_bytes": 256 << 10, "private_ways": 8,
+                       "bandwidth_gbps_local": 28.0, "bandwidth_gbps_remote": 11.0},
             "tlb": {
                 "l1d": {"entries": 64, "ways": 4, "replacement": "lru", "latency": 0},
                 "l2": {"entries": 1024, "ways": 8, "replacement": "lru", "latency": 7}

@@ -27,13 +27,8 @@ const HUGE: u64 = 2 << 20;
 impl<P: Coherence> Os<P> {
     /// Node a new data frame comes from for a fault on `core`.
     fn data_node(&mut self, core: usize) -> NodeId {
-        if self.interleave_data {
-            let n = NodeId(self.interleave_next);
-            self.interleave_next = (self.interleave_next + 1) % self.m.mem.nodes();
-            n
-        } else {
-            NodeId(self.m.cores[core].socket)
-        }
+        let nodes = self.m.mem.nodes();
+        self.data_placement.node(self.m.cores[core].socket, nodes, &mut self.interleave_next)
     }
 
     /// mmap: place a new VMA top-down below the lowest gap that fits (Linux's

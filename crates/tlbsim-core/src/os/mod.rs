@@ -300,7 +300,8 @@ pub(crate) struct Os<P: Coherence> {
     pub thp: bool,
     pub tagging: Tagging,
     pub pt_levels: u32,
-    pub interleave_data: bool,
+    /// Where data frames come from (`os.data_placement`).
+    pub data_placement: crate::config::Placement,
     pub interleave_next: u32,
     pub w: Workload,
     pub procs: Vec<Process>,
@@ -419,7 +420,7 @@ impl<P: Coherence> Os<P> {
             thp: cfg.os.thp,
             tagging: cfg.machine.tlb.tagging,
             pt_levels: cfg.os.pt_levels,
-            interleave_data: cfg.os.data_placement == "interleave",
+            data_placement: crate::config::Placement::parse("os.data_placement", &cfg.os.data_placement, cfg.machine.sockets)?,
             interleave_next: 0,
             w,
             procs: Vec::new(),

@@ -19,6 +19,50 @@ pub fn is_os_mode(kind: &str) -> bool {
 /// `[workload.scenario]`, or a built-in generator ([`generators::KINDS`]). Errors name the
 /// config key; the result has passed [`program::Workload::check`].
 pub fn build(cfg: &Config) -> Result<program::Workload> {
+    let mut w = build_kind(cfg)?;
+    if let Some(c) = &cfg.workload.corunner {
+        add_corunner(cfg, c, &mut w)?;
+    }
+    Ok(w)
+}
+
+/// Mitosis §3.2's interference: a STREAM-like thread on the last core of `c.socket`,
+/// sweeping an array on that socket's node line by line (one read-modify-write per 64-byte
+/// line), forever, as a daemon.
+fn add_corunner(cfg: &Config, c: &crate::config::CorunnerConfig, w: &mut program::Workload) -> Result<()> {
+    use program::*;
+    if c.kind != "stream" {
+        return Err(Error::config("workload.corunner.kind", format!("{:?}: the co-runner kinds are \"stream\"", c.kind)));
+    }
+    if c.socket >= cfg.machine.sockets {
+        return Err(Error::config("workload.corunner.socket", format!("socket {} does not exist (the machine has {})", c.socket, cfg.machine.sockets)));
+    }
+    let bytes = if c.bytes > 0 { c.bytes } else { 4 * cfg.machine.memory.llc_bytes.max(1 << 20) };
+    let lines = bytes / 64;
+    let core = (c.socket + 1) * cfg.machine.cores_per_socket - 1;
+    let program = vec![
+        Op::Loop { count: 0, body: 1 },
+        Op::Access { slot: 0, pattern: Pattern::Sequential, mode: AccessMode::Mixed(0.5), count: lines, offset: 0, len: 0, stride: 64 },
+    ];
+    w.programs.push(program);
+    // Its own memory group, without a limit (the workload's groups keep theirs).
+    let group = if w.groups.is_empty() {
+        0
+    } else {
+        w.groups.push(GroupSpec { name: "corunner".into(), limit_pages: 0 });
+        w.groups.len() - 1
+    };
+    w.processes.push(ProcessSpec {
+        name: "corunner".into(),
+        group,
+        regions: vec![MapSpec { bytes, backing: Backing::Anonymous, shared: false, populate: false, writable: true }],
+        threads: vec![ThreadSpec { name: "stream".into(), class: "corunner".into(), core: Some(core), program: w.programs.len() - 1, daemon: true }],
+    });
+    w.slots = w.slots.max(1);
+    Ok(())
+}
+
+fn build_kind(cfg: &Config) -> Result<program::Workload> {
     match cfg.workload.kind.as_str() {
         "scenario" => {
             let spec = cfg.workload.scenario.as_ref().ok_or_else(|| {
