@@ -159,9 +159,22 @@ def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
 def test_bench_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--json", "--accesses", "10000"]) == 0
     report = json.loads(capsys.readouterr().out)
-    for key in ("l1_hit_stream_per_s", "walk_stream_per_s", "null_loop_per_s", "l1_hit_over_null"):
+    for key in ("l1_hit_stream_per_s", "walk_stream_per_s", "null_loop_per_s", "l1_hit_over_null",
+                "first_touch_per_s", "champsim_trace_over_decompression"):
         assert report[key] > 0
     assert report["accesses"] == 10000
+    assert report["first_touch_faults"] == 1000 and report["champsim_trace_instructions"] == 10000
+    # Simulating a trace cannot be faster than decompressing it alone.
+    assert report["champsim_trace_over_decompression"] > 1.0
+
+
+def test_bench_compare(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    saved = tmp_path / "before.json"
+    assert main(["bench", "--json", "--accesses", "10000"]) == 0
+    saved.write_text(capsys.readouterr().out)
+    assert main(["bench", "--accesses", "10000", "--compare", str(saved)]) == 0
+    out = capsys.readouterr().out
+    assert "first touch" in out and "(before " in out and "host bytes / touched page" in out
 
 
 README_EXAMPLE = """\

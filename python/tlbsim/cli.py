@@ -82,16 +82,41 @@ def _positive(text: str) -> int:
     return value
 
 
+# (key, label, unit scale, unit, higher is better)
+_BENCH_FIGURES = [
+    ("l1_hit_stream_per_s", "L1-hit stream", 1e6, "M accesses/s", True),
+    ("walk_stream_per_s", "page-walk stream", 1e6, "M accesses/s", True),
+    ("null_loop_per_s", "null loop", 1e6, "M accesses/s", True),
+    ("l1_hit_over_null", "L1-hit / null loop", 1, "", True),
+    ("multicore_events_per_s", "64-core apache", 1e6, "M events/s", True),
+    ("first_touch_per_s", "first touch (1 TiB)", 1e6, "M faults/s", True),
+    ("host_bytes_per_touched_page", "host bytes / touched page", 1, "B", False),
+    ("champsim_trace_over_decompression", "ChampSim .xz / xz -d alone", 1, "x", False),
+]
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     report = tlbsim.bench(args.accesses)
     if args.json:
         print(json.dumps(report))
         return 0
+    before: dict[str, object] | None = None
+    if args.compare:
+        with open(args.compare, encoding="utf-8") as f:
+            before = json.load(f)
     print(f"accesses per stream      {report['accesses']:,}")
-    print(f"L1-hit stream            {report['l1_hit_stream_per_s'] / 1e6:8.1f} M accesses/s")
-    print(f"page-walk stream         {report['walk_stream_per_s'] / 1e6:8.1f} M accesses/s")
-    print(f"null loop                {report['null_loop_per_s'] / 1e6:8.1f} M accesses/s")
-    print(f"L1-hit / null loop       {report['l1_hit_over_null']:8.3f}")
+    for key, label, scale, unit, higher in _BENCH_FIGURES:
+        value = report.get(key)
+        if value is None:
+            print(f"{label:<28} {'n/a':>10}")
+            continue
+        line = f"{label:<28} {value / scale:10.3f} {unit}"
+        if before is not None and isinstance(before.get(key), (int, float)) and before[key]:
+            old = float(before[key])  # type: ignore[arg-type]
+            change = value / old - 1
+            better = change >= 0 if higher else change <= 0
+            line += f"   (before {old / scale:.3f}: {change:+.1%}{'' if better or abs(change) < 0.005 else ', worse'})"
+        print(line)
     return 0
 
 
@@ -280,6 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="accesses per stream (default: %(default)s)",
     )
+    p.add_argument("--compare", metavar="FILE",
+                   help="print each figure beside a saved `tlbsim bench --json` output")
     p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser("convert", help="convert a trace to tlbsim's native format")

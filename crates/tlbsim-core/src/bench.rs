@@ -5,7 +5,11 @@
 //!     pages (4 M pages, far beyond the 4096-entry L2), so nearly every access walks;
 //!     (iii) a null loop that only reads the same in-memory events.
 //! The region is mapped by an untimed sequential pass first, so (ii) measures walks, not
-//! first-touch faults.
+//! first-touch faults. Then (iv) first touch: every access faults in a new page, random over
+//! 1 TiB (trace mode's first-touch path: allocate a frame, map it, walk again), with the host
+//! memory each touched page costs beyond the simulated page tables themselves; and (v) a
+//! ChampSim `.xz` trace the bench writes: end-to-end time of `tlbsim run` on it over the time
+//! decompressing it alone takes.
 
 use crate::config::Config;
 use crate::rng::SplitMix64;
@@ -47,6 +51,16 @@ pub struct BenchReport {
     pub multicore_events_per_s: f64,
     pub multicore_events: u64,
     pub multicore_ops_per_thread: u64,
+    /// (iv) First-touch faults per second (random 4 KiB pages over 1 TiB).
+    pub first_touch_per_s: f64,
+    pub first_touch_faults: u64,
+    /// Host bytes (resident set growth) per touched page, beyond the simulated page-table
+    /// pages (4 KiB each); null where /proc/self/statm cannot be read.
+    pub host_bytes_per_touched_page: Option<f64>,
+    /// (v) Time to simulate a ChampSim `.xz` trace end to end, over the time to decompress it
+    /// alone (1.0 = the simulator is free).
+    pub champsim_trace_over_decompression: f64,
+    pub champsim_trace_instructions: u64,
 }
 
 const BASE: u64 = 0x7f00_0000_0000;
@@ -113,6 +127,11 @@ pub fn run_bench(opts: &BenchOptions) -> crate::Result<BenchReport> {
     let multicore_ops_per_thread = (n / 100_000).max(20);
     let (multicore_events_per_s, multicore_events) = multicore(64, multicore_ops_per_thread)?;
 
+    let first_touch_faults = (n / 20).clamp(1000, 1_000_000);
+    let (first_touch_per_s, host_bytes_per_touched_page) = first_touch(first_touch_faults)?;
+    let champsim_trace_instructions = (n / 2).clamp(10_000, 10_000_000);
+    let champsim_trace_over_decompression = champsim_trace(champsim_trace_instructions)?;
+
     Ok(BenchReport {
         l1_hit_stream_per_s,
         walk_stream_per_s,
@@ -124,7 +143,98 @@ pub fn run_bench(opts: &BenchOptions) -> crate::Result<BenchReport> {
         multicore_events_per_s,
         multicore_events,
         multicore_ops_per_thread,
+        first_touch_per_s,
+        first_touch_faults,
+        host_bytes_per_touched_page,
+        champsim_trace_over_decompression,
+        champsim_trace_instructions,
     })
+}
+
+fn io(source: std::io::Error) -> crate::Error {
+    crate::Error::Io { context: "bench: champsim trace in the temporary folder".into(), source }
+}
+
+/// Resident set of this process in bytes (Linux /proc/self/statm), if readable.
+fn resident_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+/// Stream (iv): `faults` first touches of random 4 KiB pages over 1 TiB. Returns (faults
+/// per second, host bytes per touched page beyond the page-table pages).
+pub fn first_touch(faults: u64) -> crate::Result<(f64, Option<f64>)> {
+    let mut tree = serde_json::json!({"machine": {"cores_per_socket": 1, "memory": {"node_mib": 64 * 1024}}});
+    crate::config::apply_override(&mut tree, "workload.fetches=false")?;
+    let cfg = Config::resolve(tree, &[], std::path::Path::new("."))?;
+    let mut m = Machine::new(&cfg)?;
+    let space = m.new_address_space(1, 0)?;
+    let pages = (1u64 << 40) >> 12;
+    let mut rng = SplitMix64::new(3);
+    // Distinct pages (a random permutation step over the 2^28 pages: odd multiplier).
+    let start_page = rng.below(pages);
+    let events: Vec<TraceEvent> = (0..faults)
+        .map(|i| TraceEvent::Access { va: BASE + ((start_page + i.wrapping_mul(0x9E37_79B1)) & (pages - 1)) * 4096, kind: AccessKind::Store, size: 8 })
+        .collect();
+    let (rss_before, tables_before) = (resident_bytes(), m.pt.table_pages() as u64);
+    let per_s = timed(&mut m, &space, &events)?;
+    let touched = m.cores[0].stats.page_faults;
+    let per_page = match (rss_before, resident_bytes()) {
+        (Some(a), Some(b)) if touched > 0 => {
+            let tables = (m.pt.table_pages() as u64 - tables_before) * 4096;
+            Some((b.saturating_sub(a).saturating_sub(tables)) as f64 / touched as f64)
+        }
+        _ => None,
+    };
+    Ok((per_s, per_page))
+}
+
+/// Stream (v): write a ChampSim trace of `instructions` records (one load each, random over
+/// 1 GiB) compressed with xz, then time decompressing it alone and simulating it end to
+/// end. Returns end-to-end time over decompression time.
+pub fn champsim_trace(instructions: u64) -> crate::Result<f64> {
+    use std::io::{Read, Write};
+    let dir = std::env::temp_dir().join(format!("tlbsim-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(io)?;
+    let path = dir.join("bench.champsim.xz");
+    {
+        let file = std::fs::File::create(&path).map_err(io)?;
+        let mut w = xz2::write::XzEncoder::new(std::io::BufWriter::new(file), 6);
+        let mut rng = SplitMix64::new(4);
+        let mut rec = [0u8; 64];
+        for i in 0..instructions {
+            rec.fill(0);
+            rec[0..8].copy_from_slice(&(0x40_0000u64 + (i % 4096) * 4).to_le_bytes());
+            let addr = 0x1000_0000u64 + rng.below(1 << 27) * 8;
+            rec[32..40].copy_from_slice(&addr.to_le_bytes());
+            w.write_all(&rec).map_err(io)?;
+        }
+        w.finish().map_err(io)?.flush().map_err(io)?;
+    }
+    let start = Instant::now();
+    let mut r = xz2::read::XzDecoder::new(std::io::BufReader::new(std::fs::File::open(&path).map_err(io)?));
+    let mut buf = vec![0u8; 1 << 16];
+    let mut total = 0u64;
+    loop {
+        let k = r.read(&mut buf).map_err(io)?;
+        if k == 0 {
+            break;
+        }
+        total += k as u64;
+    }
+    std::hint::black_box(total);
+    let decompress = start.elapsed().as_secs_f64();
+    let tree = serde_json::json!({
+        "machine": {"cores_per_socket": 1},
+        "workload": {"kind": "trace", "format": "champsim", "paths": [path]},
+    });
+    let start = Instant::now();
+    let out = crate::run(tree, &[], std::path::Path::new("."));
+    let end_to_end = start.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&dir);
+    out?;
+    Ok(end_to_end / decompress.max(1e-9))
 }
 
 /// Stream (iii): `apache` with one worker per core on `cores` cores of the `didi-cmp`
