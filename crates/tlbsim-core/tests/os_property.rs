@@ -37,6 +37,16 @@ fn linux_and_oracle_never_use_stale_translations_in_any_tagging_mode() {
 }
 
 #[test]
+fn the_technique_policies_never_use_stale_translations() {
+    for policy in ["didi", "didi-directory-only", "didi-ptlbi-only"] {
+        for tagging in TAGGINGS {
+            let r = fuzz(&opts(policy, Some(tagging), 60, 0xd1d1)).unwrap();
+            assert!(clean(&r), "{policy} with {tagging} tags: {:#?}", r.first_failure);
+        }
+    }
+}
+
+#[test]
 fn none_is_caught_in_every_tagging_mode() {
     for tagging in TAGGINGS {
         let r = fuzz(&opts("none", Some(tagging), 60, 7)).unwrap();

@@ -40,7 +40,7 @@ fn setup(pwc: bool) -> (PhysMem, PageTables, u32, TlbHierarchy) {
 fn remote_lower_levels_cost_remote_latency() {
     let (_mem, mut pt, root, mut tlbs) = setup(false);
     let mut stats = CoreStats::default();
-    let mut memsys = WalkMemory { pt_cache: None, pt_cache_latency: 40, node_latency: &LAT, socket: 0 };
+    let mut memsys = WalkMemory { pt_cache: None, pt_cache_latency: 40, node_latency: &LAT, socket: 0, mem: None, core: 0, now: 0 };
     let mut rec = Recorder(vec![]);
     let (out, cycles) = walk(&mut pt, &mut tlbs, &mut memsys, root, 4, VA + 8, false, &mut stats, &mut rec);
     let WalkOutcome::Mapped { pte, size } = out else { panic!("{out:?}") };
@@ -54,7 +54,7 @@ fn remote_lower_levels_cost_remote_latency() {
     assert_eq!(rec.0, vec![VA + 8]);
     // From socket 1 the same walk is 1 remote + 3 local.
     let lat1 = [580, 280];
-    let mut memsys = WalkMemory { pt_cache: None, pt_cache_latency: 40, node_latency: &lat1, socket: 1 };
+    let mut memsys = WalkMemory { pt_cache: None, pt_cache_latency: 40, node_latency: &lat1, socket: 1, mem: None, core: 0, now: 0 };
     let mut stats = CoreStats::default();
     let (_, cycles) = walk(&mut pt, &mut tlbs, &mut memsys, root, 4, VA, true, &mut stats, &mut rec);
     assert_eq!(cycles, 580 + 3 * 280);
@@ -68,7 +68,7 @@ fn remote_lower_levels_cost_remote_latency() {
 #[test]
 fn page_walk_caches_skip_levels() {
     let (_mem, mut pt, root, mut tlbs) = setup(true);
-    let mut memsys = WalkMemory { pt_cache: None, pt_cache_latency: 40, node_latency: &LAT, socket: 0 };
+    let mut memsys = WalkMemory { pt_cache: None, pt_cache_latency: 40, node_latency: &LAT, socket: 0, mem: None, core: 0, now: 0 };
     let mut stats = CoreStats::default();
     let (_, first) = walk(&mut pt, &mut tlbs, &mut memsys, root, 4, VA, false, &mut stats, &mut Recorder(vec![]));
     assert_eq!(stats.pwc_hits, 0);
@@ -85,7 +85,7 @@ fn page_walk_caches_skip_levels() {
 fn page_table_line_cache_serves_repeat_reads() {
     let (_mem, mut pt, root, mut tlbs) = setup(false);
     let mut cache = Tlb::new(&TlbGeometry { entries: 64, ways: 4, replacement: Replacement::Lru }, 0).unwrap();
-    let mut memsys = WalkMemory { pt_cache: Some(&mut cache), pt_cache_latency: 40, node_latency: &LAT, socket: 0 };
+    let mut memsys = WalkMemory { pt_cache: Some(&mut cache), pt_cache_latency: 40, node_latency: &LAT, socket: 0, mem: None, core: 0, now: 0 };
     let mut stats = CoreStats::default();
     walk(&mut pt, &mut tlbs, &mut memsys, root, 4, VA, false, &mut stats, &mut Recorder(vec![]));
     let (_, cycles) = walk(&mut pt, &mut tlbs, &mut memsys, root, 4, VA, false, &mut stats, &mut Recorder(vec![]));
@@ -104,7 +104,7 @@ fn huge_pages_walk_three_levels_and_faults_are_reported() {
     let cfg = Config::resolve(json!({}), &["machine.tlb.pwc_pd.entries=0".into(), "machine.tlb.pwc_pdpt.entries=0".into(), "machine.tlb.pwc_pml4.entries=0".into()], Path::new(".")).unwrap();
     let mut tlbs = TlbHierarchy::new(CoreId(0), &cfg.machine.tlb, 1).unwrap();
     let lat = [280];
-    let mut memsys = WalkMemory { pt_cache: None, pt_cache_latency: 40, node_latency: &lat, socket: 0 };
+    let mut memsys = WalkMemory { pt_cache: None, pt_cache_latency: 40, node_latency: &lat, socket: 0, mem: None, core: 0, now: 0 };
     let mut stats = CoreStats::default();
     let (out, cycles) = walk(&mut pt, &mut tlbs, &mut memsys, root, 4, va + 0x1234, false, &mut stats, &mut Recorder(vec![]));
     assert_eq!(out, WalkOutcome::Mapped { pte: pt.lookup(root, 4, va).unwrap().pte, size: PageSize::Size2M });

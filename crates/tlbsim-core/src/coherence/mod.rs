@@ -33,6 +33,7 @@
 //! cycles, start a flush, release a held range) push an [`Effect`]; the engine applies
 //! them right after the hook returns.
 
+pub mod didi;
 pub mod linux;
 pub mod none;
 pub mod oracle;
@@ -88,6 +89,9 @@ policies! {
     "linux" => linux::Linux,
     "oracle" => oracle::Oracle,
     "none" => none::NoRemoteFlush,
+    "didi" => didi::Didi<0>,
+    "didi-directory-only" => didi::Didi<1>,
+    "didi-ptlbi-only" => didi::Didi<2>,
 }
 
 /// A registered policy: its `[coherence.<name>]` parameters and its constructor.

@@ -69,6 +69,25 @@ pub struct MachineConfig {
     /// for the data caches that keep hot upper levels close (Mitosis §3 on GUPS).
     pub pt_cache: CacheConfig,
     pub tlb: TlbConfig,
+    /// DiDi's shared TLB directory (used by the `didi` coherence policies).
+    pub didi: DidiConfig,
+}
+
+/// DiDi's shared, inclusive TLB directory (DiDi §VI, Table I).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct DidiConfig {
+    /// Table I: 4096 entries, 2-way set associative (sets must be a power of two).
+    pub entries: u32,
+    pub ways: u32,
+    /// Table I: 6 cycles per directory access.
+    pub latency: u32,
+}
+
+impl Default for DidiConfig {
+    fn default() -> Self {
+        DidiConfig { entries: 4096, ways: 2, latency: 6 }
+    }
 }
 
 impl Default for MachineConfig {
@@ -466,6 +485,8 @@ impl Config {
             check_geometry(&format!("machine.tlb.{name}"), l.entries, l.ways, l.replacement)?;
         }
         check_geometry("machine.pt_cache", m.pt_cache.entries, m.pt_cache.ways, m.pt_cache.replacement)?;
+        range("machine.didi.entries", m.didi.entries as u64, 1, 1 << 24)?;
+        check_geometry("machine.didi", m.didi.entries, m.didi.ways, crate::tlb::Replacement::Lru)?;
         if m.memory.model == MemoryModel::Cache {
             let mem = &m.memory;
             for (key, bytes, ways) in [("machine.memory.llc", mem.llc_bytes, mem.llc_ways), ("machine.memory.private", mem.private_bytes, mem.private_ways)] {

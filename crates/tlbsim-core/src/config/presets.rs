@@ -64,6 +64,7 @@ pub fn builtin_machine() -> MachineConfig {
             pwc_pdpt: LevelConfig::new(4, 4, Lru, 1),
             pwc_pd: LevelConfig::new(32, 4, Lru, 1),
         },
+        didi: super::DidiConfig::default(),
     }
 }
 
