@@ -110,7 +110,7 @@ impl<P: Coherence> Os<P> {
         self.stats[core].full_flushes_by_cause[cause as usize] += 1;
         self.m.cores[core].stats.full_flushes += 1;
         self.charge(core, self.costs.full_flush);
-        self.policy.on_full_flush(CoreId(core as u32), None, cause.public(), &mut self.fx);
+        self.policy.on_full_flush(CoreId(core as u32), None, cause, &mut self.fx);
     }
 
     /// Tag under which `core`'s TLB holds `pid`'s translations, if it can hold any.
@@ -152,7 +152,7 @@ impl<P: Coherence> Os<P> {
         if let Some(s) = self.cores[core].pcid.iter().position(|&(p, _)| p == pid) {
             self.cores[core].pcid[s].1 = self.procs[pid as usize].tlb_gen;
         }
-        self.policy.on_full_flush(CoreId(core as u32), Some(pid), cause.public(), &mut self.fx);
+        self.policy.on_full_flush(CoreId(core as u32), Some(pid), cause, &mut self.fx);
         self.apply_effects();
     }
 
@@ -169,7 +169,7 @@ impl<P: Coherence> Os<P> {
                 self.cores[core].pcid[s].1 = self.procs[p as usize].tlb_gen;
             }
         }
-        self.policy.on_full_flush(CoreId(core as u32), None, cause.public(), &mut self.fx);
+        self.policy.on_full_flush(CoreId(core as u32), None, cause, &mut self.fx);
         self.apply_effects();
     }
 

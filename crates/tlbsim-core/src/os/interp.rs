@@ -125,63 +125,40 @@ impl<P: Coherence> Os<P> {
             Op::Munmap { slot } => {
                 // Write-locked to detach the VMAs, downgraded to read for the teardown and
                 // the flush (sys_munmap downgrades).
-                let pid = self.threads[thread].pid;
-                if !self.mmap_lock(core, thread, pid, LockMode::Write) {
-                    return Ok(());
-                }
-                self.advance(thread);
-                self.syscall_prologue(core);
-                let (va, len) = self.threads[thread].slots[slot];
-                self.lock_vmas(pid, va, va.saturating_add(len));
-                self.sys_munmap(core, thread, va, len)?;
-                self.mmap_unlock_after_syscall(core, thread, pid);
+                self.region_syscall(core, thread, slot, LockMode::Write, true, |os, (va, len)| os.sys_munmap(core, thread, va, len))?;
             }
             Op::Mprotect { slot, writable } => {
-                let pid = self.threads[thread].pid;
-                if !self.mmap_lock(core, thread, pid, LockMode::Write) {
-                    return Ok(());
-                }
-                self.advance(thread);
-                self.syscall_prologue(core);
-                let (va, len) = self.threads[thread].slots[slot];
-                self.lock_vmas(pid, va, va.saturating_add(len));
-                self.sys_mprotect(core, thread, va, len, writable)?;
-                self.mmap_unlock_after_syscall(core, thread, pid);
+                self.region_syscall(core, thread, slot, LockMode::Write, true, |os, (va, len)| os.sys_mprotect(core, thread, va, len, writable))?;
             }
             Op::MadviseDontneed { slot } => {
-                let pid = self.threads[thread].pid;
-                if !self.mmap_lock(core, thread, pid, LockMode::Read) {
-                    return Ok(());
-                }
-                self.advance(thread);
-                self.syscall_prologue(core);
-                let (va, len) = self.threads[thread].slots[slot];
-                self.sys_dontneed(core, thread, va, len)?;
-                self.mmap_unlock_after_syscall(core, thread, pid);
+                self.region_syscall(core, thread, slot, LockMode::Read, false, |os, (va, len)| os.sys_dontneed(core, thread, va, len))?;
             }
             Op::Msync { slot } => {
-                let pid = self.threads[thread].pid;
-                if !self.mmap_lock(core, thread, pid, LockMode::Read) {
-                    return Ok(());
-                }
-                self.advance(thread);
-                self.syscall_prologue(core);
-                let (va, len) = self.threads[thread].slots[slot];
-                self.sys_msync(core, thread, va, len)?;
-                self.mmap_unlock_after_syscall(core, thread, pid);
+                self.region_syscall(core, thread, slot, LockMode::Read, false, |os, (va, len)| os.sys_msync(core, thread, va, len))?;
             }
             Op::MigratePages { slot, node } => {
-                let pid = self.threads[thread].pid;
-                if !self.mmap_lock(core, thread, pid, LockMode::Read) {
-                    return Ok(());
-                }
-                self.advance(thread);
-                self.syscall_prologue(core);
-                let (va, len) = self.threads[thread].slots[slot];
-                self.sys_migrate_pages(core, thread, va, len, NodeId(node))?;
-                self.mmap_unlock_after_syscall(core, thread, pid);
+                self.region_syscall(core, thread, slot, LockMode::Read, false, |os, (va, len)| os.sys_migrate_pages(core, thread, va, len, NodeId(node)))?;
             }
         }
+        Ok(())
+    }
+
+    /// A system call on region `slot` of `thread`: take `mmap_lock` in `mode` (or wait and
+    /// run again when granted), write-lock the region's VMAs if `lock_vmas`, run `call` on
+    /// (address, length), release (after the flush, if it left the core waiting).
+    fn region_syscall(&mut self, core: usize, thread: usize, slot: usize, mode: LockMode, lock_vmas: bool, call: impl FnOnce(&mut Self, (u64, u64)) -> Result<()>) -> Result<()> {
+        let pid = self.threads[thread].pid;
+        if !self.mmap_lock(core, thread, pid, mode) {
+            return Ok(());
+        }
+        self.advance(thread);
+        self.syscall_prologue(core);
+        let (va, len) = self.threads[thread].slots[slot];
+        if lock_vmas {
+            self.lock_vmas(pid, va, va.saturating_add(len));
+        }
+        call(self, (va, len))?;
+        self.mmap_unlock_after_syscall(core, thread, pid);
         Ok(())
     }
 

@@ -143,6 +143,15 @@ impl<P: Coherence> Os<P> {
 
     /// Release `thread`'s hold on `pid`'s `mmap_lock` at cycle `at` and hand it over.
     pub(super) fn mmap_unlock(&mut self, thread: usize, pid: u32, at: u64) {
+        self.release_or_downgrade(thread, pid, at, false);
+    }
+
+    /// mmap_write_downgrade: the writer becomes a reader; waiting readers at the head join.
+    pub(super) fn mmap_downgrade(&mut self, thread: usize, pid: u32, at: u64) {
+        self.release_or_downgrade(thread, pid, at, true);
+    }
+
+    fn release_or_downgrade(&mut self, thread: usize, pid: u32, at: u64, downgrade: bool) {
         if !self.locks {
             return;
         }
@@ -151,26 +160,16 @@ impl<P: Coherence> Os<P> {
             sem.writer = None;
             sem.vma_locked.clear();
             sem.write_free_at = sem.write_free_at.max(at);
+            if downgrade {
+                sem.readers.push(thread);
+            }
+        } else if downgrade {
+            return;
         } else if let Some(i) = sem.readers.iter().position(|&t| t == thread) {
             sem.readers.swap_remove(i);
             sem.read_free_at = sem.read_free_at.max(at);
         }
         self.grant_waiters(pid, at);
-    }
-
-    /// mmap_write_downgrade: the writer becomes a reader; waiting readers at the head join.
-    pub(super) fn mmap_downgrade(&mut self, thread: usize, pid: u32, at: u64) {
-        if !self.locks {
-            return;
-        }
-        let sem = &mut self.procs[pid as usize].mmap_lock;
-        if sem.writer == Some(thread) {
-            sem.writer = None;
-            sem.vma_locked.clear();
-            sem.write_free_at = sem.write_free_at.max(at);
-            sem.readers.push(thread);
-            self.grant_waiters(pid, at);
-        }
     }
 
     /// Release after a system call: now, or, if its flush left the core waiting for acks,

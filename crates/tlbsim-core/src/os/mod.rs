@@ -55,7 +55,7 @@ mod pte;
 mod sched;
 mod shootdown;
 
-use crate::coherence::{Coherence, Effect, Effects, FullFlushCause, WithPolicy};
+use crate::coherence::{Coherence, Effect, Effects, WithPolicy};
 use crate::config::{Config, CostsConfig, Tagging};
 use crate::error::{Error, Result};
 use crate::rng::SplitMix64;
@@ -86,32 +86,9 @@ const MMAP_TOP: u64 = 0x7f00_0000_0000;
 /// IPI): the `munmap-4k-sleep` row of the engine issue's table.
 const LIBS_BYTES: u64 = (2 << 20) + (300 << 12);
 
-/// Reasons of full flushes (stats `full_flushes_by_cause`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Cause {
-    Shootdown,
-    Ceiling,
-    ContextSwitch,
-    LazySwitch,
-    TagCapacity,
-    TagForced,
-    Policy,
-}
+/// Reasons of full flushes (stats `full_flushes_by_cause`, indexed by the cause).
+pub(crate) use crate::coherence::FullFlushCause as Cause;
 pub(crate) const CAUSES: [&str; 7] = ["shootdown", "ceiling", "context_switch", "lazy_switch", "tag_capacity", "tag_forced", "policy"];
-
-impl Cause {
-    fn public(self) -> FullFlushCause {
-        match self {
-            Cause::Shootdown => FullFlushCause::Shootdown,
-            Cause::Ceiling => FullFlushCause::Ceiling,
-            Cause::ContextSwitch => FullFlushCause::ContextSwitch,
-            Cause::LazySwitch => FullFlushCause::LazySwitch,
-            Cause::TagCapacity => FullFlushCause::TagCapacity,
-            Cause::TagForced => FullFlushCause::TagForced,
-            Cause::Policy => FullFlushCause::Policy,
-        }
-    }
-}
 
 /// Per-core OS counters (stats.json, per core and summed).
 #[derive(Clone, Debug, Default)]
