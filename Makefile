@@ -25,7 +25,7 @@ RUST_TEST := if cargo nextest --version >/dev/null 2>&1; then \
 	fi
 PY_TEST := echo "+ $(VPY) -m pytest python/tests -q"; $(VPY) -m pytest python/tests -q
 
-.PHONY: demo test bench bench-native calibrate validate develop rust-test py-test chromium clean
+.PHONY: demo test bench bench-native calibrate validate develop rust-test py-test chromium qemu-user record-plugin clean
 
 # Native shootdown micro-benchmarks on the real kernel (bench/shootdown.c, patterns in
 # bench/patterns.toml): one JSON line per pattern.
@@ -35,7 +35,7 @@ demo: develop
 	$(VENV)/bin/tlbsim demo
 
 # Both suites always run; the target fails if either failed.
-test: develop chromium
+test: develop chromium record-plugin
 	@status=0; \
 	( $(RUST_TEST) ) || status=1; \
 	( $(PY_TEST) ) || status=1; \
@@ -64,8 +64,28 @@ target/native/%: bench/%.c bench/proc_interrupts.h
 rust-test:
 	@$(RUST_TEST)
 
-py-test: develop chromium
+py-test: develop chromium record-plugin
 	@$(PY_TEST)
+
+# `tlbsim record` (python/tlbsim/record.py) runs programs under qemu-x86_64 with the TCG
+# plugin record/tlbsim_record.c. Debian ships no qemu-plugin.h: the plugin declares the
+# API entry points it uses itself.
+record-plugin: qemu-user target/native/tlbsim_record.so
+
+target/native/tlbsim_record.so: record/tlbsim_record.c
+	@mkdir -p $(dir $@)
+	gcc -O2 -Wall -Wextra -shared -fPIC -pthread -o $@ $<
+
+# qemu-user installed here when missing (Debian, as root, as in CI); elsewhere the record
+# tests fail and say which package is missing.
+qemu-user:
+	@command -v qemu-x86_64 >/dev/null || for attempt in 1 2 3; do \
+		( apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y qemu-user ) && break; \
+		sleep 10; \
+	done; \
+	command -v qemu-x86_64 >/dev/null || \
+	echo "warning: could not install qemu-user (needs apt-get as root);" \
+		"tlbsim record and python/tests/test_record.py need it (Debian package qemu-user)" >&2
 
 # python/tests/test_report.py opens the HTML report in headless Chromium. Installed here
 # when missing (Debian, as root, as in CI); elsewhere that one test fails and says why.
@@ -78,7 +98,7 @@ chromium:
 	echo "warning: could not install chromium (needs apt-get as root);" \
 		"the browser test in python/tests/test_report.py will fail" >&2
 
-develop: $(DEPS_STAMP)
+develop: $(DEPS_STAMP) record-plugin
 	VIRTUAL_ENV="$(abspath $(VENV))" $(VENV)/bin/maturin develop --release
 
 $(VPY):

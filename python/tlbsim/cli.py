@@ -322,6 +322,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_convert)
 
     p = sub.add_parser(
+        "record",
+        help="record a program under QEMU user mode into a native trace (tlbsim record -- CMD)",
+    )
+    p.add_argument("--out", default="recording.tlbsim", metavar="FILE",
+                   help="trace to write (default: %(default)s)")
+    p.add_argument("--fetches", action=argparse.BooleanOptionalAction, default=True,
+                   help="record every instruction fetch (else one count per basic block)")
+    p.add_argument("--info", metavar="FILE", help="print a recording's threads, events and "
+                   "instruction counts instead of recording")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
+    p.set_defaults(func=_cmd_record)
+
+    p = sub.add_parser(
         "demo", help="the default sweep, a summary table and the report (resumes)"
     )
     p.add_argument("--out", metavar="DIR", default="out/demo", help="default: %(default)s")
@@ -426,6 +439,28 @@ def _describe(err: BaseException) -> str:
     if isinstance(err, OSError) and not isinstance(err, tlbsim.TlbsimError) and err.strerror:
         return f"{err.filename}: {err.strerror}" if err.filename else err.strerror
     return str(err) or type(err).__name__
+
+
+def _cmd_record(args: argparse.Namespace) -> int:
+    from tlbsim import record as rec
+
+    try:
+        if args.info:
+            print(rec.format_summary(rec.info(args.info)))
+            return 0
+        cmd = list(args.cmd)
+        if cmd and cmd[0] == "--":
+            cmd = cmd[1:]
+        s = rec.record(cmd, args.out, fetches=args.fetches)
+    except rec.RecordError as err:
+        print(f"tlbsim: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    print(rec.format_summary(s))
+    ips = s["instructions"] / s["seconds"] if s["seconds"] > 0 else 0.0
+    print(f"recorded in {s['seconds']:.2f} s ({ips:,.0f} instructions/s), {s['bytes']:,} bytes "
+          f"({s['bytes'] / max(s['instructions'], 1):.3f} bytes/instruction); "
+          f"program exit code {s['exit_code']}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

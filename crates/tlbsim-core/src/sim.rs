@@ -252,6 +252,7 @@ impl Machine {
                 }
                 // OS events in a trace are for the OS model; trace mode ignores them.
                 TraceEvent::Mmap { .. } | TraceEvent::Munmap { .. } | TraceEvent::Thread { .. } => {}
+                TraceEvent::Syscall { .. } | TraceEvent::File { .. } => {}
             }
         }
         Ok(())

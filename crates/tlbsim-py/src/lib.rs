@@ -187,6 +187,25 @@ fn fuzz_policy(
     to_json_string(py, &report)
 }
 
+/// Finish a raw recording of the `tlbsim record` plugin into a native trace; returns its
+/// summary as JSON.
+#[pyfunction]
+fn record_finish(py: Python<'_>, raw: PathBuf, output: PathBuf) -> PyResult<String> {
+    let s = detached(py, move || tlbsim_core::trace::recorded::finish(&raw, &output))?
+        .map_err(|e| errors::from_trace(py, e))?;
+    to_json_string(py, &s)
+}
+
+/// Summary of a recording (threads, events by kind, instructions) as JSON; `syscalls`
+/// also lists every recorded system call.
+#[pyfunction]
+#[pyo3(signature = (path, syscalls=false))]
+fn record_info(py: Python<'_>, path: PathBuf, syscalls: bool) -> PyResult<String> {
+    let s = detached(py, move || tlbsim_core::trace::recorded::summarise(&path, syscalls))?
+        .map_err(|e| errors::from_trace(py, e))?;
+    to_json_string(py, &s)
+}
+
 /// The core's version.
 #[pyfunction]
 fn version() -> &'static str {
@@ -227,6 +246,8 @@ fn _tlbsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(resolve, m)?)?;
     m.add_function(wrap_pyfunction!(bench_py, m)?)?;
     m.add_function(wrap_pyfunction!(convert, m)?)?;
+    m.add_function(wrap_pyfunction!(record_finish, m)?)?;
+    m.add_function(wrap_pyfunction!(record_info, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(coherence_policies, m)?)?;
     m.add_function(wrap_pyfunction!(fuzz, m)?)?;

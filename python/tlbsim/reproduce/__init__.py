@@ -165,6 +165,10 @@ def reproduce(
 
     claims_path = out / "claims.json"
     write_json_atomic(claims_path, rows)
+    # A paper's hooks.py may write further outputs from its runs: outputs(runs, out, quick).
+    outputs = getattr(p.hooks, "outputs", None) if p.hooks is not None else None
+    if callable(outputs):
+        outputs(runs, out, quick)
     figures = page.figures(p, rows, out)
     meta = {
         "paper": p.name,

@@ -9,6 +9,7 @@ pub mod champsim;
 mod input;
 pub mod lackey;
 pub mod native;
+pub mod recorded;
 
 pub use champsim::ChampsimReader;
 pub use input::Compression;
@@ -37,6 +38,13 @@ pub enum TraceEvent {
     Munmap { start: u64, len: u64 },
     /// Native format only: the following events belong to thread `tid`.
     Thread { tid: u32 },
+    /// Native format v2 only (`tlbsim record`): a system call that changes the address
+    /// space or the threads, x86-64 Linux number `nr`, its first `nargs` arguments and the
+    /// kernel's result (negative errno on failure).
+    Syscall { nr: u16, nargs: u8, args: [u64; 6], ret: i64 },
+    /// Native format v2 only: device and inode of the file the next `Syscall` (an mmap)
+    /// maps.
+    File { dev: u64, ino: u64 },
 }
 
 /// Input formats.

@@ -7,7 +7,7 @@
 //! magic number. Inside, after decompression:
 //!
 //! ```text
-//! magic    8 bytes  "TLBSIM" 00 <version>      54 4c 42 53 49 4d 00 01 (version 1)
+//! magic    8 bytes  "TLBSIM" 00 <version>      54 4c 42 53 49 4d 00 02 (version 2; 01 still read)
 //! records  ...      tag byte + fields; varint = unsigned LEB128 (at most 10 bytes)
 //! end      tag 0x7f + varint count              count = number of records before it;
 //!                                               nothing may follow
@@ -20,7 +20,18 @@
 //! | 0x21 | `Thread{tid}` | varint tid (≤ u32::MAX) |
 //! | 0x22 | `Mmap{start,len,prot,flags}` | varint start, varint len, 1 byte prot, varint flags (≤ u32::MAX) |
 //! | 0x23 | `Munmap{start,len}` | varint start, varint len |
+//! | 0x24 | `Syscall{nr,nargs,args,ret}` (v2) | varint nr (≤ 65535), 1 byte nargs (≤ 6), nargs varint args, zigzag varint result |
+//! | 0x25 | `File{dev,ino}` (v2) | varint dev, varint inode: identity of the file the next `Syscall` (an mmap) maps |
 //! | 0x7f | end of trace | varint count |
+//!
+//! Version 2 (written by `tlbsim record`, see `record/tlbsim_record.c`) adds the `Syscall`
+//! and `File` records: the calls that change an address space or the threads (`mmap`,
+//! `munmap`, `mprotect`, `madvise`, `brk`, `mremap`, `msync`, `clone`/`fork`/`vfork`,
+//! `exit`/`exit_group`, `sched_setaffinity`), with x86-64 Linux system-call numbers, their
+//! arguments as the program passed them and the kernel's result (negative errno on
+//! failure). A version-1 file is read as before; in it tags 0x24 and 0x25 are reserved.
+//! A recording in progress has no end record: [`NativeReader::open_unfinished`] reads it,
+//! taking the end of the stream at a record boundary as its end.
 //!
 //! Every other tag is reserved (an error). In an access tag, `kk` is the kind (0 Fetch,
 //! 1 Load, 2 Store, 3 Modify) and `sss` the size: 1..=7 mean 1, 2, 4, 8, 16, 32, 64 bytes,
@@ -47,10 +58,12 @@ use std::path::{Path, PathBuf};
 
 /// The first 7 bytes of a native trace; the 8th is the format version.
 pub const MAGIC_PREFIX: [u8; 7] = *b"TLBSIM\0";
-/// Format version written and read by this module.
-pub const VERSION: u8 = 1;
+/// Format version written by this module (versions 1 and 2 are read).
+pub const VERSION: u8 = 2;
 /// The whole 8-byte magic of version `VERSION`.
-pub const MAGIC: [u8; 8] = *b"TLBSIM\0\x01";
+pub const MAGIC: [u8; 8] = *b"TLBSIM\0\x02";
+/// The 8-byte magic of version 1 (no `Syscall`/`File` records).
+pub const MAGIC_V1: [u8; 8] = *b"TLBSIM\0\x01";
 
 /// zstd level used by `NativeWriter::new`.
 pub const DEFAULT_LEVEL: i32 = 3;
@@ -59,11 +72,15 @@ pub const TAG_INSTRUCTIONS: u8 = 0x20;
 pub const TAG_THREAD: u8 = 0x21;
 pub const TAG_MMAP: u8 = 0x22;
 pub const TAG_MUNMAP: u8 = 0x23;
+pub const TAG_SYSCALL: u8 = 0x24;
+pub const TAG_FILE: u8 = 0x25;
+/// Most arguments a `Syscall` record carries (x86-64 passes six in registers).
+pub const MAX_SYSCALL_ARGS: usize = 6;
 pub const TAG_END: u8 = 0x7f;
 
 /// Longest possible record (an Mmap with overlong varints): the reader parses a record in
 /// place once this many bytes are buffered (or the stream has ended).
-const MAX_RECORD: usize = 1 + 10 + 10 + 1 + 10;
+const MAX_RECORD: usize = 1 + 10 + 1 + 10 * MAX_SYSCALL_ARGS + 10;
 const WINDOW: usize = 1 << 20;
 const WRITE_BUF: usize = 64 * 1024;
 
@@ -208,6 +225,21 @@ impl<W: Write> NativeWriter<W> {
                 put_varint(b, start);
                 put_varint(b, len);
             }
+            TraceEvent::Syscall { nr, nargs, args, ret } => {
+                let n = (nargs as usize).min(MAX_SYSCALL_ARGS);
+                b.push(TAG_SYSCALL);
+                put_varint(b, nr as u64);
+                b.push(n as u8);
+                for a in args.iter().take(n) {
+                    put_varint(b, *a);
+                }
+                put_varint(b, zigzag(ret as u64));
+            }
+            TraceEvent::File { dev, ino } => {
+                b.push(TAG_FILE);
+                put_varint(b, dev);
+                put_varint(b, ino);
+            }
         }
         self.events += 1;
         if self.buf.len() >= WRITE_BUF {
@@ -247,6 +279,10 @@ pub struct NativeReader {
     started: bool,
     done: bool,
     failed: Option<TraceError>,
+    /// Format version from the magic (1 or 2).
+    version: u8,
+    /// A recording in progress: the end of the stream at a record boundary ends the trace.
+    unfinished: bool,
 }
 
 /// Why a record could not be decoded; `at` is the offset relative to the record start.
@@ -315,7 +351,7 @@ fn get_u32(b: &[u8], i: &mut usize, what: &'static str) -> Result<u32, Bad> {
 
 /// Decode one record at the start of `b`; returns it and its length.
 #[inline(always)]
-fn decode(b: &[u8], threads: &mut Threads) -> Result<(Rec, usize), Bad> {
+fn decode(b: &[u8], threads: &mut Threads, version: u8) -> Result<(Rec, usize), Bad> {
     let tag = *b.first().ok_or(Bad::Trunc { at: 0, what: "tag" })?;
     let mut i = 1;
     let ev = match tag {
@@ -371,6 +407,45 @@ fn decode(b: &[u8], threads: &mut Threads) -> Result<(Rec, usize), Bad> {
             let len = get_varint(b, &mut i, "munmap length")?;
             TraceEvent::Munmap { start, len }
         }
+        TAG_SYSCALL if version >= 2 => {
+            let at = i;
+            let nr = get_varint(b, &mut i, "syscall number")?;
+            let nr = u16::try_from(nr).map_err(|_| Bad::Range {
+                at,
+                what: "syscall number",
+                v: nr,
+                max: u16::MAX as u64,
+            })?;
+            let nargs = *b.get(i).ok_or(Bad::Trunc {
+                at: i,
+                what: "syscall argument count byte",
+            })?;
+            if nargs as usize > MAX_SYSCALL_ARGS {
+                return Err(Bad::Range {
+                    at: i,
+                    what: "syscall argument count",
+                    v: nargs as u64,
+                    max: MAX_SYSCALL_ARGS as u64,
+                });
+            }
+            i += 1;
+            let mut args = [0u64; MAX_SYSCALL_ARGS];
+            for a in args.iter_mut().take(nargs as usize) {
+                *a = get_varint(b, &mut i, "syscall argument")?;
+            }
+            let ret = unzigzag(get_varint(b, &mut i, "syscall result")?) as i64;
+            TraceEvent::Syscall {
+                nr,
+                nargs,
+                args,
+                ret,
+            }
+        }
+        TAG_FILE if version >= 2 => {
+            let dev = get_varint(b, &mut i, "file device")?;
+            let ino = get_varint(b, &mut i, "file inode")?;
+            TraceEvent::File { dev, ino }
+        }
         TAG_END => return Ok((Rec::End(get_varint(b, &mut i, "end record count")?), i)),
         t => return Err(Bad::Tag(t)),
     };
@@ -402,7 +477,23 @@ impl NativeReader {
             started: false,
             done: false,
             failed: None,
+            version: VERSION,
+            unfinished: false,
         }
+    }
+
+    /// Open a recording that may have no end record yet (the raw output of the
+    /// `tlbsim record` plugin): a stream ending at a record boundary ends the trace; a
+    /// record cut short is still an error naming its offset.
+    pub fn open_unfinished(path: &Path) -> Result<NativeReader, TraceError> {
+        let mut r = NativeReader::open(path)?;
+        r.unfinished = true;
+        Ok(r)
+    }
+
+    /// Format version of the file (known once the first batch was read).
+    pub fn version(&self) -> u8 {
+        self.version
     }
 
     /// Events decoded so far.
@@ -450,12 +541,13 @@ impl NativeReader {
         let head = head.get(..MAGIC.len()).unwrap_or(head);
         if head.len() == MAGIC.len() && head.starts_with(&MAGIC_PREFIX) {
             let v = head.get(7).copied().unwrap_or(0);
-            if v != VERSION {
+            if v != 1 && v != VERSION {
                 return Err(self.err_at(
                     7,
-                    format!("unsupported native trace version {v} (this reader reads version {VERSION})"),
+                    format!("unsupported native trace version {v} (this reader reads versions 1 and {VERSION})"),
                 ));
             }
+            self.version = v;
             self.win.pos += MAGIC.len();
             return Ok(());
         }
@@ -496,7 +588,7 @@ impl NativeReader {
             let mut end_count = None;
             let mut n = 0u64;
             while out.len() < max && pos < end && (eof || pos + MAX_RECORD <= end) {
-                match decode(buf.get(pos..).unwrap_or(&[]), &mut self.threads) {
+                match decode(buf.get(pos..).unwrap_or(&[]), &mut self.threads, self.version) {
                     Ok((Rec::Event(ev), len)) => {
                         out.push(ev);
                         pos += len;
@@ -568,6 +660,10 @@ impl NativeReader {
             if self.win.eof && self.win.avail() == 0 {
                 if let Some(e) = self.stream_error() {
                     return Err(e);
+                }
+                if self.unfinished {
+                    self.done = true;
+                    break;
                 }
                 let off = self.win.offset();
                 return Err(self.err_at(

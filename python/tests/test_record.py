@@ -1,0 +1,135 @@
+"""`tlbsim record`: the QEMU plugin's events against strace, and errors on bad recordings."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import tlbsim
+from tlbsim import record as rec
+
+HERE = Path(__file__).parent
+NEEDS = pytest.mark.skipif(shutil.which("qemu-x86_64") is None or shutil.which("strace") is None,
+                           reason="needs qemu-x86_64 (Debian package qemu-user) and strace")
+# The calls the plugin records that strace's memory and process classes also show.
+COMPARED = {"mmap", "munmap", "mprotect", "madvise", "brk", "mremap", "msync", "clone",
+            "clone3", "fork", "vfork", "exit", "exit_group"}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    exe = tmp_path_factory.mktemp("tiny") / "tiny"
+    subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(HERE / "data/record_tiny.c")],
+                   check=True)
+    return exe
+
+
+def _strace_calls(exe: Path, tmp: Path) -> dict[int, list[tuple[str, bool]]]:
+    """Per thread (in order of first appearance): (call, succeeded) for the compared calls
+    made after the program's own code starts (main's first call is the thread's mmap)."""
+    log = tmp / "strace.log"
+    subprocess.run(["strace", "-f", "-o", str(log), "-e", "trace=memory,process", str(exe)],
+                   check=True)
+    per: dict[int, list[tuple[str, bool]]] = {}
+    for line in log.read_text().splitlines():
+        m = re.match(r"(\d+)\s+(\w+)\(", line)
+        if m and m.group(2) in COMPARED:
+            # `= -1 ERRNO` is a failure; an unfinished call (its result on a later line)
+            # or exit (no result) succeeded.
+            ok = re.search(r"\)\s+=\s+-1 ", line) is None
+            per.setdefault(int(m.group(1)), []).append((_norm(m.group(2)), ok))
+    return per
+
+
+def _norm(name: str) -> str:
+    return "clone" if name == "clone3" else name
+
+
+@NEEDS
+def test_recorded_syscalls_match_strace(tiny: Path, tmp_path: Path) -> None:
+    out = tmp_path / "tiny.tlbsim"
+    s = rec.record([str(tiny)], out, progress=False)
+    assert s["exit_code"] == 0
+    info = rec.info(out, syscalls=True)
+    assert len(info["threads"]) == 2
+    got: dict[int, list[tuple[str, bool]]] = {}
+    for c in info["syscalls"]:
+        # QEMU 7.2 answers clone3 with ENOSYS (38) and glibc falls back to clone.
+        if c["name"] in COMPARED and not (c["name"] == "clone3" and c["ret"] == -38):
+            got.setdefault(c["tid"], []).append(
+                (_norm(c["name"]), c["ret"] >= 0 or c["ret"] < -4095))
+    want = _strace_calls(tiny, tmp_path)
+    # Threads in order of first appearance; QEMU loads the program and its interpreter
+    # itself (no execve, and the loader's first mappings are QEMU's), so each thread's
+    # sequence is compared from the tiny program's own calls: the worker thread's whole
+    # sequence, and the main thread's tail from its last clone on.
+    g, w = list(got.values()), list(want.values())
+    assert len(g) == len(w) == 2
+    assert g[1] == w[1]
+
+    def tail(seq):
+        last = max(i for i, c in enumerate(seq) if c[0] == "clone")
+        return seq[last:]
+
+    assert tail(g[0]) == tail(w[0])
+    # Results: the worker's munmap and mprotect succeeded, its mmap returned an address.
+    worker = [c for c in info["syscalls"] if c["tid"] == info["threads"][1]["tid"]]
+    names = [c["name"] for c in worker]
+    assert names[:3] == ["mmap", "mprotect", "munmap"]
+    assert worker[0]["ret"] == worker[1]["args"][0] == worker[2]["args"][0]
+    assert worker[0]["args"][1] == 8192 and worker[2]["args"][1] == 8192
+    assert info["instructions"] > 10_000 and info["by_kind"]["store"] > 0
+
+
+@NEEDS
+def test_no_fetches_counts_instructions(tiny: Path, tmp_path: Path) -> None:
+    a = rec.record([str(tiny)], tmp_path / "a.tlbsim", progress=False)
+    b = rec.record([str(tiny)], tmp_path / "b.tlbsim", fetches=False, progress=False)
+    assert "fetch" not in b["by_kind"] and b["by_kind"]["instructions"] > 0
+    # The same program: instruction counts within 1% (thread interleaving differs).
+    assert abs(a["instructions"] - b["instructions"]) <= 0.01 * a["instructions"]
+    assert b["bytes"] < a["bytes"]
+
+
+def _write_raw(path: Path, records: bytes) -> None:
+    path.write_bytes(b"TLBSIM\0\x02" + records)
+
+
+def test_truncated_and_malformed_recordings_name_the_offset(tmp_path: Path) -> None:
+    # A Syscall record (munmap) cut inside its second argument.
+    raw = tmp_path / "cut.raw"
+    _write_raw(raw, bytes([0x21, 0x05, 0x24, 0x0b, 0x02, 0x80, 0x80, 0x04, 0x80]))
+    with pytest.raises(tlbsim.TlbsimError, match=r"byte offset 16: truncated varint \(syscall argument\)"):
+        rec._tlbsim.record_finish(str(raw), str(tmp_path / "cut.tlbsim"))
+    assert not (tmp_path / "cut.tlbsim").exists()
+    # Too many syscall arguments.
+    _write_raw(raw, bytes([0x24, 0x09, 0x07]))
+    with pytest.raises(tlbsim.TlbsimError, match=r"byte offset 10: syscall argument count 7"):
+        rec._tlbsim.record_finish(str(raw), str(tmp_path / "bad.tlbsim"))
+    # A finished recording cut short: the reader names where it ends.
+    _write_raw(raw, bytes([0x21, 0x05, 0x24, 0x0b, 0x02, 0x80, 0x20, 0x80, 0x20, 0x00]))
+    out = tmp_path / "ok.tlbsim"
+    s = rec._tlbsim.record_finish(str(raw), str(out))
+    assert '"syscall:munmap":1' in s.replace(" ", "")
+    full = subprocess.run(["zstd", "-dc", str(out)], capture_output=True).stdout \
+        if shutil.which("zstd") else None
+    if full is not None:
+        cut = tmp_path / "short.tlbsim"
+        cut.write_bytes(full[:-3])
+        with pytest.raises(tlbsim.TlbsimError, match=r"byte offset \d+: "):
+            rec.info(cut)
+    # Unknown tag.
+    bad = tmp_path / "tag.tlbsim"
+    bad.write_bytes(b"TLBSIM\0\x02" + bytes([0x26, 0x7f, 0x00]))
+    with pytest.raises(tlbsim.TlbsimError, match=r"byte offset 8: unknown record tag 0x26"):
+        rec.info(bad)
+
+
+def test_record_without_qemu_names_the_package(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(rec, "QEMU", "qemu-x86_64-not-installed")
+    with pytest.raises(rec.RecordError, match="qemu-user"):
+        rec.record(["true"], tmp_path / "x.tlbsim", progress=False)

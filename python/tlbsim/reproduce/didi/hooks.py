@@ -1,0 +1,109 @@
+"""Hooks of the ``didi`` paper of ``tlbsim reproduce``: its metrics.
+
+``targets_per_shootdown``: cores a flush request reached (by IPI or by PTLBI message) per
+request that reached any; ``false_positive_share``: of those, the share that held nothing
+stale (stats.json's ``false_positive_targets``: a true holder whose entry the change does
+not make stale, e.g. a read-only entry of a page mprotect makes writable, counts here too).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+def _reached(t: Mapping[str, Any]) -> float:
+    return float(t.get("shootdown_ipis_received", 0)) + float(t.get("shootdown_messages_received", 0))
+
+
+def targets_per_shootdown(stats: Mapping[str, Any]) -> float | None:
+    t = stats["totals"]
+    sent = float(t.get("shootdowns_sent", 0))
+    return _reached(t) / sent if sent > 0 else None
+
+
+def false_positive_share(stats: Mapping[str, Any]) -> float | None:
+    t = stats["totals"]
+    reached = _reached(t)
+    return float(t.get("false_positive_targets", 0)) / reached if reached > 0 else None
+
+
+METRICS = {"targets_per_shootdown": targets_per_shootdown, "false_positive_share": false_positive_share}
+
+
+# --------------------------------------------------------------------------- §V-E projection
+
+#: Core counts the projection reports (the issue: including 16, 64 and 128).
+PROJECTED_CORES = [16, 32, 64, 128, 256]
+
+
+def _fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares line y = a + b x."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx > 0 else 0.0
+    return my - b * mx, b
+
+
+def _components(stats: Mapping[str, Any]) -> dict[str, float] | None:
+    """S, T_slave, T_initiator (cycles) and F (shootdowns per cycle of one core) of a run."""
+    t = stats["totals"]
+    sent = float(t.get("shootdowns_sent", 0))
+    makespan = float(stats["run"]["makespan_cycles"])
+    if sent <= 0 or makespan <= 0:
+        return None
+    reached = _reached(t)
+    return {
+        "S": reached / sent,
+        "T_slave": float(t.get("shootdown_cycles_target", 0)) / reached if reached > 0 else 0.0,
+        "T_initiator": (float(t.get("shootdown_cycles_initiator_send", 0)) + float(t.get("shootdown_cycles_initiator_wait", 0))) / sent,
+        "F": sent / makespan,
+    }
+
+
+def projection(runs: Mapping[str, Any]) -> dict[str, Any]:
+    """DiDi §V-E: Cycles_shootdown(p) = S(p) x T_slave(p) + T_initiator(p), each a linear
+    fit in the core count p over the simulated runs, and F(p) likewise; the fraction of all
+    cycles lost is Cycles_shootdown x F / p (F in shootdowns per cycle, the machine having p
+    cores' cycles)."""
+    out: dict[str, Any] = {"cores": PROJECTED_CORES, "model": "DiDi §V-E, linear fits over the simulated core counts", "fits": {}}
+    for policy in ("linux", "didi"):
+        points: dict[str, list[tuple[float, float]]] = {"S": [], "T_slave": [], "T_initiator": [], "F": []}
+        for r in runs.get("projection", []):
+            if r.params.get("os.coherence") != policy:
+                continue
+            c = _components(r.stats)
+            if c is None:
+                continue
+            p = float(r.params["machine.cores_per_socket"])
+            for k, v in c.items():
+                points[k].append((p, v))
+        if not points["S"]:
+            out[f"{policy}_cycles_lost_fraction"] = [None for _ in PROJECTED_CORES]
+            continue
+        fits = {k: _fit([x for x, _ in v], [y for _, y in v]) for k, v in points.items()}
+        out["fits"][policy] = {k: {"intercept": a, "slope": b, "points": points[k]} for k, (a, b) in fits.items()}
+
+        def at(k: str, p: float) -> float:
+            a, b = fits[k]
+            return max(0.0, a + b * p)
+
+        out[f"{policy}_cycles_lost_fraction"] = [
+            min(1.0, (at("S", p) * at("T_slave", p) + at("T_initiator", p)) * at("F", p) / p) for p in PROJECTED_CORES
+        ]
+    return out
+
+
+def outputs(runs: Mapping[str, Any], out: Any, quick: bool) -> None:
+    """Write DIR/projection.json and print the projection table."""
+    import json
+    from pathlib import Path
+
+    proj = projection(runs)
+    Path(out, "projection.json").write_text(json.dumps(proj, indent=2) + "\n")
+    print("§V-E projection: fraction of all cycles lost to TLB shootdowns")
+    print(f"  {'cores':>6} {'linux':>10} {'didi':>10}")
+    for i, p in enumerate(proj["cores"]):
+        lv, dv = proj["linux_cycles_lost_fraction"][i], proj["didi_cycles_lost_fraction"][i]
+        fmt = lambda v: f"{v:10.4f}" if v is not None else f"{'n/a':>10}"  # noqa: E731
+        print(f"  {p:>6} {fmt(lv)} {fmt(dv)}")

@@ -1,0 +1,370 @@
+/*
+ * tlbsim_record.c: a QEMU user-mode TCG plugin that records a program for tlbsim.
+ *
+ * Follows: tlbsim's native trace format, version 2 (documented in
+ * crates/tlbsim-core/src/trace/native.rs), and the QEMU TCG plugin API (docs/devel/tcg-plugins
+ * of QEMU; API version 1, as in Debian's qemu-user 7.2). Debian ships no qemu-plugin.h, so
+ * the few entry points used are declared below from the documented API.
+ *
+ * Records, per guest thread (named by its host thread id, which is the id the guest sees):
+ * every instruction fetch (`fetches=on`, an Access of kind Fetch with the instruction's size)
+ * or one Instructions record per executed translation block (`fetches=off`), every data
+ * access with its size and direction, and the system calls that change the address space
+ * or the threads, with their arguments and result (Syscall records), preceded by a File
+ * record (device, inode) for a file mapping.
+ *
+ * Simplifies: one process-wide lock and buffer, so the file's order is the order in which
+ * the callbacks ran (a consistent global order: an access that happens after a syscall in
+ * real time comes after it in the file); x86-64 guests only (syscall numbers);
+ * read-modify-write instructions appear as a load then a store; writes no end record: the
+ * raw file is finished by `tlbsim record` (compressed, end record appended). Forked
+ * children append to the same file (O_APPEND); each buffer flush starts with a Thread
+ * record, so chunks of different processes interleave safely.
+ *
+ * Arguments: out=PATH (the raw file, already holding the 8-byte magic), fetches=on|off,
+ * status=PATH (optional: the instruction count is written there at each flush).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* ---- The QEMU plugin API entry points used (API version 1, QEMU 7.2). ---- */
+typedef uint64_t qemu_plugin_id_t;
+typedef uint32_t qemu_plugin_meminfo_t;
+struct qemu_plugin_tb;
+struct qemu_plugin_insn;
+typedef struct qemu_info_t qemu_info_t; /* not read */
+enum qemu_plugin_cb_flags { QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_CB_R_REGS, QEMU_PLUGIN_CB_RW_REGS };
+enum qemu_plugin_mem_rw { QEMU_PLUGIN_MEM_R = 1, QEMU_PLUGIN_MEM_W, QEMU_PLUGIN_MEM_RW };
+typedef void (*qemu_plugin_udata_cb_t)(qemu_plugin_id_t id, void *userdata);
+typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index, void *userdata);
+typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id, struct qemu_plugin_tb *tb);
+typedef void (*qemu_plugin_vcpu_mem_cb_t)(unsigned int vcpu_index, qemu_plugin_meminfo_t info,
+                                          uint64_t vaddr, void *userdata);
+typedef void (*qemu_plugin_vcpu_syscall_cb_t)(qemu_plugin_id_t id, unsigned int vcpu_index,
+                                              int64_t num, uint64_t a1, uint64_t a2, uint64_t a3,
+                                              uint64_t a4, uint64_t a5, uint64_t a6, uint64_t a7,
+                                              uint64_t a8);
+typedef void (*qemu_plugin_vcpu_syscall_ret_cb_t)(qemu_plugin_id_t id, unsigned int vcpu_idx,
+                                                  int64_t num, int64_t ret);
+void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb);
+void qemu_plugin_register_vcpu_tb_exec_cb(struct qemu_plugin_tb *tb, qemu_plugin_vcpu_udata_cb_t cb,
+                                          enum qemu_plugin_cb_flags flags, void *userdata);
+void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn *insn,
+                                            qemu_plugin_vcpu_udata_cb_t cb,
+                                            enum qemu_plugin_cb_flags flags, void *userdata);
+void qemu_plugin_register_vcpu_mem_cb(struct qemu_plugin_insn *insn, qemu_plugin_vcpu_mem_cb_t cb,
+                                      enum qemu_plugin_cb_flags flags, enum qemu_plugin_mem_rw rw,
+                                      void *userdata);
+void qemu_plugin_register_vcpu_syscall_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_syscall_cb_t cb);
+void qemu_plugin_register_vcpu_syscall_ret_cb(qemu_plugin_id_t id,
+                                              qemu_plugin_vcpu_syscall_ret_cb_t cb);
+void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb, void *userdata);
+size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
+struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb, size_t idx);
+uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *insn);
+size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn);
+unsigned int qemu_plugin_mem_size_shift(qemu_plugin_meminfo_t info);
+bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t info);
+
+__attribute__((visibility("default"))) int qemu_plugin_version = 1;
+
+/* ---- Native format v2 (crates/tlbsim-core/src/trace/native.rs). ---- */
+enum { TAG_INSTRUCTIONS = 0x20, TAG_THREAD = 0x21, TAG_SYSCALL = 0x24, TAG_FILE = 0x25 };
+enum { KIND_FETCH = 0, KIND_LOAD = 1, KIND_STORE = 2 };
+
+/* x86-64 Linux system-call numbers (arch/x86/entry/syscalls/syscall_64.tbl) and how many
+ * arguments each takes (its man page). */
+static int tracked_nargs(int64_t nr)
+{
+    switch (nr) {
+    case 9: return 6;   /* mmap */
+    case 10: return 3;  /* mprotect */
+    case 11: return 2;  /* munmap */
+    case 12: return 1;  /* brk */
+    case 25: return 5;  /* mremap */
+    case 26: return 3;  /* msync */
+    case 28: return 3;  /* madvise */
+    case 56: return 5;  /* clone */
+    case 57: return 0;  /* fork */
+    case 58: return 0;  /* vfork */
+    case 60: return 1;  /* exit */
+    case 203: return 3; /* sched_setaffinity */
+    case 231: return 1; /* exit_group */
+    case 435: return 2; /* clone3 */
+    default: return -1;
+    }
+}
+
+#define BUF_SIZE (1 << 20)
+#define REC_MAX 96
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t buf[BUF_SIZE + REC_MAX];
+static size_t buf_len;
+static int64_t cur_tid = -1; /* thread of the last record in the buffer, -1: none yet */
+static int out_fd = -1;
+static int status_fd = -1;
+static uint64_t instructions;
+static bool fetches = true;
+
+static __thread int64_t my_tid = -1;
+static __thread uint64_t my_prev;          /* delta base of this thread's accesses */
+static __thread uint64_t sys_args[8];       /* arguments of the pending system call */
+static __thread struct stat sys_file;        /* file of a pending file mmap */
+static __thread bool sys_has_file;
+
+static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)v | 0x80;
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static inline uint64_t zigzag(uint64_t d) { return (d << 1) ^ (uint64_t)((int64_t)d >> 63); }
+
+static void flush_locked(void)
+{
+    size_t off = 0;
+    while (off < buf_len) {
+        ssize_t w = write(out_fd, buf + off, buf_len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            fprintf(stderr, "tlbsim_record: write failed: %s\n", strerror(errno));
+            _exit(70);
+        }
+        off += (size_t)w;
+    }
+    buf_len = 0;
+    cur_tid = -1; /* every chunk starts with a Thread record */
+    if (status_fd >= 0)
+        (void)!pwrite(status_fd, &instructions, sizeof instructions, 0);
+}
+
+/* Start a record for the calling thread: lock, emit a Thread record if needed. */
+static inline uint8_t *begin(void)
+{
+    if (my_tid < 0)
+        my_tid = syscall(SYS_gettid);
+    pthread_mutex_lock(&lock);
+    uint8_t *p = buf + buf_len;
+    if (cur_tid != my_tid) {
+        *p++ = TAG_THREAD;
+        p = put_varint(p, (uint64_t)my_tid);
+        cur_tid = my_tid;
+    }
+    return p;
+}
+
+static inline void end(uint8_t *p)
+{
+    buf_len = (size_t)(p - buf);
+    if (buf_len >= BUF_SIZE)
+        flush_locked();
+    pthread_mutex_unlock(&lock);
+}
+
+static inline void record_access(int kind, unsigned size_code, uint64_t va)
+{
+    uint8_t *p = begin();
+    *p++ = (uint8_t)((size_code << 2) | kind);
+    p = put_varint(p, zigzag(va - my_prev));
+    my_prev = va;
+    if (kind == KIND_FETCH)
+        instructions++;
+    end(p);
+}
+
+static unsigned size_code_of(uint64_t size)
+{
+    switch (size) {
+    case 1: return 1; case 2: return 2; case 4: return 3; case 8: return 4;
+    case 16: return 5; case 32: return 6; case 64: return 7; default: return 0;
+    }
+}
+
+static void on_insn(unsigned int vcpu, void *udata)
+{
+    (void)vcpu;
+    uint64_t packed = (uint64_t)(uintptr_t)udata; /* vaddr << 4 | size (x86: <= 15) */
+    uint64_t size = packed & 15, va = packed >> 4;
+    uint8_t *p = begin();
+    unsigned sc = size_code_of(size);
+    *p++ = (uint8_t)((sc << 2) | KIND_FETCH);
+    p = put_varint(p, zigzag(va - my_prev));
+    if (sc == 0)
+        p = put_varint(p, size);
+    my_prev = va;
+    instructions++;
+    end(p);
+}
+
+static void on_tb(unsigned int vcpu, void *udata)
+{
+    (void)vcpu;
+    uint64_t n = (uint64_t)(uintptr_t)udata;
+    uint8_t *p = begin();
+    *p++ = TAG_INSTRUCTIONS;
+    p = put_varint(p, n);
+    instructions += n;
+    end(p);
+}
+
+static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t va, void *udata)
+{
+    (void)vcpu;
+    (void)udata;
+    unsigned shift = qemu_plugin_mem_size_shift(info);
+    record_access(qemu_plugin_mem_is_store(info) ? KIND_STORE : KIND_LOAD,
+                  shift <= 6 ? shift + 1 : 0, va);
+}
+
+static void on_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    (void)id;
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    if (!fetches)
+        qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb, QEMU_PLUGIN_CB_NO_REGS, (void *)(uintptr_t)n);
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        if (fetches) {
+            uint64_t packed = (qemu_plugin_insn_vaddr(insn) << 4) | (qemu_plugin_insn_size(insn) & 15);
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, on_insn, QEMU_PLUGIN_CB_NO_REGS,
+                                                   (void *)(uintptr_t)packed);
+        }
+        qemu_plugin_register_vcpu_mem_cb(insn, on_mem, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, NULL);
+    }
+}
+
+static void write_syscall(int64_t nr, int64_t ret)
+{
+    int nargs = tracked_nargs(nr);
+    uint8_t *p = begin();
+    if (sys_has_file) {
+        *p++ = TAG_FILE;
+        p = put_varint(p, (uint64_t)sys_file.st_dev);
+        p = put_varint(p, (uint64_t)sys_file.st_ino);
+    }
+    *p++ = TAG_SYSCALL;
+    p = put_varint(p, (uint64_t)nr);
+    *p++ = (uint8_t)nargs;
+    for (int i = 0; i < nargs; i++)
+        p = put_varint(p, sys_args[i]);
+    p = put_varint(p, zigzag((uint64_t)ret));
+    sys_has_file = false;
+    end(p);
+}
+
+static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t nr, uint64_t a1,
+                       uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6,
+                       uint64_t a7, uint64_t a8)
+{
+    (void)id;
+    (void)vcpu;
+    if (tracked_nargs(nr) < 0)
+        return;
+    uint64_t a[8] = {a1, a2, a3, a4, a5, a6, a7, a8};
+    memcpy(sys_args, a, sizeof a);
+    sys_has_file = false;
+    /* mmap of a file: MAP_ANONYMOUS is 0x20, the fd the fifth argument. */
+    if (nr == 9 && !(a4 & 0x20) && (int64_t)(int32_t)a5 >= 0)
+        sys_has_file = fstat((int)a5, &sys_file) == 0;
+    if (nr == 60 || nr == 231) {
+        /* exit and exit_group do not return: record them now, and make the file whole. */
+        write_syscall(nr, 0);
+        pthread_mutex_lock(&lock);
+        flush_locked();
+        pthread_mutex_unlock(&lock);
+    }
+}
+
+static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t nr, int64_t ret)
+{
+    (void)id;
+    (void)vcpu;
+    if (tracked_nargs(nr) < 0 || nr == 60 || nr == 231)
+        return;
+    /* The child side of fork/clone returns 0 here (a forked process): the parent's record
+     * (with the child's id) is the event. */
+    if ((nr == 56 || nr == 57 || nr == 58 || nr == 435) && ret == 0)
+        return;
+    write_syscall(nr, ret);
+}
+
+/* fork(): flush in the parent so the child starts with an empty buffer; the child is a
+ * new thread id with a fresh delta base (as the reader starts one). */
+static void before_fork(void)
+{
+    pthread_mutex_lock(&lock);
+    flush_locked();
+}
+static void after_fork_parent(void) { pthread_mutex_unlock(&lock); }
+static void after_fork_child(void)
+{
+    pthread_mutex_init(&lock, NULL);
+    buf_len = 0;
+    cur_tid = -1;
+    my_tid = -1;
+    my_prev = 0;
+    instructions = 0;
+}
+
+static void on_exit_cb(qemu_plugin_id_t id, void *udata)
+{
+    (void)id;
+    (void)udata;
+    pthread_mutex_lock(&lock);
+    flush_locked();
+    pthread_mutex_unlock(&lock);
+}
+
+__attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t id,
+                                                               const qemu_info_t *info, int argc,
+                                                               char **argv)
+{
+    (void)info;
+    const char *out = NULL, *status = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (strncmp(argv[i], "out=", 4) == 0)
+            out = argv[i] + 4;
+        else if (strncmp(argv[i], "status=", 7) == 0)
+            status = argv[i] + 7;
+        else if (strcmp(argv[i], "fetches=on") == 0)
+            fetches = true;
+        else if (strcmp(argv[i], "fetches=off") == 0)
+            fetches = false;
+        else {
+            fprintf(stderr, "tlbsim_record: unknown argument %s (expected out=, status=, fetches=on|off)\n", argv[i]);
+            return -1;
+        }
+    }
+    if (!out) {
+        fprintf(stderr, "tlbsim_record: missing out=PATH\n");
+        return -1;
+    }
+    out_fd = open(out, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (out_fd < 0) {
+        fprintf(stderr, "tlbsim_record: %s: %s\n", out, strerror(errno));
+        return -1;
+    }
+    if (status)
+        status_fd = open(status, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+    qemu_plugin_register_vcpu_tb_trans_cb(id, on_trans);
+    qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);
+    qemu_plugin_register_vcpu_syscall_ret_cb(id, on_syscall_ret);
+    qemu_plugin_register_atexit_cb(id, on_exit_cb, NULL);
+    return 0;
+}
