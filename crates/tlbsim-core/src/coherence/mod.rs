@@ -33,6 +33,7 @@
 //! cycles, start a flush, release a held range) push an [`Effect`]; the engine applies
 //! them right after the hook returns.
 
+pub mod abis;
 pub mod didi;
 pub mod linux;
 pub mod none;
@@ -92,6 +93,8 @@ policies! {
     "didi" => didi::Didi<0>,
     "didi-directory-only" => didi::Didi<1>,
     "didi-ptlbi-only" => didi::Didi<2>,
+    "abis" => abis::Abis<2>,
+    "abis-gap1" => abis::Abis<1>,
 }
 
 /// A registered policy: its `[coherence.<name>]` parameters and its constructor.

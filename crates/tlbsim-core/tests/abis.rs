@@ -1,0 +1,140 @@
+//! ABIS (coherence/abis.rs): the Fig. 3 decision on hand-built PTE states, a privately used
+//! page flushed locally only, and the unsafe gap-of-one variant caught by `tlbsim fuzz`.
+
+use tlbsim_core::coherence::abis::{Abis, AbisParams};
+use tlbsim_core::coherence::*;
+use tlbsim_core::config::Config;
+use tlbsim_core::page_table::{make_pte, PTE_ACCESSED, PTE_PRESENT, PTE_USER};
+use tlbsim_core::types::{CoreId, Pfn, Vpn};
+
+const MM: u32 = 7;
+const VA: u64 = 0x7000_0000_0000;
+
+fn cfg() -> Config {
+    Config::resolve(serde_json::json!({"machine": {"sockets": 1, "cores_per_socket": 4}}), &[], std::path::Path::new(".")).unwrap()
+}
+
+fn policy<const GAP: u64>() -> Abis<GAP> {
+    let mut p = <Abis<GAP> as Policy>::build(&cfg(), AbisParams::default()).unwrap();
+    let mut fx = Vec::new();
+    // Cores 0-3 run the address space.
+    for c in 0..4 {
+        p.on_cr3_load(CoreId(c), &Cr3Load { from: None, to: MM, tag: 1, kept_entries: false }, &mut fx);
+    }
+    p
+}
+
+/// Plan a munmap of VA by core 0 whose old PTE had the accessed bit `a`.
+fn plan<const GAP: u64>(p: &mut Abis<GAP>, a: bool) -> Vec<(u32, usize)> {
+    let cores = [CoreView { loaded_mm: Some(MM), lazy: false, caught_up_gen: 0, socket: 0 }; 4];
+    let view = OsView { cores: &cores, cpumask: &[true; 4], holders: &[false; 4], flush_ceiling: 33, now: 0 };
+    let old = make_pte(Pfn(42), PTE_PRESENT | PTE_USER | if a { PTE_ACCESSED } else { 0 });
+    let req = FlushRequest {
+        initiator: CoreId(0), mm: MM, global: false, pages: vec![Vpn(VA >> 12)], old_ptes: vec![old], frames: vec![],
+        reason: FlushReason::Munmap, freed_tables: false, full: false, new_gen: 1,
+    };
+    let mut out = FlushPlan::default();
+    p.plan(&view, &req, &mut out);
+    out.targets.iter().zip(out.pages_of.iter()).map(|(t, pages)| (t.0, pages.as_ref().map_or(1, |v| v.len()))).collect()
+}
+
+fn fresh_map<const GAP: u64>(p: &mut Abis<GAP>) {
+    let mut new = make_pte(Pfn(42), PTE_PRESENT | PTE_USER);
+    p.on_pte_write(CoreId(0), MM, VA, 0, &mut new, &mut Vec::new());
+}
+
+#[test]
+fn the_flush_decision_on_hand_built_states() {
+    let mut fx = Vec::new();
+    // Uncached (mapped, never cached) with A clear: no flush at all.
+    let mut p = policy::<2>();
+    fresh_map(&mut p);
+    assert!(plan(&mut p, false).is_empty());
+    // A set: every core that may hold it (the initiator included).
+    let mut p = policy::<2>();
+    fresh_map(&mut p);
+    let t = plan(&mut p, true);
+    assert_eq!(t.iter().map(|x| x.0).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+    // After that flush the PTE is uncached: msync then munmap of an untouched page flushes once.
+    assert!(plan(&mut p, false).is_empty());
+    // Private: inserted directly by core 2, A still clear: only core 2.
+    let mut p = policy::<2>();
+    fresh_map(&mut p);
+    assert_eq!(p.on_demand_fault(CoreId(2), MM, VA, 0, 1, &mut fx), Some(550));
+    assert_eq!(plan(&mut p, false), vec![(2, 1)]);
+    // Private to the initiator: a local flush only.
+    let mut p = policy::<2>();
+    fresh_map(&mut p);
+    p.on_demand_fault(CoreId(0), MM, VA, 0, 1, &mut fx);
+    assert_eq!(plan(&mut p, false), vec![(0, 1)]);
+    // Two full-flush generations of every core since: no flush even though private.
+    for (gap, skips_after) in [(2u64, 2usize), (1, 1)] {
+        let mut p2 = policy::<2>();
+        let mut p1 = policy::<1>();
+        fresh_map(&mut p2);
+        fresh_map(&mut p1);
+        p2.on_demand_fault(CoreId(2), MM, VA, 0, 1, &mut fx);
+        p1.on_demand_fault(CoreId(2), MM, VA, 0, 1, &mut fx);
+        for round in 1..=skips_after {
+            for c in 0..4 {
+                p2.on_full_flush(CoreId(c), Some(MM), FullFlushCause::ContextSwitch, &mut fx);
+                p1.on_full_flush(CoreId(c), Some(MM), FullFlushCause::ContextSwitch, &mut fx);
+            }
+            let _ = round;
+        }
+        if gap == 2 {
+            // The version advanced twice: skipped.
+            assert!(plan(&mut p2, false).is_empty(), "gap 2 after two rounds");
+        } else {
+            // One round: ABIS still flushes core 2, the gap-of-one variant skips it.
+            let mut q = policy::<2>();
+            fresh_map(&mut q);
+            q.on_demand_fault(CoreId(2), MM, VA, 0, 1, &mut fx);
+            for c in 0..4 {
+                q.on_full_flush(CoreId(c), Some(MM), FullFlushCause::ContextSwitch, &mut fx);
+            }
+            assert_eq!(plan(&mut q, false), vec![(2, 1)]);
+            assert!(plan(&mut p1, false).is_empty());
+        }
+    }
+    // Linux's view of the A bit: swA OR hwA.
+    let mut p = policy::<2>();
+    fresh_map(&mut p);
+    p.on_demand_fault(CoreId(1), MM, VA, 0, 1, &mut fx);
+    assert!(p.pte_accessed(MM, VA, make_pte(Pfn(42), PTE_PRESENT)));
+    p.on_accessed_cleared(CoreId(1), MM, VA, make_pte(Pfn(42), PTE_PRESENT), &mut fx);
+    assert!(!p.pte_accessed(MM, VA, make_pte(Pfn(42), PTE_PRESENT)));
+}
+
+#[test]
+fn a_page_faulted_and_used_by_one_core_is_flushed_locally_only() {
+    // Thread 0 maps, touches and unmaps a private buffer; thread 1 (same process, another
+    // core) keeps working on its own region, so Linux sends it an IPI per munmap.
+    let run = |policy: &str| {
+        let tree = serde_json::json!({
+            "machine": {"sockets": 1, "cores_per_socket": 2},
+            "os": {"coherence": policy},
+            "workload": {"kind": "scenario", "scenario": {"process": [{"name": "p", "region": [{"name": "own", "bytes": 65536}],
+                "thread": [
+                    {"name": "mapper", "class": "m", "core": 0, "program": [
+                        {"op": "loop", "count": 200, "body": [
+                            {"op": "mmap", "region": "buf", "bytes": 16384},
+                            {"op": "access", "region": "buf", "pattern": "sequential", "stride": 4096, "count": 4, "mode": "write"},
+                            {"op": "munmap", "region": "buf"}, {"op": "count"}]},
+                        {"op": "exit"}]},
+                    {"name": "worker", "class": "w", "core": 1, "daemon": true, "program": [
+                        {"op": "loop", "count": 0, "body": [
+                            {"op": "access", "region": "own", "pattern": "random", "count": 20, "mode": "read"},
+                            {"op": "compute", "cycles": 1000}]}]}]}]}},
+        });
+        tlbsim_core::run(tree, &[], std::path::Path::new(".")).unwrap().stats
+    };
+    let (linux, abis) = (run("linux"), run("abis"));
+    let t = |v: &serde_json::Value, k: &str| v["totals"][k].as_u64().unwrap();
+    assert!(t(&linux, "shootdown_ipis_received") >= 190, "{}", t(&linux, "shootdown_ipis_received"));
+    assert_eq!(t(&abis, "shootdown_ipis_received"), 0);
+    let c = &abis["totals"]["coherence"];
+    assert!(c["private_local"].as_u64().unwrap() >= 800 && c["direct_insertions"].as_u64().unwrap() >= 800, "{c}");
+    assert!(c["spt_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(t(&abis, "violations_security") + t(&abis, "violations_consistency"), 0);
+}
