@@ -191,9 +191,16 @@ impl<const GAP: u64> Coherence for Abis<GAP> {
         slot_gen != Some(mm_gen)
     }
 
-    fn on_demand_fault(&mut self, core: CoreId, mm: u32, va: u64, _pte: u64, mapped_together: u32, _fx: &mut Effects) -> Option<u64> {
+    fn on_demand_fault(&mut self, core: CoreId, mm: u32, va: u64, pte: u64, mapped_together: u32, _fx: &mut Effects) -> Option<u64> {
         let version = self.version(mm);
-        self.sptes.insert((mm, va >> 12), Spte { version, sw_a: true, caching: core.0 + 1 });
+        // Private to this core only if no other TLB can hold the PTE: it was uncached (a
+        // fresh mapping, or flushed since) or already private to this core, and no walk has
+        // set its A bit. A write fault on a present PTE (made writable in place) may find it
+        // cached elsewhere: then it stays shared (the fill still leaves A clear).
+        let prev = self.sptes.get(&(mm, va >> 12)).copied();
+        let private = pte & PTE_ACCESSED == 0 && prev.is_some_and(|s| s.version == UNCACHED || s.caching == core.0 + 1);
+        let caching = if private { core.0 + 1 } else { ALL_CPUS };
+        self.sptes.insert((mm, va >> 12), Spte { version, sw_a: true, caching });
         self.c.direct_insertions += 1;
         let cost = if self.p.hardware_insertion { 0 } else { self.p.insertion_cycles / mapped_together.max(1) as u64 };
         self.c.insertion_cycles += cost;

@@ -161,9 +161,9 @@ impl<P: Coherence> Os<P> {
     /// Handle a page fault of `pid` at `va` (on `core`; `thread` = usize::MAX for
     /// MAP_POPULATE). Returns false for SIGSEGV.
     pub(crate) fn page_fault(&mut self, core: usize, thread: usize, pid: u32, va: u64, write: bool, present: bool) -> Result<bool> {
-        // A demand fault (not MAP_POPULATE, not a protection fault): the policy may fill the
-        // faulting core's TLB with what it mapped instead of the walk that follows.
-        let demand = thread != usize::MAX && !present;
+        // A fault of a thread (not MAP_POPULATE): the policy may fill the faulting core's TLB
+        // with what the handler mapped or made writable, instead of the walk that follows.
+        let demand = thread != usize::MAX;
         if demand {
             self.fault_mapped = Some(Vec::new());
         }
@@ -334,7 +334,11 @@ impl<P: Coherence> Os<P> {
         let d = *self.m.mem.desc(old);
         let shared_frame = Some(old) == self.zero_page || d.mapping != 0 || d.mapcount > 1;
         if vma.shared || !shared_frame {
+            // wp_page_reuse: made writable in place.
             self.pte_write(core, pid, page, &leaf, leaf.pte | PTE_WRITABLE | PTE_DIRTY);
+            if let Some(mapped) = self.fault_mapped.as_mut() {
+                mapped.push(page);
+            }
             return Ok(());
         }
         self.stats[core].cow_faults += 1;
