@@ -106,6 +106,9 @@ pub struct PhysMem {
     nodes: Vec<Node>,
     pcp_batch: u32,
     pcp_high: u32,
+    /// Frames moved between a per-CPU list and the buddy allocator so far (refills and
+    /// drains): the work done under the zone lock, which the OS model charges and locks.
+    pub zone_frames_moved: u64,
 }
 
 #[inline]
@@ -201,7 +204,7 @@ impl PhysMem {
                 Node { capacity, chunks: (0..capacity / CHUNK).map(|_| None).collect(), free, pcp: Vec::new(), used: 0 }
             })
             .collect();
-        PhysMem { nodes, pcp_batch: pcp_batch.max(1), pcp_high: pcp_high.max(pcp_batch.max(1)) }
+        PhysMem { nodes, pcp_batch: pcp_batch.max(1), pcp_high: pcp_high.max(pcp_batch.max(1)), zone_frames_moved: 0 }
     }
 
     pub fn nodes(&self) -> u32 {
@@ -250,6 +253,7 @@ impl PhysMem {
         if n.pcp.len() <= c {
             n.pcp.resize_with(c + 1, Vec::new);
         }
+        let mut moved = 0;
         if n.pcp[c].is_empty() {
             // Refill with a batch; taken in the order the buddy hands them out.
             let mut got = Vec::with_capacity(batch as usize);
@@ -260,9 +264,12 @@ impl PhysMem {
                 }
             }
             got.reverse();
+            moved = got.len() as u64;
             n.pcp[c] = got;
         }
-        let i = n.pcp[c].pop().ok_or_else(|| self.out_of_memory(node, 0))?;
+        let popped = n.pcp[c].pop();
+        self.zone_frames_moved += moved;
+        let i = popped.ok_or_else(|| self.out_of_memory(node, 0))?;
         Ok(self.claim(node, i, 0, kind, owner))
     }
 
@@ -311,9 +318,11 @@ impl PhysMem {
         if n.pcp[c].len() > high {
             // The oldest (coldest) frames go back to the buddy allocator.
             let spill: Vec<u64> = n.pcp[c].drain(..batch).collect();
+            let moved = spill.len() as u64;
             for f in spill {
                 n.free_block(f, 0);
             }
+            self.zone_frames_moved += moved;
         }
     }
 

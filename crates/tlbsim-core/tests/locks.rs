@@ -1,7 +1,8 @@
 //! Kernel locks on hand-built scenarios (os/locks.rs): writers of one address space
 //! serialize on `mmap_lock`, readers share it, a munmap or mprotect holds it through its
 //! shootdown's wait, and page faults run under per-VMA locks (a fault waits only when its
-//! own VMA is being changed).
+//! own VMA is being changed); page faults on one page-table page serialize on its lock,
+//! and per-CPU frame-list refills on their node's zone lock.
 
 use serde_json::Value;
 use tlbsim_core::config::Config;
@@ -22,8 +23,12 @@ fn touch(slot: usize, pages: u64) -> Op {
 }
 
 fn run(policy: &str, locks: bool, programs: Vec<Vec<Op>>, regions: Vec<MapSpec>, slots: usize) -> Value {
+    run_on(1, policy, locks, programs, regions, slots)
+}
+
+fn run_on(sockets: u32, policy: &str, locks: bool, programs: Vec<Vec<Op>>, regions: Vec<MapSpec>, slots: usize) -> Value {
     let tree = serde_json::json!({
-        "machine": {"sockets": 1, "cores_per_socket": 4},
+        "machine": {"sockets": sockets, "cores_per_socket": 4 / sockets},
         "os": {"coherence": policy, "locks": locks},
     });
     let cfg = Config::resolve(tree, &[], std::path::Path::new(".")).unwrap();
@@ -36,6 +41,14 @@ fn run(policy: &str, locks: bool, programs: Vec<Vec<Op>>, regions: Vec<MapSpec>,
 
 fn lock(v: &Value, key: &str) -> u64 {
     v["totals"]["locks"]["mmap_lock"][key].as_u64().unwrap()
+}
+
+fn spin(v: &Value, class: &str, key: &str) -> u64 {
+    v["totals"]["locks"][class][key].as_u64().unwrap()
+}
+
+fn lazy(pages: u64) -> MapSpec {
+    MapSpec { populate: false, ..anon(pages) }
 }
 
 fn makespan(v: &Value) -> u64 {
@@ -77,7 +90,8 @@ fn a_munmap_and_an_mprotect_hold_the_lock_through_their_shootdown() {
     assert!(l * 10 > o * 13, "{l} vs {o}");
     assert!(linux["totals"]["shootdown_ipis_received"].as_u64().unwrap() > 100);
     let waited: u64 = linux["per_thread"].as_array().unwrap().iter().map(|t| t["lock_wait_cycles"].as_u64().unwrap()).sum();
-    assert_eq!(waited, lock(&linux, "cycles_waited"), "per-thread waits add up");
+    let spun = spin(&linux, "pt_lock", "cycles_waited") + spin(&linux, "zone_lock", "cycles_waited");
+    assert_eq!(waited, lock(&linux, "cycles_waited") + spun, "per-thread waits add up");
     for v in [&linux, &oracle] {
         assert_eq!(v["totals"]["violations_security"], 0);
         assert_eq!(v["totals"]["violations_consistency"], 0);
@@ -97,3 +111,42 @@ fn faults_proceed_during_another_vmas_mprotect_and_wait_during_their_own() {
     assert!(lock(&same_vma, "fault_fallbacks") > 0, "faults in the VMA being changed fall back and wait");
 }
 
+
+#[test]
+fn zaps_and_faults_on_one_page_table_page_serialize_on_its_lock() {
+    // Two threads each zap their own 256 pages (madvise(MADV_DONTNEED): mmap_lock for read,
+    // shared) and fault them back. Two 1 MiB regions mapped side by side have PTEs in a
+    // common page-table page: a zap holds its lock over up to 256 PTEs, and the other
+    // thread's faults and zaps wait for it. The first 256 pages of two adjacent 4 MiB
+    // regions lie in page-table pages of their own.
+    let cycle = |slot| looped(20, vec![Op::MadviseDontneed { slot }, touch(slot, 256)]);
+    let shared = run("oracle", true, vec![cycle(0), cycle(1)], vec![lazy(256), lazy(256)], 2);
+    let apart = run("oracle", true, vec![cycle(0), cycle(1)], vec![lazy(1024), lazy(1024)], 2);
+    for v in [&shared, &apart] {
+        assert_eq!(v["totals"]["page_faults"], 2 * 20 * 256, "{}", v["totals"]);
+        assert!(spin(v, "pt_lock", "acquisitions") >= 2 * 20 * 256);
+        assert_eq!(lock(v, "contended"), 0, "readers share mmap_lock");
+    }
+    assert!(spin(&shared, "pt_lock", "contended") > 20, "{}", shared["totals"]["locks"]);
+    assert!(spin(&shared, "pt_lock", "cycles_waited") > 20 * 1000);
+    assert_eq!(spin(&apart, "pt_lock", "contended"), 0, "{}", apart["totals"]["locks"]);
+    assert!(makespan(&shared) > makespan(&apart));
+    let off = run("oracle", false, vec![cycle(0), cycle(1)], vec![lazy(256), lazy(256)], 2);
+    assert_eq!(spin(&off, "pt_lock", "acquisitions"), 0, "os.locks = false models no lock");
+}
+
+#[test]
+fn per_cpu_list_refills_serialize_on_their_nodes_zone_lock() {
+    // Four threads fault 1,000 fresh pages each, in step, in regions of their own: every 63
+    // faults each refills its per-CPU list under the zone lock of the node it allocates
+    // from. One node: four refills at once; two nodes (first-touch): two per node.
+    let toucher = |slot| vec![Op::Access { slot, pattern: Pattern::Sequential, mode: AccessMode::Write, count: 1000, offset: 0, len: 0, stride: 4096 }];
+    let programs = || (0..4).map(toucher).collect::<Vec<_>>();
+    let regions = || (0..4).map(|_| lazy(1024)).collect::<Vec<_>>();
+    let one = run_on(1, "oracle", true, programs(), regions(), 4);
+    let two = run_on(2, "oracle", true, programs(), regions(), 4);
+    let refills = spin(&one, "zone_lock", "acquisitions");
+    assert!(refills >= 4 * (1000 / 63), "{}", one["totals"]["locks"]);
+    assert!(spin(&one, "zone_lock", "contended") > 0);
+    assert!(spin(&two, "zone_lock", "cycles_waited") * 3 / 2 < spin(&one, "zone_lock", "cycles_waited"), "{} vs {}", two["totals"]["locks"], one["totals"]["locks"]);
+}

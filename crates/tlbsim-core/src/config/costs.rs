@@ -25,6 +25,10 @@ pub struct CostsConfig {
     /// Exception entry and exit of a page fault plus the handler's bookkeeping (assumed:
     /// ~0.5 µs for a minor fault without zeroing).
     pub page_fault: u64,
+    /// Per frame moved between a CPU's per-CPU list and the buddy allocator (a batch refill
+    /// in rmqueue_bulk, a drain in free_pcppages_bulk), all under the zone lock (assumed:
+    /// ~30 ns of list and free-area bookkeeping per frame).
+    pub buddy_per_frame: u64,
     /// Zeroing one 4 KiB frame (assumed: 4 KiB at ~10 bytes/cycle). A 2 MiB page costs 512×.
     pub zero_page: u64,
     /// Copying one 4 KiB frame (copy-on-write, migration; assumed: 2× zeroing).
@@ -76,6 +80,7 @@ impl Default for CostsConfig {
             vma_op: 1_000,
             per_page: 60,
             page_fault: 1_500,
+            buddy_per_frame: 100,
             zero_page: 400,
             copy_page: 800,
             read_page: 15_000,

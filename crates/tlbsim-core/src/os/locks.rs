@@ -18,12 +18,29 @@
 //! order: one writer, or every reader at the head of the queue; a reader arriving while a
 //! writer waits queues behind it. A lock is handed over at the holder's release time.
 //!
+//! Spinlocks (kernel/locking/qspinlock.c: waiters spin, served in arrival order):
+//! - the page-table lock of each page-table page (split PTE locks, `pte_offset_map_lock`):
+//!   a page fault holds it while it installs its PTE (`finish_fault`, `do_anonymous_page`:
+//!   the zeroing or copying happens before, outside the lock), zap_pte_range, mprotect's
+//!   change_pte_range, msync's page_mkclean, migration's remap and fork's copy_pte_range
+//!   hold it over the PTEs of one page-table page, and drop it before the TLB flush;
+//! - the zone lock of each NUMA node, taken when a CPU's per-CPU frame list is refilled
+//!   from the buddy allocator or drained back into it (rmqueue_bulk, free_pcppages_bulk),
+//!   for `costs.buddy_per_frame` per frame moved.
+//!
+//! A spinlock remembers its latest hold (`[held_from, free_at)` in simulated cycles). An
+//! acquirer whose clock falls inside it spins until `free_at` (its core stays busy; the
+//! wait is charged to it). Holds are whole operations run in one step of the engine, so the
+//! lock is never seen half-held; an acquirer whose clock is earlier than the recorded hold
+//! (possible within one scheduling quantum) is taken to have come first and does not wait.
+//!
 //! Simplified: a writer spinning on readers does so until they release (Linux gives up
-//! after `rwsem_rspin_threshold`, at most 25 µs, longer than a shootdown's wait); the
-//! page-table lock per page-table page and the zone lock behind the per-CPU
-//! frame lists are not modelled (their hold times are a few hundred cycles of work that
-//! the cost table already charges); a fault that fell back to `mmap_lock` holds it for no
-//! time once granted (its handler's work is charged to the thread as before).
+//! after `rwsem_rspin_threshold`, at most 25 µs, longer than a shootdown's wait); a fault
+//! that fell back to `mmap_lock` holds it for no time once granted (its handler's work is
+//! charged to the thread as before); a page fault holds its page-table lock for
+//! `costs.per_page` cycles (one PTE's update, rmap and counters, taken out of
+//! `costs.page_fault`), whatever it mapped; the PMD-level lock of a huge page is the
+//! page-table lock of its 2 MiB region.
 
 use super::{Os, ThreadState};
 use crate::coherence::Coherence;
@@ -60,6 +77,26 @@ pub(crate) struct RwSem {
     pub vma_locked: Vec<(u64, u64)>,
 }
 
+/// A spinlock's latest hold, in simulated cycles.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SpinLock {
+    held_from: u64,
+    free_at: u64,
+}
+
+/// The page-table lock a loop over PTEs holds: (process, 2 MiB region) and when it took it.
+#[derive(Default)]
+pub(crate) struct PtlCursor {
+    held: Option<((u32, u64), u64)>,
+}
+
+/// Spinlock classes (stats.json `totals.locks.<class>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SpinClass {
+    PageTable,
+    Zone,
+}
+
 /// Per lock class (stats.json `totals.locks`).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct LockStats {
@@ -68,6 +105,16 @@ pub(crate) struct LockStats {
     pub cycles_waited: u64,
     /// Page faults that found their VMA write-locked and fell back to `mmap_lock`.
     pub fault_fallbacks: u64,
+}
+
+impl LockStats {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "acquisitions": self.acquisitions,
+            "contended": self.contended,
+            "cycles_waited": self.cycles_waited,
+        })
+    }
 }
 
 impl<P: Coherence> Os<P> {
@@ -280,5 +327,85 @@ impl<P: Coherence> Os<P> {
         self.lock_stats.contended += 1;
         self.wait_for_lock(core, thread, pid, LockMode::Read, true);
         true
+    }
+
+    /// Take a spinlock of `class` whose latest hold is `lock`, on `core` now: spin until it
+    /// is free. Returns when the hold begins.
+    fn spin_acquire(&mut self, core: usize, class: SpinClass, lock: SpinLock) -> (SpinLock, u64) {
+        let now = self.clock(core);
+        let wait = if now >= lock.held_from && now < lock.free_at { lock.free_at - now } else { 0 };
+        let stats = match class {
+            SpinClass::PageTable => &mut self.pt_lock_stats,
+            SpinClass::Zone => &mut self.zone_lock_stats,
+        };
+        stats.acquisitions += 1;
+        if wait > 0 {
+            stats.contended += 1;
+            stats.cycles_waited += wait;
+            self.charge(core, wait);
+            if let Some(t) = self.cores[core].current {
+                self.threads[t].lock_wait_cycles += wait;
+            }
+        }
+        let start = now + wait;
+        // An acquirer earlier than the recorded hold went first: keep the later record.
+        let lock = if start >= lock.held_from { SpinLock { held_from: start, free_at: start } } else { lock };
+        (lock, start)
+    }
+
+    /// Hold the page-table lock covering `va` in `pid` (taking it, and dropping the one the
+    /// cursor held, when the loop crosses into another page-table page).
+    pub(super) fn ptl_at(&mut self, core: usize, cursor: &mut PtlCursor, pid: u32, va: u64) {
+        if !self.locks {
+            return;
+        }
+        let key = (pid, va >> 21);
+        if cursor.held.is_some_and(|(k, _)| k == key) {
+            return;
+        }
+        self.ptl_release(core, cursor);
+        let lock = self.pt_locks.get(&key).copied().unwrap_or_default();
+        let (lock, start) = self.spin_acquire(core, SpinClass::PageTable, lock);
+        self.pt_locks.insert(key, lock);
+        cursor.held = Some((key, start));
+    }
+
+    /// Drop the page-table lock the cursor holds, now.
+    pub(super) fn ptl_release(&mut self, core: usize, cursor: &mut PtlCursor) {
+        if let Some((key, start)) = cursor.held.take() {
+            let now = self.clock(core);
+            if let Some(l) = self.pt_locks.get_mut(&key) {
+                if l.held_from == start {
+                    l.free_at = l.free_at.max(now);
+                }
+            }
+        }
+    }
+
+    /// A section of `cycles` of work under the page-table lock covering `va` in `pid`.
+    pub(super) fn ptl_section(&mut self, core: usize, pid: u32, va: u64, cycles: u64) {
+        let mut cursor = PtlCursor::default();
+        self.ptl_at(core, &mut cursor, pid, va);
+        self.charge(core, cycles);
+        self.ptl_release(core, &mut cursor);
+    }
+
+    /// The per-CPU frame list of `core` just moved `frames` frames from or to the buddy
+    /// allocator of `node`: that work runs under the node's zone lock.
+    pub(super) fn zone_section(&mut self, core: usize, node: usize, frames: u64) {
+        let cycles = frames * self.costs.buddy_per_frame;
+        if !self.locks {
+            self.charge(core, cycles);
+            return;
+        }
+        if self.zone_locks.len() <= node {
+            self.zone_locks.resize(node + 1, SpinLock::default());
+        }
+        let (mut lock, start) = self.spin_acquire(core, SpinClass::Zone, self.zone_locks[node]);
+        self.charge(core, cycles);
+        if lock.held_from == start {
+            lock.free_at = lock.free_at.max(self.clock(core));
+        }
+        self.zone_locks[node] = lock;
     }
 }

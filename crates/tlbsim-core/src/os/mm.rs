@@ -13,6 +13,7 @@
 //! covers the pages an msync cleans. Reclaim skips huge pages. A page-cache miss stalls
 //! the core for `costs.read_page` instead of blocking the thread.
 
+use super::locks::PtlCursor;
 use super::{Gather, Os, Vma, FAULT_AROUND_PAGES, MMAP_TOP};
 use crate::coherence::{Coherence, FlushReason, FrameUse};
 use crate::error::{Error, Result};
@@ -107,7 +108,7 @@ impl<P: Coherence> Os<P> {
     /// charge its group, put it on the group's LRU, and reclaim if the group runs low.
     fn alloc_data(&mut self, core: usize, pid: u32, file: Option<u32>, index: u64) -> Result<Pfn> {
         let node = self.data_node(core);
-        let pfn = self.m.mem.alloc_on(CoreId(core as u32), node, FrameKind::Data, pid)?;
+        let pfn = self.alloc_frame_on(core, node, FrameKind::Data, pid)?;
         self.policy.on_frame_alloc(CoreId(core as u32), pfn, self.m.mem.desc_mut(pfn), FrameUse { mm: if file.is_some() { u32::MAX } else { pid }, file: file.is_some() }, &mut self.fx);
         self.apply_effects();
         let group = self.procs[pid as usize].group;
@@ -127,6 +128,18 @@ impl<P: Coherence> Os<P> {
             if g.limit_pages.saturating_sub(g.used_pages) < low {
                 self.reclaim(core, group, high)?;
             }
+        }
+        Ok(pfn)
+    }
+
+    /// One frame from `core`'s per-CPU list of `node`; a refill from the buddy allocator
+    /// runs under the node's zone lock.
+    fn alloc_frame_on(&mut self, core: usize, node: NodeId, kind: FrameKind, owner: u32) -> Result<Pfn> {
+        let before = self.m.mem.zone_frames_moved;
+        let pfn = self.m.mem.alloc_on(CoreId(core as u32), node, kind, owner)?;
+        let moved = self.m.mem.zone_frames_moved - before;
+        if moved > 0 {
+            self.zone_section(core, node.0 as usize, moved);
         }
         Ok(pfn)
     }
@@ -152,7 +165,12 @@ impl<P: Coherence> Os<P> {
         }
         self.apply_effects();
         if order == 0 {
+            let before = self.m.mem.zone_frames_moved;
             self.m.mem.free_on(CoreId(core as u32), pfn);
+            let moved = self.m.mem.zone_frames_moved - before;
+            if moved > 0 {
+                self.zone_section(core, crate::memory::node_of(pfn).0 as usize, moved);
+            }
         } else {
             self.m.mem.free_order(pfn, order);
         }
@@ -167,6 +185,9 @@ impl<P: Coherence> Os<P> {
         if demand {
             self.fault_mapped = Some(Vec::new());
         }
+        // The PTE is installed under its page-table lock (finish_fault, do_anonymous_page);
+        // charged first, so that a flush the handler starts cannot absorb it.
+        self.ptl_section(core, pid, va, self.fault_ptl_hold());
         let handled = self.handle_fault(core, pid, va, write, present);
         let mapped = self.fault_mapped.take();
         let handled = handled?;
@@ -174,6 +195,12 @@ impl<P: Coherence> Os<P> {
             self.direct_fill(core, pid, va, write, &mapped);
         }
         Ok(handled)
+    }
+
+    /// Cycles of a page fault's work done under the page-table lock: one PTE's update, rmap
+    /// and counters (`per_page`), out of `page_fault`.
+    fn fault_ptl_hold(&self) -> u64 {
+        self.costs.per_page.min(self.costs.page_fault)
     }
 
     /// `Coherence::on_demand_fault` for each PTE a demand fault mapped.
@@ -201,7 +228,8 @@ impl<P: Coherence> Os<P> {
 
     fn handle_fault(&mut self, core: usize, pid: u32, va: u64, write: bool, present: bool) -> Result<bool> {
         self.m.cores[core].stats.page_faults += 1;
-        self.charge(core, self.costs.page_fault);
+        // The part held under the page-table lock is charged by the caller.
+        self.charge(core, self.costs.page_fault - self.fault_ptl_hold());
         let Some((start, vma)) = self.vma_at(pid, va) else { return Ok(false) };
         if vma.reserved || (write && !vma.writable) {
             return Ok(false);
@@ -364,9 +392,11 @@ impl<P: Coherence> Os<P> {
     fn zap(&mut self, core: usize, pid: u32, va: u64, len: u64, gather: &mut Gather) -> Result<()> {
         let end = va + len;
         let mut page = va;
+        let mut ptl = PtlCursor::default();
         while let Some((at, leaf)) = self.next_leaf(pid, page, end) {
             page = at;
             let pfn = pte_pfn(leaf.pte);
+            self.ptl_at(core, &mut ptl, pid, page);
             if leaf.level == 2 {
                 let base = page & !(HUGE - 1);
                 if base < va || base + HUGE > end {
@@ -397,6 +427,7 @@ impl<P: Coherence> Os<P> {
             }
             page += PAGE;
         }
+        self.ptl_release(core, &mut ptl);
         let swapped = &mut self.procs[pid as usize].swapped;
         if !swapped.is_empty() {
             swapped.retain(|&v| v < va >> 12 || v >= end >> 12);
@@ -524,8 +555,10 @@ impl<P: Coherence> Os<P> {
         }
         let mut gather = Gather::default();
         let mut page = va;
+        let mut ptl = PtlCursor::default();
         while let Some((at, leaf)) = self.next_leaf(pid, page, end) {
             page = at;
+            self.ptl_at(core, &mut ptl, pid, page);
             let pfn = pte_pfn(leaf.pte);
             let step = if leaf.level == 2 { HUGE } else { PAGE };
             let d = *self.m.mem.desc(pfn);
@@ -544,6 +577,7 @@ impl<P: Coherence> Os<P> {
             self.charge(core, self.costs.per_page);
             page = (page & !(step - 1)) + step;
         }
+        self.ptl_release(core, &mut ptl);
         self.flush(core, pid, FlushReason::Mprotect, false, gather);
         Ok(())
     }
@@ -555,10 +589,12 @@ impl<P: Coherence> Os<P> {
         let mut gather = Gather::default();
         let end = va + len;
         let mut page = va;
+        let mut ptl = PtlCursor::default();
         while page < end {
             let shared_file = self.vma_at(pid, page).is_some_and(|(_, v)| v.shared && matches!(v.backing, Backing::File { .. }));
             match self.pte_lookup(pid, page) {
                 Some(leaf) if shared_file && leaf.level == 1 && leaf.pte & PTE_DIRTY != 0 => {
+                    self.ptl_at(core, &mut ptl, pid, page);
                     let old_pte = self.pte_write(core, pid, page, &leaf, leaf.pte & !(PTE_DIRTY | PTE_WRITABLE));
                     gather.page(Vpn(page >> 12), old_pte);
                     self.charge(core, self.costs.per_page + self.costs.write_page);
@@ -568,6 +604,7 @@ impl<P: Coherence> Os<P> {
                 None => page = self.next_candidate(pid, page, end),
             }
         }
+        self.ptl_release(core, &mut ptl);
         self.flush(core, pid, FlushReason::Msync, false, gather);
         Ok(())
     }
@@ -592,7 +629,7 @@ impl<P: Coherence> Os<P> {
                 continue;
             }
             let d = *self.m.mem.desc(old);
-            let new = self.m.mem.alloc_on(CoreId(core as u32), node, FrameKind::Data, d.owner)?;
+            let new = self.alloc_frame_on(core, node, FrameKind::Data, d.owner)?;
             let group = self.frame_group.remove(&old.0);
             if let Some(g) = group {
                 self.frame_group.insert(new.0, g);
@@ -615,7 +652,10 @@ impl<P: Coherence> Os<P> {
             for (p, at) in self.mappings(old) {
                 let l = self.pte_lookup(p, at).expect("rmap found it mapped");
                 let flags = l.pte & !crate::page_table::PTE_PFN_MASK;
+                let mut ptl = PtlCursor::default();
+                self.ptl_at(core, &mut ptl, p, at);
                 let old_pte = self.pte_write(core, p, at, &l, crate::page_table::make_pte(new, flags));
+                self.ptl_release(core, &mut ptl);
                 let g = match per_mm.iter_mut().find(|(q, _)| *q == p) {
                     Some((_, g)) => g,
                     None => {
@@ -659,8 +699,12 @@ impl<P: Coherence> Os<P> {
         let mut gather = Gather::default();
         for (start, v) in vmas.iter().filter(|(_, v)| !v.reserved) {
             let mut page = *start;
+            // copy_pte_range holds the child's and the parent's page-table locks.
+            let (mut dst_ptl, mut src_ptl) = (PtlCursor::default(), PtlCursor::default());
             while let Some((at, leaf)) = self.next_leaf(parent, page, v.end) {
                 page = at;
+                self.ptl_at(core, &mut dst_ptl, child, page);
+                self.ptl_at(core, &mut src_ptl, parent, page);
                 let pfn = pte_pfn(leaf.pte);
                 let size = if leaf.level == 2 { PageSize::Size2M } else { PageSize::Size4K };
                 let step = if leaf.level == 2 { HUGE } else { PAGE };
@@ -675,6 +719,8 @@ impl<P: Coherence> Os<P> {
                 self.charge(core, self.costs.fork_per_page);
                 page = base + step;
             }
+            self.ptl_release(core, &mut src_ptl);
+            self.ptl_release(core, &mut dst_ptl);
         }
         let slots = self.threads[thread].slots.clone();
         let target = child_core.unwrap_or(core);
@@ -801,7 +847,11 @@ impl<P: Coherence> Os<P> {
                 for &(p, va) in &maps {
                     let l = self.pte_lookup(p, va).expect("mapped");
                     dirty |= l.pte & PTE_DIRTY != 0;
+                    // try_to_unmap: each mapping's PTE under its page-table lock.
+                    let mut ptl = PtlCursor::default();
+                    self.ptl_at(core, &mut ptl, p, va);
                     let old_pte = self.pte_write(core, p, va, &l, 0);
+                    self.ptl_release(core, &mut ptl);
                     if d.mapping == 0 {
                         self.procs[p as usize].swapped.insert(va >> 12);
                     }

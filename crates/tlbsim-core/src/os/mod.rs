@@ -273,6 +273,12 @@ pub(crate) struct Os<P: Coherence> {
     /// Kernel locks modelled (`os.locks`).
     pub locks: bool,
     pub lock_stats: locks::LockStats,
+    pub pt_lock_stats: locks::LockStats,
+    pub zone_lock_stats: locks::LockStats,
+    /// Page-table locks by (process, 2 MiB region): their latest holds.
+    pub pt_locks: HashMap<(u32, u64), locks::SpinLock>,
+    /// Zone locks by node.
+    pub zone_locks: Vec<locks::SpinLock>,
     pub checker: bool,
     pub thp: bool,
     pub tagging: Tagging,
@@ -393,6 +399,10 @@ impl<P: Coherence> Os<P> {
             tick_interval,
             locks: cfg.os.locks,
             lock_stats: Default::default(),
+            pt_lock_stats: Default::default(),
+            zone_lock_stats: Default::default(),
+            pt_locks: HashMap::new(),
+            zone_locks: Vec::new(),
             checker: cfg.os.checker,
             thp: cfg.os.thp,
             tagging: cfg.machine.tlb.tagging,

@@ -93,6 +93,8 @@ impl<P: Coherence> Os<P> {
                 "cycles_waited": l.cycles_waited,
                 "fault_fallbacks": l.fault_fallbacks,
             },
+            "pt_lock": self.pt_lock_stats.json(),
+            "zone_lock": self.zone_lock_stats.json(),
         });
         v["totals"]["page_tables"] = self.m.backend.stats_json();
         let per_thread: Vec<Value> = self
