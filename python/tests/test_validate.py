@@ -163,6 +163,7 @@ def test_validate_degrades_to_simulation_failed_rows(tmp_path: Path, monkeypatch
     assert failed and all(r.status == "error" for r in failed)
     # these measurements have no fpr_munmap runs: the lock row says so
     assert [r.status for r in report.rows if r.section == "mmap_lock"] == ["n/a"]
+    assert "mmap_lock: threads of one process" in val.format_table(report)
     assert failed[0].note.startswith("simulation failed: ") and "shootdown-patterns" in failed[0].note
     assert [r.status for r in report.rows if r.section == "tlb_knee"] == ["pass", "pass"]
     assert "simulation failed" in val.format_table(report)
