@@ -29,7 +29,7 @@ PY_TEST := echo "+ $(VPY) -m pytest python/tests -q"; $(VPY) -m pytest python/te
 
 # Native shootdown micro-benchmarks on the real kernel (bench/shootdown.c, patterns in
 # bench/patterns.toml): one JSON line per pattern.
-NATIVE_BENCH := target/native/shootdown target/native/tlb_reach target/native/fpr_munmap
+NATIVE_BENCH := target/native/shootdown target/native/tlb_reach target/native/fpr_munmap target/native/munmap_lock
 
 demo: develop
 	$(VENV)/bin/tlbsim demo
@@ -48,6 +48,7 @@ bench-native: $(NATIVE_BENCH)
 	target/native/shootdown
 	target/native/tlb_reach
 	target/native/fpr_munmap
+	target/native/munmap_lock
 
 # This host as a machine preset (host-calibrated.toml + .json), and the simulator against it.
 # Not part of `make test`, whose python/tests run `tlbsim calibrate --quick` once.

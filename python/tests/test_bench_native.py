@@ -161,3 +161,21 @@ def test_busy_neighbour_control(shootdown: Path) -> None:
     assert "neighbour" not in spin  # a spinning sibling is its own neighbour
     assert alone["neighbour"] == "a process spinning on the sibling's CPU"
     assert alone["ops_per_second_median"] > 0
+
+
+def test_munmap_lock_runs_threads_and_processes(tmp_path: Path) -> None:
+    exe = tmp_path / "munmap_lock"
+    subprocess.run(
+        ["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", str(exe),
+         str(ROOT / "bench" / "munmap_lock.c")],
+        check=True,
+    )
+    for mode in ("threads", "procs"):
+        out = subprocess.run([str(exe), "--mode", mode, "--workers", "2", "--seconds", "0.1"],
+                             check=True, capture_output=True, text=True, timeout=60).stdout
+        (row,) = [json.loads(line) for line in out.splitlines()]
+        assert (row["mode"], row["workers"]) == (mode, 2)
+        assert len(row["ops_per_second_per_worker"]) == 2 and all(v > 0 for v in row["ops_per_second_per_worker"])
+        assert row["ops_per_second_per_thread"] == pytest.approx(row["ops_per_second"] / 2, rel=1e-3)
+    for bad in (["--mode", "both"], ["--workers", "99"], ["--seconds", "0"]):
+        assert subprocess.run([str(exe), *bad], capture_output=True, text=True).returncode == 2

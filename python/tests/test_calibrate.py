@@ -37,6 +37,71 @@ def test_nnls_recovers_a_non_negative_solution_and_honours_free_columns() -> Non
 
 
 # ---------------------------------------------------------------------------------------
+# LLC: the last knee of a cache-line latency curve (synthetic curves, no timing)
+
+_KIB, _MIB = 1024, 1 << 20
+_LINE_FOOTPRINTS = [16 * _KIB * 2**i for i in range(15)]  # 16 KiB .. 256 MiB
+
+
+def _line_curve(llc: int = 8 * _MIB, llc_ns: float = 14.0, mem_ns: float = 90.0,
+                noise: float = 0.0, seed: int = 0) -> list[float]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for f in _LINE_FOOTPRINTS:
+        v = 1.2 if f <= 32 * _KIB else 4.0 if f <= _MIB else llc_ns if f <= llc else mem_ns
+        out.append(v * (1 + noise * rng.standard_normal()))
+    return out
+
+
+@pytest.mark.parametrize("llc", [4 * _MIB, 8 * _MIB, 32 * _MIB])
+def test_fit_llc_finds_the_last_knee_and_its_plateau(llc: int) -> None:
+    r = fit.fit_llc(_LINE_FOOTPRINTS, _line_curve(llc=llc, noise=0.03, seed=llc))
+    assert r.why is None
+    assert r.llc_bytes == llc
+    assert r.latency_ns == pytest.approx(14.0, rel=0.08)
+    assert r.beyond_ns == pytest.approx(90.0, rel=0.08)
+
+
+def test_fit_llc_ignores_a_single_outlier() -> None:
+    y = _line_curve()
+    y[5] = 60.0  # one disturbed point inside L2
+    r = fit.fit_llc(_LINE_FOOTPRINTS, y)
+    assert r.llc_bytes == 8 * _MIB
+
+
+def test_fit_llc_says_why_when_there_is_no_knee() -> None:
+    flat = fit.fit_llc(_LINE_FOOTPRINTS, [5.0] * len(_LINE_FOOTPRINTS))
+    assert flat.llc_bytes is None and "no rise" in (flat.why or "")
+    # stopped short of memory: the top plateau is a cache; L2 must not be reported
+    short = fit.fit_llc(_LINE_FOOTPRINTS[:10], _line_curve()[:10])
+    assert short.llc_bytes is None and "not memory" in (short.why or "")
+    # still rising at the largest footprint
+    rising = fit.fit_llc(_LINE_FOOTPRINTS, [2.0 * 1.5**i for i in range(15)])
+    assert rising.llc_bytes is None and rising.why
+    assert fit.fit_llc([1, 2], [1.0]).why  # bad input: a reason, no exception
+    assert fit.fit_llc(_LINE_FOOTPRINTS, [0.0] * 15).why
+
+
+def test_reach_analysis_reads_the_llc_off_the_dense_curve() -> None:
+    rows = [{"page_size": "2m", "bytes": f, "pages_4k": f // 4096, "accesses": 100000, "ns_per_access": ns,
+             "anon_huge_kib": max(2048, f // 1024), "dense": True, "lines": f // 64}
+            for f, ns in zip(_LINE_FOOTPRINTS, _line_curve(llc=16 * _MIB))]
+    rows += [r for r in reach_rows(PAGES) if not r.get("dense")]
+    a = cal.analyse_reach(cal.reach_points(rows, "GenuineIntel"), perf=False, vendor="GenuineIntel",
+                          thp="madvise", control_limit=16384, llc_bytes=16 << 20)
+    assert a.llc_bytes == 16 * _MIB and a.llc_ns == pytest.approx(14.0)
+    assert "llc" not in a.not_measurable and "16384 KiB" in a.llc_source
+
+
+def test_llc_round_gives_power_of_two_sets_not_above_the_measurement() -> None:
+    assert fit.llc_round(8 * _MIB, 16) == 8 * _MIB
+    r = fit.llc_round(30 * _MIB, 12)  # a 30 MiB 12-way cache: 40960 sets, not 2^k
+    assert r == 24 * _MIB and (r // 64 // 12) & (r // 64 // 12 - 1) == 0
+    with pytest.raises(ValueError):
+        fit.llc_round(100, 16)
+
+
+# ---------------------------------------------------------------------------------------
 # TLB reach: knees
 
 
@@ -410,7 +475,8 @@ def test_reach_analysis_separates_tlb_knees_from_data_cache_knees() -> None:
     assert knees["l1"]["cost_ns"] == pytest.approx(2.7, rel=0.05)
     assert a.memory_ns == pytest.approx(98.0)  # dense 512 MiB minus dense 16 KiB
     assert "5.1x the 100 MiB last-level cache" in a.memory_source
-    assert not a.not_measurable
+    # two dense footprints make no LLC curve: said, not guessed
+    assert a.not_measurable == {"llc": "not measured: only 2 dense footprints"} and a.llc_bytes is None
     # an array not beyond the last-level cache measures the cache, not memory
     b = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="madvise", control_limit=16384,
                           llc_bytes=1 << 30)

@@ -159,8 +159,11 @@ def test_validate_degrades_to_simulation_failed_rows(tmp_path: Path, monkeypatch
     monkeypatch.setattr(tlbsim, "run", FakeRun(None, err))
     report = val.validate(preset, quick=True, out=tmp_path / "v", progress=False)
     assert not report.passed
-    failed = [r for r in report.rows if r.section != "tlb_knee"]
+    failed = [r for r in report.rows if r.section not in ("tlb_knee", "mmap_lock")]
     assert failed and all(r.status == "error" for r in failed)
+    # these measurements have no fpr_munmap runs: the lock row says so
+    assert [r.status for r in report.rows if r.section == "mmap_lock"] == ["n/a"]
+    assert "mmap_lock: threads of one process" in val.format_table(report)
     assert failed[0].note.startswith("simulation failed: ") and "shootdown-patterns" in failed[0].note
     assert [r.status for r in report.rows if r.section == "tlb_knee"] == ["pass", "pass"]
     assert "simulation failed" in val.format_table(report)
@@ -234,3 +237,29 @@ def test_validate_end_to_end(tmp_path: Path) -> None:
         pytest.skip("simulated side checked; real side not trusted: " + warnings[0])
     bad = [row for row in rows if row["status"] not in ("pass", "n/a")]
     assert not bad, r.stdout
+
+
+# ---------------------------------------------------------------------------------------
+# mmap_lock rows (fixed inputs)
+
+
+def test_lock_rows_compare_the_two_thread_slowdown() -> None:
+    real = {1: 170_000.0, 2: 30_000.0}  # 0.176
+    ok = val.lock_rows(real, {1: {"ops_per_second_per_thread": 1e6}, 2: {"ops_per_second_per_thread": 2e5}})
+    assert [r.status for r in ok] == [val.PASS] and ok[0].sim == pytest.approx(0.2)
+    # a simulator without the lock scales linearly: 1.0 vs 0.18 fails
+    bad = val.lock_rows(real, {1: {"ops_per_second_per_thread": 1e6}, 2: {"ops_per_second_per_thread": 1e6}})
+    assert bad[0].status == val.FAIL and bad[0].real == pytest.approx(30 / 170)
+    err = val.lock_rows(real, {1: {"error": "simulation failed: x"}, 2: {}})
+    assert err[0].status == val.ERROR and "x" in err[0].note
+    na = val.lock_rows({1: 1.0}, {})
+    assert na[0].status == val.NA and "not measurable here" in na[0].note
+
+
+def test_real_fpr_rates_read_case_1_io_threads() -> None:
+    from tlbsim import calibrate as cal
+
+    recs = [cal.fpr_record({"case": 1, "io_threads": n, "seconds": 1.0,
+                            "io_ops_per_second_per_thread": [100.0 / n] * n}) for n in (1, 2)]
+    recs.append(cal.fpr_record({"case": 2, "io_threads": 1, "seconds": 1.0, "io_ops_per_second_per_thread": [7.0]}))
+    assert val.real_fpr_rates(recs) == {1: 100.0, 2: 50.0}

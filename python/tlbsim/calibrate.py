@@ -392,6 +392,9 @@ class ReachAnalysis:
     not_measurable: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     rms_ns: float | None = None
+    llc_bytes: int | None = None  # the last knee of the dense (every-line) chase, fit.fit_llc
+    llc_ns: float | None = None  # the latency plateau before it
+    llc_source: str = ""
 
 
 def _valid_2m(r: Mapping[str, Any]) -> bool:
@@ -522,6 +525,21 @@ def analyse_reach(points: Sequence[Mapping[str, Any]], *, perf: bool, vendor: st
         why = ("no transparent huge pages" + (f" (enabled = {thp})" if thp else "")) if not dense else \
             "the dense array was not larger than twice the last-level cache"
         out.not_measurable["memory_latency"] = f"not measurable here: {why}"
+    # LLC: the last knee of the dense curve (16 KiB .. >= 256 MiB in x2 steps)
+    if len(dense) >= 5:
+        llc = fit.fit_llc([r["bytes"] for r in dense], [r["ns_per_access"] for r in dense])
+        if llc.why is None:
+            out.llc_bytes, out.llc_ns = llc.llc_bytes, llc.latency_ns
+            out.llc_source = (f"tlb_reach --dense on 2 MiB pages: the last knee of ns per read over "
+                              f"{dense[0]['bytes'] >> 10} KiB..{dense[-1]['bytes'] >> 20} MiB; "
+                              f"{llc.latency_ns:.1f} ns up to {llc.llc_bytes >> 10} KiB, "
+                              f"{llc.beyond_ns:.1f} ns beyond")
+        else:
+            out.not_measurable["llc"] = f"not measured: {llc.why}"
+    else:
+        why = ("no transparent huge pages" + (f" (enabled = {thp})" if thp else "")) if not dense else \
+            f"only {len(dense)} dense footprints"
+        out.not_measurable["llc"] = f"not measured: {why}"
     return out
 
 
@@ -567,8 +585,11 @@ def measure_reach(exe: Path, plan: Plan, host: Host, control_limit: int,
         big = max(plan.memory_bytes, 4 * (host.llc_bytes or 0))
         if avail:
             big = min(big, avail // 4)
+        # the line-latency curve for the LLC knee: 16 KiB (4 pages) doubling up to `big`
+        dense_sizes = [4 << i for i in range(40) if (4 << i) * 4096 < big] + [big // 4096]
         lines = _json_lines([str(exe), "--pages", "2m", "--dense", "--accesses", str(plan.reach_accesses),
-                             "--reps", str(plan.reach_reps), "--sizes", f"4,{big // 4096}"], timeout=1800)
+                             "--reps", str(plan.reach_reps), "--sizes", ",".join(map(str, dense_sizes))],
+                            timeout=1800)
         rows.extend(lines[1:])
         if progress:
             progress.step("memory latency")
@@ -824,6 +845,17 @@ def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapp
     else:
         entries.append(Entry("machine.memory.local_latency", None,
                              an.get("not_measurable", {}).get("memory_latency", "not measured here")))
+    if an.get("llc_bytes"):
+        ways = m["memory"]["llc_ways"]
+        size = fit.llc_round(an["llc_bytes"], ways)
+        entries.append(Entry("machine.memory.llc_bytes", size,
+                             f"measured: {an['llc_source']}; rounded down to {ways} ways x a power-of-two "
+                             f"number of 64-byte sets"))
+        entries.append(Entry("machine.memory.llc_latency", max(1, round(_cycles(an["llc_ns"], ghz))),
+                             f"measured: the plateau before the LLC knee, {an['llc_ns']:.1f} ns x {ghz} GHz"))
+    else:
+        entries.append(Entry("machine.memory.llc_bytes", None,
+                             an.get("not_measurable", {}).get("llc", "not measured here")))
 
     # -- kernel operation costs
     dcost = defaults["costs"]

@@ -619,3 +619,91 @@ def lost_fraction(idle: Sequence[float], busy: Sequence[float]) -> float | None:
     """Median over repetitions of ``1 - busy/idle`` (spin rates), clipped to [0, 1]."""
     fr = [min(1.0, max(0.0, 1 - b / i)) for i, b in zip(idle, busy) if i > 0]
     return _median(fr)
+
+
+# ---------------------------------------------------------------------------------------
+# LLC from a cache-line latency curve (issue 10, item 3)
+
+
+@dataclass
+class LlcFit:
+    """The last cache knee of a line-chase latency curve, or why there is none.
+
+    ``llc_bytes``/``latency_ns`` are None when not measured; ``why`` then says why."""
+
+    llc_bytes: int | None
+    latency_ns: float | None
+    beyond_ns: float | None = None
+    why: str | None = None
+
+
+def fit_llc(footprints: Sequence[float], ns: Sequence[float], *, jump: float = 1.6,
+            flat: float = 0.25, min_plateau: int = 2, min_memory_ns: float = 40.0) -> LlcFit:
+    """The LLC from a pointer chase over random cyclic permutations of 64-byte lines.
+
+    Latency is flat inside a cache level and rises over roughly one doubling past its
+    size. The LLC is the last level: scanning the (median-smoothed) curve from the
+    largest footprint down, the memory plateau is the run of points within ``flat``
+    (relative) of the largest footprint's latency; the point before it must be at most
+    ``1/jump`` of it (a knee of at least ``jump``x, memory vs LLC is 3-10x on real
+    machines), and the points below it down to the previous rise form the LLC plateau
+    (at least ``min_plateau`` points within ``flat`` of each other). The LLC size is
+    the largest footprint still on that plateau (rounded down to a power of two by
+    the caller if wanted). Anything else is "not measured" with the reason."""
+    p = np.asarray(footprints, dtype=float)
+    y = np.asarray(ns, dtype=float)
+    if p.shape != y.shape or p.ndim != 1:
+        return LlcFit(None, None, why="footprints and latencies differ in length")
+    if len(p) < 2 * min_plateau + 1:
+        return LlcFit(None, None, why=f"only {len(p)} points (need {2 * min_plateau + 1})")
+    if not (np.isfinite(y).all() and (y > 0).all()) or not (np.diff(p) > 0).all():
+        return LlcFit(None, None, why="latencies must be positive and footprints increasing")
+    # the memory plateau from the raw points (the median filter flattens the curve's end)
+    if abs(y[-1] - y[-2]) > flat * y[-1]:
+        return LlcFit(None, None, why="latency still rising at the largest footprint "
+                      "(no memory plateau: measure larger footprints)")
+    s = median_filter(y, 3)
+    top = s[-1]
+    i = len(s) - 1
+    while i > 0 and abs(s[i - 1] - top) <= flat * top:
+        i -= 1
+    # s[i:] is the memory plateau (or, if it reaches the start, no knee at all)
+    if i == 0:
+        return LlcFit(None, None, why="no rise in latency over the measured footprints "
+                      "(all within %.0f%% of the largest)" % (100 * flat))
+    if len(s) - i < min_plateau:
+        return LlcFit(None, None, why="latency still rising at the largest footprint "
+                      "(no memory plateau: measure larger footprints)")
+    # walk down through the rise to the LLC plateau's top
+    j = i - 1
+    while j > 0 and s[j - 1] < s[j] and (s[j] - s[j - 1]) > flat * s[j - 1]:
+        j -= 1
+    k = j
+    while k > 0 and abs(s[k - 1] - s[j]) <= flat * s[j]:
+        k -= 1
+    plateau = s[k:j + 1]
+    if len(plateau) < min_plateau:
+        return LlcFit(None, None, why="no flat stretch before the last rise "
+                      "(the LLC plateau has %d point(s))" % len(plateau))
+    lat = float(np.median(y[k:j + 1]))
+    # DRAM load-to-use latency is >= ~50 ns on current x86 servers and desktops (e.g.
+    # Intel MLC idle latencies 70-120 ns); a top plateau below 40 ns is a cache level,
+    # i.e. the footprints stopped short of memory and the knee found would be L2's.
+    if top < min_memory_ns:
+        return LlcFit(None, None, why="largest footprints at %.1f ns < %.0f ns: still in a "
+                      "cache, not memory (measure larger footprints)" % (top, min_memory_ns))
+    if top < jump * lat:
+        return LlcFit(None, None, why="last rise %.2fx < %.2fx: not a cache-to-memory knee"
+                      % (top / lat, jump))
+    return LlcFit(int(p[j]), lat, float(np.median(y[i:])))
+
+
+def llc_round(measured: float, ways: int, line: int = 64) -> int:
+    """A cache size near ``measured`` whose sets (size / line / ways) are a power of two:
+    the largest such size not above ``measured`` (the chase's knee is the largest
+    footprint that still fits, so the cache is at least that; rounding down keeps a
+    simulated LLC no larger than the one measured). Raises ValueError on bad input."""
+    if ways < 1 or line < 1 or not math.isfinite(measured) or measured < line * ways:
+        raise ValueError(f"llc_round: need measured >= line*ways > 0, got {measured}, {ways}, {line}")
+    sets = 1 << int(math.floor(math.log2(measured / (line * ways))))
+    return sets * line * ways

@@ -14,6 +14,11 @@ Rows and tolerances:
 * **TLB-reach knees**, L1 and L2: the simulator runs a random synthetic workload over the
   same array sizes; the knee fitted to its L1 (L2) TLB misses per access must lie within
   15% of the host's knee.
+* **mmap_lock**: fpr-munmap case 1 (I/O threads of one process looping mmap -> access ->
+  munmap), per-thread ops/s with 2 threads over that with 1, real (calibrate's
+  ``fpr_munmap`` runs) vs simulated (``os.locks`` on): pass within a factor of 1.5. The
+  ratio cancels the host's speed and the fitted costs and keeps the serialization on
+  mmap_lock (bench/munmap_lock.c shows it is the lock: 2 processes keep 1.0x).
 
 The simulated patterns use the preset as the base config with ``workload.kind =
 "shootdown-patterns"``, ``workload.pattern``, ``workload.ops``, ``os.coherence = "linux"``
@@ -43,11 +48,15 @@ IPI_TOLERANCE = 0.05
 THROUGHPUT_FACTOR = 1.5
 KNEE_TOLERANCE = 0.15
 REFERENCE = "munmap-4k-alone"
+# mmap_lock rows: the same factor as the other throughput ratios (a ratio of two simulated
+# throughputs against a ratio of two measured ones; the project's validation tolerance).
+LOCK_FACTOR = THROUGHPUT_FACTOR
 
 TOLERANCES = {
     "ipis_per_op": f"|sim - real| <= {IPI_TOLERANCE} x max(real, 1)",
     "relative_throughput": f"sim / real within a factor of {THROUGHPUT_FACTOR}",
     "tlb_knee": f"|sim - real| <= {KNEE_TOLERANCE:.0%} of real",
+    "mmap_lock": f"2-thread / 1-thread per-thread ops/s, sim / real within a factor of {LOCK_FACTOR}",
 }
 
 PASS, FAIL, NA, ERROR = "pass", "FAIL", "n/a", "error"
@@ -55,7 +64,7 @@ PASS, FAIL, NA, ERROR = "pass", "FAIL", "n/a", "error"
 
 @dataclass
 class Row:
-    section: str  # "ipis_per_op", "relative_throughput", "tlb_knee"
+    section: str  # "ipis_per_op", "relative_throughput", "tlb_knee", "mmap_lock"
     name: str
     real: float | None
     sim: float | None
@@ -125,6 +134,48 @@ def simulate_pattern(preset: str | os.PathLike[str] | Mapping[str, Any], name: s
     except (KeyError, IndexError, TypeError) as err:
         return {"error": f"simulation failed: its stats have no {err} (per_thread, ops_completed, "
                          "ops_per_second, totals.shootdown_ipis_received expected)"}
+
+
+def fpr_overrides(threads: int, ops: int) -> dict[str, object]:
+    """fpr-munmap case 1 (N I/O threads of one process: one mmap_lock), as bench/fpr_munmap
+    --case 1 --threads N runs it, on a 2-core machine like the validating host."""
+    return {
+        "workload.kind": "fpr-munmap",
+        "workload.case": 1,
+        "workload.threads": threads,
+        "workload.ops": ops,
+        "os.coherence": "linux",
+        "machine.sockets": 1,
+        "machine.cores_per_socket": 2,
+    }
+
+
+def io_rate(per_thread: Sequence[Mapping[str, Any]]) -> float | None:
+    """Mean ops/s of the ``io`` threads of a stats-schema ``per_thread`` list, or None."""
+    rates = [float(t["ops_per_second"]) for t in per_thread if t.get("role", "io") == "io" and t.get("ops_per_second")]
+    return sum(rates) / len(rates) if rates else None
+
+
+def simulate_fpr(preset: str | os.PathLike[str] | Mapping[str, Any], threads: int, ops: int) -> dict[str, Any]:
+    """Per-I/O-thread ops/s of simulated fpr-munmap case 1, or ``{"error": ...}``."""
+    try:
+        result = tlbsim.run(preset, overrides=fpr_overrides(threads, ops))
+        rate = io_rate(result.stats["per_thread"])
+        return {"ops_per_second_per_thread": rate} if rate else {"error": "simulation failed: no I/O throughput"}
+    except (tlbsim.TlbsimError, OSError) as err:
+        return {"error": f"simulation failed: {err}"}
+    except (KeyError, TypeError) as err:
+        return {"error": f"simulation failed: its stats have no {err}"}
+
+
+def real_fpr_rates(records: Sequence[Mapping[str, Any]]) -> dict[int, float]:
+    """Per-I/O-thread ops/s of calibrate's fpr_munmap case-1 records, by thread count."""
+    out: dict[int, float] = {}
+    for r in records:
+        rate = io_rate(r.get("per_thread", [])) if r.get("case") == 1 else None
+        if rate and r.get("io_threads"):
+            out[int(r["io_threads"])] = rate
+    return out
 
 
 def reach_overrides(pages: int, accesses: int) -> dict[str, object]:
@@ -249,7 +300,27 @@ SECTION_TITLES = {
     "ipis_per_op": "TLB-shootdown IPIs received per operation",
     "relative_throughput": f"operations per second relative to {REFERENCE}",
     "tlb_knee": "TLB reach: knees of the miss curves",
+    "mmap_lock": "mmap_lock: threads of one process (fpr-munmap case 1)",
 }
+
+
+def lock_rows(real: Mapping[int, float], sim: Mapping[int, Mapping[str, Any]]) -> list[Row]:
+    """mmap_lock: per-thread ops/s of fpr-munmap case 1 with 2 threads over that with 1.
+
+    The ratio, not the rates: it cancels the host's speed (and the preset's fitted costs) and
+    keeps what the lock does — two threads of one process serialize their mmap/munmap on
+    mmap_lock (and each munmap waits under it for the other CPU's shootdown ack)."""
+    label = "fpr-munmap case 1: per thread, 2 threads / 1 thread"
+    if not real.get(1) or not real.get(2):
+        return [Row("mmap_lock", label, None, None, NA,
+                    "not measurable here: fpr_munmap case 1 with 1 and 2 threads was not measured (needs 2 CPUs)")]
+    rv = real[2] / real[1]
+    s1, s2 = sim.get(1, {}), sim.get(2, {})
+    if "error" in s1 or "error" in s2 or not s1.get("ops_per_second_per_thread") or not s2.get("ops_per_second_per_thread"):
+        return [Row("mmap_lock", label, rv, None, ERROR, s1.get("error") or s2.get("error") or "simulation failed: no value")]
+    sv = s2["ops_per_second_per_thread"] / s1["ops_per_second_per_thread"]
+    ok = 1 / LOCK_FACTOR <= sv / rv <= LOCK_FACTOR
+    return [Row("mmap_lock", label, rv, sv, PASS if ok else FAIL)]
 
 
 def _fmt(v: float | None) -> str:
@@ -417,6 +488,9 @@ def validate(preset: str | os.PathLike[str] = "host-calibrated.toml", *,
     rows = ipi_rows(real, sim["patterns"])
     rows += throughput_rows(baseline_view(real, data.get("shootdown_controls")), sim["patterns"])
     rows += knee_rows(knees, analysis.get("not_measurable", {}), simulated, sim_error, configured)
+    real_fpr = real_fpr_rates(data.get("fpr_munmap") or [])
+    sim["fpr_munmap"] = {n: simulate_fpr(preset, n, ops) for n in (1, 2)} if len(real_fpr) >= 2 else {}
+    rows += lock_rows(real_fpr, sim["fpr_munmap"])
     report = Report(rows, str(preset), source, sim=sim)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
