@@ -83,7 +83,12 @@ fn every_preset_resolves() {
     for p in tlbsim_core::config::presets::NAMES {
         let cfg = resolve(json!({"machine": {"preset": p}}), &[]).unwrap_or_else(|e| panic!("{p}: {e}"));
         assert_eq!(&cfg.machine.preset, p);
+        // Every preset's memory numbers make a valid cache model when a user turns it on.
+        resolve(json!({"machine": {"preset": p, "memory": {"model": "cache"}}}), &[])
+            .unwrap_or_else(|e| panic!("{p} with memory.model = cache: {e}"));
     }
+    let cfg = resolve(json!({"machine": {"preset": "didi-cmp"}}), &[]).unwrap();
+    assert_eq!((cfg.machine.memory.llc_bytes, cfg.machine.memory.llc_ways, cfg.machine.memory.llc_latency), (8 << 20, 8, 22));
     let cfg = resolve(json!({"machine": {"preset": "abis-haswell-2s"}}), &[]).unwrap();
     assert_eq!((cfg.machine.sockets, cfg.machine.cores_per_socket), (2, 24));
     let cfg = resolve(json!({"machine": {"preset": "tagtlb-p4"}}), &[]).unwrap();

@@ -271,3 +271,35 @@ fn generated_workloads_are_deterministic_and_seeds_matter() {
     assert_ne!(run(7), run(8));
 }
 
+
+/// The quantum-halving check with what decides magnitudes switched on: kernel locks
+/// (mmap_lock, page-table and zone locks, contended here), the cache memory model with two
+/// sockets' remote DRAM, and a bandwidth-saturating co-runner.
+#[test]
+fn halving_the_quantum_holds_with_locks_and_the_cache_memory_model() {
+    let run = |kind: &str, quantum: u64| {
+        let tree = serde_json::json!({
+            "machine": {"sockets": 2, "cores_per_socket": 4, "memory": {"model": "cache"}},
+            "os": {"coherence": "linux", "locks": true, "data_placement": "interleave"},
+            "sim": {"quantum_cycles": quantum},
+            "workload": {"kind": kind, "threads": 4, "ops": 300, "corunner": {"kind": "stream", "socket": 1}},
+        });
+        tlbsim_core::run(tree, &[], std::path::Path::new(".")).unwrap().stats
+    };
+    for kind in ["fpr-munmap", "stm-mprotect"] {
+        let (default, half) = (run(kind, 0), run(kind, 62));
+        let close = |a: f64, b: f64| (a - b).abs() <= 0.01 * a.abs().max(b.abs());
+        let waited = default["totals"]["locks"]["mmap_lock"]["cycles_waited"].as_f64().unwrap();
+        assert!(waited > 0.0, "{kind}: the lock must be contended for the check to mean anything");
+        for (t, thread) in default["per_thread"].as_array().unwrap().iter().enumerate() {
+            let (a, b) = (thread["ops_per_second"].as_f64().unwrap(), half["per_thread"][t]["ops_per_second"].as_f64().unwrap());
+            assert!(close(a, b), "{kind} thread {t}: {a} vs {b}");
+        }
+        for k in ["shootdown_ipis_received"] {
+            let (a, b) = (default["totals"][k].as_f64().unwrap_or(0.0), half["totals"][k].as_f64().unwrap_or(0.0));
+            assert!(close(a, b), "{kind} {k}: {a} vs {b}");
+        }
+        let (a, b) = (default["run"]["makespan_cycles"].as_f64().unwrap(), half["run"]["makespan_cycles"].as_f64().unwrap());
+        assert!(close(a, b), "{kind} makespan: {a} vs {b}");
+    }
+}

@@ -79,9 +79,18 @@ pub fn preset_tree(name: &str) -> Result<Value> {
         // ITLB 128 8-way; STLB 1024 8-way. No PCID in Linux 4.5 (ABIS §2.3): untagged.
         // DRAM latency: not stated by ABIS; Mitosis §8 measured 280/580 cycles on a
         // Haswell-EP-generation E7-4850v3, used here. 2.2 GHz: same source, assumption.
+        // Memory (used when `memory.model = "cache"`; ABIS's results are shootdown-bound, so
+        // the preset stays `flat`): ABIS states no cache sizes. L3: Haswell-EP has 2.5 MB
+        // per core (Intel E5-2600 v3 datasheet); 30 MB, the 12-core part's, assumed, modelled
+        // as 30-way × 16,384 sets (power-of-two sets; the real L3 is 20-way); 40 cycles as
+        // mitosis-4s. Private L2 256 KiB 8-way (Intel optimisation manual, Haswell).
+        // Bandwidth: not stated; Mitosis §8's 28 / 11 GB/s on the same generation, assumed.
         "abis-haswell-2s" => json!({
             "sockets": 2, "cores_per_socket": 24, "frequency_ghz": 2.2,
-            "memory": {"local_latency": 280, "remote_latency": 580},
+            "memory": {"local_latency": 280, "remote_latency": 580,
+                       "llc_bytes": 30u64 << 20, "llc_ways": 30, "llc_latency": 40,
+                       "private_bytes": 256 << 10, "private_ways": 8,
+                       "bandwidth_gbps_local": 28.0, "bandwidth_gbps_remote": 11.0},
             "tlb": {
                 "tagging": "none",
                 "l1d": {"entries": 64, "ways": 4, "replacement": "lru", "latency": 0},
@@ -113,8 +122,16 @@ pub fn preset_tree(name: &str) -> Result<Value> {
         // DiDi Table I: per-core TLB 128 entries, 4-way, 2 cycles; 32-256 cores (set
         // cores_per_socket; 16 here). One chip. No second-level private TLB: DiDi's shared
         // directory is its L2. Frequency: Table II's Intel platform, 2.67 GHz.
+        // Memory (Table I; used when `memory.model = "cache"`): private L1 64 KB split D/I,
+        // 4-way, 3 cycles (the data half, 32 KiB, is the private cache); shared L2 8 MB
+        // 8-way, 22 cycles (the LLC); 4 controllers × 2 channels of DDR3-800 = 8 × 6.4 GB/s
+        // = 51.2 GB/s (one chip: local and remote alike). DRAM latency: not stated; the
+        // built-in 280 cycles (Mitosis §8) assumed.
         "didi-cmp" => json!({
             "sockets": 1, "cores_per_socket": 16, "frequency_ghz": 2.67,
+            "memory": {"llc_bytes": 8u64 << 20, "llc_ways": 8, "llc_latency": 22,
+                       "private_bytes": 32 << 10, "private_ways": 4,
+                       "bandwidth_gbps_local": 51.2, "bandwidth_gbps_remote": 51.2},
             "tlb": {
                 "l1d": {"entries": 128, "ways": 4, "replacement": "lru", "latency": 2},
                 "l2": {"entries": 0}
@@ -123,8 +140,12 @@ pub fn preset_tree(name: &str) -> Result<Value> {
         // Tag paper §5: Simics, two P4 CPUs, four 64-entry fully associative FIFO TLBs
         // (DTLB and ITLB, each split into 4 KB and large pages); no STLB, no walk caches;
         // one instruction per cycle.
+        // Memory: §5's machine has 3 GB. Simics as configured there models no cache or DRAM
+        // timing (the paper states none), so the model stays `flat` and the cache numbers
+        // are the built-in ones (assumed; they matter only if a user turns `cache` on).
         "tagtlb-p4" => json!({
             "sockets": 1, "cores_per_socket": 2, "base_cpi": 1.0,
+            "memory": {"model": "flat", "node_mib": 3072},
             "pt_cache": {"entries": 0},
             "tlb": {
                 "tagging": "none",

@@ -12,7 +12,7 @@ use crate::workload::program::{AccessMode, Op, Pattern};
 impl<P: Coherence> Os<P> {
     /// Step one thread on `core` until `until` (or it blocks, exits, or waits).
     pub(super) fn step_thread(&mut self, core: usize, thread: usize, until: u64) -> Result<()> {
-        while self.clock(core) < until && self.cores[core].current == Some(thread) && self.cores[core].waiting == 0 {
+        while self.clock(core) < until && self.cores[core].current == Some(thread) && self.cores[core].waiting == 0 && !self.yield_core {
             let prog = self.threads[thread].program;
             let pc = self.threads[thread].pc;
             // End of a loop body: go round again or leave the loop.
@@ -45,6 +45,14 @@ impl<P: Coherence> Os<P> {
     }
 
     fn exec_op(&mut self, core: usize, thread: usize, op: Op, until: u64) -> Result<()> {
+        let system_call = matches!(
+            op,
+            Op::Fork { .. } | Op::Mmap { .. } | Op::Munmap { .. } | Op::Mprotect { .. } | Op::MadviseDontneed { .. } | Op::Msync { .. } | Op::MigratePages { .. }
+        );
+        if system_call && self.ahead_of_others(core) {
+            self.yield_core = true;
+            return Ok(());
+        }
         match op {
             Op::Loop { count, body } => {
                 let t = &mut self.threads[thread];

@@ -321,6 +321,9 @@ pub(crate) struct Os<P: Coherence> {
     /// Whether each core is in `dirty` already.
     is_dirty: Vec<bool>,
     steps: u64,
+    /// A thread stopped before a system call because another core is behind it in
+    /// simulated time (`Os::ahead_of_others`): its core goes back to the scheduler.
+    yield_core: bool,
 }
 
 /// Run an OS-mode workload with the configured policy; returns stats.json.
@@ -433,6 +436,7 @@ impl<P: Coherence> Os<P> {
             dirty: (0..ncores).collect(),
             is_dirty: vec![true; ncores],
             steps: 0,
+            yield_core: false,
         };
         let mut next_core = 0usize;
         for pi in 0..os.w.processes.len() {
