@@ -245,3 +245,11 @@ def test_run_without_a_config_file_uses_the_defaults(tmp_path: Path) -> None:
     stats = json.loads((out / "stats.json").read_text())
     assert stats["per_class"]["measure"]["ops_completed"] == 50
     assert stats["totals"]["shootdown_ipis_received"] == 0
+
+
+def test_bench_memory_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--json", "--accesses", "10000", "--memory-model", "cache"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["memory_model"] == "cache" and report["walk_stream_per_s"] > 0
+    with pytest.raises(SystemExit):
+        main(["bench", "--memory-model", "bogus"])

@@ -96,7 +96,7 @@ _BENCH_FIGURES = [
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    report = tlbsim.bench(args.accesses)
+    report = tlbsim.bench(args.accesses, args.memory_model)
     if args.json:
         print(json.dumps(report))
         return 0
@@ -307,6 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--compare", metavar="FILE",
                    help="print each figure beside a saved `tlbsim bench --json` output")
+    p.add_argument("--memory-model", choices=["flat", "cache"], default="flat",
+                   help="machine.memory.model of the access streams and the multicore run "
+                        "(default: %(default)s)")
     p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser("convert", help="convert a trace to tlbsim's native format")

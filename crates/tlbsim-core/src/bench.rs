@@ -10,6 +10,8 @@
 //! memory each touched page costs beyond the simulated page tables themselves; and (v) a
 //! ChampSim `.xz` trace the bench writes: end-to-end time of `tlbsim run` on it over the time
 //! decompressing it alone takes.
+//! `memory_model` ("flat", the default, or "cache") selects `machine.memory.model` for the
+//! streams (i), (ii) and the multicore run, to show what the cache model costs.
 
 use crate::config::Config;
 use crate::rng::SplitMix64;
@@ -25,11 +27,13 @@ use std::time::Instant;
 pub struct BenchOptions {
     /// Accesses per stream.
     pub accesses: u64,
+    /// `machine.memory.model` of streams (i), (ii) and the multicore run.
+    pub memory_model: String,
 }
 
 impl Default for BenchOptions {
     fn default() -> Self {
-        BenchOptions { accesses: 20_000_000 }
+        BenchOptions { accesses: 20_000_000, memory_model: "flat".into() }
     }
 }
 
@@ -61,6 +65,8 @@ pub struct BenchReport {
     /// alone (1.0 = the simulator is free).
     pub champsim_trace_over_decompression: f64,
     pub champsim_trace_instructions: u64,
+    /// `machine.memory.model` of streams (i), (ii) and the multicore run.
+    pub memory_model: String,
 }
 
 const BASE: u64 = 0x7f00_0000_0000;
@@ -74,9 +80,10 @@ fn random_loads(n: u64, pages: u64, seed: u64) -> Vec<TraceEvent> {
         .collect()
 }
 
-fn machine() -> crate::Result<(Machine, crate::sim::AddressSpace)> {
+fn machine(memory_model: &str) -> crate::Result<(Machine, crate::sim::AddressSpace)> {
     let mut tree = serde_json::json!({"machine": {"cores_per_socket": 1, "memory": {"node_mib": 20 * 1024}}});
     crate::config::apply_override(&mut tree, "workload.fetches=false")?;
+    crate::config::apply_override(&mut tree, &format!("machine.memory.model={memory_model}"))?;
     let cfg = Config::resolve(tree, &[], std::path::Path::new("."))?;
     let mut m = Machine::new(&cfg)?;
     let space = m.new_address_space(1, 0)?;
@@ -92,9 +99,9 @@ fn timed(m: &mut Machine, space: &crate::sim::AddressSpace, events: &[TraceEvent
 }
 
 /// Stream (i) alone (for profiling): accesses per second and L1 hit rate.
-pub fn l1_hit_stream(n: u64) -> crate::Result<(f64, f64)> {
+pub fn l1_hit_stream(n: u64, memory_model: &str) -> crate::Result<(f64, f64)> {
     let events = random_loads(n, 32, 1);
-    let (mut m, space) = machine()?;
+    let (mut m, space) = machine(memory_model)?;
     m.run_batch(0, &space, &events[..events.len().min(10_000)], &mut NoTlbListener, &mut NoWalkListener)?;
     let before = m.cores[0].stats;
     let per_s = timed(&mut m, &space, &events)?;
@@ -120,12 +127,12 @@ pub fn run_bench(opts: &BenchOptions) -> crate::Result<BenchReport> {
 
     drop(events);
     // (i) L1-hit-heavy.
-    let (l1_hit_stream_per_s, l1_hit_stream_hit_rate) = l1_hit_stream(n)?;
+    let (l1_hit_stream_per_s, l1_hit_stream_hit_rate) = l1_hit_stream(n, &opts.memory_model)?;
 
-    let (walk_stream_per_s, walk_stream_walk_rate) = walk_stream(n)?;
+    let (walk_stream_per_s, walk_stream_walk_rate) = walk_stream(n, &opts.memory_model)?;
 
     let multicore_ops_per_thread = (n / 100_000).max(20);
-    let (multicore_events_per_s, multicore_events) = multicore(64, multicore_ops_per_thread)?;
+    let (multicore_events_per_s, multicore_events) = multicore(64, multicore_ops_per_thread, &opts.memory_model)?;
 
     let first_touch_faults = (n / 20).clamp(1000, 1_000_000);
     let (first_touch_per_s, host_bytes_per_touched_page) = first_touch(first_touch_faults)?;
@@ -148,6 +155,7 @@ pub fn run_bench(opts: &BenchOptions) -> crate::Result<BenchReport> {
         host_bytes_per_touched_page,
         champsim_trace_over_decompression,
         champsim_trace_instructions,
+        memory_model: opts.memory_model.clone(),
     })
 }
 
@@ -239,9 +247,9 @@ pub fn champsim_trace(instructions: u64) -> crate::Result<f64> {
 
 /// Stream (iii): `apache` with one worker per core on `cores` cores of the `didi-cmp`
 /// preset, `ops` requests per worker. Returns (events per second, events).
-pub fn multicore(cores: u32, ops: u64) -> crate::Result<(f64, u64)> {
+pub fn multicore(cores: u32, ops: u64, memory_model: &str) -> crate::Result<(f64, u64)> {
     let tree = serde_json::json!({
-        "machine": {"preset": "didi-cmp", "cores_per_socket": cores},
+        "machine": {"preset": "didi-cmp", "cores_per_socket": cores, "memory": {"model": memory_model}},
         "os": {"coherence": "linux"},
         "workload": {"kind": "apache", "threads": cores, "ops": ops},
     });
@@ -253,8 +261,8 @@ pub fn multicore(cores: u32, ops: u64) -> crate::Result<(f64, u64)> {
 }
 
 /// Stream (ii) alone: accesses per second and the fraction of accesses that walked.
-pub fn walk_stream(n: u64) -> crate::Result<(f64, f64)> {
-    let (mut m, space) = machine()?;
+pub fn walk_stream(n: u64, memory_model: &str) -> crate::Result<(f64, f64)> {
+    let (mut m, space) = machine(memory_model)?;
     let pages = REGION >> 12;
     let warm: Vec<TraceEvent> =
         (0..pages).map(|p| TraceEvent::Access { va: BASE + (p << 12), kind: AccessKind::Load, size: 8 }).collect();
