@@ -32,7 +32,7 @@ import numpy as np
 import tlbsim
 from tlbsim import fit
 
-BENCHMARKS = ("shootdown", "tlb_reach", "fpr_munmap")
+BENCHMARKS = ("shootdown", "tlb_reach", "fpr_munmap", "munmap_lock")
 DEFAULT_OUT = Path("host-calibrated.toml")
 
 
@@ -700,6 +700,17 @@ def measure_fpr(exe: Path, plan: Plan, cpus: int, progress: _Progress | None = N
     return rows
 
 
+def measure_munmap_lock(exe: Path, plan: Plan, cpus: int, progress: _Progress | None = None) -> list[dict[str, Any]]:
+    """bench/munmap_lock: 1 and 2 workers looping mmap -> write -> munmap, as threads of one
+    process (one mmap_lock) and as processes (one each). Needs 2 CPUs; else no records."""
+    rows: list[dict[str, Any]] = []
+    if cpus >= 2:
+        rows = _json_lines([str(exe), "--seconds", str(plan.fpr_seconds)], timeout=600)
+    if progress:
+        progress.step("munmap_lock threads/procs")
+    return rows
+
+
 # ---------------------------------------------------------------------------------------
 # the preset
 
@@ -979,13 +990,14 @@ def calibrate(out: str | os.PathLike[str] = DEFAULT_OUT, *, quick: bool = False,
     control_patterns = [p for p in fit.BASELINES if p in patterns] if host.cpus_allowed >= 2 else []
     cpus = min(host.cpus_allowed, 8)
     coarse = len(fit.geometric_sizes(plan.reach_min_pages, plan.reach_max_pages, plan.reach_per_doubling))
-    bar = _Progress(len(patterns) + len(control_patterns) + math.ceil(coarse / 8) + 5 * cpus, progress)
+    bar = _Progress(len(patterns) + len(control_patterns) + math.ceil(coarse / 8) + 5 * cpus + 1, progress)
     try:
         shoot = measure_shootdown(exes["shootdown"], plan, bar, patterns)
         controls = measure_shootdown(exes["shootdown"], plan, bar, control_patterns, busy_neighbour=True) \
             if control_patterns else {}
         reach = measure_reach(exes["tlb_reach"], plan, host, control_limit, bar)
         fpr_rows = measure_fpr(exes["fpr_munmap"], plan, cpus, bar)
+        lock_rows = measure_munmap_lock(exes["munmap_lock"], plan, cpus, bar)
     finally:
         bar.close()
     load = meter.result(host.cpus_online)
@@ -1025,6 +1037,7 @@ def calibrate(out: str | os.PathLike[str] = DEFAULT_OUT, *, quick: bool = False,
         "shootdown_controls": controls,
         "tlb_reach": reach,
         "fpr_munmap": fpr_rows,
+        "munmap_lock": lock_rows,
         "fit": details,
         "preset": {e.key: e.value for e in entries if e.value is not None},
         "preset_comments": {e.key: e.comment for e in entries},

@@ -19,6 +19,10 @@ Rows and tolerances:
   ``fpr_munmap`` runs) vs simulated (``os.locks`` on): pass within a factor of 1.5. The
   ratio cancels the host's speed and the fitted costs and keeps the serialization on
   mmap_lock (bench/munmap_lock.c shows it is the lock: 2 processes keep 1.0x).
+* **mmap_lock, threads vs processes** (bench/munmap_lock): 1 and 2 workers looping
+  mmap(4 KiB anonymous) -> write -> munmap, as threads of one process (one mmap_lock) and as
+  single-threaded processes (one lock each); per-worker ops/s with 2 workers over that with
+  1, real vs simulated (a scenario with the same program), within a factor of 1.5.
 
 The simulated patterns use the preset as the base config with ``workload.kind =
 "shootdown-patterns"``, ``workload.pattern``, ``workload.ops``, ``os.coherence = "linux"``
@@ -293,6 +297,81 @@ def knee_rows(real_knees: Sequence[Mapping[str, Any]], real_missing: Mapping[str
 
 
 # ---------------------------------------------------------------------------------------
+def munmap_lock_scenario(mode: str, workers: int, ops: int) -> dict[str, Any]:
+    """bench/munmap_lock as a scenario: `workers` workers looping mmap(4 KiB anonymous,
+    private, writable) -> write one byte -> munmap, as threads of one process ("threads") or
+    one process each ("procs"), pinned to cores 0.. like the benchmark."""
+    program = [{"op": "loop", "count": ops, "body": [
+        {"op": "mmap", "region": "page", "bytes": 4096, "writable": True},
+        {"op": "access", "region": "page", "pattern": "sequential", "mode": "write", "count": 1},
+        {"op": "munmap", "region": "page"},
+        {"op": "count"},
+    ]}, {"op": "exit"}]
+
+    def thread(i: int) -> dict[str, Any]:
+        return {"name": f"worker{i}", "class": "worker", "core": i, "program": program}
+
+    if mode == "threads":
+        processes = [{"name": "munmap_lock", "thread": [thread(i) for i in range(workers)]}]
+    else:
+        processes = [{"name": f"munmap_lock{i}", "thread": [thread(i)]} for i in range(workers)]
+    return {"process": processes}
+
+
+def simulate_munmap_lock(preset: str | os.PathLike[str] | Mapping[str, Any], mode: str, workers: int,
+                         ops: int) -> dict[str, Any]:
+    """Per-worker ops/s of the simulated munmap_lock scenario, or ``{"error": ...}``."""
+    try:
+        result = tlbsim.run(preset, overrides={
+            "workload.kind": "scenario",
+            "workload.scenario": munmap_lock_scenario(mode, workers, ops),
+            "os.coherence": "linux",
+            "machine.sockets": 1,
+            "machine.cores_per_socket": 2,
+        })
+        rates = [float(t["ops_per_second"]) for t in result.stats["per_thread"] if t.get("ops_per_second")]
+        return {"ops_per_second_per_worker": sum(rates) / len(rates)} if rates else \
+            {"error": "simulation failed: no worker throughput"}
+    except (tlbsim.TlbsimError, OSError) as err:
+        return {"error": f"simulation failed: {err}"}
+    except (KeyError, TypeError) as err:
+        return {"error": f"simulation failed: its stats have no {err}"}
+
+
+def real_munmap_lock_rates(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], float]:
+    """Per-worker ops/s of calibrate's munmap_lock records, by (mode, workers)."""
+    out: dict[tuple[str, int], float] = {}
+    for r in records:
+        rate = r.get("ops_per_second_per_thread")
+        if r.get("mode") in ("threads", "procs") and r.get("workers") and rate:
+            out[(str(r["mode"]), int(r["workers"]))] = float(rate)
+    return out
+
+
+def munmap_lock_rows(real: Mapping[tuple[str, int], float],
+                     sim: Mapping[tuple[str, int], Mapping[str, Any]]) -> list[Row]:
+    """Per worker, 2 workers over 1, as threads of one process and as processes: the lock
+    halves (or worse) the threads' rate and leaves the processes' alone."""
+    rows = []
+    for mode, what in (("threads", "threads of one process"), ("procs", "separate processes")):
+        label = f"munmap_lock, {what}: per worker, 2 / 1"
+        r1, r2 = real.get((mode, 1)), real.get((mode, 2))
+        if not r1 or not r2:
+            rows.append(Row("mmap_lock", label, None, None, NA,
+                            "not measurable here: munmap_lock with 1 and 2 workers was not measured (needs 2 CPUs)"))
+            continue
+        rv = r2 / r1
+        s1, s2 = sim.get((mode, 1), {}), sim.get((mode, 2), {})
+        v1, v2 = s1.get("ops_per_second_per_worker"), s2.get("ops_per_second_per_worker")
+        if not v1 or not v2:
+            rows.append(Row("mmap_lock", label, rv, None, ERROR,
+                            s1.get("error") or s2.get("error") or "simulation failed: no value"))
+            continue
+        sv = v2 / v1
+        rows.append(Row("mmap_lock", label, rv, sv, PASS if 1 / LOCK_FACTOR <= sv / rv <= LOCK_FACTOR else FAIL))
+    return rows
+
+
 # output
 
 
@@ -491,6 +570,11 @@ def validate(preset: str | os.PathLike[str] = "host-calibrated.toml", *,
     real_fpr = real_fpr_rates(data.get("fpr_munmap") or [])
     sim["fpr_munmap"] = {n: simulate_fpr(preset, n, ops) for n in (1, 2)} if len(real_fpr) >= 2 else {}
     rows += lock_rows(real_fpr, sim["fpr_munmap"])
+    real_lock = real_munmap_lock_rates(data.get("munmap_lock") or [])
+    sim["munmap_lock"] = {f"{m}-{n}": simulate_munmap_lock(preset, m, n, ops)
+                          for m in ("threads", "procs") for n in (1, 2)} if real_lock else {}
+    rows += munmap_lock_rows(real_lock, {(k.split("-")[0], int(k.split("-")[1])): v
+                                         for k, v in sim["munmap_lock"].items()})
     report = Report(rows, str(preset), source, sim=sim)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
