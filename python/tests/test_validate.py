@@ -161,8 +161,8 @@ def test_validate_degrades_to_simulation_failed_rows(tmp_path: Path, monkeypatch
     assert not report.passed
     failed = [r for r in report.rows if r.section not in ("tlb_knee", "mmap_lock")]
     assert failed and all(r.status == "error" for r in failed)
-    # these measurements have no fpr_munmap runs: the lock row says so
-    assert [r.status for r in report.rows if r.section == "mmap_lock"] == ["n/a"]
+    # these measurements have no fpr_munmap or munmap_lock runs: the lock rows say so
+    assert [r.status for r in report.rows if r.section == "mmap_lock"] == ["n/a", "n/a", "n/a"]
     assert "mmap_lock: threads of one process" in val.format_table(report)
     assert failed[0].note.startswith("simulation failed: ") and "shootdown-patterns" in failed[0].note
     assert [r.status for r in report.rows if r.section == "tlb_knee"] == ["pass", "pass"]
@@ -263,3 +263,37 @@ def test_real_fpr_rates_read_case_1_io_threads() -> None:
                             "io_ops_per_second_per_thread": [100.0 / n] * n}) for n in (1, 2)]
     recs.append(cal.fpr_record({"case": 2, "io_threads": 1, "seconds": 1.0, "io_ops_per_second_per_thread": [7.0]}))
     assert val.real_fpr_rates(recs) == {1: 100.0, 2: 50.0}
+
+
+# ---------------------------------------------------------------------------------------
+# munmap_lock rows: threads of one process vs processes
+
+
+def test_munmap_lock_rows_separate_the_lock_from_the_machine() -> None:
+    real = {("threads", 1): 500_000.0, ("threads", 2): 90_000.0, ("procs", 1): 500_000.0, ("procs", 2): 495_000.0}
+    sim = {("threads", 1): {"ops_per_second_per_worker": 1e6}, ("threads", 2): {"ops_per_second_per_worker": 2e5},
+           ("procs", 1): {"ops_per_second_per_worker": 1e6}, ("procs", 2): {"ops_per_second_per_worker": 1e6}}
+    rows = val.munmap_lock_rows(real, sim)
+    assert [r.status for r in rows] == [val.PASS, val.PASS]
+    assert rows[0].real == pytest.approx(0.18) and rows[1].sim == pytest.approx(1.0)
+    # a simulator whose processes also serialized (a global lock) fails the processes row
+    sim[("procs", 2)] = {"ops_per_second_per_worker": 2e5}
+    assert [r.status for r in val.munmap_lock_rows(real, sim)] == [val.PASS, val.FAIL]
+    assert [r.status for r in val.munmap_lock_rows({}, {})] == [val.NA, val.NA]
+    err = val.munmap_lock_rows(real, {("threads", 1): {"error": "simulation failed: x"}})
+    assert err[0].status == val.ERROR and "x" in err[0].note
+
+
+def test_real_munmap_lock_rates_read_the_benchmark_lines() -> None:
+    recs = [{"mode": "threads", "workers": 2, "cpus": 2, "seconds": 1.0, "ops_per_second_per_worker": [1.0, 3.0],
+             "ops_per_second": 4.0, "ops_per_second_per_thread": 2.0},
+            {"mode": "procs", "workers": 1, "ops_per_second_per_thread": 5.0}, {"mode": "bogus", "workers": 1}]
+    assert val.real_munmap_lock_rates(recs) == {("threads", 2): 2.0, ("procs", 1): 5.0}
+
+
+def test_simulated_munmap_lock_threads_share_the_lock_and_processes_do_not() -> None:
+    rate = {(m, n): val.simulate_munmap_lock({}, m, n, 300)["ops_per_second_per_worker"]
+            for m in ("threads", "procs") for n in (1, 2)}
+    assert rate[("threads", 1)] == pytest.approx(rate[("procs", 1)])
+    assert rate[("threads", 2)] / rate[("threads", 1)] < 0.6  # one mmap_lock, shootdowns under it
+    assert rate[("procs", 2)] / rate[("procs", 1)] > 0.95  # one lock each, no shootdowns
