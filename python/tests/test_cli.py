@@ -253,3 +253,30 @@ def test_bench_memory_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert report["memory_model"] == "cache" and report["walk_stream_per_s"] > 0
     with pytest.raises(SystemExit):
         main(["bench", "--memory-model", "bogus"])
+
+
+def test_progress_line() -> None:
+    from tlbsim.cli import _progress_line
+
+    assert _progress_line(250, 1000, "operations", 1.0) == "250 / 1,000 operations (25.0%), 250/s, ETA 3 s"
+    assert _progress_line(3_000_000, 0, "accesses", 1.0) == "3,000,000 accesses, 3.00 M/s"
+
+
+def test_run_ctrl_c_keeps_the_stats_so_far(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "o"
+    proc = subprocess.Popen([sys.executable, "-m", "tlbsim.cli", "run", "--quiet", "--set",
+                             "workload.accesses=5000000000", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4.0)  # imports done, the run under way (it would take minutes)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "PARTIAL" in stdout and "interrupted" in stderr
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["run"]["partial"] is True
+    assert 0 < stats["totals"]["accesses"] < 2 * 5_000_000_000

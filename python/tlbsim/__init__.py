@@ -15,6 +15,7 @@
 from tlbsim._tlbsim import (
     ConfigError,
     IoError,
+    RunControl,
     SimulationError,
     TlbsimError,
     TraceError,
@@ -44,6 +45,7 @@ __all__ = [
     "Policy",
     "IoError",
     "Result",
+    "RunControl",
     "SimulationError",
     "SpecError",
     "SweepSummary",

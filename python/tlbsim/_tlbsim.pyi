@@ -23,7 +23,17 @@ class SimulationError(TlbsimError, RuntimeError):
 class IoError(TlbsimError, OSError):
     """A file could not be read or written."""
 
-def run(config_json: str, overrides: list[str], base_dir: _Path) -> tuple[str, str]:
+class RunControl:
+    """Progress and stop of a run: pass it to ``run``, watch it from another thread."""
+
+    def __init__(self) -> None: ...
+    def stop(self) -> None:
+        """Ask the run to stop at its next check (its stats so far come back, partial)."""
+    def progress(self) -> tuple[int, int, str]:
+        """(done, total or 0 when not known, "accesses" | "operations")."""
+
+def run(config_json: str, overrides: list[str], base_dir: _Path,
+        control: RunControl | None = None) -> tuple[str, str]:
     """Run one simulation; returns (effective config JSON, stats JSON)."""
 
 def resolve(config_json: str, overrides: list[str], base_dir: _Path) -> str:

@@ -111,7 +111,8 @@ def _config_source(config: ConfigLike) -> tuple[str, Path]:
     )
 
 
-def run(config: ConfigLike = None, *, overrides: Overrides = None, policy: Any = None, **kwargs: object) -> Result:
+def run(config: ConfigLike = None, *, overrides: Overrides = None, policy: Any = None,
+        control: _tlbsim.RunControl | None = None, **kwargs: object) -> Result:
     """Run one simulation.
 
     ``config`` is a dict, a path to a TOML file (relative trace paths are then resolved
@@ -120,6 +121,9 @@ def run(config: ConfigLike = None, *, overrides: Overrides = None, policy: Any =
     ``policy`` is a coherence policy written in Python (a ``tlbsim.Policy`` instance, or
     ``"module:Class"``) used instead of ``os.coherence`` (OS-mode workloads only).
     The GIL is released while the simulation runs (held only inside the policy's hooks).
+    ``control`` (a ``tlbsim.RunControl``, built-in policies only) lets another thread watch
+    the run's progress and stop it; a stopped run returns its stats so far with
+    ``stats["run"]["partial"] = True``.
     """
     config_json, base_dir = _config_source(config)
     strings = override_strings(overrides, **kwargs)
@@ -129,9 +133,11 @@ def run(config: ConfigLike = None, *, overrides: Overrides = None, policy: Any =
         if isinstance(policy, str):
             policy = load_policy(policy)()
         label = f"{type(policy).__module__}:{type(policy).__qualname__}"
+        if control is not None:
+            raise ValueError("control: not available with a Python policy")
         effective, stats = _tlbsim.run_policy(config_json, strings, base_dir, policy, label)
     else:
-        effective, stats = _tlbsim.run(config_json, strings, base_dir)
+        effective, stats = _tlbsim.run(config_json, strings, base_dir, control)
     return Result(config=json.loads(effective), stats=json.loads(stats))
 
 

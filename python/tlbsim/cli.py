@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 from pathlib import Path
 
 import tlbsim
@@ -26,14 +27,79 @@ def _override(text: str) -> str:
     return text
 
 
+def _progress_line(done: int, total: int, unit: str, elapsed: float) -> str:
+    """`12,345,678 / 50,000,000 accesses (24.7%), 3.1 M/s, ETA 12 s` (no total: no % or ETA)."""
+    rate = done / elapsed if elapsed > 0 else 0.0
+    line = f"{done:,}" + (f" / {total:,}" if total else "") + f" {unit}"
+    if total:
+        line += f" ({100.0 * done / total:.1f}%)"
+    line += f", {rate / 1e6:.2f} M/s" if rate >= 1e5 else f", {rate:,.0f}/s"
+    if total and rate > 0 and done < total:
+        line += f", ETA {(total - done) / rate:,.0f} s"
+    return line
+
+
+def _run_watched(config: Path | None, overrides: list[str], show: bool) -> tuple[tlbsim.Result, bool]:
+    """Run in a worker thread so that this one can draw the progress line and take Ctrl-C:
+    the first Ctrl-C stops the run at its next check and keeps the stats so far (partial);
+    returns (result, interrupted)."""
+    import threading
+    import time
+
+    control = tlbsim.RunControl()
+    box: dict[str, Any] = {}
+
+    # An Event, not Thread.join: a Ctrl-C that interrupts join() can leave the thread
+    # looking finished while it still runs.
+    finished = threading.Event()
+
+    def work() -> None:
+        try:
+            box["result"] = tlbsim.run(config, overrides=overrides, control=control)
+        except BaseException as err:  # re-raised in the main thread
+            box["error"] = err
+        finally:
+            finished.set()
+
+    worker = threading.Thread(target=work, name="tlbsim-run", daemon=True)
+    start = time.monotonic()
+    worker.start()
+    interrupted = False
+    drawn = False
+    while not finished.is_set():
+        try:
+            if not finished.wait(0.25) and show:
+                done, total, unit = control.progress()
+                sys.stderr.write("\r" + _progress_line(done, total, unit, time.monotonic() - start) + "\x1b[K")
+                sys.stderr.flush()
+                drawn = True
+        except KeyboardInterrupt:
+            if interrupted:
+                raise
+            interrupted = True
+            control.stop()
+            sys.stderr.write("\ninterrupted: stopping at the next check, keeping the stats so far "
+                             "(Ctrl-C again to abandon them)\n")
+    if drawn:
+        sys.stderr.write("\r\x1b[K")
+    if "error" in box:
+        raise box["error"]
+    return box["result"], interrupted
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     config = Path(args.config) if args.config else None
     out = Path(args.out) if args.out else Path("out") / (config.stem if config else "run")
-    result = tlbsim.run(config, overrides=args.set or [])
+    show = sys.stderr.isatty() and not args.quiet
+    result, interrupted = _run_watched(config, args.set or [], show)
     result.save(out)
     print(summary_table(result.stats))
+    partial = bool(result.stats.get("run", {}).get("partial"))
+    if partial:
+        print("\nPARTIAL: the run was interrupted; these are the stats up to that point "
+              "(stats.json has run.partial = true)")
     print(f"\nwrote {out / 'config.json'}\n      {out / 'stats.json'}")
-    return 0
+    return 130 if interrupted else 0
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
@@ -244,6 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="override one config key (dotted, e.g. machine.tlb.l1d.entries=64); repeatable",
     )
     p.add_argument("--out", metavar="DIR", help="output folder (default: out/<config stem>)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress line (it is drawn only on a terminal anyway)")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser(

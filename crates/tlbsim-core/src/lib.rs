@@ -7,6 +7,7 @@
 pub mod bench;
 pub mod coherence;
 pub mod config;
+pub mod control;
 pub mod error;
 pub mod fuzz;
 pub mod memory;

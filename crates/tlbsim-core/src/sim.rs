@@ -284,16 +284,35 @@ pub fn run(cfg: &Config) -> Result<serde_json::Value> {
     let mut live: Vec<bool> = vec![true; sources.len()];
     let mut tl = NoTlbListener;
     let mut wl = NoWalkListener;
+    let control = crate::control::current();
+    if let Some(c) = &control {
+        let total = if cfg.workload.kind == "trace" { 0 } else { cfg.workload.accesses.saturating_mul(sources.len() as u64) };
+        c.start(crate::control::ProgressUnit::Accesses, total);
+    }
+    let (mut done, mut partial) = (0u64, false);
     // The thread whose core is furthest behind runs next (ties: lowest core).
     while let Some(t) = (0..sources.len()).filter(|&t| live[t]).min_by_key(|&t| (machine.cores[t].clock, t)) {
+        if let Some(c) = &control {
+            if c.stop_requested() {
+                partial = true;
+                break;
+            }
+            c.set_done(done);
+        }
         let n = sources[t].next_batch(&mut buf, batch)?;
         if n == 0 {
             live[t] = false;
             continue;
         }
+        done += n as u64;
         machine.run_batch(t, &space, &buf, &mut tl, &mut wl)?;
     }
-    Ok(machine.stats_json(cfg, sources.len()))
+    let mut stats = machine.stats_json(cfg, sources.len());
+    if partial {
+        // Stopped through its control (Ctrl-C): the stats so far.
+        stats["run"]["partial"] = serde_json::json!(true);
+    }
+    Ok(stats)
 }
 
 /// Trace mode's side of the access path: the caller's listeners, first-touch faults.

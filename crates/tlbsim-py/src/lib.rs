@@ -24,13 +24,45 @@ fn to_json_string(py: Python<'_>, value: &impl serde::Serialize) -> PyResult<Str
     })
 }
 
+/// Progress and stop of a run (`tlbsim_core::control`): pass one to `run`, watch it from
+/// another Python thread, `stop()` it (Ctrl-C) to get the stats so far, marked partial.
+#[pyclass(name = "RunControl", module = "tlbsim._tlbsim", frozen)]
+struct RunControlPy {
+    inner: std::sync::Arc<tlbsim_core::control::RunControl>,
+}
+
+#[pymethods]
+impl RunControlPy {
+    #[new]
+    fn new() -> Self {
+        RunControlPy { inner: std::sync::Arc::new(tlbsim_core::control::RunControl::new()) }
+    }
+
+    /// Ask the run to stop at its next check.
+    fn stop(&self) {
+        self.inner.stop();
+    }
+
+    /// (done, total or 0 when not known, "accesses" | "operations").
+    fn progress(&self) -> (u64, u64, &'static str) {
+        let (done, total, unit) = self.inner.progress();
+        let unit = match unit {
+            tlbsim_core::control::ProgressUnit::Accesses => "accesses",
+            tlbsim_core::control::ProgressUnit::Operations => "operations",
+        };
+        (done, total, unit)
+    }
+}
+
 /// Run one simulation. Returns (effective config JSON, stats JSON).
 #[pyfunction]
+#[pyo3(signature = (config_json, overrides, base_dir, control = None))]
 fn run(
     py: Python<'_>,
     config_json: String,
     overrides: Vec<String>,
     base_dir: PathBuf,
+    control: Option<Py<RunControlPy>>,
 ) -> PyResult<(String, String)> {
     let config: serde_json::Value = serde_json::from_str(&config_json).map_err(|e| {
         errors::new_err(
@@ -40,8 +72,12 @@ fn run(
             &[],
         )
     })?;
-    let out = detached(py, move || tlbsim_core::run(config, &overrides, &base_dir))?
-        .map_err(|e| errors::from_core(py, e))?;
+    let control = control.map(|c| c.get().inner.clone());
+    let out = detached(py, move || match control {
+        Some(c) => tlbsim_core::control::with_control(c, || tlbsim_core::run(config, &overrides, &base_dir)),
+        None => tlbsim_core::run(config, &overrides, &base_dir),
+    })?
+    .map_err(|e| errors::from_core(py, e))?;
     Ok((
         to_json_string(py, &out.effective_config)?,
         to_json_string(py, &out.stats)?,
@@ -243,6 +279,7 @@ fn _tlbsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     guard::install_panic_hook();
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_class::<RunControlPy>()?;
     m.add_function(wrap_pyfunction!(load_config, m)?)?;
     m.add_function(wrap_pyfunction!(resolve, m)?)?;
     m.add_function(wrap_pyfunction!(bench_py, m)?)?;

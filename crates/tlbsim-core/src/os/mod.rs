@@ -324,6 +324,8 @@ pub(crate) struct Os<P: Coherence> {
     /// A thread stopped before a system call because another core is behind it in
     /// simulated time (`Os::ahead_of_others`): its core goes back to the scheduler.
     yield_core: bool,
+    /// The run was stopped through its control before every thread finished.
+    partial: bool,
 }
 
 /// Run an OS-mode workload with the configured policy; returns stats.json.
@@ -437,6 +439,7 @@ impl<P: Coherence> Os<P> {
             is_dirty: vec![true; ncores],
             steps: 0,
             yield_core: false,
+            partial: false,
         };
         let mut next_core = 0usize;
         for pi in 0..os.w.processes.len() {

@@ -146,6 +146,10 @@ impl<P: Coherence> Os<P> {
         v["run"]["processes"] = json!(self.procs.len());
         v["run"]["engine_steps"] = json!(self.steps);
         v["run"]["events"] = json!(self.events_simulated());
+        if self.partial {
+            // Stopped through its control (Ctrl-C): the stats so far.
+            v["run"]["partial"] = json!(true);
+        }
         v
     }
 

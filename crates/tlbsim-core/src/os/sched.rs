@@ -35,9 +35,25 @@ impl<P: Coherence> Os<P> {
 
     /// Main loop: run until every non-daemon thread has exited.
     pub(super) fn simulate(&mut self) -> Result<()> {
+        let control = crate::control::current();
+        if let Some(c) = &control {
+            let total = self.threads.iter().filter(|t| !t.daemon).map(|t| crate::workload::program::counted_ops(&self.w.programs[t.program])).sum();
+            c.start(crate::control::ProgressUnit::Operations, total);
+        }
         while self.live_workers > 0 {
             if self.policy.failed() {
                 return Err(Error::Sim("the coherence policy failed; the run stopped".into()));
+            }
+            if self.steps % 1024 == 0 {
+                if let Some(c) = &control {
+                    c.set_done(self.threads.iter().filter(|t| !t.daemon).map(|t| t.ops_completed).sum());
+                    if c.stop_requested() {
+                        // Stopped (Ctrl-C): the stats so far, up to the furthest core's clock.
+                        self.partial = true;
+                        self.end_cycle = (0..self.cores.len()).map(|c| self.clock(c)).max().unwrap_or(0);
+                        return Ok(());
+                    }
+                }
             }
             // The core furthest behind among those with work (ties: the lowest number).
             self.refresh_keys();

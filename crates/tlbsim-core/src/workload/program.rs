@@ -91,6 +91,30 @@ pub enum Op {
     CountOp,
 }
 
+/// How many `CountOp`s running `prog` from its start executes (loops multiplied out; a
+/// loop forever counts its body once). For progress reports.
+pub fn counted_ops(prog: &[Op]) -> u64 {
+    fn span(ops: &[Op]) -> u64 {
+        let (mut i, mut n) = (0, 0u64);
+        while i < ops.len() {
+            match ops[i] {
+                Op::Loop { count, body } => {
+                    let end = (i + 1 + body).min(ops.len());
+                    n = n.saturating_add(span(&ops[i + 1..end]).saturating_mul(count.max(1)));
+                    i = end;
+                }
+                Op::CountOp => {
+                    n += 1;
+                    i += 1;
+                }
+                _ => i += 1,
+            }
+        }
+        n
+    }
+    span(prog)
+}
+
 impl Op {
     /// The region slot the operation names, if any.
     pub fn slot(&self) -> Option<usize> {
