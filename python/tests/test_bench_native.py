@@ -130,13 +130,19 @@ def test_tlb_reach_curve_is_graceful_json(tmp_path: Path) -> None:
     assert [(r["dense"], r["lines"]) for r in rows] == [(True, 256), (True, 512)]
 
 
-def test_fpr_munmap_cases_report_each_thread_class(tmp_path: Path) -> None:
-    exe = tmp_path / "fpr_munmap"
+def _compile(tmp_path: Path, name: str) -> Path:
+    """bench/NAME.c built warning-free into tmp_path."""
+    exe = tmp_path / name
     subprocess.run(
         ["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", str(exe),
-         str(ROOT / "bench" / "fpr_munmap.c")],
+         str(ROOT / "bench" / f"{name}.c")],
         check=True,
     )
+    return exe
+
+
+def test_fpr_munmap_cases_report_each_thread_class(tmp_path: Path) -> None:
+    exe = _compile(tmp_path, "fpr_munmap")
     out = subprocess.run(
         [str(exe), "--seconds", "0.2", "--case", "4", "--threads", "1", "--compute", "2"],
         check=True, capture_output=True, text=True, timeout=60,
@@ -164,12 +170,7 @@ def test_busy_neighbour_control(shootdown: Path) -> None:
 
 
 def test_munmap_lock_runs_threads_and_processes(tmp_path: Path) -> None:
-    exe = tmp_path / "munmap_lock"
-    subprocess.run(
-        ["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", str(exe),
-         str(ROOT / "bench" / "munmap_lock.c")],
-        check=True,
-    )
+    exe = _compile(tmp_path, "munmap_lock")
     for mode in ("threads", "procs"):
         out = subprocess.run([str(exe), "--mode", mode, "--workers", "2", "--seconds", "0.1"],
                              check=True, capture_output=True, text=True, timeout=60).stdout
