@@ -27,7 +27,44 @@ def false_positive_share(stats: Mapping[str, Any]) -> float | None:
     return float(t.get("false_positive_targets", 0)) / reached if reached > 0 else None
 
 
-METRICS = {"targets_per_shootdown": targets_per_shootdown, "false_positive_share": false_positive_share}
+def _per(stats: Mapping[str, Any], key: str, per: str) -> float | None:
+    t = stats["totals"]
+    n = float(t.get(per, 0))
+    return float(t.get(key, 0)) / n if n > 0 else None
+
+
+def send_cycles_per_shootdown(stats: Mapping[str, Any]) -> float | None:
+    """DiDi §V-B "Send IPI": the initiator's cycles choosing targets and sending, per
+    shootdown sent."""
+    return _per(stats, "shootdown_cycles_initiator_send", "shootdowns_sent")
+
+
+def wait_cycles_per_shootdown(stats: Mapping[str, Any]) -> float | None:
+    """DiDi §V-B "Wait for Ack": the initiator's cycles from its last send to its last ack,
+    per shootdown sent."""
+    return _per(stats, "shootdown_cycles_initiator_wait", "shootdowns_sent")
+
+
+def handler_cycles_per_ipi(stats: Mapping[str, Any]) -> float | None:
+    """DiDi §V-B "Execute Handler" on a slave: target cycles per shootdown IPI taken
+    (interrupt entry and exit, the ack with its contention, the flush)."""
+    return _per(stats, "shootdown_cycles_target", "shootdown_ipis_received")
+
+
+def shootdowns_per_second(stats: Mapping[str, Any]) -> float | None:
+    """DiDi §V-C: shootdowns sent per simulated second."""
+    seconds = float(stats["run"].get("seconds", 0))
+    return float(stats["totals"].get("shootdowns_sent", 0)) / seconds if seconds > 0 else None
+
+
+METRICS = {
+    "targets_per_shootdown": targets_per_shootdown,
+    "false_positive_share": false_positive_share,
+    "send_cycles_per_shootdown": send_cycles_per_shootdown,
+    "wait_cycles_per_shootdown": wait_cycles_per_shootdown,
+    "handler_cycles_per_ipi": handler_cycles_per_ipi,
+    "shootdowns_per_second": shootdowns_per_second,
+}
 
 
 # --------------------------------------------------------------------------- §V-E projection
