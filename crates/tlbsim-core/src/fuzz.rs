@@ -108,6 +108,14 @@ fn program(g: &mut Gen, cores: u32, nodes: u32, fork_program: Option<usize>) -> 
             0..=2 => access(0, g.pick(&[AccessMode::Read, AccessMode::Write, AccessMode::Mixed(0.5)]), 1 + g.below(40), pattern),
             3 => Op::Mprotect { slot: g.pick(&[0, 0, 3]), writable: g.chance(50) },
             4 => Op::MadviseDontneed { slot: g.pick(&[0, 3]) },
+            5 if g.chance(20) => {
+                // Unmap the region the other threads share and map a new one in its place
+                // (for this thread): the others still use the old address, which mmap may
+                // hand out again (the race a lazy policy must not let through).
+                body.push(Op::Munmap { slot: 0 });
+                body.push(Op::Mmap { slot: 0, spec: MapSpec { bytes: 4096 * (1 + g.below(16)), backing: Backing::Anonymous, shared: false, populate: g.chance(50), writable: true } });
+                access(0, AccessMode::Write, 1 + g.below(8), pattern)
+            }
             5 => {
                 // Map, touch, unmap: the next round maps the same address again.
                 body.push(Op::Mmap { slot: 1, spec: MapSpec { bytes: 4096 * (1 + g.below(40)), backing: Backing::Anonymous, shared: false, populate: g.chance(30), writable: true } });

@@ -30,7 +30,7 @@ fn plan<const GAP: u64>(p: &mut Abis<GAP>, a: bool) -> Vec<(u32, usize)> {
     let view = OsView { cores: &cores, cpumask: &[true; 4], holders: &[false; 4], flush_ceiling: 33, now: 0 };
     let old = make_pte(Pfn(42), PTE_PRESENT | PTE_USER | if a { PTE_ACCESSED } else { 0 });
     let req = FlushRequest {
-        initiator: CoreId(0), mm: MM, global: false, pages: vec![Vpn(VA >> 12)], old_ptes: vec![old], frames: vec![],
+        initiator: CoreId(0), mm: MM, global: false, pages: vec![Vpn(VA >> 12)], old_ptes: vec![old], frames: vec![], page_cache_pages: 0,
         reason: FlushReason::Munmap, freed_tables: false, full: false, new_gen: 1,
     };
     let mut out = FlushPlan::default();

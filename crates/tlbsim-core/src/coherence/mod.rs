@@ -35,6 +35,7 @@
 
 pub mod abis;
 pub mod didi;
+pub mod latr;
 pub mod linux;
 pub mod none;
 pub mod oracle;
@@ -95,6 +96,8 @@ policies! {
     "didi-ptlbi-only" => didi::Didi<2>,
     "abis" => abis::Abis<2>,
     "abis-gap1" => abis::Abis<1>,
+    "latr" => latr::Latr<true>,
+    "latr-early-reuse" => latr::Latr<false>,
 }
 
 /// A registered policy: its `[coherence.<name>]` parameters and its constructor.
@@ -162,6 +165,9 @@ pub struct FlushRequest {
     pub old_ptes: Vec<u64>,
     /// Frames the change frees once the protocol is over (mmu_gather).
     pub frames: Vec<Pfn>,
+    /// Of `old_ptes`, how many mapped a page-cache page (file data: it stays in the page
+    /// cache, so it is not among `frames`).
+    pub page_cache_pages: u32,
     pub reason: FlushReason,
     /// Page-table pages are being freed (page-walk caches may point to them).
     pub freed_tables: bool,

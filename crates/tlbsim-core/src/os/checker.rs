@@ -108,6 +108,10 @@ impl<P: Coherence> Os<P> {
             return;
         }
         let old = Pfn(e.pfn.0 + (vpn.0 - e.vpn.0));
+        if self.in_lazy_window(core, pid, vpn, old, cur) {
+            self.stats[core].stale_uses_in_lazy_window += 1;
+            return;
+        }
         let new = cur.map(|p| pte_pfn(p).0);
         let security = if new == Some(old.0) {
             false
@@ -121,6 +125,32 @@ impl<P: Coherence> Os<P> {
             }
         };
         self.record_violation(core, pid, vpn, old, new, security);
+    }
+
+    /// A deferred request that covers `vpn` of `pid` still waits for `core` to apply it
+    /// (a lazy window, e.g. LATR's), the virtual page is not reused (the page table maps
+    /// nothing there) and the old frame is not either (it is still held by the request,
+    /// or is a page-cache page): the one case in which a stale translation may be used.
+    fn in_lazy_window(&self, core: usize, pid: u32, vpn: Vpn, old: Pfn, cur: Option<u64>) -> bool {
+        if cur.is_some() {
+            return false;
+        }
+        let file_page = {
+            let d = self.m.mem.desc(old);
+            d.kind == FrameKind::Data && d.mapping != 0
+        };
+        self.cores[core].deferred.iter().any(|&(sd, k)| {
+            let s = &self.shootdowns[sd];
+            let pages: &[Vpn] = match s.pages_of.get(k) {
+                Some(Some(sub)) => sub.as_slice(),
+                _ => &s.req.pages,
+            };
+            !s.done
+                && !s.req.global
+                && s.req.mm == pid
+                && pages.contains(&vpn)
+                && (file_page || s.frames.iter().any(|&(p, order)| old.0 >= p.0 && old.0 < p.0 + (1u64 << order)))
+        })
     }
 
     fn record_violation(&mut self, core: usize, pid: u32, vpn: Vpn, old: Pfn, new: Option<u64>, security: bool) {

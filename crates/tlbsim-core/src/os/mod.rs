@@ -111,6 +111,9 @@ pub(crate) struct OsCoreStats {
     /// TLB entries the checker marked stale when a flush protocol ended (a later use of
     /// one is a violation; an eviction or flush before then makes it harmless).
     pub stale_entries_marked: u64,
+    /// Marked entries used inside a deferred request's lazy window, as allowed
+    /// (checker.rs `in_lazy_window`): not violations.
+    pub stale_uses_in_lazy_window: u64,
     pub context_switches: u64,
     pub syscalls: u64,
     pub segv_signals: u64,

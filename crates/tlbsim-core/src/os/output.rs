@@ -27,6 +27,7 @@ fn os_fields(s: &OsCoreStats) -> Map<String, Value> {
     put("violations_security", s.violations_security);
     put("violations_consistency", s.violations_consistency);
     put("stale_entries_marked", s.stale_entries_marked);
+    put("stale_uses_in_lazy_window", s.stale_uses_in_lazy_window);
     put("context_switches", s.context_switches);
     put("syscalls", s.syscalls);
     put("segv_signals", s.segv_signals);
@@ -52,7 +53,7 @@ fn sum(all: &[OsCoreStats]) -> OsCoreStats {
         add!(shootdowns_sent, shootdown_ipis_sent, shootdown_ipis_received, shootdown_messages_received, shootdowns_deferred_received,
             direct_fills, false_positive_targets, pages_flushed,
             shootdown_cycles_initiator_send, shootdown_cycles_initiator_wait, shootdown_cycles_target,
-            violations_security, violations_consistency, stale_entries_marked, context_switches, syscalls, segv_signals, cow_faults,
+            violations_security, violations_consistency, stale_entries_marked, stale_uses_in_lazy_window, context_switches, syscalls, segv_signals, cow_faults,
             file_faults, page_cache_misses, pages_reclaimed, pages_migrated, idle_cycles);
         for (a, b) in t.full_flushes_by_cause.iter_mut().zip(s.full_flushes_by_cause) {
             *a += b;

@@ -85,7 +85,16 @@ impl<P: Coherence> Os<P> {
     #[allow(clippy::too_many_arguments)]
     fn start(&mut self, core: usize, pid: u32, global: bool, reason: FlushReason, full: bool, new_gen: u64, gather: Gather) -> bool {
         let Gather { pages, old_ptes, frames, tables } = gather;
+        let page_cache_pages = old_ptes
+            .iter()
+            .filter(|&&p| p & crate::page_table::PTE_PRESENT != 0)
+            .filter(|&&p| {
+                let d = self.m.mem.desc(crate::page_table::pte_pfn(p));
+                d.kind == crate::memory::FrameKind::Data && d.mapping != 0
+            })
+            .count() as u32;
         let req = FlushRequest {
+            page_cache_pages,
             initiator: CoreId(core as u32),
             mm: pid,
             global,
@@ -179,6 +188,15 @@ impl<P: Coherence> Os<P> {
                     self.stats[t].shootdowns_deferred_received += 1;
                     self.cores[t].deferred.push((sd, k));
                     self.mark_dirty(t);
+                }
+                // The lazy window starts now: the checker marks what the targets still
+                // cache, and judges each use in the window (`in_lazy_window`).
+                if self.checker && !self.shootdowns[sd].req.global {
+                    let (mm, pages, flushed) = {
+                        let s = &self.shootdowns[sd];
+                        (s.req.mm, s.req.pages.clone(), s.flushed.clone())
+                    };
+                    self.mark_stale(mm, &pages, &[], &flushed);
                 }
                 return false;
             }
