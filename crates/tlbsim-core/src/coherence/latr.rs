@@ -156,13 +156,16 @@ impl<const SAFE: bool> Coherence for Latr<SAFE> {
         // has begun (epoch e + 1 began after the hold and has ended since).
         let epoch = self.epoch;
         let before = self.held.len();
-        self.held.retain(|&(mm, start, end, at)| {
+        // Held in epoch order: only the oldest can be due.
+        if self.held.first().is_some_and(|&(_, _, _, at)| at + 2 <= epoch) {
+            self.held.retain(|&(mm, start, end, at)| {
             let release = at + 2 <= epoch;
             if release {
                 fx.push(Effect::ReleaseRange { mm, start, end });
             }
-            !release
-        });
+                !release
+            });
+        }
         self.ranges_released += (before - self.held.len()) as u64;
         let c = core.0 as usize;
         if c < self.cores && !self.ticked[c] {

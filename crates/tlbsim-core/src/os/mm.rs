@@ -37,15 +37,22 @@ impl<P: Coherence> Os<P> {
     pub(crate) fn mmap_region(&mut self, core: usize, pid: u32, spec: &MapSpec) -> Result<u64> {
         let len = spec.bytes.div_ceil(PAGE) * PAGE;
         let p = &self.procs[pid as usize];
-        // Occupied ranges, highest first: the VMAs and the ranges the policy holds back.
-        let mut used: Vec<(u64, u64)> = p.vmas.iter().map(|(&s, v)| (s, v.end)).chain(p.held.iter().copied()).collect();
-        if !p.held.is_empty() {
-            used.sort_unstable();
-        }
+        // Occupied ranges, highest first: the VMAs and the ranges the policy holds back
+        // (two sorted maps, merged without a copy; neither overlaps itself).
+        let mut vmas = p.vmas.iter().rev().map(|(&s, v)| (s, v.end)).peekable();
+        let mut held = p.held.iter().rev().map(|(&s, &e)| (s, e)).peekable();
         // Highest gap below MMAP_TOP that holds `len`.
         let mut top = MMAP_TOP;
         let mut addr = None;
-        for &(start, end) in used.iter().rev() {
+        loop {
+            let next = match (vmas.peek(), held.peek()) {
+                (Some(a), Some(b)) if a.0 >= b.0 => vmas.next(),
+                (Some(_), Some(_)) => held.next(),
+                (Some(_), None) => vmas.next(),
+                (None, Some(_)) => held.next(),
+                (None, None) => None,
+            };
+            let Some((start, end)) = next else { break };
             if end <= top && top - end >= len {
                 addr = Some(top - len);
                 break;
@@ -57,7 +64,14 @@ impl<P: Coherence> Os<P> {
             None if top >= len + (1 << 30) => top - len,
             None => return Err(Error::Sim(format!("process {pid}: no virtual address space left for a {len}-byte mapping"))),
         };
-        let is_free = |lo: u64, hi: u64| lo < hi && hi <= MMAP_TOP && !used.iter().any(|&(s, e)| s < hi && e > lo);
+        // Free: neither the VMA nor the held range starting last below `hi` reaches `lo`.
+        let (vma_map, held_map) = (&p.vmas, &p.held);
+        let is_free = |lo: u64, hi: u64| {
+            lo < hi
+                && hi <= MMAP_TOP
+                && !vma_map.range(..hi).next_back().is_some_and(|(_, v)| v.end > lo)
+                && !held_map.range(..hi).next_back().is_some_and(|(_, &e)| e > lo)
+        };
         let va = self.policy.choose_mmap_va(pid, len, default_va, &is_free);
         if va % PAGE != 0 || !is_free(va, va + len) {
             return Err(Error::Sim(format!("process {pid}: the coherence policy chose {va:#x} for a {len}-byte mapping, which is not a free, page-aligned range")));
@@ -513,7 +527,7 @@ impl<P: Coherence> Os<P> {
         self.zap(core, pid, va, len, &mut gather)?;
         gather.tables = self.pte_free_tables(pid, va, va + len);
         if self.policy.on_range_unmapped(CoreId(core as u32), pid, va, va + len, &mut self.fx) {
-            self.procs[pid as usize].held.push((va, va + len));
+            self.procs[pid as usize].held.insert(va, va + len);
         }
         self.apply_effects();
         self.flush(core, pid, FlushReason::Munmap, false, gather);

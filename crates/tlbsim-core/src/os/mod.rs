@@ -159,7 +159,7 @@ pub(crate) struct Process {
     pub root: u32,
     pub vmas: BTreeMap<u64, Vma>,
     /// Unmapped ranges the coherence policy holds back from reuse: [start, end).
-    pub held: Vec<(u64, u64)>,
+    pub held: BTreeMap<u64, u64>,
     pub cpumask: Vec<bool>,
     pub tlb_gen: u64,
     pub threads_alive: u32,
@@ -506,7 +506,7 @@ impl<P: Coherence> Os<P> {
             pid,
             root: space.root,
             vmas,
-            held: Vec::new(),
+            held: BTreeMap::new(),
             cpumask: vec![false; self.cores.len()],
             tlb_gen: 0,
             threads_alive: 0,
@@ -599,7 +599,11 @@ impl<P: Coherence> Os<P> {
                         }
                     }
                     Effect::ReleaseRange { mm, start, end } => {
-                        self.procs[mm as usize].held.retain(|&(s, e)| !(s >= start && e <= end));
+                        let held = &mut self.procs[mm as usize].held;
+                        let inside: Vec<u64> = held.range(start..end).filter(|&(_, &e)| e <= end).map(|(&s, _)| s).collect();
+                        for s in inside {
+                            held.remove(&s);
+                        }
                     }
                 }
             }
