@@ -329,6 +329,9 @@ pub(crate) struct Os<P: Coherence> {
     yield_core: bool,
     /// The run was stopped through its control before every thread finished.
     partial: bool,
+    /// (address space, page) → how many flush requests not yet done include the page
+    /// (the checker leaves such pages to the latest request; shootdown.rs `complete`).
+    pages_in_flight: HashMap<(u32, u64), u32>,
 }
 
 /// Run an OS-mode workload with the configured policy; returns stats.json.
@@ -443,6 +446,7 @@ impl<P: Coherence> Os<P> {
             steps: 0,
             yield_core: false,
             partial: false,
+            pages_in_flight: HashMap::new(),
         };
         let mut next_core = 0usize;
         for pi in 0..os.w.processes.len() {

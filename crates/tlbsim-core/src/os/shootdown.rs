@@ -153,6 +153,11 @@ impl<P: Coherence> Os<P> {
             h[b] += 1;
         }
         let sd = self.shootdowns.len();
+        if !req.global {
+            for &v in &req.pages {
+                *self.pages_in_flight.entry((req.mm, v.0)).or_insert(0) += 1;
+            }
+        }
         self.shootdowns.push(super::Shootdown {
             req,
             leaves,
@@ -391,6 +396,16 @@ impl<P: Coherence> Os<P> {
         let req = s.req.clone();
         let flushed = std::mem::take(&mut s.flushed);
         let initiator = s.initiator;
+        if !req.global {
+            for v in &req.pages {
+                if let std::collections::hash_map::Entry::Occupied(mut e) = self.pages_in_flight.entry((req.mm, v.0)) {
+                    *e.get_mut() -= 1;
+                    if *e.get() == 0 {
+                        e.remove();
+                    }
+                }
+            }
+        }
         if self.checker {
             if req.global {
                 self.mark_stale_everywhere(&flushed);
@@ -398,17 +413,13 @@ impl<P: Coherence> Os<P> {
                 // A page that a later change of the same address space is still flushing
                 // is left to that protocol: the page table already shows its new state,
                 // which cores may legitimately not have caught up with yet.
-                let in_flight: Vec<Vpn> = self
-                    .shootdowns
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, s)| *i != sd && !s.done && !s.req.global && s.req.mm == req.mm)
-                    .flat_map(|(_, s)| s.req.pages.iter().copied())
-                    .collect();
-                if in_flight.is_empty() {
+                // (`pages_in_flight` counts the pages of the requests not yet done; this
+                // one's were taken out above.)
+                let in_flight = |p: &Vpn| self.pages_in_flight.contains_key(&(req.mm, p.0));
+                if !req.pages.iter().any(in_flight) {
                     self.mark_stale(req.mm, &req.pages, &tables, &flushed);
                 } else {
-                    let pages: Vec<Vpn> = req.pages.iter().copied().filter(|p| !in_flight.contains(p)).collect();
+                    let pages: Vec<Vpn> = req.pages.iter().copied().filter(|p| !in_flight(p)).collect();
                     self.mark_stale(req.mm, &pages, &tables, &flushed);
                 }
             }
