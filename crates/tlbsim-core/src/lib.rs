@@ -17,6 +17,7 @@ pub mod os;
 pub mod page_table;
 pub mod placement;
 pub mod prefetch;
+pub mod recycling;
 pub mod rng;
 pub mod sim;
 pub mod stats;

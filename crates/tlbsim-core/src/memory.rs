@@ -69,9 +69,14 @@ pub struct FrameDesc {
     pub lru_stamp: u64,
     /// Position of a free block's head in its free list (for O(1) removal on merge).
     free_pos: u32,
-    /// Room for a technique's per-frame metadata (FPR's tracking word, ...). It survives
-    /// while the frame sits in the allocator's free lists, as FPR requires.
+    /// Room for a coherence policy's per-frame metadata. It survives while the frame sits
+    /// in the allocator's free lists.
     pub technique_word: u64,
+    /// The recycling axis' tracking word (FPR's: flags, context, version). It survives the
+    /// free lists; two free buddies' words merge with `PhysMem::merge_tracking`, a split
+    /// copies a block's word to both halves, and a claimed block's frames all get its
+    /// head's word (a free block's word is its head's).
+    pub tracking_word: u64,
 }
 
 impl FrameDesc {
@@ -86,6 +91,7 @@ impl FrameDesc {
         lru_stamp: 0,
         free_pos: 0,
         technique_word: 0,
+        tracking_word: 0,
     };
 }
 
@@ -109,6 +115,12 @@ pub struct PhysMem {
     /// Frames moved between a per-CPU list and the buddy allocator so far (refills and
     /// drains): the work done under the zone lock, which the OS model charges and locks.
     pub zone_frames_moved: u64,
+    /// How two free buddies' tracking words merge (the recycling axis' rule; default: the
+    /// lower block's).
+    pub merge_tracking: fn(u64, u64) -> u64,
+    /// Blocks claimed (head frame, order) whose tracking word was not 0, for the OS model
+    /// to hand to the recycling axis (a frame leaving its context).
+    pub tracked_claims: Vec<(Pfn, u32)>,
 }
 
 #[inline]
@@ -163,24 +175,33 @@ impl Node {
         let head = self.free[j as usize].pop().expect("non-empty");
         self.materialize(head);
         self.desc_mut(head).order = NOT_FREE_HEAD;
-        // Split: the upper halves go back to the free lists.
+        let word = self.desc(head).tracking_word;
+        // Split: the upper halves go back to the free lists, with the block's word.
         for k in (order..j).rev() {
+            self.materialize(head + (1 << k));
+            self.desc_mut(head + (1 << k)).tracking_word = word;
             self.push_free(head + (1 << k), k);
         }
         Some(head)
     }
 
-    /// Give a block back to the buddy allocator, merging it with free buddies.
-    fn free_block(&mut self, mut i: u64, order: u32) {
+    /// Give a block back to the buddy allocator, merging it with free buddies (and their
+    /// tracking words, with `merge`).
+    fn free_block(&mut self, mut i: u64, order: u32, merge: fn(u64, u64) -> u64) {
         let mut k = order;
+        let mut word = self.desc(i).tracking_word;
         while k < MAX_ORDER {
             let buddy = i ^ (1 << k);
             if self.desc(buddy).order != k as u8 {
                 break;
             }
             self.remove_free(buddy, k);
+            word = merge(word, self.desc(buddy).tracking_word);
             i = i.min(buddy);
             k += 1;
+        }
+        if self.chunks[(i / CHUNK) as usize].is_some() {
+            self.desc_mut(i).tracking_word = word;
         }
         self.push_free(i, k);
     }
@@ -204,7 +225,14 @@ impl PhysMem {
                 Node { capacity, chunks: (0..capacity / CHUNK).map(|_| None).collect(), free, pcp: Vec::new(), used: 0 }
             })
             .collect();
-        PhysMem { nodes, pcp_batch: pcp_batch.max(1), pcp_high: pcp_high.max(pcp_batch.max(1)), zone_frames_moved: 0 }
+        PhysMem {
+            nodes,
+            pcp_batch: pcp_batch.max(1),
+            pcp_high: pcp_high.max(pcp_batch.max(1)),
+            zone_frames_moved: 0,
+            merge_tracking: |a, _| a,
+            tracked_claims: Vec::new(),
+        }
     }
 
     pub fn nodes(&self) -> u32 {
@@ -224,13 +252,18 @@ impl PhysMem {
 
     fn claim(&mut self, node: NodeId, i: u64, order: u32, kind: FrameKind, owner: u32) -> Pfn {
         let n = &mut self.nodes[node.0 as usize];
+        let tracking = n.desc(i).tracking_word;
         for f in i..i + (1 << order) {
             let d = n.desc_mut(f);
             let word = d.technique_word;
-            *d = FrameDesc { kind, owner, technique_word: word, ..FrameDesc::FREE };
+            *d = FrameDesc { kind, owner, technique_word: word, tracking_word: tracking, ..FrameDesc::FREE };
         }
         n.used += 1 << order;
-        Pfn(((node.0 as u64) << NODE_SHIFT) | i)
+        let pfn = Pfn(((node.0 as u64) << NODE_SHIFT) | i);
+        if tracking != 0 {
+            self.tracked_claims.push((pfn, order));
+        }
+        pfn
     }
 
     /// Allocate 2^`order` contiguous, aligned frames on `node` from the buddy allocator.
@@ -287,8 +320,8 @@ impl PhysMem {
         for f in i..i + (1 << order) {
             let d = n.desc_mut(f);
             debug_assert_ne!(d.kind, FrameKind::Free, "double free of frame {f}");
-            let word = d.technique_word;
-            *d = FrameDesc { technique_word: word, ..FrameDesc::FREE };
+            let (word, tracking) = (d.technique_word, d.tracking_word);
+            *d = FrameDesc { technique_word: word, tracking_word: tracking, ..FrameDesc::FREE };
         }
         n.used -= 1 << order;
         (node, i)
@@ -297,7 +330,8 @@ impl PhysMem {
     /// Free a block of 2^`order` frames to the buddy allocator.
     pub fn free_order(&mut self, pfn: Pfn, order: u32) {
         let (node, i) = self.release(pfn, order);
-        self.nodes[node].free_block(i, order);
+        let merge = self.merge_tracking;
+        self.nodes[node].free_block(i, order, merge);
     }
 
     /// Free one frame to the buddy allocator.
@@ -320,7 +354,7 @@ impl PhysMem {
             let spill: Vec<u64> = n.pcp[c].drain(..batch).collect();
             let moved = spill.len() as u64;
             for f in spill {
-                n.free_block(f, 0);
+                n.free_block(f, 0, self.merge_tracking);
             }
             self.zone_frames_moved += moved;
         }
@@ -328,10 +362,11 @@ impl PhysMem {
 
     /// Give every per-CPU list back to the buddy allocator (Linux's drain_all_pages).
     pub fn drain_pcp(&mut self) {
+        let merge = self.merge_tracking;
         for n in &mut self.nodes {
             let lists = std::mem::take(&mut n.pcp);
             for f in lists.into_iter().flatten() {
-                n.free_block(f, 0);
+                n.free_block(f, 0, merge);
             }
         }
     }
@@ -349,6 +384,11 @@ impl PhysMem {
     /// Frames in use on `node`.
     pub fn used(&self, node: NodeId) -> u64 {
         self.nodes[node.0 as usize].used
+    }
+
+    /// Frames of physical memory, every node.
+    pub fn total_frames(&self) -> u64 {
+        self.nodes.iter().map(|n| n.capacity).sum()
     }
 
     /// Free blocks per order on `node` (for tests and stats).
@@ -390,6 +430,47 @@ mod tests {
         m.free_on(CoreId(3), a);
         // ... another CPU does not.
         assert_ne!(m.alloc_on(CoreId(0), NodeId(1), FrameKind::Data, 2).unwrap(), a);
+    }
+
+    /// FPR §IV-C4 on hand-built sequences: the tracking word survives the per-CPU list,
+    /// merges with a free buddy's by the axis' rule, and a split copies it to both halves.
+    #[test]
+    fn tracking_word_follows_pcp_lists_merges_and_splits() {
+        use crate::recycling::fpr::{context_of, merge, version_of, word, FLAG_ALWAYS};
+        let mut m = PhysMem::with_pcp(1, 4, 1, 1); // per-CPU lists of 1: the second free spills
+        m.merge_tracking = merge;
+        let a = m.alloc_order(NodeId(0), 0, FrameKind::Data, 1).unwrap();
+        let b = m.alloc_order(NodeId(0), 0, FrameKind::Data, 1).unwrap();
+        assert_eq!((a, b), (Pfn(0), Pfn(1)), "buddies");
+        assert!(m.tracked_claims.is_empty(), "fresh frames are untracked");
+        // Through the per-CPU list: same frame, same word back, and the claim is reported.
+        m.desc_mut(a).tracking_word = word(0, 7, 3);
+        m.free_on(CoreId(0), a);
+        assert_eq!(m.alloc_on(CoreId(0), NodeId(0), FrameKind::Data, 1).unwrap(), a);
+        assert_eq!(m.desc(a).tracking_word, word(0, 7, 3));
+        assert_eq!(m.tracked_claims, vec![(a, 0)]);
+        m.tracked_claims.clear();
+        // One tracked buddy merges with an untracked one: the block keeps the context.
+        m.desc_mut(b).tracking_word = 0;
+        m.free(a);
+        m.free(b);
+        let block = m.alloc_order(NodeId(0), 1, FrameKind::Data, 1).unwrap();
+        assert_eq!(block, Pfn(0));
+        assert_eq!(context_of(m.desc(Pfn(0)).tracking_word), 7);
+        assert_eq!(context_of(m.desc(Pfn(1)).tracking_word), 7, "a claimed block's frames all get its word");
+        // Different contexts merge into "always shoot down", version the larger.
+        m.desc_mut(Pfn(0)).tracking_word = word(0, 7, 3);
+        m.desc_mut(Pfn(1)).tracking_word = word(0, 9, 5);
+        m.free(Pfn(0));
+        m.free(Pfn(1));
+        // Split: taking one frame of the merged block leaves its buddy with a copy.
+        let x = m.alloc_order(NodeId(0), 0, FrameKind::Data, 1).unwrap();
+        let y = m.alloc_order(NodeId(0), 0, FrameKind::Data, 1).unwrap();
+        for f in [x, y] {
+            let w = m.desc(f).tracking_word;
+            assert_ne!(w & FLAG_ALWAYS, 0);
+            assert_eq!(version_of(w), 5);
+        }
     }
 
     #[test]

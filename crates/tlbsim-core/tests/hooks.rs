@@ -15,7 +15,7 @@ use tlbsim_core::types::{CoreId, Pfn, Vpn};
 use tlbsim_core::workload::program::*;
 
 fn anon(bytes: u64) -> MapSpec {
-    MapSpec { bytes, backing: Backing::Anonymous, shared: false, populate: false, writable: true }
+    MapSpec { fpr: false, fixed: false, bytes, backing: Backing::Anonymous, shared: false, populate: false, writable: true }
 }
 
 fn write(slot: usize, count: u64) -> Op {

@@ -76,7 +76,7 @@ fn fuzz_catches_reusing_an_address_before_every_core_swept() {
 #[test]
 fn reads_in_the_lazy_window_are_judged_by_latrs_rule() {
     use tlbsim_core::workload::program::*;
-    let page = MapSpec { bytes: 4096, backing: Backing::Anonymous, shared: false, populate: true, writable: true };
+    let page = MapSpec { fpr: false, fixed: false, bytes: 4096, backing: Backing::Anonymous, shared: false, populate: true, writable: true };
     let access = |write: bool| Op::Access { slot: 0, pattern: Pattern::Sequential, mode: if write { AccessMode::Write } else { AccessMode::Read }, count: 1, offset: 0, len: 0, stride: 8 };
     let remap = vec![Op::Loop { count: 50, body: 5 }, Op::Munmap { slot: 0 }, Op::Mmap { slot: 0, spec: page.clone() }, access(true), Op::Compute { cycles: 20_000 }, Op::CountOp];
     let reader = vec![Op::Loop { count: 0, body: 2 }, access(false), Op::Compute { cycles: 500 }];

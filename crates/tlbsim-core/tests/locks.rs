@@ -9,7 +9,7 @@ use tlbsim_core::config::Config;
 use tlbsim_core::workload::program::*;
 
 fn anon(pages: u64) -> MapSpec {
-    MapSpec { bytes: pages * 4096, backing: Backing::Anonymous, shared: false, populate: true, writable: true }
+    MapSpec { fpr: false, fixed: false, bytes: pages * 4096, backing: Backing::Anonymous, shared: false, populate: true, writable: true }
 }
 
 fn looped(count: u64, body: Vec<Op>) -> Vec<Op> {

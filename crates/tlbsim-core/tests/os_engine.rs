@@ -7,7 +7,7 @@ use tlbsim_core::config::Config;
 use tlbsim_core::workload::program::*;
 
 fn anon(bytes: u64) -> MapSpec {
-    MapSpec { bytes, backing: Backing::Anonymous, shared: false, populate: false, writable: true }
+    MapSpec { fpr: false, fixed: false, bytes, backing: Backing::Anonymous, shared: false, populate: false, writable: true }
 }
 
 fn write(slot: usize, count: u64) -> Op {
@@ -137,7 +137,7 @@ fn two_processes_do_not_disturb_each_other() {
 
 #[test]
 fn file_read_targets_the_sibling() {
-    let spec = MapSpec { bytes: 4096, backing: Backing::File { file: 0, offset_pages: 0 }, shared: true, populate: false, writable: false };
+    let spec = MapSpec { fpr: false, fixed: false, bytes: 4096, backing: Backing::File { file: 0, offset_pages: 0 }, shared: true, populate: false, writable: false };
     let mut w = two_threads(looped(400, vec![Op::Mmap { slot: 0, spec }, read(0, 1), Op::Munmap { slot: 0 }, Op::CountOp]), Some(spin()));
     w.files.push(FileSpec { name: "f".into(), pages: 16 });
     let v = run("linux", w);

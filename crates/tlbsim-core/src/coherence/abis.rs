@@ -32,7 +32,7 @@
 //! lazy ones included, so that no core falls a generation behind by ABIS' choice; the §7
 //! hardware quirks are not modelled.
 
-use super::{Coherence, CoreView, Cr3Load, Delivery, Effects, FlushPlan, FlushRequest, FullFlushCause, LocalFlush, OsView, Policy};
+use super::{linux_targets, Coherence, CoreView, Cr3Load, Delivery, Effects, FlushPlan, FlushRequest, FullFlushCause, LocalFlush, OsView, Policy};
 use crate::config::Config;
 use crate::error::Result;
 use crate::page_table::{PTE_ACCESSED, PTE_PFN_MASK, PTE_PRESENT};
@@ -128,6 +128,12 @@ impl<const GAP: u64> Abis<GAP> {
 impl<const GAP: u64> Coherence for Abis<GAP> {
     fn plan(&mut self, view: &OsView<'_>, req: &FlushRequest, plan: &mut FlushPlan) {
         plan.delivery = Some(Delivery::Ipi);
+        if req.global {
+            // Every address space (e.g. a frame leaving its recycling context): every core.
+            linux_targets(view, req, plan);
+            self.sptes.clear();
+            return;
+        }
         let holders: Vec<u32> = (0..view.cores.len() as u32).filter(|&c| c != req.initiator.0 && (self.may_hold[c as usize].contains(&req.mm) || (view.cpumask[c as usize] && req.freed_tables))).collect();
         if req.global || req.full || req.freed_tables || req.pages.len() as u64 > view.flush_ceiling as u64 {
             // Whole-address-space and table-freeing requests: every possible holder.

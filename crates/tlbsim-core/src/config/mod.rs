@@ -238,6 +238,8 @@ pub struct OsConfig {
     /// through the TLB flush, as Linux 6.x does) and per-VMA fault locks (docs/OS_MODEL.md
     /// "Locks"). false: system calls of one process never wait for each other.
     pub locks: bool,
+    /// FPR, fast page recycling (`crate::recycling::fpr`): the recycling axis.
+    pub fpr: crate::recycling::fpr::FprParams,
 }
 
 impl Default for OsConfig {
@@ -252,6 +254,7 @@ impl Default for OsConfig {
             flush_ceiling: 33,
             time_slice: 9_000_000,
             locks: true,
+            fpr: Default::default(),
         }
     }
 }

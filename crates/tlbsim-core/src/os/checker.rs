@@ -112,6 +112,18 @@ impl<P: Coherence> Os<P> {
             self.stats[core].stale_uses_in_lazy_window += 1;
             return;
         }
+        if cur.is_none() && self.recycling_on {
+            // The virtual page is unmapped (the program would have had a SIGSEGV) and the
+            // frame may still be in the process's recycling context: the axis' rule
+            // decides (FPR §IV-B: such a program reads its own stale data).
+            let d = self.m.mem.desc(old);
+            let own_data = d.kind != FrameKind::PageTable;
+            let family = self.procs[pid as usize].family;
+            if own_data && self.recycling.permits_stale_use(pid, family, d.tracking_word) {
+                self.stale_uses_permitted_by_recycling += 1;
+                return;
+            }
+        }
         let new = cur.map(|p| pte_pfn(p).0);
         let security = if new == Some(old.0) {
             false

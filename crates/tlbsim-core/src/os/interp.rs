@@ -126,7 +126,10 @@ impl<P: Coherence> Os<P> {
                 self.advance(thread);
                 self.stats[core].syscalls += 1;
                 self.charge(core, self.costs.syscall + self.costs.mmap);
-                let va = self.mmap_region(core, pid, &spec)?;
+                // MAP_FIXED at the address the slot held before (none yet: a plain mmap).
+                let previous = self.threads[thread].slots[slot].0;
+                let fixed_at = (spec.fixed && previous != 0).then_some(previous);
+                let va = self.mmap_region(core, pid, &spec, fixed_at)?;
                 self.threads[thread].slots[slot] = (va, spec.bytes.div_ceil(4096) * 4096);
                 self.mmap_unlock_after_syscall(core, thread, pid);
             }
@@ -147,6 +150,10 @@ impl<P: Coherence> Os<P> {
             Op::MigratePages { slot, node } => {
                 self.region_syscall(core, thread, slot, LockMode::Read, false, |os, (va, len)| os.sys_migrate_pages(core, thread, va, len, NodeId(node)))?;
             }
+        }
+        if system_call && self.recycling_on && !self.m.mem.tracked_claims.is_empty() {
+            // Page tables (and migration targets) the call claimed may leave a context.
+            self.settle_claims(core, None);
         }
         Ok(())
     }

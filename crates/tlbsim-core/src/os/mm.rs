@@ -33,37 +33,11 @@ impl<P: Coherence> Os<P> {
     }
 
     /// mmap: place a new VMA top-down below the lowest gap that fits (Linux's
-    /// unmapped_area_topdown), populate it if asked. Returns its address.
-    pub(crate) fn mmap_region(&mut self, core: usize, pid: u32, spec: &MapSpec) -> Result<u64> {
+    /// unmapped_area_topdown), or at `fixed_at` (MAP_FIXED), populate it if asked. Returns
+    /// its address.
+    pub(crate) fn mmap_region(&mut self, core: usize, pid: u32, spec: &MapSpec, fixed_at: Option<u64>) -> Result<u64> {
         let len = spec.bytes.div_ceil(PAGE) * PAGE;
         let p = &self.procs[pid as usize];
-        // Occupied ranges, highest first: the VMAs and the ranges the policy holds back
-        // (two sorted maps, merged without a copy; neither overlaps itself).
-        let mut vmas = p.vmas.iter().rev().map(|(&s, v)| (s, v.end)).peekable();
-        let mut held = p.held.iter().rev().map(|(&s, &e)| (s, e)).peekable();
-        // Highest gap below MMAP_TOP that holds `len`.
-        let mut top = MMAP_TOP;
-        let mut addr = None;
-        loop {
-            let next = match (vmas.peek(), held.peek()) {
-                (Some(a), Some(b)) if a.0 >= b.0 => vmas.next(),
-                (Some(_), Some(_)) => held.next(),
-                (Some(_), None) => vmas.next(),
-                (None, Some(_)) => held.next(),
-                (None, None) => None,
-            };
-            let Some((start, end)) = next else { break };
-            if end <= top && top - end >= len {
-                addr = Some(top - len);
-                break;
-            }
-            top = top.min(start);
-        }
-        let default_va = match addr {
-            Some(a) => a,
-            None if top >= len + (1 << 30) => top - len,
-            None => return Err(Error::Sim(format!("process {pid}: no virtual address space left for a {len}-byte mapping"))),
-        };
         // Free: neither the VMA nor the held range starting last below `hi` reaches `lo`.
         let (vma_map, held_map) = (&p.vmas, &p.held);
         let is_free = |lo: u64, hi: u64| {
@@ -72,13 +46,59 @@ impl<P: Coherence> Os<P> {
                 && !vma_map.range(..hi).next_back().is_some_and(|(_, v)| v.end > lo)
                 && !held_map.range(..hi).next_back().is_some_and(|(_, &e)| e > lo)
         };
-        let va = self.policy.choose_mmap_va(pid, len, default_va, &is_free);
-        if va % PAGE != 0 || !is_free(va, va + len) {
-            return Err(Error::Sim(format!("process {pid}: the coherence policy chose {va:#x} for a {len}-byte mapping, which is not a free, page-aligned range")));
+        let va = if let Some(va) = fixed_at {
+            // MAP_FIXED: the caller's address (a range a policy holds back included).
+            if va % PAGE != 0 || va + len > MMAP_TOP || vma_map.range(..va + len).next_back().is_some_and(|(_, v)| v.end > va) {
+                return Err(Error::Sim(format!("process {pid}: MAP_FIXED at {va:#x} for {len} bytes overlaps a mapping (munmap the region first)")));
+            }
+            va
+        } else {
+            // Occupied ranges, highest first: the VMAs and the ranges the policy holds back
+            // (two sorted maps, merged without a copy; neither overlaps itself).
+            let mut vmas = p.vmas.iter().rev().map(|(&s, v)| (s, v.end)).peekable();
+            let mut held = p.held.iter().rev().map(|(&s, &e)| (s, e)).peekable();
+            // Highest gap below MMAP_TOP that holds `len`.
+            let mut top = MMAP_TOP;
+            let mut addr = None;
+            loop {
+                let next = match (vmas.peek(), held.peek()) {
+                    (Some(a), Some(b)) if a.0 >= b.0 => vmas.next(),
+                    (Some(_), Some(_)) => held.next(),
+                    (Some(_), None) => vmas.next(),
+                    (None, Some(_)) => held.next(),
+                    (None, None) => None,
+                };
+                let Some((start, end)) = next else { break };
+                if end <= top && top - end >= len {
+                    addr = Some(top - len);
+                    break;
+                }
+                top = top.min(start);
+            }
+            let default_va = match addr {
+                Some(a) => a,
+                None if top >= len + (1 << 30) => top - len,
+                None => return Err(Error::Sim(format!("process {pid}: no virtual address space left for a {len}-byte mapping"))),
+            };
+            let default_va = if self.recycling_on { self.recycling.choose_mmap_va(pid, len, default_va, &is_free) } else { default_va };
+            let va = self.policy.choose_mmap_va(pid, len, default_va, &is_free);
+            if va % PAGE != 0 || !is_free(va, va + len) {
+                return Err(Error::Sim(format!("process {pid}: the coherence policy chose {va:#x} for a {len}-byte mapping, which is not a free, page-aligned range")));
+            }
+            va
+        };
+        let family = p.family;
+        let recycling = if self.recycling_on { self.recycling.mapping_context(pid, family, spec) } else { 0 };
+        if fixed_at.is_some() && self.recycling_on && self.recycling.fixed_mapping_needs_flush(pid, va, len) {
+            // Stale entries of an earlier mapping at this address may have survived a
+            // skipped flush: flush the range on every core of the address space.
+            let pages: Vec<Vpn> = (va >> 12..(va + len) >> 12).map(Vpn).collect();
+            let gather = Gather { old_ptes: vec![0; pages.len()], pages, ..Default::default() };
+            self.flush(core, pid, FlushReason::Policy, false, gather);
         }
         self.procs[pid as usize].vmas.insert(
             va,
-            Vma { end: va + len, writable: spec.writable, shared: spec.shared, backing: spec.backing, reserved: false },
+            Vma { end: va + len, writable: spec.writable, shared: spec.shared, backing: spec.backing, reserved: false, recycling },
         );
         if spec.populate {
             let mut page = va;
@@ -123,6 +143,9 @@ impl<P: Coherence> Os<P> {
     fn alloc_data(&mut self, core: usize, pid: u32, file: Option<u32>, index: u64) -> Result<Pfn> {
         let node = self.data_node(core);
         let pfn = self.alloc_frame_on(core, node, FrameKind::Data, pid)?;
+        if self.recycling_on {
+            self.settle_claims(core, Some((pfn, self.alloc_context)));
+        }
         self.policy.on_frame_alloc(CoreId(core as u32), pfn, self.m.mem.desc_mut(pfn), FrameUse { mm: if file.is_some() { u32::MAX } else { pid }, file: file.is_some() }, &mut self.fx);
         self.apply_effects();
         let group = self.procs[pid as usize].group;
@@ -158,6 +181,35 @@ impl<P: Coherence> Os<P> {
         Ok(pfn)
     }
 
+    /// The recycling axis hears of every frame claimed since the last call: `data`, a data
+    /// frame for a mapping of the given context, and any other claimed frame whose tracking
+    /// word was not 0 (a page table, a huge page, the zero page: a plain use). Frames
+    /// leaving their recycling context may need one global shootdown, sent from `core`.
+    pub(crate) fn settle_claims(&mut self, core: usize, data: Option<(Pfn, u32)>) {
+        use crate::recycling::{AllocAction, AllocUse};
+        let mut shoot = false;
+        let c = CoreId(core as u32);
+        if let Some((pfn, context)) = data {
+            shoot |= self.recycling.on_alloc(c, &mut self.m.mem.desc_mut(pfn).tracking_word, AllocUse { context }) == AllocAction::GlobalShootdown;
+        }
+        if !self.m.mem.tracked_claims.is_empty() {
+            for (head, order) in std::mem::take(&mut self.m.mem.tracked_claims) {
+                for f in head.0..head.0 + (1 << order) {
+                    if data.is_some_and(|(p, _)| p.0 == f) {
+                        continue;
+                    }
+                    let w = &mut self.m.mem.desc_mut(Pfn(f)).tracking_word;
+                    if *w != 0 {
+                        shoot |= self.recycling.on_alloc(c, w, AllocUse { context: 0 }) == AllocAction::GlobalShootdown;
+                    }
+                }
+            }
+        }
+        if shoot {
+            self.flush_global(core, Gather::default());
+        }
+    }
+
     /// Free a data frame (after any flush that needed it gone from TLBs).
     pub(crate) fn free_frame(&mut self, core: usize, pfn: Pfn, order: u32) {
         if Some(pfn) == self.zero_page {
@@ -176,6 +228,9 @@ impl<P: Coherence> Os<P> {
         }
         for f in pfn.0..pfn.0 + (1 << order) {
             self.policy.on_frame_free(CoreId(core as u32), Pfn(f), self.m.mem.desc_mut(Pfn(f)), &mut self.fx);
+            if self.recycling_on {
+                self.recycling.on_free(&mut self.m.mem.desc_mut(Pfn(f)).tracking_word);
+            }
         }
         self.apply_effects();
         if order == 0 {
@@ -203,6 +258,10 @@ impl<P: Coherence> Os<P> {
         // charged first, so that a flush the handler starts cannot absorb it.
         self.ptl_section(core, pid, va, self.fault_ptl_hold());
         let handled = self.handle_fault(core, pid, va, write, present);
+        self.alloc_context = 0;
+        if self.recycling_on && !self.m.mem.tracked_claims.is_empty() {
+            self.settle_claims(core, None);
+        }
         let mapped = self.fault_mapped.take();
         let handled = handled?;
         if let (true, Some(mapped)) = (handled, mapped) {
@@ -248,6 +307,7 @@ impl<P: Coherence> Os<P> {
         if vma.reserved || (write && !vma.writable) {
             return Ok(false);
         }
+        self.alloc_context = vma.recycling;
         let page = va & !(PAGE - 1);
         if present {
             return self.write_protect_fault(core, pid, page, &vma).map(|_| true);
@@ -520,18 +580,66 @@ impl<P: Coherence> Os<P> {
             return Ok(());
         }
         let mut gather = Gather::default();
+        // Recycling contexts of the VMAs in the range, before they go.
+        let contexts: Vec<(u64, u64, u32)> = if self.recycling_on {
+            let vmas = &self.procs[pid as usize].vmas;
+            vmas.range(..va + len).filter(|(_, v)| v.end > va && v.recycling != 0 && !v.reserved).map(|(&s, v)| (s, v.end, v.recycling)).collect()
+        } else {
+            Vec::new()
+        };
         self.remove_vmas(pid, va, len);
         // The VMAs are detached: the rest runs under mmap_lock for read.
         let now = self.clock(core);
         self.mmap_downgrade(thread, pid, now);
         self.zap(core, pid, va, len, &mut gather)?;
         gather.tables = self.pte_free_tables(pid, va, va + len);
+        if !contexts.is_empty() {
+            self.skip_recycled_flushes(core, pid, &contexts, &mut gather);
+        }
         if self.policy.on_range_unmapped(CoreId(core as u32), pid, va, va + len, &mut self.fx) {
             self.procs[pid as usize].held.insert(va, va + len);
         }
         self.apply_effects();
         self.flush(core, pid, FlushReason::Munmap, false, gather);
         Ok(())
+    }
+
+    /// The recycling axis may skip the remote flush of unmapped pages that stay in their
+    /// mapping's recycling context (FPR §IV-A): they leave the gather; the initiator still
+    /// invalidates its own entries, and the checker marks what other cores still cache
+    /// (each later use is judged by the axis' rule, `permits_stale_use`).
+    fn skip_recycled_flushes(&mut self, core: usize, pid: u32, contexts: &[(u64, u64, u32)], gather: &mut Gather) {
+        let (mut skipped, mut kept_pages, mut kept_ptes) = (Vec::new(), Vec::new(), Vec::new());
+        for (&vpn, &old) in gather.pages.iter().zip(&gather.old_ptes) {
+            let va = vpn.0 << 12;
+            let context = contexts.iter().find(|&&(s, e, _)| va >= s && va < e).map_or(0, |c| c.2);
+            let skip = context != 0 && old & PTE_PRESENT != 0 && Some(pte_pfn(old)) != self.zero_page && {
+                let word = self.m.mem.desc(pte_pfn(old)).tracking_word;
+                self.recycling.skip_unmap_flush(context, word)
+            };
+            if skip {
+                skipped.push(vpn);
+            } else {
+                kept_pages.push(vpn);
+                kept_ptes.push(old);
+            }
+        }
+        self.recycling.on_unmap(skipped.len() as u64, kept_pages.len() as u64);
+        if skipped.is_empty() {
+            return;
+        }
+        gather.pages = kept_pages;
+        gather.old_ptes = kept_ptes;
+        if let Some(tag) = self.tag_on(core, pid) {
+            let mut pl = super::PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
+            self.m.cores[core].tlbs.invalidate_pages(&skipped, Some(tag), &mut pl);
+        }
+        self.stats[core].pages_flushed += skipped.len() as u64;
+        self.charge(core, self.costs.invlpg * skipped.len() as u64);
+        self.apply_effects();
+        if self.checker {
+            self.mark_stale(pid, &skipped, &[], &[core]);
+        }
     }
 
     /// madvise(MADV_DONTNEED): zap the range, keep the VMA and the page tables.
@@ -708,7 +816,13 @@ impl<P: Coherence> Os<P> {
         let group = self.procs[parent as usize].group;
         let child = self.create_process(group, Some(family), core)?;
         let vmas: Vec<(u64, Vma)> = self.procs[parent as usize].vmas.iter().map(|(&s, v)| (s, v.clone())).collect();
-        self.procs[child as usize].vmas = vmas.iter().cloned().collect();
+        self.procs[child as usize].vmas = vmas
+            .iter()
+            .map(|(s, v)| {
+                let recycling = if v.recycling != 0 { self.recycling.fork_context(v.recycling, parent, child, family) } else { 0 };
+                (*s, Vma { recycling, ..v.clone() })
+            })
+            .collect();
         self.procs[child as usize].swapped = self.procs[parent as usize].swapped.clone();
         let mut gather = Gather::default();
         for (start, v) in vmas.iter().filter(|(_, v)| !v.reserved) {
@@ -824,20 +938,39 @@ impl<P: Coherence> Os<P> {
     /// and gets a second chance; an unreferenced one is unmapped everywhere (one flush
     /// request per address space per batch, try_to_unmap_flush), written back if dirty or
     /// anonymous (to swap), and freed.
+    ///
+    /// With a recycling axis (FPR §IV-B), pages it holds (in a recycling context) are not
+    /// evicted while free memory is above the min watermark; below it, one huge batch
+    /// evicts back to the target with a single (global) shootdown.
     fn reclaim(&mut self, core: usize, group: usize, target: u64) -> Result<()> {
         let mut scanned = 0u64;
         let limit = self.groups[group].limit_pages;
         let budget = 4 * self.groups[group].lru.len() as u64 + 64;
+        let min = (limit / 64).max(8);
+        let batch_mode = self.recycling_on && limit.saturating_sub(self.groups[group].used_pages) < min;
+        let mut held_in_a_row = 0u64;
+        let (mut batch, mut batch_held) = (Gather::default(), 0u64);
         while limit.saturating_sub(self.groups[group].used_pages) < target && scanned < budget {
             let mut per_mm: Vec<(u32, Gather)> = Vec::new();
             let mut taken = 0;
-            while taken < 32 && scanned < budget {
+            while (taken < 32 || batch_mode) && scanned < budget && (!batch_mode || limit.saturating_sub(self.groups[group].used_pages) < target) {
                 let Some((pfn, stamp)) = self.groups[group].lru.pop_front() else { break };
                 scanned += 1;
                 let d = *self.m.mem.desc(pfn);
                 if d.kind != FrameKind::Data || d.lru_stamp != stamp || self.huge_frames.contains(&pfn.0) {
                     continue;
                 }
+                let held = self.recycling_on && self.recycling.reclaim_holds(&d.tracking_word);
+                if held && !batch_mode {
+                    // Kept until the min watermark; a whole pass over held pages ends it.
+                    self.groups[group].lru.push_back((pfn, stamp));
+                    held_in_a_row += 1;
+                    if held_in_a_row > self.groups[group].lru.len() as u64 {
+                        break;
+                    }
+                    continue;
+                }
+                held_in_a_row = 0;
                 let maps = self.mappings(pfn);
                 let mut referenced = false;
                 for &(p, va) in &maps {
@@ -851,7 +984,7 @@ impl<P: Coherence> Os<P> {
                     }
                 }
                 self.charge(core, self.costs.per_page);
-                if referenced {
+                if referenced && !(batch_mode && held) {
                     self.lru_stamp += 1;
                     self.m.mem.desc_mut(pfn).lru_stamp = self.lru_stamp;
                     self.groups[group].lru.push_back((pfn, self.lru_stamp));
@@ -869,6 +1002,10 @@ impl<P: Coherence> Os<P> {
                     if d.mapping == 0 {
                         self.procs[p as usize].swapped.insert(va >> 12);
                     }
+                    if batch_mode {
+                        batch.page(Vpn(va >> 12), old_pte);
+                        continue;
+                    }
                     let g = match per_mm.iter_mut().find(|(q, _)| *q == p) {
                         Some((_, g)) => g,
                         None => {
@@ -884,18 +1021,41 @@ impl<P: Coherence> Os<P> {
                 self.m.mem.desc_mut(pfn).mapcount = 0;
                 self.stats[core].pages_reclaimed += 1;
                 taken += 1;
+                if batch_mode {
+                    batch_held += held as u64;
+                    if maps.is_empty() {
+                        self.free_frame(core, pfn, 0);
+                    } else {
+                        batch.frames.push((pfn, 0));
+                        // Uncharged now so that the loop's watermark test sees the progress;
+                        // the frame is freed after the batch's shootdown.
+                        if let Some(gi) = self.frame_group.remove(&pfn.0) {
+                            let g = &mut self.groups[gi as usize];
+                            g.used_pages = g.used_pages.saturating_sub(1);
+                        }
+                    }
+                    continue;
+                }
                 // Freed after the flush of its last mapper's address space (or now).
                 match per_mm.last_mut() {
                     Some((_, g)) if !maps.is_empty() => g.frames.push((pfn, 0)),
                     _ => self.free_frame(core, pfn, 0),
                 }
             }
-            if taken == 0 && self.groups[group].lru.is_empty() {
+            if (taken == 0 && self.groups[group].lru.is_empty()) || held_in_a_row > self.groups[group].lru.len() as u64 {
                 break;
             }
             for (p, g) in per_mm {
                 self.flush(core, p, FlushReason::Reclaim, false, g);
             }
+            if batch_mode {
+                break;
+            }
+        }
+        if batch_mode && !(batch.pages.is_empty() && batch.frames.is_empty()) {
+            // One shootdown for the whole batch (every core, every address space).
+            self.recycling.on_batch_eviction(batch_held, 1);
+            self.flush_global(core, batch);
         }
         Ok(())
     }

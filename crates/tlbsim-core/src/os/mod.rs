@@ -151,6 +151,8 @@ pub(crate) struct Vma {
     pub backing: crate::workload::program::Backing,
     /// Never mapped by the workload (the libraries stand-in): faults here are SIGSEGV.
     pub reserved: bool,
+    /// Recycling context of the mapping (the recycling axis; 0: none).
+    pub recycling: u32,
 }
 
 pub(crate) struct Process {
@@ -266,6 +268,14 @@ pub(crate) struct Group {
 pub(crate) struct Os<P: Coherence> {
     pub m: Machine,
     pub policy: P,
+    /// The recycling axis (`crate::recycling`): called at allocations, frees, mmaps and
+    /// munmaps, never per access.
+    pub recycling: Box<dyn crate::recycling::Recycling>,
+    pub recycling_on: bool,
+    /// Recycling context of the mapping the fault being handled allocates for.
+    pub alloc_context: u32,
+    /// Stale translations used under the recycling axis' guarantee (`permits_stale_use`).
+    pub stale_uses_permitted_by_recycling: u64,
     /// What the policy's hooks asked for, applied by `apply_effects`.
     pub fx: Effects,
     pub costs: CostsConfig,
@@ -361,7 +371,9 @@ pub fn run_with_policy<P: Coherence>(cfg: &Config, workload: Workload, policy: P
 
 impl<P: Coherence> Os<P> {
     fn new(cfg: &Config, w: Workload, policy: P) -> Result<Self> {
-        let m = Machine::new(cfg)?;
+        let mut m = Machine::new(cfg)?;
+        let recycling = crate::recycling::build(cfg)?;
+        m.mem.merge_tracking = recycling.merge_words();
         let ncores = cfg.cores() as usize;
         let tick_interval = policy.tick_interval().filter(|&t| t > 0);
         let cores = (0..ncores)
@@ -394,6 +406,10 @@ impl<P: Coherence> Os<P> {
         let mut os = Os {
             m,
             policy,
+            recycling_on: recycling.enabled(),
+            recycling,
+            alloc_context: 0,
+            stale_uses_permitted_by_recycling: 0,
             fx: Vec::new(),
             costs: cfg.costs.clone(),
             ceiling: cfg.os.flush_ceiling,
@@ -455,7 +471,7 @@ impl<P: Coherence> Os<P> {
             let pid = os.create_process(spec.group, None, first_core)?;
             let mut slots: Vec<(u64, u64)> = vec![(0, 0); os.w.slots];
             for (ri, r) in spec.regions.iter().enumerate() {
-                let va = os.mmap_region(first_core, pid, r)?;
+                let va = os.mmap_region(first_core, pid, r, None)?;
                 slots[ri] = (va, r.bytes.div_ceil(4096) * 4096);
             }
             for t in &spec.threads {
@@ -504,7 +520,7 @@ impl<P: Coherence> Os<P> {
         let mut vmas = BTreeMap::new();
         vmas.insert(
             MMAP_TOP - LIBS_BYTES,
-            Vma { end: MMAP_TOP, writable: false, shared: false, backing: crate::workload::program::Backing::Anonymous, reserved: true },
+            Vma { end: MMAP_TOP, writable: false, shared: false, backing: crate::workload::program::Backing::Anonymous, reserved: true, recycling: 0 },
         );
         self.procs.push(Process {
             pid,

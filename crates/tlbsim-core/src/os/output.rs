@@ -98,6 +98,14 @@ impl<P: Coherence> Os<P> {
             "zone_lock": self.zone_lock_stats.json(),
         });
         v["totals"]["page_tables"] = self.m.backend.stats_json();
+        if self.recycling_on {
+            let mut r = self.recycling.stats_json();
+            // The tracking word of every frame of physical memory (FPR keeps one per page,
+            // on the page's node).
+            r["tracking_bytes"] = json!(self.recycling.tracking_bytes_per_frame() * self.m.mem.total_frames());
+            r["stale_uses_permitted"] = json!(self.stale_uses_permitted_by_recycling);
+            v["totals"][self.recycling.name()] = r;
+        }
         let per_thread: Vec<Value> = self
             .threads
             .iter()

@@ -79,6 +79,9 @@ impl<P: Coherence> Os<P> {
     /// A global request (every address space, every core the policy names): e.g. a frame
     /// leaving its recycling context may be cached under any address space.
     pub(crate) fn flush_global(&mut self, core: usize, gather: Gather) -> bool {
+        if self.recycling_on {
+            self.recycling.on_global_shootdown();
+        }
         self.start(core, u32::MAX, true, FlushReason::Policy, true, 0, gather)
     }
 
@@ -115,7 +118,9 @@ impl<P: Coherence> Os<P> {
             vec![true; ncores]
         } else {
             let current = self.current_leaves(pid, &req.pages);
-            (0..ncores).map(|c| self.holds_stale_with(c, pid, &req.pages, &current)).collect()
+            // A core whose page-walk caches point to a table being freed holds a stale
+            // translation too.
+            (0..ncores).map(|c| self.holds_stale_with(c, pid, &req.pages, &current) || tables.iter().any(|&t| self.m.cores[c].tlbs.holds_pwc_to(t))).collect()
         };
         let views: Vec<CoreView> = (0..ncores).map(|c| self.core_view(c)).collect();
         let mut plan = FlushPlan::default();
@@ -283,6 +288,11 @@ impl<P: Coherence> Os<P> {
                 if let Some(tag) = self.tag_on(core, pid) {
                     let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
                     self.m.cores[core].tlbs.invalidate_pages(pages, Some(tag), &mut super::Both(removed, &mut pl));
+                }
+                if pages.is_empty() && req.freed_tables {
+                    // No page to INVLPG, but the page-walk caches may point to the freed
+                    // tables (a recycling axis skipped every page's flush).
+                    self.m.cores[core].tlbs.flush_pwc();
                 }
                 let n = pages.len() as u64;
                 self.stats[core].pages_flushed += n;

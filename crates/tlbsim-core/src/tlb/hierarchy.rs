@@ -293,6 +293,22 @@ impl TlbHierarchy {
         n
     }
 
+    /// Drop every page-walk-cache entry (what INVLPG does to them, for a request that frees
+    /// page tables but names no page).
+    pub fn flush_pwc(&mut self) {
+        for i in [PWC_PML4, PWC_PDPT, PWC_PD] {
+            if self.present[i] {
+                let removed = self.structs[i].flush(false, &mut |_| {});
+                self.counters[i].invalidations += removed as u64;
+            }
+        }
+    }
+
+    /// Whether a page-walk cache holds an entry pointing to table `slot`.
+    pub fn holds_pwc_to(&self, slot: u32) -> bool {
+        [PWC_PML4, PWC_PDPT, PWC_PD].iter().any(|&i| self.present[i] && self.structs[i].entries().any(|e| e.pfn.0 == slot as u64))
+    }
+
     /// INVLPG of each of `pages` (as `invalidate_page`), the page-walk caches dropped once
     /// for all of them. Returns entries removed from the TLB levels.
     pub fn invalidate_pages<L: TlbListener>(&mut self, pages: &[Vpn], tag: Option<u16>, listener: &mut L) -> u32 {

@@ -671,11 +671,11 @@ impl Builder {
 }
 
 fn anon(bytes: u64, writable: bool) -> MapSpec {
-    MapSpec { bytes, backing: Backing::Anonymous, shared: false, populate: false, writable }
+    MapSpec { fpr: false, fixed: false, bytes, backing: Backing::Anonymous, shared: false, populate: false, writable }
 }
 
 fn file_map(file: u32, offset_pages: u64, bytes: u64, shared: bool, writable: bool) -> MapSpec {
-    MapSpec { bytes, backing: Backing::File { file, offset_pages }, shared, populate: false, writable }
+    MapSpec { fpr: false, fixed: false, bytes, backing: Backing::File { file, offset_pages }, shared, populate: false, writable }
 }
 
 /// One access to the first byte of each of the region's first `pages` pages.

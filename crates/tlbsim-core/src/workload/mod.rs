@@ -55,7 +55,7 @@ fn add_corunner(cfg: &Config, c: &crate::config::CorunnerConfig, w: &mut program
     w.processes.push(ProcessSpec {
         name: "corunner".into(),
         group,
-        regions: vec![MapSpec { bytes, backing: Backing::Anonymous, shared: false, populate: false, writable: true }],
+        regions: vec![MapSpec { fpr: false, fixed: false, bytes, backing: Backing::Anonymous, shared: false, populate: false, writable: true }],
         threads: vec![ThreadSpec { name: "stream".into(), class: "corunner".into(), core: Some(core), program: w.programs.len() - 1, daemon: true }],
     });
     w.slots = w.slots.max(1);

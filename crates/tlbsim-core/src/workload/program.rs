@@ -32,6 +32,12 @@ pub struct MapSpec {
     pub populate: bool,
     /// PROT_WRITE (PROT_READ is always given).
     pub writable: bool,
+    /// MAP_FPR: the mapping's pages are recycled within their recycling context (the FPR
+    /// paper §IV; used only when the run enables `[os.fpr]`).
+    pub fpr: bool,
+    /// MAP_FIXED at the slot's previous address (an `Mmap` operation whose slot held a
+    /// mapping before): the new mapping reuses that virtual address.
+    pub fixed: bool,
 }
 
 /// Order in which an `Access` operation visits the pages (8-byte accesses).

@@ -45,7 +45,8 @@
 //! - `compute`: cycles*. `block`: cycles* (blocked in the kernel).
 //! - `mmap`: region* (the slot it writes), bytes*, file (default: anonymous),
 //!   offset_pages (within the file), shared (default false), populate (default false),
-//!   writable (default true).
+//!   writable (default true), fpr (MAP_FPR, default false), fixed (MAP_FIXED at the
+//!   address the slot held before, default false). A process region takes `fpr` too.
 //! - `munmap`, `msync`: region*. `mprotect`: region*, writable*. `madvise`: region*,
 //!   advice* (`dontneed`).
 //! - `fork`: program* (the child's one thread), core, daemon (default false).
@@ -136,6 +137,9 @@ pub struct ScenarioRegion {
     /// PROT_WRITE (PROT_READ is always given).
     #[serde(default = "yes")]
     pub writable: bool,
+    /// MAP_FPR (fast page recycling; used when the run enables `[os.fpr]`).
+    #[serde(default)]
+    pub fpr: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -237,6 +241,10 @@ pub struct ScenarioOp {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writable: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fpr: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub advice: Option<Advice>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub core: Option<u32>,
@@ -281,7 +289,7 @@ impl OpName {
         match self {
             OpName::Access => &["region", "pattern", "theta", "mode", "write_fraction", "count", "offset", "len", "stride"],
             OpName::Compute | OpName::Block => &["cycles"],
-            OpName::Mmap => &["region", "bytes", "file", "offset_pages", "shared", "populate", "writable"],
+            OpName::Mmap => &["region", "bytes", "file", "offset_pages", "shared", "populate", "writable", "fpr", "fixed"],
             OpName::Munmap | OpName::Msync => &["region"],
             OpName::Mprotect => &["region", "writable"],
             OpName::Madvise => &["region", "advice"],
@@ -318,6 +326,8 @@ impl ScenarioOp {
         add(self.offset_pages.is_some(), "offset_pages");
         add(self.shared.is_some(), "shared");
         add(self.populate.is_some(), "populate");
+        add(self.fpr.is_some(), "fpr");
+        add(self.fixed.is_some(), "fixed");
         add(self.writable.is_some(), "writable");
         add(self.advice.is_some(), "advice");
         add(self.core.is_some(), "core");
@@ -391,7 +401,9 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
             if slot_names.contains(&r.name) {
                 return Err(Error::config(format!("{rkey}.name"), format!("a second region named {:?}", r.name)));
             }
-            regions.push(c.map_spec(&rkey, r.bytes, r.file.as_deref(), r.offset_pages, r.shared, r.populate, r.writable)?);
+            let mut spec = c.map_spec(&rkey, r.bytes, r.file.as_deref(), r.offset_pages, r.shared, r.populate, r.writable)?;
+            spec.fpr = r.fpr;
+            regions.push(spec);
             slot_names.push(r.name.clone());
         }
         let region_count = slot_names.len();
@@ -570,6 +582,7 @@ impl Compiler<'_> {
                     o.populate.unwrap_or(false),
                     o.writable.unwrap_or(true),
                 )?;
+                let spec = MapSpec { fpr: o.fpr.unwrap_or(false), fixed: o.fixed.unwrap_or(false), ..spec };
                 out.push(Op::Mmap { slot, spec });
             }
             OpName::Munmap => out.push(Op::Munmap { slot: slot(o)? }),
@@ -675,7 +688,7 @@ impl Compiler<'_> {
                 Backing::File { file, offset_pages }
             }
         };
-        Ok(MapSpec { bytes, backing, shared, populate, writable })
+        Ok(MapSpec { fpr: false, fixed: false, bytes, backing, shared, populate, writable })
     }
 }
 

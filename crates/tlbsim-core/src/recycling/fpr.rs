@@ -1,0 +1,417 @@
+//! FPR, fast page recycling ("Skip TLB flushes for reused pages within mmap's", §IV–§V;
+//! MECHANISMS.md "FPR"), enabled by `[os.fpr] enabled = true`.
+//!
+//! Modelled:
+//! - `MAP_FPR` per mapping (`fpr = true` on an mmap), or on every mmap of the program
+//!   (`all_mmaps`, standing in for the paper's interception library, §IV-C3);
+//! - a 64-bit tracking word per frame (§IV-C6): 2 flags (bit 63: always send a shootdown,
+//!   set when two buddies of different contexts merge; bit 62 unused, as the paper leaves
+//!   its meaning open), a 22-bit context ID (0: no recycling expected) and a 40-bit
+//!   version; kept by the engine through the per-CPU lists and the buddy allocator,
+//!   merged as §IV-C4 says ([`merge`]) and copied to both halves of a split;
+//! - recycling contexts per mmap, per process (default), per process tree, per user
+//!   (`context`, §IV-C2; the model has one user);
+//! - munmap of a page in its mapping's context skips the remote shootdown (§IV-A); the
+//!   initiator still invalidates its own entries;
+//! - an allocation that takes a page out of its context (to a plain use or another
+//!   context) sends a global shootdown, but only if the page's version equals the global
+//!   shootdown counter (§IV-C5), which every global shootdown advances; a free records
+//!   the counter in the page's version;
+//! - the per-process VA cursor (§IV-B): each mmap is placed below the last one, never
+//!   reusing an address while stale entries may exist; `va_cursor = false` is the
+//!   deliberately unsafe variant (Fig. 5a's ABA case, which `tlbsim fuzz` catches);
+//!   MAP_FIXED sends a shootdown of the range;
+//! - reclaim (§IV-B): pages in a recycling context are not evicted between the low and
+//!   high watermarks; at the min watermark they go in one huge batch with one shootdown.
+//!
+//! Simplified: a munmap skips the flush of a page only when the page's context is the
+//! mapping's own (the paper's test is "ID ≠ 0"; with a page-cache page read by one
+//! process's FPR mapping and mapped by another's, skipping for the second would let the
+//! first recycle the frame under the second's stale entries, so the model asks for the
+//! same context). Context IDs wrap at 2^22 - 1 (per-mmap contexts of very long runs). Fork
+//! keeps per-tree and per-user contexts and gives the child its own per-process context
+//! (the child's unmaps of the parent's pages are then not skipped); the paper's "one
+//! shootdown, then new contexts" is not needed for safety here and not modelled.
+
+use super::{AllocAction, AllocUse, Recycling};
+use crate::error::Result;
+use crate::types::CoreId;
+use crate::workload::program::MapSpec;
+use serde::{Deserialize, Serialize};
+
+/// "Always send a shootdown for this region" (§IV-C4).
+pub const FLAG_ALWAYS: u64 = 1 << 63;
+const ID_SHIFT: u32 = 40;
+const ID_BITS: u32 = 22;
+const ID_MASK: u64 = (1 << ID_BITS) - 1;
+const VERSION_MASK: u64 = (1 << ID_SHIFT) - 1;
+
+/// Recycling-context ID of a tracking word.
+pub fn context_of(word: u64) -> u32 {
+    ((word >> ID_SHIFT) & ID_MASK) as u32
+}
+
+/// Version of a tracking word.
+pub fn version_of(word: u64) -> u64 {
+    word & VERSION_MASK
+}
+
+/// A tracking word.
+pub fn word(flags: u64, context: u32, version: u64) -> u64 {
+    flags | ((context as u64 & ID_MASK) << ID_SHIFT) | (version & VERSION_MASK)
+}
+
+/// Two free buddies merge (§IV-C4): one tracked → the merged block is tracked in its
+/// context; both tracked with different IDs → "always shootdown", version the larger.
+pub fn merge(a: u64, b: u64) -> u64 {
+    let (ca, cb) = (context_of(a), context_of(b));
+    let flags = (a | b) & FLAG_ALWAYS;
+    let version = version_of(a).max(version_of(b));
+    match (ca, cb) {
+        (0, 0) => word(flags, 0, version),
+        (c, 0) | (0, c) => word(flags, c, version),
+        (x, y) if x == y => word(flags, x, version),
+        (x, _) => word(FLAG_ALWAYS, x, version),
+    }
+}
+
+/// Scope of a recycling context (§IV-C2).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ContextScope {
+    /// One context per FPR mapping: recycling only through page-cache eviction.
+    Mmap,
+    /// One per process (the paper's default).
+    Process,
+    /// One per process and its children (fork tree).
+    Tree,
+    /// One for every process of the user (the model has one user).
+    User,
+}
+
+/// `[os.fpr]`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct FprParams {
+    /// Enable FPR (off: Linux's flush at release).
+    pub enabled: bool,
+    /// Every mmap of the workload gets MAP_FPR (the paper's interception library, §V).
+    pub all_mmaps: bool,
+    /// Recycling-context scope: `mmap`, `process` (default, §IV-C2's default), `tree`, `user`.
+    pub context: ContextScope,
+    /// The per-process VA cursor against the ABA problem (§IV-B). false: the deliberately
+    /// unsafe variant (mmap reuses addresses whose stale entries may live on).
+    pub va_cursor: bool,
+}
+
+impl Default for FprParams {
+    fn default() -> Self {
+        FprParams { enabled: false, all_mmaps: false, context: ContextScope::Process, va_cursor: true }
+    }
+}
+
+#[derive(Default, Serialize)]
+struct FprStats {
+    /// munmaps whose remote shootdown was skipped entirely.
+    munmap_flushes_skipped: u64,
+    /// Pages whose remote flush a munmap skipped.
+    munmap_pages_skipped: u64,
+    /// Pages a munmap of an FPR mapping still flushed (not in the mapping's context).
+    munmap_pages_flushed: u64,
+    /// Allocations that took a page out of its context and sent a global shootdown.
+    context_exit_flushes: u64,
+    /// ... and those that did not need one (a global shootdown since the page's free).
+    context_exit_flushes_skipped: u64,
+    /// Allocations that got a page back in the context it was freed from.
+    pages_recycled: u64,
+    /// Pages evicted in min-watermark batches, and the shootdowns those batches sent.
+    batch_evictions: u64,
+    batch_eviction_shootdowns: u64,
+    /// MAP_FIXED mappings that sent a shootdown of their range.
+    fixed_mapping_flushes: u64,
+    /// Global shootdowns (every cause): the counter the versions are compared with.
+    global_shootdowns: u64,
+}
+
+pub struct Fpr {
+    params: FprParams,
+    /// The global shootdown counter (§IV-C5).
+    counter: u64,
+    /// Per process: the address below which its next mmap goes (the cursor, §IV-B).
+    cursor: Vec<u64>,
+    /// Per-mmap contexts: the next ID, and each ID's process (for the checker).
+    next_mmap_context: u32,
+    mmap_context_owner: std::collections::HashMap<u32, u32>,
+    stats: FprStats,
+}
+
+impl Fpr {
+    pub fn new(params: FprParams) -> Result<Fpr> {
+        Ok(Fpr { params, counter: 1, cursor: Vec::new(), next_mmap_context: 0, mmap_context_owner: Default::default(), stats: FprStats::default() })
+    }
+
+    fn process_context(&self, pid: u32, family: u32) -> u32 {
+        let id = match self.params.context {
+            ContextScope::Process | ContextScope::Mmap => pid,
+            ContextScope::Tree => family,
+            ContextScope::User => 0,
+        };
+        (id % (ID_MASK as u32 - 1)) + 1
+    }
+
+    /// The global counter (tests).
+    pub fn counter(&self) -> u64 {
+        self.counter
+    }
+}
+
+impl Recycling for Fpr {
+    fn enabled(&self) -> bool {
+        true
+    }
+
+    fn name(&self) -> &'static str {
+        "fpr"
+    }
+
+    fn mapping_context(&mut self, pid: u32, family: u32, spec: &MapSpec) -> u32 {
+        if !(spec.fpr || self.params.all_mmaps) {
+            return 0;
+        }
+        if self.params.context == ContextScope::Mmap {
+            self.next_mmap_context = self.next_mmap_context % (ID_MASK as u32 - 1) + 1;
+            self.mmap_context_owner.insert(self.next_mmap_context, pid);
+            return self.next_mmap_context;
+        }
+        self.process_context(pid, family)
+    }
+
+    fn fork_context(&mut self, context: u32, _parent: u32, child: u32, family: u32) -> u32 {
+        match (context, self.params.context) {
+            (0, _) => 0,
+            (_, ContextScope::Process) => self.process_context(child, family),
+            (c, _) => c,
+        }
+    }
+
+    fn choose_mmap_va(&mut self, pid: u32, len: u64, default_va: u64, is_free: &dyn Fn(u64, u64) -> bool) -> u64 {
+        if !self.params.va_cursor {
+            return default_va;
+        }
+        let p = pid as usize;
+        if self.cursor.len() <= p {
+            self.cursor.resize(p + 1, u64::MAX);
+        }
+        // Top-down like Linux, but below the last mapping handed out: the highest free
+        // range that ends at or below the cursor.
+        let cursor = self.cursor[p];
+        let va = if cursor == u64::MAX || default_va + len <= cursor {
+            default_va
+        } else {
+            let mut top = cursor;
+            loop {
+                if top < len || top - len < (1 << 30) {
+                    // The address space below the cursor is exhausted: wrap (the paper
+                    // does not say; a run would need 2^35 mappings to get here).
+                    break default_va;
+                }
+                let lo = top - len;
+                if is_free(lo, top) {
+                    break lo;
+                }
+                top -= 4096;
+            }
+        };
+        self.cursor[p] = va;
+        va
+    }
+
+    fn fixed_mapping_needs_flush(&mut self, _pid: u32, _va: u64, _len: u64) -> bool {
+        self.stats.fixed_mapping_flushes += 1;
+        true
+    }
+
+    fn skip_unmap_flush(&mut self, context: u32, word: u64) -> bool {
+        context != 0 && context_of(word) == context && word & FLAG_ALWAYS == 0
+    }
+
+    fn on_unmap(&mut self, skipped: u64, flushed: u64) {
+        self.stats.munmap_pages_skipped += skipped;
+        self.stats.munmap_pages_flushed += flushed;
+        if skipped > 0 && flushed == 0 {
+            self.stats.munmap_flushes_skipped += 1;
+        }
+    }
+
+    fn on_alloc(&mut self, _core: CoreId, w: &mut u64, usage: AllocUse) -> AllocAction {
+        let old = *w;
+        let (ctx, always) = (context_of(old), old & FLAG_ALWAYS != 0);
+        let leaves = always || (ctx != 0 && ctx != usage.context);
+        let mut action = AllocAction::None;
+        if leaves {
+            if version_of(old) == self.counter & VERSION_MASK {
+                self.stats.context_exit_flushes += 1;
+                action = AllocAction::GlobalShootdown;
+            } else {
+                self.stats.context_exit_flushes_skipped += 1;
+            }
+        } else if ctx != 0 {
+            self.stats.pages_recycled += 1;
+        }
+        // A page outside any context needs no word (its version means nothing).
+        *w = if usage.context == 0 { 0 } else { word(0, usage.context, version_of(old)) };
+        action
+    }
+
+    fn on_free(&mut self, w: &mut u64) {
+        if context_of(*w) != 0 || *w & FLAG_ALWAYS != 0 {
+            *w = word(*w & FLAG_ALWAYS, context_of(*w), self.counter);
+        }
+    }
+
+    fn on_global_shootdown(&mut self) {
+        self.counter += 1;
+        self.stats.global_shootdowns += 1;
+    }
+
+    fn merge_words(&self) -> fn(u64, u64) -> u64 {
+        merge
+    }
+
+    fn reclaim_holds(&self, w: &u64) -> bool {
+        context_of(*w) != 0
+    }
+
+    fn on_batch_eviction(&mut self, pages: u64, shootdowns: u64) {
+        self.stats.batch_evictions += pages;
+        self.stats.batch_eviction_shootdowns += shootdowns;
+    }
+
+    fn permits_stale_use(&self, pid: u32, family: u32, w: u64) -> bool {
+        let ctx = context_of(w);
+        if ctx == 0 {
+            return false;
+        }
+        match self.params.context {
+            ContextScope::Mmap => self.mmap_context_owner.get(&ctx) == Some(&pid),
+            _ => ctx == self.process_context(pid, family),
+        }
+    }
+
+    fn tracking_bytes_per_frame(&self) -> u64 {
+        8
+    }
+
+    fn stats_json(&self) -> serde_json::Value {
+        serde_json::to_value(&self.stats).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fpr() -> Fpr {
+        Fpr::new(FprParams { enabled: true, ..Default::default() }).unwrap()
+    }
+
+    #[test]
+    fn word_fields_round_trip() {
+        let w = word(FLAG_ALWAYS, 0x2a_bcde, 0x12_3456_789a);
+        assert_eq!(context_of(w), 0x2a_bcde);
+        assert_eq!(version_of(w), 0x12_3456_789a);
+        assert_ne!(w & FLAG_ALWAYS, 0);
+        assert_eq!(context_of(word(0, 1 << 22, 0)), 0, "the ID is 22 bits");
+    }
+
+    #[test]
+    fn merging_follows_section_iv_c4() {
+        let a = word(0, 5, 10);
+        assert_eq!(merge(a, 0), a, "one tracked buddy: the block is tracked in its context");
+        assert_eq!(merge(0, a), a);
+        assert_eq!(merge(a, word(0, 5, 12)), word(0, 5, 12), "same context: the newer version");
+        let m = merge(a, word(0, 7, 3));
+        assert_ne!(m & FLAG_ALWAYS, 0, "different contexts: always shoot down");
+        assert_eq!(version_of(m), 10, "version the larger of the two");
+        assert_eq!(merge(0, 0), 0);
+    }
+
+    #[test]
+    fn an_allocation_leaving_its_context_shoots_down_iff_its_version_is_the_counter() {
+        let mut f = fpr();
+        let ctx = f.process_context(3, 3);
+        // Freed at counter 1 by process 3's context.
+        let mut w = word(0, ctx, 0);
+        f.on_free(&mut w);
+        assert_eq!(version_of(w), 1);
+        // Recycled in the same context: no shootdown, counted.
+        let mut same = w;
+        assert_eq!(f.on_alloc(CoreId(0), &mut same, AllocUse { context: ctx }), AllocAction::None);
+        assert_eq!(f.stats.pages_recycled, 1);
+        // Leaving (a plain use): shootdown, since no global one happened since the free.
+        let mut leave = w;
+        assert_eq!(f.on_alloc(CoreId(0), &mut leave, AllocUse { context: 0 }), AllocAction::GlobalShootdown);
+        assert_eq!(context_of(leave), 0);
+        // That shootdown advanced the counter: a second page freed before it leaves free.
+        f.on_global_shootdown();
+        let mut other = w;
+        assert_eq!(f.on_alloc(CoreId(0), &mut other, AllocUse { context: f.process_context(4, 4) }), AllocAction::None);
+        assert_eq!(f.stats.context_exit_flushes, 1);
+        assert_eq!(f.stats.context_exit_flushes_skipped, 1);
+        // A page freed after the shootdown carries the new counter and needs one again.
+        let mut later = word(0, ctx, 0);
+        f.on_free(&mut later);
+        assert_eq!(f.on_alloc(CoreId(0), &mut later, AllocUse { context: 0 }), AllocAction::GlobalShootdown);
+        // "Always" pages shoot down even when allocated back into their own context.
+        let mut always = word(FLAG_ALWAYS, ctx, f.counter());
+        assert_eq!(f.on_alloc(CoreId(0), &mut always, AllocUse { context: ctx }), AllocAction::GlobalShootdown);
+        // An untracked page never does.
+        let mut plain = 0;
+        assert_eq!(f.on_alloc(CoreId(0), &mut plain, AllocUse { context: ctx }), AllocAction::None);
+        assert_eq!(context_of(plain), ctx);
+    }
+
+    #[test]
+    fn munmap_skips_only_pages_of_the_mappings_own_context() {
+        let mut f = fpr();
+        assert!(f.skip_unmap_flush(4, word(0, 4, 1)));
+        assert!(!f.skip_unmap_flush(4, word(0, 5, 1)), "another context's page");
+        assert!(!f.skip_unmap_flush(0, word(0, 0, 1)), "a plain mapping");
+        assert!(!f.skip_unmap_flush(4, word(FLAG_ALWAYS, 4, 1)));
+    }
+
+    #[test]
+    fn the_cursor_never_hands_out_an_address_twice() {
+        let mut f = fpr();
+        let top = 0x7000_0000_0000u64;
+        // Linux would return `top - len` every time (the range was unmapped again).
+        let free = |lo: u64, hi: u64| hi <= top && lo < hi;
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..100 {
+            let va = f.choose_mmap_va(0, 8192, top - 8192, &free);
+            assert!(seen.insert(va), "address {va:#x} reused");
+        }
+        let mut unsafe_variant = Fpr::new(FprParams { enabled: true, va_cursor: false, ..Default::default() }).unwrap();
+        assert_eq!(unsafe_variant.choose_mmap_va(0, 8192, top - 8192, &free), top - 8192);
+        assert_eq!(unsafe_variant.choose_mmap_va(0, 8192, top - 8192, &free), top - 8192);
+    }
+
+    #[test]
+    fn contexts_follow_their_scope() {
+        let spec = MapSpec { fpr: true, fixed: false, bytes: 4096, backing: crate::workload::program::Backing::Anonymous, shared: false, populate: false, writable: true };
+        let plain = MapSpec { fpr: false, ..spec };
+        let mut f = fpr();
+        assert_eq!(f.mapping_context(2, 1, &plain), 0);
+        assert_eq!(f.mapping_context(2, 1, &spec), f.mapping_context(2, 1, &spec));
+        assert_ne!(f.mapping_context(2, 1, &spec), f.mapping_context(3, 1, &spec));
+        let mut tree = Fpr::new(FprParams { enabled: true, context: ContextScope::Tree, ..Default::default() }).unwrap();
+        assert_eq!(tree.mapping_context(2, 1, &spec), tree.mapping_context(3, 1, &spec));
+        let mut per_mmap = Fpr::new(FprParams { enabled: true, context: ContextScope::Mmap, ..Default::default() }).unwrap();
+        let (a, b) = (per_mmap.mapping_context(2, 2, &spec), per_mmap.mapping_context(2, 2, &spec));
+        assert_ne!(a, b);
+        assert!(per_mmap.permits_stale_use(2, 2, word(0, a, 1)));
+        assert!(!per_mmap.permits_stale_use(3, 3, word(0, a, 1)));
+        let mut all = Fpr::new(FprParams { enabled: true, all_mmaps: true, ..Default::default() }).unwrap();
+        assert_ne!(all.mapping_context(2, 2, &plain), 0, "all_mmaps flags every mapping");
+    }
+}
