@@ -1,7 +1,9 @@
 """``tlbsim demo``: the default sweep, its summary table, and the report.
 
-Every coherence policy the simulator has (``tlbsim.coherence_policies()``: ``os.coherence``)
-× three built-in OS-mode workloads × 2, 4, 6 and 8 threads, two seeds, on the ``host``
+Every coherence policy the simulator has (``tlbsim.coherence_policies()``: ``os.coherence``),
+each without and with FPR's page recycling (``os.fpr.enabled``, shown as ``+fpr``; the
+fpr-munmap I/O mmaps pass MAP_FPR, the other workloads' mmaps do not, so there it changes
+nothing but the address cursor), × three built-in OS-mode workloads × 2, 4, 6 and 8 threads, two seeds, on the ``host``
 preset with one socket of 8 cores (the TLB geometry CPUID reports; where a hypervisor
 hides it, as on this workplace's guests, the built-in measured defaults):
 
@@ -48,6 +50,7 @@ def demo_spec() -> dict[str, Any]:
             "workload.kind": WORKLOADS,
             "workload.threads": THREADS,
             "os.coherence": tlbsim.coherence_policies(),
+            "os.fpr.enabled": [False, True],
         },
     }
 
@@ -55,7 +58,7 @@ def demo_spec() -> dict[str, Any]:
 COLUMNS = (
     ("workload", "config.workload.kind", "{}"),
     ("threads", "config.workload.threads", "{}"),
-    ("policy", "config.os.coherence", "{}"),
+    ("policy", "policy", "{}"),
     ("Mcycles", "mcycles", "{:,.2f}"),
     ("shootdowns", "stats.shootdowns_sent", "{:,.0f}"),
     ("IPIs recv", "stats.shootdown_ipis_received", "{:,.0f}"),
@@ -74,6 +77,8 @@ def summary(frame: Any, threads: Any = None) -> str:
     import tlbsim
 
     df = frame.copy()
+    fpr = df["config.os.fpr.enabled"].fillna(False).astype(bool) if "config.os.fpr.enabled" in df else False
+    df["policy"] = df["config.os.coherence"] + (fpr.map({True: "+fpr", False: ""}) if "config.os.fpr.enabled" in df else "")
     df["mcycles"] = df["run.makespan_cycles"] / 1e6
     df["violations"] = df["stats.violations_security"] + df["stats.violations_consistency"]
     if threads is not None and len(threads):
@@ -88,7 +93,8 @@ def summary(frame: Any, threads: Any = None) -> str:
     kind_rank = {k: i for i, k in enumerate(WORKLOADS)}
     policy_rank = {p: i for i, p in enumerate(tlbsim.coherence_policies())}
     table["_k"] = table[keys[0]].map(kind_rank).fillna(len(kind_rank))
-    table["_p"] = table[keys[2]].map(policy_rank).fillna(len(policy_rank))
+    base = table[keys[2]].str.replace("+fpr", "", regex=False)
+    table["_p"] = base.map(policy_rank).fillna(len(policy_rank)) * 2 + table[keys[2]].str.endswith("+fpr")
     table = table.sort_values(["_k", keys[0], keys[1], "_p"], kind="stable")
     rows = [[name for name, _, _ in COLUMNS]]
     for _, r in table.iterrows():
@@ -115,7 +121,7 @@ def main(out: str | Path = "out/demo", jobs: int | None = None) -> int:
     spec = demo_spec()
     policies = spec["grid"]["os.coherence"]
     print(
-        f"tlbsim demo: coherence policies ({', '.join(policies)}) x workloads "
+        f"tlbsim demo: coherence policies ({', '.join(policies)}), each without and with FPR, x workloads "
         f"({', '.join(WORKLOADS)}; fpr-munmap case 1) x {THREADS[0]}-{THREADS[-1]} threads, "
         f"{OPS:,} operations per thread, {len(SEEDS)} seeds, on the host preset (8 cores)\n"
     )

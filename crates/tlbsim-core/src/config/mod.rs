@@ -330,6 +330,9 @@ pub struct WorkloadConfig {
     /// fpr-munmap case 4: M, the compute threads. 0 = as many as `threads` (as
     /// bench/fpr_munmap.c does without --compute).
     pub compute_threads: u32,
+    /// fpr-munmap: the "ideal" run of FPR §V-A1 (cases 2-4): the compute threads alone, no
+    /// I/O thread, each doing `ops` operations.
+    pub ideal: bool,
     /// vmscale: the vm-scalability test (ABIS §5.1): `migrate`, `cow-seq`, `cow-rand`,
     /// `mmap-read`, `msync` or `anon-read-seq`.
     pub test: String,
@@ -387,6 +390,7 @@ impl Default for WorkloadConfig {
             ops: 0,
             case: 1,
             compute_threads: 0,
+            ideal: false,
             test: String::new(),
             processes: 0,
             file_pages: 0,

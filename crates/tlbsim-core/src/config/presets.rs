@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::tlb::Replacement::Lru;
 use serde_json::{json, Value};
 
-pub const NAMES: &[&str] = &["none", "host", "abis-haswell-2s", "mitosis-4s", "didi-cmp", "tagtlb-p4"];
+pub const NAMES: &[&str] = &["none", "host", "abis-haswell-2s", "mitosis-4s", "didi-cmp", "tagtlb-p4", "fpr-intel-2s"];
 
 /// The built-in defaults (`preset = "none"`): a modern x86 core shaped like this
 /// workplace's machines.
@@ -155,6 +155,21 @@ pub fn preset_tree(name: &str) -> Result<Value> {
                 "l1i": {"entries": 64, "ways": 64, "replacement": "fifo", "latency": 0},
                 "l2": {"entries": 0},
                 "pwc_pml4": {"entries": 0}, "pwc_pdpt": {"entries": 0}, "pwc_pd": {"entries": 0}
+            }
+        }),
+        // FPR Table I, "Intel": a dual-socket "96 core server" with 768 GB; its CPU model is
+        // lost in the text. Read as 2 sockets × 48 cores (FPR §V-A1: I/O "drops when crossing
+        // NUMA domains at 24 cores and socket domains at 48 cores"; the sub-NUMA domains are
+        // not modelled). TLB: §II-B "up to 2,048 entries" for the L2; the L1 DTLB 64 entries
+        // 4-way (Ice Lake-SP / Sapphire Rapids, the Xeons of that era, Intel optimisation
+        // manual); PCIDs on (Linux 5.15). Frequency not stated: 2.4 GHz assumed. Memory
+        // latencies and caches: the built-in defaults (not stated).
+        "fpr-intel-2s" => json!({
+            "sockets": 2, "cores_per_socket": 48, "frequency_ghz": 2.4,
+            "tlb": {
+                "tagging": "pcid",
+                "l1d": {"entries": 64, "ways": 4, "replacement": "lru", "latency": 0},
+                "l2": {"entries": 2048, "ways": 16, "replacement": "lru", "latency": 7}
             }
         }),
         other => {

@@ -240,9 +240,12 @@ fn shootdown_patterns(cfg: &Config) -> Result<Workload> {
 /// (mixed). FPR runs every thread for a fixed time; here I/O and mixed threads do `ops`
 /// operations (default 1,000) and exit, and compute threads are daemons that compute until
 /// the last of them has, so every class is measured over the same interval **[inferred]**.
+/// `ideal = true` (cases 2-4) runs the compute threads alone, each for `ops` operations
+/// (§V-A1's ideal compute baseline).
+///
 /// The I/O read is one 8-byte read at a random place of the page (fpr_munmap.c reads a
-/// random cache line). Whether a mapping is MAP_FPR is the coherence policy's business:
-/// the IR has no flag for it.
+/// random cache line). The I/O mmaps pass MAP_FPR (FPR's benchmark does; it means
+/// nothing unless the run enables `[os.fpr]`).
 fn fpr_munmap(cfg: &Config) -> Result<Workload> {
     let w = &cfg.workload;
     check_range("workload.case", w.case as u64, 1, 5)?;
@@ -256,6 +259,11 @@ fn fpr_munmap(cfg: &Config) -> Result<Workload> {
         4 => (n, m, 0),
         _ => (0, 0, n),
     };
+    if w.ideal && compute == 0 {
+        return Err(Error::config("workload.ideal", format!("case {} has no compute threads: the ideal run is the compute threads alone (cases 2-4)", w.case)));
+    }
+    // The ideal run: the compute threads alone, each doing `ops` operations.
+    let (io, ideal) = if w.ideal { (0, true) } else { (io, false) };
     let ops = ops_or(cfg, 1_000);
     let cycles = compute_cycles_or(cfg, 10_000);
     let mut b = Builder::default();
@@ -263,17 +271,17 @@ fn fpr_munmap(cfg: &Config) -> Result<Workload> {
     let file = b.file("nullblk", 1);
     let slot = 0;
     let io_step = [
-        Op::Mmap { slot, spec: file_map(file, 0, PAGE, true, false) },
+        Op::Mmap { slot, spec: MapSpec { fpr: true, ..file_map(file, 0, PAGE, true, false) } },
         Op::Access { slot, pattern: Pattern::Random, mode: AccessMode::Read, count: 1, offset: 0, len: 0, stride: 8 },
         Op::Munmap { slot },
     ];
     let io_prog = [times(ops, [&io_step[..], &[Op::CountOp]].concat()), vec![Op::Exit]].concat();
-    let compute_prog = forever(vec![Op::Compute { cycles }, Op::CountOp]);
+    let compute_prog = if ideal { [times(ops, vec![Op::Compute { cycles }, Op::CountOp]), vec![Op::Exit]].concat() } else { forever(vec![Op::Compute { cycles }, Op::CountOp]) };
     let mixed_prog = [times(ops, [&io_step[..], &[Op::Compute { cycles }, Op::CountOp]].concat()), vec![Op::Exit]].concat();
     let process = b.process("fpr-munmap", root, vec![]);
     let cores = cfg.cores();
     let mut next = 0u32;
-    for (count, class, ops, daemon) in [(io, "io", io_prog, false), (compute, "compute", compute_prog, true), (mixed, "mixed", mixed_prog, false)] {
+    for (count, class, ops, daemon) in [(io, "io", io_prog, false), (compute, "compute", compute_prog, !ideal), (mixed, "mixed", mixed_prog, false)] {
         if count == 0 {
             continue;
         }
