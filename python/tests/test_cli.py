@@ -124,7 +124,8 @@ def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from tlbsim.demo import SEEDS, THREADS, WORKLOADS
 
     out = tmp_path / "demo"
-    policies = tlbsim.coherence_policies()
+    # every policy without and with FPR's recycling ("+fpr")
+    policies = [p + fpr for p in tlbsim.coherence_policies() for fpr in ("", "+fpr")]
     total = len(policies) * len(WORKLOADS) * len(THREADS) * len(SEEDS)
     assert main(["demo", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -151,6 +152,9 @@ def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         assert linux[0] > oracle[0]  # makespan
         assert linux[5] < oracle[5]  # throughput
         assert linux[4] == 0 and oracle[4] == 0  # no violations under safe policies
+        assert num[(w, 8, "linux+fpr")][4] == 0 and num[(w, 8, "oracle+fpr")][4] == 0
+    # FPR skips fpr-munmap's munmap shootdowns (its I/O mmaps are MAP_FPR).
+    assert num[("fpr-munmap", 8, "linux+fpr")][2] < num[("fpr-munmap", 8, "linux")][2] / 10
     # A second demo reuses every run.
     assert main(["demo", "--out", str(out)]) == 0
     assert f"{total} runs ({total} reused" in capsys.readouterr().out
