@@ -62,6 +62,14 @@ pub struct PageTables {
     children: Vec<[u32; PT_ENTRIES]>,
     /// Arena slots of freed table pages, reused first.
     free_slots: Vec<u32>,
+    /// Tables detached from their tree but kept, frame and slot, for reuse by an address
+    /// space with the same reuse key: (key, slot). A page-walk cache that still points to
+    /// one then reads a table of the same key, never another key's or a data page.
+    parked: Vec<(u32, u32)>,
+    /// Per owner (address space): its reuse key (0 or absent: none).
+    reuse_key: Vec<u32>,
+    /// Parked tables taken again by `alloc_table`.
+    pub tables_reused: u64,
 }
 
 const NO_CHILDREN: u32 = u32::MAX;
@@ -85,11 +93,53 @@ impl Default for PageTables {
 
 impl PageTables {
     pub fn new() -> Self {
-        PageTables { pages: Vec::new(), pfn_of_slot: Vec::new(), children_of_slot: Vec::new(), children: Vec::new(), free_slots: Vec::new() }
+        PageTables {
+            pages: Vec::new(),
+            pfn_of_slot: Vec::new(),
+            children_of_slot: Vec::new(),
+            children: Vec::new(),
+            free_slots: Vec::new(),
+            parked: Vec::new(),
+            reuse_key: Vec::new(),
+            tables_reused: 0,
+        }
+    }
+
+    /// Address space `owner` may take parked tables of `key` (0: none).
+    pub fn set_reuse_key(&mut self, owner: u32, key: u32) {
+        let o = owner as usize;
+        if self.reuse_key.len() <= o {
+            self.reuse_key.resize(o + 1, 0);
+        }
+        self.reuse_key[o] = key;
+    }
+
+    /// Keep the (empty, detached) tables at `slots` for reuse under `key` instead of
+    /// freeing them.
+    pub fn park(&mut self, slots: &[u32], key: u32) {
+        for &slot in slots {
+            debug_assert!(self.pages[slot as usize].iter().all(|&e| e == 0), "parking a non-empty table");
+            self.parked.push((key, slot));
+        }
+    }
+
+    /// Tables parked now.
+    pub fn parked_count(&self) -> usize {
+        self.parked.len()
     }
 
     /// Allocate an empty table page on `node`.
     pub fn alloc_table(&mut self, mem: &mut PhysMem, node: NodeId, owner: u32) -> Result<u32> {
+        let key = self.reuse_key.get(owner as usize).copied().unwrap_or(0);
+        if key != 0 {
+            let pfn_of = &self.pfn_of_slot;
+            if let Some(i) = self.parked.iter().rposition(|&(k, s)| k == key && crate::memory::node_of(pfn_of[s as usize]) == node) {
+                let (_, slot) = self.parked.swap_remove(i);
+                mem.desc_mut(self.pfn_of_slot[slot as usize]).owner = owner;
+                self.tables_reused += 1;
+                return Ok(slot);
+            }
+        }
         let pfn = mem.alloc(node, FrameKind::PageTable, owner)?;
         let slot = match self.free_slots.pop() {
             Some(slot) => {
@@ -307,6 +357,29 @@ impl PageTables {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A parked table goes back only to an owner with the same reuse key, on the same
+    /// node; everyone else gets a fresh frame and slot.
+    #[test]
+    fn parked_tables_are_reused_only_under_their_key() {
+        let mut mem = PhysMem::new(2, 64);
+        let mut pt = PageTables::new();
+        pt.set_reuse_key(1, 7);
+        pt.set_reuse_key(2, 8);
+        let t = pt.alloc_table(&mut mem, NodeId(0), 1).unwrap();
+        let frame = pt.pfn_of_slot[t as usize];
+        pt.park(&[t], 7);
+        assert_eq!(pt.parked_count(), 1);
+        let other_key = pt.alloc_table(&mut mem, NodeId(0), 2).unwrap();
+        assert_ne!(other_key, t, "another key never gets it");
+        let no_key = pt.alloc_table(&mut mem, NodeId(0), 3).unwrap();
+        assert_ne!(no_key, t);
+        let other_node = pt.alloc_table(&mut mem, NodeId(1), 1).unwrap();
+        assert_ne!(other_node, t, "a table is reused on its own node only");
+        let again = pt.alloc_table(&mut mem, NodeId(0), 1).unwrap();
+        assert_eq!((again, pt.pfn_of_slot[again as usize]), (t, frame), "same slot, same frame");
+        assert_eq!((pt.parked_count(), pt.tables_reused), (0, 1));
+    }
 
     #[test]
     fn map_and_lookup_all_sizes() {

@@ -41,6 +41,25 @@ fn fpr_skips_the_munmap_shootdowns_of_case_2() {
     assert_eq!(violations(&linux) + violations(&fpr), 0);
 }
 
+/// With 1,000 operations the VA cursor leaves the first page-table page: each munmap of a
+/// lone mapping frees its table, and FPR as written still flushes every core's page-walk
+/// caches for it. With `recycle_tables` the freed tables are kept for the context's next
+/// tables instead: no IPI at all, still no violation.
+#[test]
+fn recycling_page_tables_removes_the_flushes_of_freed_tables() {
+    let case2 = |recycle: bool| {
+        run(json!({"machine": {"cores_per_socket": 4}, "os": {"fpr": {"enabled": true, "recycle_tables": recycle}},
+                   "workload": {"kind": "fpr-munmap", "case": 2, "threads": 3, "ops": 1000}}))
+    };
+    let (plain, recycled) = (case2(false), case2(true));
+    assert!(totals(&plain, "shootdown_ipis_received") > 1000, "{}", plain["totals"]);
+    assert_eq!(plain["totals"]["fpr"]["tables_kept"].as_u64().unwrap(), 0);
+    assert_eq!(totals(&recycled, "shootdown_ipis_received"), 0, "{}", recycled["totals"]);
+    let f = &recycled["totals"]["fpr"];
+    assert!(f["tables_kept"].as_u64().unwrap() > 500 && f["tables_reused"].as_u64().unwrap() > 500, "{f}");
+    assert_eq!(violations(&plain) + violations(&recycled), 0);
+}
+
 /// Fig. 5a: T1 (core 0) unmaps the FPR page f1 that T2 (core 1) reads, and maps f2; T2 goes
 /// on reading f1's address. Without the cursor f2 lands at f1's address and T2's stale
 /// entry reads f1's old frame where the page table maps f2's: a consistency violation.
@@ -125,6 +144,10 @@ fn fuzz_finds_fpr_clean_under_every_scope_and_policy() {
     for policy in ["abis", "didi", "latr", "oracle"] {
         let r = fuzz(&opts(policy, &[], 150)).unwrap();
         assert_eq!((r.violations_security, r.violations_consistency), (0, 0), "{policy} + fpr: {:#?}", r.first_failure);
+    }
+    for policy in ["linux", "abis"] {
+        let r = fuzz(&opts(policy, &["os.fpr.recycle_tables=true"], 150)).unwrap();
+        assert_eq!((r.violations_security, r.violations_consistency), (0, 0), "{policy} + fpr + recycle_tables: {:#?}", r.first_failure);
     }
 }
 

@@ -628,6 +628,17 @@ impl<P: Coherence> Os<P> {
         if skipped.is_empty() {
             return;
         }
+        if kept_pages.is_empty() && !gather.tables.is_empty() {
+            // Every page stays in its context: the freed tables may too (kept for the
+            // context's next tables instead of a flush of every core's walk caches).
+            let family = self.procs[pid as usize].family;
+            let key = self.recycling.table_reuse_key(pid, family);
+            if key != 0 && contexts.iter().all(|c| c.2 == key) {
+                self.recycling.on_tables_kept(gather.tables.len() as u64);
+                let tables = std::mem::take(&mut gather.tables);
+                self.m.pt.park(&tables, key);
+            }
+        }
         gather.pages = kept_pages;
         gather.old_ptes = kept_ptes;
         if let Some(tag) = self.tag_on(core, pid) {

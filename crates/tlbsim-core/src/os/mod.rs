@@ -517,6 +517,10 @@ impl<P: Coherence> Os<P> {
         let pid = self.procs.len() as u32;
         let socket = self.m.cores[core].socket;
         let space = self.m.new_address_space(pid, socket)?;
+        if self.recycling_on {
+            let key = self.recycling.table_reuse_key(pid, family.unwrap_or(pid));
+            self.m.pt.set_reuse_key(pid, key);
+        }
         let mut vmas = BTreeMap::new();
         vmas.insert(
             MMAP_TOP - LIBS_BYTES,

@@ -104,6 +104,7 @@ impl<P: Coherence> Os<P> {
             // on the page's node).
             r["tracking_bytes"] = json!(self.recycling.tracking_bytes_per_frame() * self.m.mem.total_frames());
             r["stale_uses_permitted"] = json!(self.stale_uses_permitted_by_recycling);
+            r["tables_reused"] = json!(self.m.pt.tables_reused);
             v["totals"][self.recycling.name()] = r;
         }
         let per_thread: Vec<Value> = self

@@ -24,6 +24,14 @@
 //! - reclaim (§IV-B): pages in a recycling context are not evicted between the low and
 //!   high watermarks; at the min watermark they go in one huge batch with one shootdown.
 //!
+//! Not in the paper, off by default (`recycle_tables`): with the cursor, a small mapping
+//! soon lies alone in its 2 MiB region, so its munmap frees the page-table page (Linux's
+//! free_pgtables) and that needs a flush of every core's page-walk caches, lazy cores
+//! included, even when every page skips its own. The paper counts no shootdowns in case 2,
+//! so its kernel did not send these; skipping them safely needs the same idea applied to
+//! the tables: the freed table pages are kept (frame and arena slot) for the context's next
+//! tables, so a stale page-walk-cache entry can only lead to a table of the same context.
+//!
 //! Simplified: a munmap skips the flush of a page only when the page's context is the
 //! mapping's own (the paper's test is "ID ≠ 0"; with a page-cache page read by one
 //! process's FPR mapping and mapped by another's, skipping for the second would let the
@@ -102,11 +110,15 @@ pub struct FprParams {
     /// The per-process VA cursor against the ABA problem (§IV-B). false: the deliberately
     /// unsafe variant (mmap reuses addresses whose stale entries may live on).
     pub va_cursor: bool,
+    /// Recycle page-table pages too (not in the paper; see the module comment): a munmap
+    /// whose pages all skip their flush keeps the page-table pages it frees for the same
+    /// context's next tables instead of flushing the page-walk caches of every core.
+    pub recycle_tables: bool,
 }
 
 impl Default for FprParams {
     fn default() -> Self {
-        FprParams { enabled: false, all_mmaps: false, context: ContextScope::Process, va_cursor: true }
+        FprParams { enabled: false, all_mmaps: false, context: ContextScope::Process, va_cursor: true, recycle_tables: false }
     }
 }
 
@@ -127,6 +139,8 @@ struct FprStats {
     /// Pages evicted in min-watermark batches, and the shootdowns those batches sent.
     batch_evictions: u64,
     batch_eviction_shootdowns: u64,
+    /// Page-table pages a munmap kept for the context instead of flushing (`recycle_tables`).
+    tables_kept: u64,
     /// MAP_FIXED mappings that sent a shootdown of their range.
     fixed_mapping_flushes: u64,
     /// Global shootdowns (every cause): the counter the versions are compared with.
@@ -233,6 +247,18 @@ impl Recycling for Fpr {
 
     fn skip_unmap_flush(&mut self, context: u32, word: u64) -> bool {
         context != 0 && context_of(word) == context && word & FLAG_ALWAYS == 0
+    }
+
+    fn table_reuse_key(&self, pid: u32, family: u32) -> u32 {
+        if self.params.recycle_tables && self.params.context != ContextScope::Mmap {
+            self.process_context(pid, family)
+        } else {
+            0
+        }
+    }
+
+    fn on_tables_kept(&mut self, tables: u64) {
+        self.stats.tables_kept += tables;
     }
 
     fn on_unmap(&mut self, skipped: u64, flushed: u64) {

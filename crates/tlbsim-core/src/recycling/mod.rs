@@ -16,6 +16,7 @@
 //! | [`Recycling::mapping_context`], [`Recycling::fork_context`] | an mmap (or a VMA copied by fork) gets its context (0 = none) |
 //! | [`Recycling::choose_mmap_va`] | placing an mmap (a cursor against the ABA problem; MAP_FIXED) |
 //! | [`Recycling::skip_unmap_flush`] | munmap: whether a page's remote flush may be skipped |
+//! | [`Recycling::table_reuse_key`] | munmap: whether freed page-table pages may be kept for the same key instead of flushed |
 //! | [`Recycling::on_alloc`], [`Recycling::on_free`] | a frame leaves or enters the allocator |
 //! | [`Recycling::on_global_shootdown`] | a global flush request was sent |
 //! | [`Recycling::reclaim_holds`] | reclaim meets a page: keep it until the min watermark |
@@ -81,6 +82,15 @@ pub trait Recycling {
     fn skip_unmap_flush(&mut self, _context: u32, _word: u64) -> bool {
         false
     }
+
+    /// Key under which the page-table pages a munmap frees may be kept for reuse by
+    /// process `pid` (fork family `family`) instead of being flushed and freed (0: never).
+    fn table_reuse_key(&self, _pid: u32, _family: u32) -> u32 {
+        0
+    }
+
+    /// A munmap kept `tables` freed page-table pages for reuse instead of flushing.
+    fn on_tables_kept(&mut self, _tables: u64) {}
 
     /// A munmap skipped the remote flush of `skipped` pages and sent one for `flushed`.
     fn on_unmap(&mut self, _skipped: u64, _flushed: u64) {}
