@@ -66,6 +66,7 @@ fn every_generator_builds_with_its_defaults() {
     let defaults = [
         json!({"kind": "shootdown-patterns", "pattern": "munmap-4k"}),
         json!({"kind": "fpr-munmap"}),
+        json!({"kind": "fpr-evict"}),
         json!({"kind": "apache"}),
         json!({"kind": "vmscale", "test": "cow-seq"}),
         json!({"kind": "reclaim"}),

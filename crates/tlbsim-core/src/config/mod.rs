@@ -333,6 +333,9 @@ pub struct WorkloadConfig {
     /// fpr-munmap: the "ideal" run of FPR §V-A1 (cases 2-4): the compute threads alone, no
     /// I/O thread, each doing `ops` operations.
     pub ideal: bool,
+    /// fpr-evict: PG, the 4 KiB pages of each thread's private buffer read during each
+    /// compute step (FPR §V-B; 0 = PG-off).
+    pub private_pages: u64,
     /// vmscale: the vm-scalability test (ABIS §5.1): `migrate`, `cow-seq`, `cow-rand`,
     /// `mmap-read`, `msync` or `anon-read-seq`.
     pub test: String,
@@ -391,6 +394,7 @@ impl Default for WorkloadConfig {
             case: 1,
             compute_threads: 0,
             ideal: false,
+            private_pages: 0,
             test: String::new(),
             processes: 0,
             file_pages: 0,

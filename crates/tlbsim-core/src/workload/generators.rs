@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use serde::Deserialize;
 
 /// The generator kinds, as `workload.kind` names them.
-pub const KINDS: &[&str] = &["shootdown-patterns", "fpr-munmap", "apache", "vmscale", "reclaim", "stm-mprotect"];
+pub const KINDS: &[&str] = &["shootdown-patterns", "fpr-munmap", "fpr-evict", "apache", "vmscale", "reclaim", "stm-mprotect"];
 
 const PAGE: u64 = 4096;
 /// A spinning daemon's compute step: short (one engine quantum, `sim.quantum_cycles`'s
@@ -41,6 +41,7 @@ pub fn build(cfg: &Config) -> Result<Workload> {
     let w = match kind {
         "shootdown-patterns" => shootdown_patterns(cfg)?,
         "fpr-munmap" => fpr_munmap(cfg)?,
+        "fpr-evict" => fpr_evict(cfg)?,
         "apache" => apache(cfg)?,
         "vmscale" => vmscale(cfg)?,
         "reclaim" => reclaim(cfg)?,
@@ -290,6 +291,52 @@ fn fpr_munmap(cfg: &Config) -> Result<Workload> {
             b.thread(process, &format!("{class}{i}"), class, Some(next % cores), program, daemon);
             next += 1;
         }
+    }
+    Ok(b.finish())
+}
+
+// ---- fpr-evict ----
+
+/// FPR §V-B (Fig. 14): the page-eviction benchmark. A file larger than the memory the
+/// process may use (`region_bytes`, default 64 MiB, in a memory group of
+/// `memory_limit_mib`, default half of it: reclaim evicts all the time) is mapped shared,
+/// read-only and MAP_FPR (madvise random: the model has no readahead); `threads` threads
+/// (default one per core, pinned, class "worker") each loop: one 8-byte read at a random
+/// place of the file (a page-cache miss most of the time: reclaim, then `costs.read_page`),
+/// then a compute step of `compute_cycles` (default 10,000: CF = 1, FPR's "1 CF = 10K
+/// ops", one op per cycle **[inferred]**) during which it reads one line of each of its
+/// `private_pages` private pages (PG; default 0 = PG-off). One operation = one read and
+/// one compute step; each thread does `ops` of them (default 1,000). FPR ran each
+/// configuration up to 2 hours; the model runs a fixed number of operations.
+fn fpr_evict(cfg: &Config) -> Result<Workload> {
+    let w = &cfg.workload;
+    check_range("workload.region_bytes", w.region_bytes, PAGE, 1 << 40)?;
+    check_range("workload.private_pages", w.private_pages, 0, 1 << 24)?;
+    let threads = threads_or_cores(cfg);
+    let ops = ops_or(cfg, 1_000);
+    let cycles = compute_cycles_or(cfg, 10_000);
+    let limit_mib = memory_limit_mib_or_half(cfg)?;
+    let mut b = Builder::default();
+    b.group("root", 0);
+    let group = b.group("fpr-evict", limit_mib * 256);
+    let file = b.file("nullblk", w.region_bytes.div_ceil(PAGE));
+    let mut regions = vec![MapSpec { fpr: true, ..file_map(file, 0, w.region_bytes, true, false) }];
+    if w.private_pages > 0 {
+        regions.extend((0..threads).map(|_| anon(w.private_pages * PAGE, true)));
+    }
+    let process = b.process("fpr-evict", group, regions);
+    let cores = cfg.cores();
+    for t in 0..threads {
+        let mut step = vec![
+            Op::Access { slot: 0, pattern: Pattern::Random, mode: AccessMode::Read, count: 1, offset: 0, len: 0, stride: 8 },
+            Op::Compute { cycles },
+        ];
+        if w.private_pages > 0 {
+            step.push(Op::Access { slot: 1 + t as usize, pattern: Pattern::Sequential, mode: AccessMode::Read, count: w.private_pages, offset: 0, len: 0, stride: PAGE });
+        }
+        step.push(Op::CountOp);
+        let program = b.program([times(ops, step), vec![Op::Exit]].concat());
+        b.thread(process, &format!("worker{t}"), "worker", Some(t % cores), program, false);
     }
     Ok(b.finish())
 }
