@@ -8,6 +8,7 @@
 pub mod costs;
 pub mod host;
 pub mod presets;
+pub mod storage;
 mod tree;
 
 pub use costs::CostsConfig;
@@ -71,6 +72,10 @@ pub struct MachineConfig {
     pub tlb: TlbConfig,
     /// DiDi's shared TLB directory (used by the `didi` coherence policies).
     pub didi: DidiConfig,
+    /// The block device behind the page cache (`crate::config::storage`): `none` (the
+    /// default: a page-cache miss stalls the core for `costs.read_page`), `nullblk`,
+    /// `ramdisk`, `pmem`, `optane-ssd` or `ssd` (FPR §V-A2's devices).
+    pub storage: String,
 }
 
 /// DiDi's shared, inclusive TLB directory (DiDi §VI, Table I).
@@ -343,7 +348,8 @@ pub struct WorkloadConfig {
     /// processes of several threads, ABIS §5.2). 0 = 2 (1 if there is one worker).
     pub processes: u32,
     /// apache: pages of the file every request maps (0 = 3, an 11 KB default page);
-    /// stm-mprotect: pages of the transactional heap (0 = 64).
+    /// stm-mprotect: pages of the transactional heap (0 = 64); fpr-munmap: pages of the
+    /// device file each I/O step maps one random page of (0 = 1: always the same page).
     pub file_pages: u64,
     /// Cycles of one compute step: fpr-munmap (a compute operation; 0 = 10,000, FPR's
     /// 1 CF = 10K ops), apache (request processing besides the file; 0 = 20,000),

@@ -14,6 +14,7 @@ pub const NAMES: &[&str] = &["none", "host", "abis-haswell-2s", "mitosis-4s", "d
 pub fn builtin_machine() -> MachineConfig {
     MachineConfig {
         preset: "none".into(),
+        storage: "none".into(),
         sockets: 1,
         cores_per_socket: 2,
         // Nominal; no paper or measurement fixes it. Only converts cycles to seconds.

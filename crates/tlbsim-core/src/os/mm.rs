@@ -11,7 +11,8 @@
 //!
 //! Simplified: msync's page_mkclean flushes per page in Linux; here one batched request
 //! covers the pages an msync cleans. Reclaim skips huge pages. A page-cache miss stalls
-//! the core for `costs.read_page` instead of blocking the thread.
+//! the core for `costs.read_page`, except in a demand fault on a storage device whose
+//! reads sleep (`machine.storage`: the SSDs), where the thread blocks for it.
 
 use super::locks::PtlCursor;
 use super::{Gather, Os, Vma, FAULT_AROUND_PAGES, MMAP_TOP};
@@ -254,11 +255,13 @@ impl<P: Coherence> Os<P> {
         if demand {
             self.fault_mapped = Some(Vec::new());
         }
+        self.in_demand_fault = demand;
         // The PTE is installed under its page-table lock (finish_fault, do_anonymous_page);
         // charged first, so that a flush the handler starts cannot absorb it.
         self.ptl_section(core, pid, va, self.fault_ptl_hold());
         let handled = self.handle_fault(core, pid, va, write, present);
         self.alloc_context = 0;
+        self.in_demand_fault = false;
         if self.recycling_on && !self.m.mem.tracked_claims.is_empty() {
             self.settle_claims(core, None);
         }
@@ -316,7 +319,7 @@ impl<P: Coherence> Os<P> {
         if self.procs[pid as usize].swapped.remove(&vpn) {
             // Swap-in (do_swap_page): read the page back into a new frame.
             let pfn = self.alloc_data(core, pid, None, vpn)?;
-            self.charge(core, self.costs.read_page);
+            self.read_from_device(core);
             self.map_page(core, pid, page, pfn, PageSize::Size4K, vma.writable, write)?;
             return Ok(true);
         }
@@ -371,6 +374,17 @@ impl<P: Coherence> Os<P> {
         Ok(z)
     }
 
+    /// One page read from the storage device: the thread sleeps for it in a demand fault
+    /// on a device whose reads sleep (access.rs blocks it when the fault returns), else the
+    /// core stalls in the kernel.
+    fn read_from_device(&mut self, core: usize) {
+        if self.io_sleeps && self.in_demand_fault {
+            self.io_wait += self.costs.read_page;
+        } else {
+            self.charge(core, self.costs.read_page);
+        }
+    }
+
     /// The page-cache page `index` of `file`, read in on a miss.
     fn cache_page(&mut self, core: usize, pid: u32, file: u32, index: u64) -> Result<Pfn> {
         if let Some(&pfn) = self.page_cache.get(&(file, index)) {
@@ -379,7 +393,7 @@ impl<P: Coherence> Os<P> {
         self.stats[core].page_cache_misses += 1;
         let pfn = self.alloc_data(core, pid, Some(file), index)?;
         self.m.mem.desc_mut(pfn).owner = PAGE_CACHE_OWNER;
-        self.charge(core, self.costs.read_page);
+        self.read_from_device(core);
         self.page_cache.insert((file, index), pfn);
         Ok(pfn)
     }

@@ -41,8 +41,9 @@
 //!
 //! Simplified (each said where it matters): reclaim runs on the core whose allocation
 //! crossed the group's low watermark (as memory-cgroup reclaim does in Linux; no per-node
-//! kswapd thread); a page-cache miss is charged as a stall of `costs.read_page` cycles,
-//! not as blocking; no VMs (tag paper) in OS mode: every process is in VM 0.
+//! kswapd thread); a page-cache miss is charged as a stall of `costs.read_page` cycles
+//! (or, on a storage device whose reads sleep, `machine.storage`, blocks the faulting
+//! thread for the device's read); no VMs (tag paper) in OS mode: every process is in VM 0.
 
 mod access;
 mod asid;
@@ -120,6 +121,8 @@ pub(crate) struct OsCoreStats {
     pub cow_faults: u64,
     pub file_faults: u64,
     pub page_cache_misses: u64,
+    /// Demand faults whose device read put the thread to sleep (`machine.storage`).
+    pub io_sleeps: u64,
     pub pages_reclaimed: u64,
     pub pages_migrated: u64,
     pub idle_cycles: u64,
@@ -276,6 +279,13 @@ pub(crate) struct Os<P: Coherence> {
     pub alloc_context: u32,
     /// Stale translations used under the recycling axis' guarantee (`permits_stale_use`).
     pub stale_uses_permitted_by_recycling: u64,
+    /// The storage device's reads sleep (`machine.storage`): a demand fault's page-cache
+    /// misses block the faulting thread instead of stalling its core.
+    pub io_sleeps: bool,
+    /// A demand fault of a thread is being handled (not MAP_POPULATE or a system call).
+    pub in_demand_fault: bool,
+    /// Cycles of device reads the demand fault being handled waits for, asleep.
+    pub io_wait: u64,
     /// What the policy's hooks asked for, applied by `apply_effects`.
     pub fx: Effects,
     pub costs: CostsConfig,
@@ -372,6 +382,12 @@ pub fn run_with_policy<P: Coherence>(cfg: &Config, workload: Workload, policy: P
 impl<P: Coherence> Os<P> {
     fn new(cfg: &Config, w: Workload, policy: P) -> Result<Self> {
         let mut m = Machine::new(cfg)?;
+        let storage = crate::config::storage::device(&cfg.machine.storage)?;
+        let mut costs = cfg.costs.clone();
+        if let Some(d) = storage {
+            costs.read_page = (d.read_ns * cfg.machine.frequency_ghz).round() as u64;
+            costs.write_page = (d.write_ns * cfg.machine.frequency_ghz).round() as u64;
+        }
         let recycling = crate::recycling::build(cfg)?;
         m.mem.merge_tracking = recycling.merge_words();
         let ncores = cfg.cores() as usize;
@@ -410,8 +426,11 @@ impl<P: Coherence> Os<P> {
             recycling,
             alloc_context: 0,
             stale_uses_permitted_by_recycling: 0,
+            io_sleeps: storage.is_some_and(|d| d.sleeps),
+            in_demand_fault: false,
+            io_wait: 0,
             fx: Vec::new(),
-            costs: cfg.costs.clone(),
+            costs,
             ceiling: cfg.os.flush_ceiling,
             time_slice: cfg.os.time_slice,
             quantum: match cfg.sim.quantum_cycles {

@@ -34,6 +34,7 @@ fn os_fields(s: &OsCoreStats) -> Map<String, Value> {
     put("cow_faults", s.cow_faults);
     put("file_faults", s.file_faults);
     put("page_cache_misses", s.page_cache_misses);
+    put("io_sleeps", s.io_sleeps);
     put("pages_reclaimed", s.pages_reclaimed);
     put("pages_migrated", s.pages_migrated);
     put("idle_cycles", s.idle_cycles);
@@ -54,7 +55,7 @@ fn sum(all: &[OsCoreStats]) -> OsCoreStats {
             direct_fills, false_positive_targets, pages_flushed,
             shootdown_cycles_initiator_send, shootdown_cycles_initiator_wait, shootdown_cycles_target,
             violations_security, violations_consistency, stale_entries_marked, stale_uses_in_lazy_window, context_switches, syscalls, segv_signals, cow_faults,
-            file_faults, page_cache_misses, pages_reclaimed, pages_migrated, idle_cycles);
+            file_faults, page_cache_misses, io_sleeps, pages_reclaimed, pages_migrated, idle_cycles);
         for (a, b) in t.full_flushes_by_cause.iter_mut().zip(s.full_flushes_by_cause) {
             *a += b;
         }

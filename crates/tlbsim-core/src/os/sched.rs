@@ -23,13 +23,19 @@ impl<P: Coherence> Os<P> {
         self.threads[thread].state = ThreadState::Runnable;
         let c = &mut self.cores[core];
         c.runq.push_back(thread);
-        if c.current.is_none() && c.waiting == 0 {
-            // An idle core wakes up at `at`.
-            if let Some(since) = c.idle_since.take() {
-                let now = self.clock(core).max(at);
+        if c.current.is_none() && c.waiting == 0 && c.runq.len() == 1 {
+            // An idle core wakes up at `at`, whether or not its run loop has noted it idle
+            // yet (a thread that blocked at the end of its core's last step left the core
+            // without `idle_since`: without the clock moving here, a woken thread ran before
+            // its wake-up time, and a sleep was cut short).
+            let since = c.idle_since.take();
+            let now = self.clock(core).max(at);
+            if let Some(since) = since {
                 self.stats[core].idle_cycles += now.saturating_sub(since.max(self.clock(core)));
-                self.set_clock(core, now);
+            } else {
+                self.stats[core].idle_cycles += now - self.clock(core);
             }
+            self.set_clock(core, now);
         }
     }
 

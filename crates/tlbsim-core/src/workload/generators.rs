@@ -241,6 +241,10 @@ fn shootdown_patterns(cfg: &Config) -> Result<Workload> {
 /// (mixed). FPR runs every thread for a fixed time; here I/O and mixed threads do `ops`
 /// operations (default 1,000) and exit, and compute threads are daemons that compute until
 /// the last of them has, so every class is measured over the same interval **[inferred]**.
+/// `file_pages` > 1: the device file has that many pages and each I/O step maps a random
+/// one (FPR §V-A2's runs on real devices read at random places; most steps then miss the
+/// page cache and read from `machine.storage`).
+///
 /// `ideal = true` (cases 2-4) runs the compute threads alone, each for `ops` operations
 /// (§V-A1's ideal compute baseline).
 ///
@@ -267,28 +271,44 @@ fn fpr_munmap(cfg: &Config) -> Result<Workload> {
     let (io, ideal) = if w.ideal { (0, true) } else { (io, false) };
     let ops = ops_or(cfg, 1_000);
     let cycles = compute_cycles_or(cfg, 10_000);
+    let file_pages = w.file_pages.max(1);
+    check_range("workload.file_pages", file_pages, 1, 1 << 32)?;
     let mut b = Builder::default();
     let root = b.group("root", 0);
-    let file = b.file("nullblk", 1);
+    let file = b.file("nullblk", file_pages);
     let slot = 0;
-    let io_step = [
-        Op::Mmap { slot, spec: MapSpec { fpr: true, ..file_map(file, 0, PAGE, true, false) } },
-        Op::Access { slot, pattern: Pattern::Random, mode: AccessMode::Read, count: 1, offset: 0, len: 0, stride: 8 },
-        Op::Munmap { slot },
-    ];
-    let io_prog = [times(ops, [&io_step[..], &[Op::CountOp]].concat()), vec![Op::Exit]].concat();
+    // One I/O step mapping page `offset` of the device file.
+    let io_step = |offset: u64| {
+        vec![
+            Op::Mmap { slot, spec: MapSpec { fpr: true, ..file_map(file, offset, PAGE, true, false) } },
+            Op::Access { slot, pattern: Pattern::Random, mode: AccessMode::Read, count: 1, offset: 0, len: 0, stride: 8 },
+            Op::Munmap { slot },
+        ]
+    };
+    // A thread's I/O loop: the same page every time (a one-page file), or, with a larger
+    // file, a random page per step (unrolled: each step maps its own offset; drawn per
+    // thread from the run's seed), each step followed by `after`.
+    let seed = cfg.seed;
+    let io_loop = |thread: u64, after: Vec<Op>| -> Vec<Op> {
+        if file_pages == 1 {
+            return times(ops, [io_step(0), after.clone()].concat());
+        }
+        let mut rng = crate::rng::SplitMix64::derive(seed, 0xf9a0_0000 + thread);
+        (0..ops).flat_map(|_| [io_step(rng.below(file_pages)), after.clone()].concat()).collect()
+    };
     let compute_prog = if ideal { [times(ops, vec![Op::Compute { cycles }, Op::CountOp]), vec![Op::Exit]].concat() } else { forever(vec![Op::Compute { cycles }, Op::CountOp]) };
-    let mixed_prog = [times(ops, [&io_step[..], &[Op::Compute { cycles }, Op::CountOp]].concat()), vec![Op::Exit]].concat();
     let process = b.process("fpr-munmap", root, vec![]);
     let cores = cfg.cores();
     let mut next = 0u32;
-    for (count, class, ops, daemon) in [(io, "io", io_prog, false), (compute, "compute", compute_prog, !ideal), (mixed, "mixed", mixed_prog, false)] {
-        if count == 0 {
-            continue;
-        }
-        let program = b.program(ops);
+    let shared_compute = b.program(compute_prog);
+    for (count, class) in [(io, "io"), (compute, "compute"), (mixed, "mixed")] {
         for i in 0..count {
-            b.thread(process, &format!("{class}{i}"), class, Some(next % cores), program, daemon);
+            let program = match class {
+                "compute" => shared_compute,
+                "io" => b.program([io_loop(next as u64, vec![Op::CountOp]), vec![Op::Exit]].concat()),
+                _ => b.program([io_loop(next as u64, vec![Op::Compute { cycles }, Op::CountOp]), vec![Op::Exit]].concat()),
+            };
+            b.thread(process, &format!("{class}{i}"), class, Some(next % cores), program, class == "compute" && !ideal);
             next += 1;
         }
     }
