@@ -149,6 +149,29 @@ fn leaving_the_context_shoots_down_once_per_global_counter() {
     assert_eq!(violations(&v), 0);
 }
 
+/// §IV-C4: a migrated page's target frame takes the source's context, so the munmap that
+/// follows still skips its flush.
+#[test]
+fn a_migrated_page_stays_in_its_context() {
+    let pages = MapSpec { fpr: true, fixed: false, bytes: 8 * 4096, backing: Backing::Anonymous, shared: false, populate: true, writable: true };
+    let w = Workload {
+        processes: vec![ProcessSpec {
+            name: "p".into(),
+            group: 0,
+            regions: vec![],
+            threads: vec![ThreadSpec { name: "t".into(), class: "t".into(), core: Some(0), program: 0, daemon: false }],
+        }],
+        programs: vec![vec![Op::Mmap { slot: 0, spec: pages }, Op::MigratePages { slot: 0, node: 1 }, Op::Munmap { slot: 0 }, Op::Exit]],
+        slots: 1,
+        ..Default::default()
+    };
+    let cfg = tlbsim_core::config::Config::resolve(json!({"machine": {"sockets": 2, "cores_per_socket": 1}, "os": {"fpr": {"enabled": true}}}), &[], std::path::Path::new(".")).unwrap();
+    let v = tlbsim_core::os::run(&cfg, w).unwrap();
+    assert_eq!(totals(&v, "pages_migrated"), 8);
+    assert_eq!(v["totals"]["fpr"]["munmap_pages_skipped"].as_u64().unwrap(), 8, "{}", v["totals"]["fpr"]);
+    assert_eq!(violations(&v), 0);
+}
+
 fn opts(policy: &str, sets: &[&str], scenarios: u64) -> FuzzOptions {
     let mut overrides: Vec<String> = vec!["os.fpr.enabled=true".into(), "os.fpr.all_mmaps=true".into()];
     overrides.extend(sets.iter().map(|s| s.to_string()));

@@ -36,6 +36,12 @@ fn a_sleeping_io_thread_costs_the_compute_threads_their_shootdowns_all_the_same(
     let ssd = io_run("ssd", 2, 3);
     let t = &ssd["totals"];
     assert!(t["shootdown_ipis_received"].as_u64().unwrap() >= 3 * 190, "{t}");
+    // Case 1 with two I/O threads: each spends nearly all its time asleep in a read, so the
+    // other's munmaps find its core lazy and skip it (FPR §II's lazy shootdowns); few IPIs.
+    let two = io_run("ssd", 1, 2);
+    let t = &two["totals"];
+    assert!(t["shootdowns_deferred_lazy"].as_u64().unwrap() > 200, "{t}");
+    assert!(t["shootdown_ipis_received"].as_u64().unwrap() < 100, "{t}");
     assert_eq!(t["violations_security"].as_u64().unwrap() + t["violations_consistency"].as_u64().unwrap(), 0);
 }
 

@@ -777,6 +777,10 @@ impl<P: Coherence> Os<P> {
             }
             let d = *self.m.mem.desc(old);
             let new = self.alloc_frame_on(core, node, FrameKind::Data, d.owner)?;
+            if self.recycling_on {
+                let context = self.recycling.migration_context(d.tracking_word);
+                self.settle_claims(core, Some((new, context)));
+            }
             let group = self.frame_group.remove(&old.0);
             if let Some(g) = group {
                 self.frame_group.insert(new.0, g);

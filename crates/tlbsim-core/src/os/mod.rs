@@ -101,6 +101,9 @@ pub(crate) struct OsCoreStats {
     pub shootdown_messages_received: u64,
     /// Requests queued on this core for its next tick or context switch.
     pub shootdowns_deferred_received: u64,
+    /// Requests that skipped this core because it was lazy (idle or running a kernel
+    /// thread with the address space borrowed); it flushes when it switches back.
+    pub shootdowns_deferred_lazy: u64,
     pub false_positive_targets: u64,
     pub pages_flushed: u64,
     pub full_flushes_by_cause: [u64; 7],

@@ -34,6 +34,7 @@ fn os_fields(s: &OsCoreStats) -> Map<String, Value> {
     put("cow_faults", s.cow_faults);
     put("file_faults", s.file_faults);
     put("page_cache_misses", s.page_cache_misses);
+    put("shootdowns_deferred_lazy", s.shootdowns_deferred_lazy);
     put("io_sleeps", s.io_sleeps);
     put("pages_reclaimed", s.pages_reclaimed);
     put("pages_migrated", s.pages_migrated);
@@ -52,7 +53,7 @@ fn sum(all: &[OsCoreStats]) -> OsCoreStats {
     for s in all {
         macro_rules! add { ($($f:ident),*) => { $( t.$f += s.$f; )* } }
         add!(shootdowns_sent, shootdown_ipis_sent, shootdown_ipis_received, shootdown_messages_received, shootdowns_deferred_received,
-            direct_fills, false_positive_targets, pages_flushed,
+            shootdowns_deferred_lazy, direct_fills, false_positive_targets, pages_flushed,
             shootdown_cycles_initiator_send, shootdown_cycles_initiator_wait, shootdown_cycles_target,
             violations_security, violations_consistency, stale_entries_marked, stale_uses_in_lazy_window, context_switches, syscalls, segv_signals, cow_faults,
             file_faults, page_cache_misses, io_sleeps, pages_reclaimed, pages_migrated, idle_cycles);

@@ -128,6 +128,16 @@ impl<P: Coherence> Os<P> {
         let now = self.clock(core);
         self.policy.plan(&OsView { cores: &views, cpumask: &cpumask, holders: &holders, flush_ceiling: self.ceiling, now }, &req, &mut plan);
         plan.pages_of.resize(plan.targets.len(), None);
+        if !global {
+            // Cores of the mask that the request skips because they are lazy (idle, or in a
+            // kernel thread, with the mm borrowed): they catch up when they next switch to
+            // it (FPR §II's lazy shootdowns of threads asleep in I/O).
+            for (c, v) in views.iter().enumerate() {
+                if c != core && cpumask[c] && v.lazy && !plan.targets.iter().any(|t| t.0 as usize == c) {
+                    self.stats[c].shootdowns_deferred_lazy += 1;
+                }
+            }
+        }
         let req = Rc::new(req);
         // The initiator flushes itself (flush_tlb_func run locally) when it runs the mm, or
         // when the policy names it (it may hold the mm's entries under another PCID).

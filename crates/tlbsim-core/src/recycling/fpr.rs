@@ -32,6 +32,10 @@
 //! the tables: the freed table pages are kept (frame and arena slot) for the context's next
 //! tables, so a stale page-walk-cache entry can only lead to a table of the same context.
 //!
+//! - page migration (§IV-C4): the target frame takes the source's context (a target
+//!   leaving another context sends the shootdown); the source, freed after the
+//!   migration's flush, keeps its context like any freed page.
+//!
 //! Simplified: a munmap skips the flush of a page only when the page's context is the
 //! mapping's own (the paper's test is "ID ≠ 0"; with a page-cache page read by one
 //! process's FPR mapping and mapped by another's, skipping for the second would let the
@@ -287,6 +291,11 @@ impl Recycling for Fpr {
         // A page outside any context needs no word (its version means nothing).
         *w = if usage.context == 0 { 0 } else { word(0, usage.context, version_of(old)) };
         action
+    }
+
+    fn migration_context(&self, source: u64) -> u32 {
+        // §IV-C4: a source page in recycling gives its context to the target.
+        context_of(source)
     }
 
     fn on_free(&mut self, w: &mut u64) {

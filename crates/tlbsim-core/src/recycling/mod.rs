@@ -100,6 +100,12 @@ pub trait Recycling {
         AllocAction::None
     }
 
+    /// The context a page migration's target frame takes, the source's tracking word being
+    /// `source` (the target takes the source's place; 0: a plain use).
+    fn migration_context(&self, _source: u64) -> u32 {
+        0
+    }
+
     /// A frame goes back to the allocator (after any flush its unmap sent).
     fn on_free(&mut self, _word: &mut u64) {}
 
