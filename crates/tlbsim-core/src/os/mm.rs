@@ -156,9 +156,13 @@ impl<P: Coherence> Os<P> {
         d.mapping = file.map_or(0, |f| f + 1);
         d.index = index;
         d.lru_stamp = stamp;
+        let evictable = !self.recycling_on || !self.recycling.reclaim_holds(&d.tracking_word);
         let g = &mut self.groups[group];
         g.used_pages += 1;
         g.lru.push_back((pfn, stamp));
+        if evictable {
+            g.only_held = false;
+        }
         self.frame_group.insert(pfn.0, group as u32);
         if g.limit_pages > 0 {
             let min = (g.limit_pages / 64).max(8);
@@ -977,6 +981,9 @@ impl<P: Coherence> Os<P> {
         let budget = 4 * self.groups[group].lru.len() as u64 + 64;
         let min = (limit / 64).max(8);
         let batch_mode = self.recycling_on && limit.saturating_sub(self.groups[group].used_pages) < min;
+        if self.recycling_on && !batch_mode && self.groups[group].only_held {
+            return Ok(());
+        }
         let mut held_in_a_row = 0u64;
         let (mut batch, mut batch_held) = (Gather::default(), 0u64);
         while limit.saturating_sub(self.groups[group].used_pages) < target && scanned < budget {
@@ -1071,15 +1078,23 @@ impl<P: Coherence> Os<P> {
                     _ => self.free_frame(core, pfn, 0),
                 }
             }
-            if (taken == 0 && self.groups[group].lru.is_empty()) || held_in_a_row > self.groups[group].lru.len() as u64 {
-                break;
-            }
+            // The batch's flushes (before any early end below: its PTEs are already cleared).
             for (p, g) in per_mm {
                 self.flush(core, p, FlushReason::Reclaim, false, g);
+            }
+            if held_in_a_row > self.groups[group].lru.len() as u64 {
+                // Every page left is held: so will the next pass find them.
+                self.groups[group].only_held = true;
+            }
+            if (taken == 0 && self.groups[group].lru.is_empty()) || held_in_a_row > self.groups[group].lru.len() as u64 {
+                break;
             }
             if batch_mode {
                 break;
             }
+        }
+        if batch_mode {
+            self.groups[group].only_held = false;
         }
         if batch_mode && !(batch.pages.is_empty() && batch.frames.is_empty()) {
             // One shootdown for the whole batch (every core, every address space).

@@ -268,6 +268,10 @@ pub(crate) struct Group {
     pub used_pages: u64,
     /// Reclaim LRU: (frame, stamp), oldest first.
     pub lru: VecDeque<(Pfn, u64)>,
+    /// The last reclaim pass above the min watermark met only pages the recycling axis
+    /// holds, and no page it would evict has joined the LRU since: the next such pass
+    /// would find nothing either (it is skipped, instead of walking the whole LRU again).
+    pub only_held: bool,
 }
 
 /// The whole OS-mode simulation, generic over the coherence policy.
@@ -414,9 +418,9 @@ impl<P: Coherence> Os<P> {
             })
             .collect();
         let groups = if w.groups.is_empty() {
-            vec![Group { limit_pages: 0, used_pages: 0, lru: VecDeque::new() }]
+            vec![Group { limit_pages: 0, used_pages: 0, lru: VecDeque::new(), only_held: false }]
         } else {
-            w.groups.iter().map(|g| Group { limit_pages: g.limit_pages, used_pages: 0, lru: VecDeque::new() }).collect()
+            w.groups.iter().map(|g| Group { limit_pages: g.limit_pages, used_pages: 0, lru: VecDeque::new(), only_held: false }).collect()
         };
         // The engine's lookahead is the smallest latency any delivery path can have: the
         // IPI latencies, and whatever the policy's own paths need.
