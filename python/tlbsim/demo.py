@@ -77,8 +77,9 @@ def summary(frame: Any, threads: Any = None) -> str:
     import tlbsim
 
     df = frame.copy()
-    fpr = df["config.os.fpr.enabled"].fillna(False).astype(bool) if "config.os.fpr.enabled" in df else False
-    df["policy"] = df["config.os.coherence"] + (fpr.map({True: "+fpr", False: ""}) if "config.os.fpr.enabled" in df else "")
+    df["policy"] = df["config.os.coherence"]
+    if "config.os.fpr.enabled" in df:
+        df.loc[df["config.os.fpr.enabled"].fillna(False).astype(bool), "policy"] += "+fpr"
     df["mcycles"] = df["run.makespan_cycles"] / 1e6
     df["violations"] = df["stats.violations_security"] + df["stats.violations_consistency"]
     if threads is not None and len(threads):

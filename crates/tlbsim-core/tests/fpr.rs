@@ -8,6 +8,8 @@ use serde_json::{json, Value};
 use tlbsim_core::fuzz::{fuzz, FuzzOptions};
 use tlbsim_core::workload::program::*;
 
+mod common;
+
 fn run(tree: Value) -> Value {
     tlbsim_core::run(tree, &[], std::path::Path::new(".")).unwrap().stats
 }
@@ -91,23 +93,7 @@ fn the_va_cursor_prevents_the_aba_case_of_fig_5a() {
     // Two pages: the per-CPU list hands the frames back in the other order, so f2's first
     // page is not f1's (with one page, f2 would get f1's very frame back: recycled, harmless).
     let page = MapSpec { fpr: true, fixed: false, bytes: 8192, backing: Backing::Anonymous, shared: false, populate: true, writable: true };
-    let access = |write: bool| Op::Access { slot: 0, pattern: Pattern::Sequential, mode: if write { AccessMode::Write } else { AccessMode::Read }, count: 1, offset: 0, len: 0, stride: 8 };
-    let remap = vec![Op::Loop { count: 50, body: 5 }, Op::Munmap { slot: 0 }, Op::Mmap { slot: 0, spec: page }, access(true), Op::Compute { cycles: 20_000 }, Op::CountOp];
-    let reader = vec![Op::Loop { count: 0, body: 2 }, access(false), Op::Compute { cycles: 500 }];
-    let w = Workload {
-        processes: vec![ProcessSpec {
-            name: "p".into(),
-            group: 0,
-            regions: vec![page],
-            threads: vec![
-                ThreadSpec { name: "t1".into(), class: "t1".into(), core: Some(0), program: 0, daemon: false },
-                ThreadSpec { name: "t2".into(), class: "t2".into(), core: Some(1), program: 1, daemon: true },
-            ],
-        }],
-        programs: vec![remap, reader],
-        slots: 1,
-        ..Default::default()
-    };
+    let w = common::remap_under_a_reader(page);
     let cfg = |cursor: bool| {
         tlbsim_core::config::Config::resolve(json!({"machine": {"cores_per_socket": 2}, "os": {"fpr": {"enabled": true, "va_cursor": cursor}}}), &[], std::path::Path::new(".")).unwrap()
     };

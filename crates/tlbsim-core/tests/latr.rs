@@ -6,6 +6,8 @@
 use serde_json::{json, Value};
 use tlbsim_core::fuzz::{fuzz, FuzzOptions, TAGGINGS};
 
+mod common;
+
 fn run(tree: Value) -> Value {
     tlbsim_core::run(tree, &[], std::path::Path::new(".")).unwrap().stats
 }
@@ -77,23 +79,7 @@ fn fuzz_catches_reusing_an_address_before_every_core_swept() {
 fn reads_in_the_lazy_window_are_judged_by_latrs_rule() {
     use tlbsim_core::workload::program::*;
     let page = MapSpec { fpr: false, fixed: false, bytes: 4096, backing: Backing::Anonymous, shared: false, populate: true, writable: true };
-    let access = |write: bool| Op::Access { slot: 0, pattern: Pattern::Sequential, mode: if write { AccessMode::Write } else { AccessMode::Read }, count: 1, offset: 0, len: 0, stride: 8 };
-    let remap = vec![Op::Loop { count: 50, body: 5 }, Op::Munmap { slot: 0 }, Op::Mmap { slot: 0, spec: page.clone() }, access(true), Op::Compute { cycles: 20_000 }, Op::CountOp];
-    let reader = vec![Op::Loop { count: 0, body: 2 }, access(false), Op::Compute { cycles: 500 }];
-    let w = Workload {
-        processes: vec![ProcessSpec {
-            name: "p".into(),
-            group: 0,
-            regions: vec![page],
-            threads: vec![
-                ThreadSpec { name: "remap".into(), class: "remap".into(), core: Some(0), program: 0, daemon: false },
-                ThreadSpec { name: "reader".into(), class: "reader".into(), core: Some(1), program: 1, daemon: true },
-            ],
-        }],
-        programs: vec![remap, reader],
-        slots: 1,
-        ..Default::default()
-    };
+    let w = common::remap_under_a_reader(page);
     let cfg = |policy: &str| tlbsim_core::config::Config::resolve(json!({"machine": {"cores_per_socket": 2}, "os": {"coherence": policy}, "coherence": {policy: {"tick_interval": 200_000}}}), &[], std::path::Path::new(".")).unwrap();
     let safe = tlbsim_core::os::run(&cfg("latr"), w.clone()).unwrap();
     assert_eq!(totals(&safe, "violations_security") + totals(&safe, "violations_consistency"), 0);

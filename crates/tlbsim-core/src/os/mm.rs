@@ -94,8 +94,7 @@ impl<P: Coherence> Os<P> {
             // Stale entries of an earlier mapping at this address may have survived a
             // skipped flush: flush the range on every core of the address space.
             let pages: Vec<Vpn> = (va >> 12..(va + len) >> 12).map(Vpn).collect();
-            let gather = Gather { old_ptes: vec![0; pages.len()], pages, ..Default::default() };
-            self.flush(core, pid, FlushReason::Policy, false, gather);
+            self.flush(core, pid, FlushReason::Policy, false, Gather::of_pages(pages));
         }
         self.procs[pid as usize].vmas.insert(
             va,
@@ -1082,11 +1081,10 @@ impl<P: Coherence> Os<P> {
             for (p, g) in per_mm {
                 self.flush(core, p, FlushReason::Reclaim, false, g);
             }
-            if held_in_a_row > self.groups[group].lru.len() as u64 {
-                // Every page left is held: so will the next pass find them.
-                self.groups[group].only_held = true;
-            }
-            if (taken == 0 && self.groups[group].lru.is_empty()) || held_in_a_row > self.groups[group].lru.len() as u64 {
+            // Every page left is held: so will the next pass find them.
+            let only_held = held_in_a_row > self.groups[group].lru.len() as u64;
+            self.groups[group].only_held |= only_held;
+            if only_held || (taken == 0 && self.groups[group].lru.is_empty()) {
                 break;
             }
             if batch_mode {

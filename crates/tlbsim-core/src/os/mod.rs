@@ -256,6 +256,11 @@ pub(crate) struct Gather {
 }
 
 impl Gather {
+    /// A flush of `pages` whose old PTEs are unknown (0), freeing nothing.
+    pub fn of_pages(pages: Vec<Vpn>) -> Gather {
+        Gather { old_ptes: vec![0; pages.len()], pages, ..Default::default() }
+    }
+
     /// A page whose translation changed from `old_pte`.
     pub fn page(&mut self, vpn: Vpn, old_pte: u64) {
         self.pages.push(vpn);
@@ -638,7 +643,7 @@ impl<P: Coherence> Os<P> {
                     Effect::Charge { core, cycles } => self.charge(core.0 as usize, cycles),
                     Effect::Flush { initiator, mm, pages, full } => {
                         let core = initiator.0 as usize;
-                        let gather = Gather { old_ptes: vec![0; pages.len()], pages, ..Default::default() };
+                        let gather = Gather::of_pages(pages);
                         match mm {
                             Some(pid) => {
                                 self.flush(core, pid, crate::coherence::FlushReason::Policy, full, gather);

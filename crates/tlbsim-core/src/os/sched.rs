@@ -29,12 +29,10 @@ impl<P: Coherence> Os<P> {
             // without `idle_since`: without the clock moving here, a woken thread ran before
             // its wake-up time, and a sleep was cut short).
             let since = c.idle_since.take();
-            let now = self.clock(core).max(at);
-            if let Some(since) = since {
-                self.stats[core].idle_cycles += now.saturating_sub(since.max(self.clock(core)));
-            } else {
-                self.stats[core].idle_cycles += now - self.clock(core);
-            }
+            let clock = self.clock(core);
+            let idle_from = since.map_or(clock, |since| since.max(clock));
+            let now = clock.max(at);
+            self.stats[core].idle_cycles += now.saturating_sub(idle_from);
             self.set_clock(core, now);
         }
     }
