@@ -181,6 +181,18 @@ fn fuzz_finds_fpr_clean_under_every_scope_and_policy() {
     }
 }
 
+/// Two scenarios that once failed under `abis` + FPR: a global request forgot ABIS' software
+/// PTEs before it had reached a core that had just inserted one (seed 27), and a page left
+/// its context while the global request that advanced the counter was still in flight, so
+/// a core still caching it read it after it changed hands (seed 5268).
+#[test]
+fn abis_with_fpr_regressions() {
+    for seed in [27, 5268] {
+        let r = fuzz(&FuzzOptions { seed, ..opts("abis", &[], 1) }).unwrap();
+        assert_eq!((r.violations_security, r.violations_consistency), (0, 0), "seed {seed}: {:#?}", r.first_failure);
+    }
+}
+
 #[test]
 fn fuzz_catches_fpr_without_the_va_cursor() {
     let r = fuzz(&opts("linux", &["os.fpr.va_cursor=false"], 300)).unwrap();

@@ -130,8 +130,11 @@ impl<const GAP: u64> Coherence for Abis<GAP> {
         plan.delivery = Some(Delivery::Ipi);
         if req.global {
             // Every address space (e.g. a frame leaving its recycling context): every core.
+            // The software PTEs stay as they are: the flush lands on each core only when its
+            // IPI is handled, and a core may insert a live PTE directly before that; forgetting
+            // its state would let a later clear-then-set (copy-on-write) read it as a fresh,
+            // uncached mapping and skip the flush. A kept state is only conservative.
             linux_targets(view, req, plan);
-            self.sptes.clear();
             return;
         }
         let holders: Vec<u32> = (0..view.cores.len() as u32).filter(|&c| c != req.initiator.0 && (self.may_hold[c as usize].contains(&req.mm) || (view.cpumask[c as usize] && req.freed_tables))).collect();

@@ -191,10 +191,20 @@ impl<P: Coherence> Os<P> {
     /// leaving their recycling context may need one global shootdown, sent from `core`.
     pub(crate) fn settle_claims(&mut self, core: usize, data: Option<(Pfn, u32)>) {
         use crate::recycling::{AllocAction, AllocUse};
-        let mut shoot = false;
+        // Frames that need a new global request, and frames the core's own request in
+        // flight covers.
+        let mut transit = Vec::new();
+        let mut joined = Vec::new();
         let c = CoreId(core as u32);
+        let (in_flight_sd, global_in_flight) = self.global_in_flight[core].unwrap_or((usize::MAX, 0));
         if let Some((pfn, context)) = data {
-            shoot |= self.recycling.on_alloc(c, &mut self.m.mem.desc_mut(pfn).tracking_word, AllocUse { context }) == AllocAction::GlobalShootdown;
+            let w = &mut self.m.mem.desc_mut(pfn).tracking_word;
+            let before = *w;
+            match self.recycling.on_alloc(c, w, AllocUse { context, global_in_flight }) {
+                AllocAction::GlobalShootdown => transit.push((pfn, before)),
+                AllocAction::JoinGlobal => joined.push((pfn, before)),
+                AllocAction::None => {}
+            }
         }
         if !self.m.mem.tracked_claims.is_empty() {
             for (head, order) in std::mem::take(&mut self.m.mem.tracked_claims) {
@@ -203,14 +213,23 @@ impl<P: Coherence> Os<P> {
                         continue;
                     }
                     let w = &mut self.m.mem.desc_mut(Pfn(f)).tracking_word;
-                    if *w != 0 {
-                        shoot |= self.recycling.on_alloc(c, w, AllocUse { context: 0 }) == AllocAction::GlobalShootdown;
+                    let before = *w;
+                    if before != 0 {
+                        match self.recycling.on_alloc(c, w, AllocUse { context: 0, global_in_flight }) {
+                            AllocAction::GlobalShootdown => transit.push((Pfn(f), before)),
+                            AllocAction::JoinGlobal => joined.push((Pfn(f), before)),
+                            AllocAction::None => {}
+                        }
                     }
                 }
             }
         }
-        if shoot {
-            self.flush_global(core, Gather::default());
+        for (f, w) in joined {
+            self.frames_in_transit.insert(f.0, w);
+            self.shootdowns[in_flight_sd].frames_in_transit.push(f);
+        }
+        if !transit.is_empty() {
+            self.flush_global_for(core, Gather::default(), transit);
         }
     }
 

@@ -364,6 +364,12 @@ pub(crate) struct Os<P: Coherence> {
     /// (address space, page) → how many flush requests not yet done include the page
     /// (the checker leaves such pages to the latest request; shootdown.rs `complete`).
     pages_in_flight: HashMap<(u32, u64), u32>,
+    /// Frame → its tracking word before it left its recycling context, while the global
+    /// request that leaving sent is in flight (shootdown.rs `flush_global_for`).
+    frames_in_transit: HashMap<u64, u64>,
+    /// Per core: a global request it sent and waits for (its record, its recycling
+    /// sequence number), which a frame leaving its context joins (mm.rs `settle_claims`).
+    global_in_flight: Vec<Option<(usize, u64)>>,
 }
 
 /// Run an OS-mode workload with the configured policy; returns stats.json.
@@ -494,6 +500,8 @@ impl<P: Coherence> Os<P> {
             yield_core: false,
             partial: false,
             pages_in_flight: HashMap::new(),
+            frames_in_transit: HashMap::new(),
+            global_in_flight: vec![None; ncores],
         };
         let mut next_core = 0usize;
         for pi in 0..os.w.processes.len() {

@@ -58,6 +58,10 @@ pub(super) struct Shootdown {
     pub frames: Vec<(Pfn, u32)>,
     pub tables: Vec<u32>,
     pub done: bool,
+    /// A global request: the recycling axis' sequence number, and the frames whose leaving
+    /// their context sent it (`Os::frames_in_transit`).
+    pub recycling_seq: u64,
+    pub frames_in_transit: Vec<Pfn>,
 }
 
 impl<P: Coherence> Os<P> {
@@ -79,10 +83,43 @@ impl<P: Coherence> Os<P> {
     /// A global request (every address space, every core the policy names): e.g. a frame
     /// leaving its recycling context may be cached under any address space.
     pub(crate) fn flush_global(&mut self, core: usize, gather: Gather) -> bool {
-        if self.recycling_on {
-            self.recycling.on_global_shootdown();
+        self.flush_global_for(core, gather, Vec::new())
+    }
+
+    /// A global request sent because `transit` (frame, tracking word before) left their
+    /// recycling context: until it completes, a core still caching one of them reads the
+    /// data of the context it left (its new owner waits for the request), and the checker
+    /// judges such a use by the old word.
+    pub(crate) fn flush_global_for(&mut self, core: usize, gather: Gather, transit: Vec<(Pfn, u64)>) -> bool {
+        let seq = if self.recycling_on { self.recycling.on_global_shootdown() } else { 0 };
+        let sd = self.shootdowns.len();
+        let mut frames = Vec::with_capacity(transit.len());
+        for (f, w) in transit {
+            self.frames_in_transit.insert(f.0, w);
+            frames.push(f);
         }
-        self.start(core, u32::MAX, true, FlushReason::Policy, true, 0, gather)
+        let waits = self.start(core, u32::MAX, true, FlushReason::Policy, true, 0, gather);
+        // `start` pushed the record at `sd`; with free delivery it is already complete.
+        match self.shootdowns.get_mut(sd) {
+            Some(s) if !s.done => {
+                s.recycling_seq = seq;
+                s.frames_in_transit = frames;
+                if seq != 0 && s.waits {
+                    self.global_in_flight[core] = Some((sd, seq));
+                }
+            }
+            _ => self.global_done(seq, &frames),
+        }
+        waits
+    }
+
+    fn global_done(&mut self, seq: u64, frames: &[Pfn]) {
+        if self.recycling_on {
+            self.recycling.on_global_shootdown_done(seq);
+        }
+        for f in frames {
+            self.frames_in_transit.remove(&f.0);
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -189,6 +226,8 @@ impl<P: Coherence> Os<P> {
             frames,
             tables,
             done: false,
+            recycling_seq: 0,
+            frames_in_transit: Vec::new(),
         });
         let (per_target_send, latency_of, message) = match plan.delivery {
             Some(Delivery::Ipi) if n > 0 => {
@@ -416,7 +455,13 @@ impl<P: Coherence> Os<P> {
         let req = s.req.clone();
         let flushed = std::mem::take(&mut s.flushed);
         let initiator = s.initiator;
-        if !req.global {
+        let (seq, transit) = (s.recycling_seq, std::mem::take(&mut s.frames_in_transit));
+        if req.global {
+            if self.global_in_flight[initiator].is_some_and(|(i, _)| i == sd) {
+                self.global_in_flight[initiator] = None;
+            }
+            self.global_done(seq, &transit);
+        } else {
             for v in &req.pages {
                 if let std::collections::hash_map::Entry::Occupied(mut e) = self.pages_in_flight.entry((req.mm, v.0)) {
                     *e.get_mut() -= 1;

@@ -153,8 +153,16 @@ struct FprStats {
 
 pub struct Fpr {
     params: FprParams,
-    /// The global shootdown counter (§IV-C5).
+    /// The global shootdown counter (§IV-C5): global shootdowns started.
     counter: u64,
+    /// The highest counter value whose shootdown every core has completed. A free records
+    /// `counter`; the page needs a shootdown when it leaves its context unless one started
+    /// after the free has completed. The paper's kernel flushes synchronously, so there the
+    /// two counters are equal and the rule is its `version == counter`; here an allocation
+    /// may run on another core while a global request is still in flight, and skipping on
+    /// the strength of that request would let a core still caching the page read it after
+    /// it changed hands.
+    completed: u64,
     /// Per process: the address below which its next mmap goes (the cursor, §IV-B).
     cursor: Vec<u64>,
     /// Per-mmap contexts: the next ID, and each ID's process (for the checker).
@@ -165,7 +173,7 @@ pub struct Fpr {
 
 impl Fpr {
     pub fn new(params: FprParams) -> Result<Fpr> {
-        Ok(Fpr { params, counter: 1, cursor: Vec::new(), next_mmap_context: 0, mmap_context_owner: Default::default(), stats: FprStats::default() })
+        Ok(Fpr { params, counter: 1, completed: 1, cursor: Vec::new(), next_mmap_context: 0, mmap_context_owner: Default::default(), stats: FprStats::default() })
     }
 
     fn process_context(&self, pid: u32, family: u32) -> u32 {
@@ -279,9 +287,17 @@ impl Recycling for Fpr {
         let leaves = always || (ctx != 0 && ctx != usage.context);
         let mut action = AllocAction::None;
         if leaves {
-            if version_of(old) == self.counter & VERSION_MASK {
-                self.stats.context_exit_flushes += 1;
-                action = AllocAction::GlobalShootdown;
+            if version_of(old) >= self.completed & VERSION_MASK {
+                if usage.global_in_flight & VERSION_MASK > version_of(old) {
+                    // This core's own global request, sent after the free, is still in
+                    // flight: waiting for it is the shootdown (a run of allocations shoots
+                    // down once, as in the paper's synchronous kernel).
+                    self.stats.context_exit_flushes_skipped += 1;
+                    action = AllocAction::JoinGlobal;
+                } else {
+                    self.stats.context_exit_flushes += 1;
+                    action = AllocAction::GlobalShootdown;
+                }
             } else {
                 self.stats.context_exit_flushes_skipped += 1;
             }
@@ -304,9 +320,14 @@ impl Recycling for Fpr {
         }
     }
 
-    fn on_global_shootdown(&mut self) {
+    fn on_global_shootdown(&mut self) -> u64 {
         self.counter += 1;
         self.stats.global_shootdowns += 1;
+        self.counter
+    }
+
+    fn on_global_shootdown_done(&mut self, seq: u64) {
+        self.completed = self.completed.max(seq);
     }
 
     fn merge_words(&self) -> fn(u64, u64) -> u64 {
@@ -381,28 +402,35 @@ mod tests {
         assert_eq!(version_of(w), 1);
         // Recycled in the same context: no shootdown, counted.
         let mut same = w;
-        assert_eq!(f.on_alloc(CoreId(0), &mut same, AllocUse { context: ctx }), AllocAction::None);
+        assert_eq!(f.on_alloc(CoreId(0), &mut same, AllocUse { global_in_flight: 0, context: ctx }), AllocAction::None);
         assert_eq!(f.stats.pages_recycled, 1);
         // Leaving (a plain use): shootdown, since no global one happened since the free.
         let mut leave = w;
-        assert_eq!(f.on_alloc(CoreId(0), &mut leave, AllocUse { context: 0 }), AllocAction::GlobalShootdown);
+        assert_eq!(f.on_alloc(CoreId(0), &mut leave, AllocUse { global_in_flight: 0, context: 0 }), AllocAction::GlobalShootdown);
         assert_eq!(context_of(leave), 0);
-        // That shootdown advanced the counter: a second page freed before it leaves free.
-        f.on_global_shootdown();
+        // While that shootdown is in flight, a second page freed before it still needs one
+        // (a core may still cache it); once it has completed, it leaves free.
+        let seq = f.on_global_shootdown();
+        let mut in_flight = w;
+        assert_eq!(f.on_alloc(CoreId(0), &mut in_flight, AllocUse { global_in_flight: 0, context: 0 }), AllocAction::GlobalShootdown);
+        // ... unless it is the allocating core's own request, which it waits for anyway.
+        let mut joins = w;
+        assert_eq!(f.on_alloc(CoreId(0), &mut joins, AllocUse { global_in_flight: seq, context: 0 }), AllocAction::JoinGlobal);
+        f.on_global_shootdown_done(seq);
         let mut other = w;
-        assert_eq!(f.on_alloc(CoreId(0), &mut other, AllocUse { context: f.process_context(4, 4) }), AllocAction::None);
-        assert_eq!(f.stats.context_exit_flushes, 1);
-        assert_eq!(f.stats.context_exit_flushes_skipped, 1);
+        assert_eq!(f.on_alloc(CoreId(0), &mut other, AllocUse { global_in_flight: 0, context: f.process_context(4, 4) }), AllocAction::None);
+        assert_eq!(f.stats.context_exit_flushes, 2);
+        assert_eq!(f.stats.context_exit_flushes_skipped, 2);
         // A page freed after the shootdown carries the new counter and needs one again.
         let mut later = word(0, ctx, 0);
         f.on_free(&mut later);
-        assert_eq!(f.on_alloc(CoreId(0), &mut later, AllocUse { context: 0 }), AllocAction::GlobalShootdown);
+        assert_eq!(f.on_alloc(CoreId(0), &mut later, AllocUse { global_in_flight: 0, context: 0 }), AllocAction::GlobalShootdown);
         // "Always" pages shoot down even when allocated back into their own context.
         let mut always = word(FLAG_ALWAYS, ctx, f.counter());
-        assert_eq!(f.on_alloc(CoreId(0), &mut always, AllocUse { context: ctx }), AllocAction::GlobalShootdown);
+        assert_eq!(f.on_alloc(CoreId(0), &mut always, AllocUse { global_in_flight: 0, context: ctx }), AllocAction::GlobalShootdown);
         // An untracked page never does.
         let mut plain = 0;
-        assert_eq!(f.on_alloc(CoreId(0), &mut plain, AllocUse { context: ctx }), AllocAction::None);
+        assert_eq!(f.on_alloc(CoreId(0), &mut plain, AllocUse { global_in_flight: 0, context: ctx }), AllocAction::None);
         assert_eq!(context_of(plain), ctx);
     }
 

@@ -37,6 +37,9 @@ pub enum AllocAction {
     None,
     /// Send a global shootdown before the page is used (it leaves its recycling context).
     GlobalShootdown,
+    /// The global shootdown the allocating core has in flight (`AllocUse::global_in_flight`)
+    /// covers the page: it waits for that one.
+    JoinGlobal,
 }
 
 /// Who allocates a frame, for what (passed to [`Recycling::on_alloc`]).
@@ -45,6 +48,9 @@ pub struct AllocUse {
     /// Recycling context of the mapping the frame is for (0: none: anonymous memory of a
     /// plain mapping, a page table, a page-cache page read for a plain mapping ...).
     pub context: u32,
+    /// Sequence number (`on_global_shootdown`) of a global request the allocating core sent
+    /// and is still waiting for; 0: none.
+    pub global_in_flight: u64,
 }
 
 pub trait Recycling {
@@ -109,8 +115,15 @@ pub trait Recycling {
     /// A frame goes back to the allocator (after any flush its unmap sent).
     fn on_free(&mut self, _word: &mut u64) {}
 
-    /// The engine sent a global flush request (every core flushes everything).
-    fn on_global_shootdown(&mut self) {}
+    /// The engine sends a global flush request (every core flushes everything): its
+    /// sequence number, given back to `on_global_shootdown_done` once every core has
+    /// flushed.
+    fn on_global_shootdown(&mut self) -> u64 {
+        0
+    }
+
+    /// Every core has flushed for the global request numbered `seq`.
+    fn on_global_shootdown_done(&mut self, _seq: u64) {}
 
     /// The word of a free block merged from two free buddies whose words are `a` and `b`.
     fn merge_words(&self) -> fn(u64, u64) -> u64 {
