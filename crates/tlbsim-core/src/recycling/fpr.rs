@@ -16,7 +16,10 @@
 //! - an allocation that takes a page out of its context (to a plain use or another
 //!   context) sends a global shootdown, but only if the page's version equals the global
 //!   shootdown counter (§IV-C5), which every global shootdown advances; a free records
-//!   the counter in the page's version;
+//!   the counter in the page's version. The paper's kernel flushes synchronously; here a
+//!   global request may still be in flight on other cores, so the comparison is with the
+//!   last *completed* one, and an allocation covered by its own core's request in flight
+//!   joins it (one shootdown per run of allocations, as in the paper);
 //! - the per-process VA cursor (§IV-B): each mmap is placed below the last one, never
 //!   reusing an address while stale entries may exist; `va_cursor = false` is the
 //!   deliberately unsafe variant (Fig. 5a's ABA case, which `tlbsim fuzz` catches);
