@@ -207,3 +207,33 @@ fn a_bad_fpr_key_is_named() {
     };
     assert!(err.to_string().contains("os.fpr.context"), "{err}");
 }
+
+/// Reclaim frees what it evicts as it goes: Linux's shrink_folio_list waits for each
+/// batch's flush and frees it before the next. A page-cache miss beyond the limit costs one
+/// eviction (a few pages more for the LRU's second chances), not a run of evictions until
+/// the scan budget is spent.
+#[test]
+fn reclaim_evicts_about_what_the_limit_requires() {
+    for fpr in [false, true] {
+        let v = run(json!({"machine": {"cores_per_socket": 4}, "os": {"fpr": {"enabled": fpr}},
+                           "workload": {"kind": "ycsb", "test": "lmdb", "threads": 4, "ops": 2000, "region_bytes": 64 << 20, "memory_limit_mib": 4}}));
+        let (misses, reclaimed) = (totals(&v, "page_cache_misses"), totals(&v, "pages_reclaimed"));
+        let limit = 4 * 256;
+        assert!(misses > 2 * limit, "{misses}");
+        assert!(reclaimed >= misses - limit && reclaimed <= misses - limit / 2, "fpr {fpr}: {misses} misses, {reclaimed} reclaimed");
+        assert_eq!(violations(&v), 0);
+    }
+}
+
+/// YCSB-C on the LevelDB-like store: the table cache's munmaps are FPR's (§V-B); under FPR
+/// they skip their shootdowns, and what is left is reclaim's (one per batch).
+#[test]
+fn ycsb_leveldb_table_cache_munmaps_skip_their_shootdowns() {
+    let tree = |fpr: bool| json!({"machine": {"cores_per_socket": 4}, "os": {"fpr": {"enabled": fpr, "recycle_tables": true}},
+                                  "workload": {"kind": "ycsb", "test": "leveldb", "ycsb": "c", "threads": 4, "ops": 500}});
+    let (linux, fpr) = (run(tree(false)), run(tree(true)));
+    let munmaps = fpr["totals"]["fpr"]["munmap_flushes_skipped"].as_u64().unwrap();
+    assert!(munmaps > 500, "{munmaps}");
+    assert!(totals(&fpr, "shootdowns_sent") * 5 < totals(&linux, "shootdowns_sent"), "{} vs {}", totals(&fpr, "shootdowns_sent"), totals(&linux, "shootdowns_sent"));
+    assert_eq!(violations(&linux) + violations(&fpr), 0);
+}

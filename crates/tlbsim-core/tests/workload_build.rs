@@ -67,6 +67,7 @@ fn every_generator_builds_with_its_defaults() {
         json!({"kind": "shootdown-patterns", "pattern": "munmap-4k"}),
         json!({"kind": "fpr-munmap"}),
         json!({"kind": "fpr-evict"}),
+        json!({"kind": "ycsb"}),
         json!({"kind": "apache"}),
         json!({"kind": "vmscale", "test": "cow-seq"}),
         json!({"kind": "reclaim"}),
@@ -162,6 +163,82 @@ fn reclaim_runs_under_a_memory_limit_and_counts_blocks() {
     // 8 blocks of 500,000 bytes, 4 per thread.
     for t in &p.threads {
         assert_eq!(counted_ops(&w.programs[t.program]), Some(4));
+    }
+}
+
+fn count(prog: &[Op], f: impl Fn(&Op) -> bool) -> usize {
+    prog.iter().filter(|o| f(o)).count()
+}
+
+#[test]
+fn ycsb_leveldb_opens_and_closes_tables_like_an_lru_table_cache() {
+    // 8 tables of 2 MiB. A cache as large as the data: each table opened at most once per
+    // thread, never closed by a read-only mix.
+    let all = workload(json!({"workload": {"kind": "ycsb", "test": "leveldb", "ycsb": "c", "threads": 2, "ops": 200, "region_bytes": 16 << 20, "table_cache": 8}}));
+    for t in &all.processes[0].threads {
+        let prog = &all.programs[t.program];
+        assert_eq!(counted_ops(prog), Some(200));
+        let opened = count(prog, |o| matches!(o, Op::Mmap { spec, .. } if matches!(spec.backing, Backing::File { .. })));
+        assert!(opened <= 8 && opened > 0, "{opened}");
+        assert_eq!(count(prog, |o| matches!(o, Op::Munmap { .. })), 0);
+        // Every table mapping is MAP_FPR, shared, read-only, one 2 MiB table.
+        for o in prog {
+            if let Op::Mmap { spec, .. } = o {
+                if let Backing::File { offset_pages, .. } = spec.backing {
+                    assert!(spec.fpr && spec.shared && !spec.writable && spec.bytes == 2 << 20 && offset_pages % 512 == 0);
+                }
+            }
+        }
+    }
+    // A cache of one table: a read of another table than the last closes it first.
+    let one = workload(json!({"workload": {"kind": "ycsb", "test": "leveldb", "ycsb": "c", "threads": 1, "ops": 300, "region_bytes": 16 << 20, "table_cache": 1}}));
+    let prog = &one.programs[one.processes[0].threads[0].program];
+    let tables: Vec<u64> = prog
+        .iter()
+        .filter_map(|o| match o {
+            Op::Mmap { spec, .. } => match spec.backing {
+                Backing::File { offset_pages, .. } => Some(offset_pages / 512),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert!(tables.windows(2).all(|w| w[0] != w[1]), "a cached table was reopened");
+    assert_eq!(count(prog, |o| matches!(o, Op::Munmap { .. })), tables.len() - 1);
+    // About 7 in 8 reads miss a one-table cache of 8 tables.
+    assert!((230..=290).contains(&tables.len()), "{}", tables.len());
+}
+
+#[test]
+fn ycsb_leveldb_writes_fill_the_memtable_then_compact() {
+    let w = workload(json!({"workload": {"kind": "ycsb", "test": "leveldb", "ycsb": "load", "threads": 4, "ops": 3000}}));
+    for t in &w.processes[0].threads {
+        let prog = &w.programs[t.program];
+        // 4,096 records per memtable, a quarter per thread: 3,000 inserts flush twice.
+        assert_eq!(count(prog, |o| matches!(o, Op::MadviseDontneed { slot: 0 })), 2);
+        assert_eq!(count(prog, |o| matches!(o, Op::Access { slot: 0, mode: AccessMode::Write, .. })), 3000);
+    }
+    for (wl, bad) in [(json!({"kind": "ycsb", "ycsb": "e"}), "workload.ycsb"), (json!({"kind": "ycsb", "test": "rocksdb"}), "workload.test")] {
+        match resolve(json!({"workload": wl})).and_then(|c| build(&c)) {
+            Err(Error::Config { key, .. }) => assert_eq!(key, bad),
+            other => panic!("{bad}: expected a config error, got {:?}", other.map(|_| ())),
+        }
+    }
+}
+
+#[test]
+fn ycsb_lmdb_maps_one_file_once_under_a_memory_limit() {
+    let w = workload(json!({"workload": {"kind": "ycsb", "test": "lmdb", "ycsb": "b", "threads": 2, "ops": 100, "region_bytes": 64 << 20}}));
+    let p = &w.processes[0];
+    assert_eq!(p.regions.len(), 1);
+    assert!(p.regions[0].fpr && p.regions[0].bytes == 64 << 20);
+    // A quarter of the data fits.
+    assert_eq!(w.groups[p.group].limit_pages, 16 * 256);
+    for t in &p.threads {
+        let prog = &w.programs[t.program];
+        assert_eq!(count(prog, |o| matches!(o, Op::Mmap { .. } | Op::Munmap { .. })), 0);
+        // Root, branch, leaf per request.
+        assert_eq!(count(prog, |o| matches!(o, Op::Access { .. })), 300);
     }
 }
 

@@ -294,8 +294,8 @@ impl Default for SimConfig {
 pub struct WorkloadConfig {
     /// `trace` (one trace per thread), `synthetic` (a generated stream per thread),
     /// `scenario` (the OS-mode scenario in `[workload.scenario]`), or a built-in OS-mode
-    /// generator: `shootdown-patterns`, `fpr-munmap`, `apache`, `vmscale`, `reclaim`,
-    /// `stm-mprotect` (`crate::workload::generators`).
+    /// generator: `shootdown-patterns`, `fpr-munmap`, `fpr-evict`, `ycsb`, `apache`,
+    /// `vmscale`, `reclaim`, `stm-mprotect` (`crate::workload::generators`).
     pub kind: String,
     /// trace: format of every path.
     pub format: TraceFormat,
@@ -342,8 +342,14 @@ pub struct WorkloadConfig {
     /// compute step (FPR §V-B; 0 = PG-off).
     pub private_pages: u64,
     /// vmscale: the vm-scalability test (ABIS §5.1): `migrate`, `cow-seq`, `cow-rand`,
-    /// `mmap-read`, `msync` or `anon-read-seq`.
+    /// `mmap-read`, `msync` or `anon-read-seq`. ycsb: the store, `leveldb` or `lmdb`.
     pub test: String,
+    /// ycsb: the YCSB workload: `load` (inserts only), `a` (50% reads, 50% updates), `b`
+    /// (95/5) or `c` (reads only; the default).
+    pub ycsb: String,
+    /// ycsb leveldb: tables the table cache keeps open (mapped), over all threads. 0 = a
+    /// quarter of the tables.
+    pub table_cache: u64,
     /// apache: server processes the worker threads are spread over (mpm_event runs several
     /// processes of several threads, ABIS §5.2). 0 = 2 (1 if there is one worker).
     pub processes: u32,
@@ -402,6 +408,8 @@ impl Default for WorkloadConfig {
             ideal: false,
             private_pages: 0,
             test: String::new(),
+            ycsb: "c".into(),
+            table_cache: 0,
             processes: 0,
             file_pages: 0,
             compute_cycles: 0,

@@ -1038,7 +1038,7 @@ impl<P: Coherence> Os<P> {
                     }
                 }
                 self.charge(core, self.costs.per_page);
-                if referenced && !(batch_mode && held) {
+                if referenced {
                     self.lru_stamp += 1;
                     self.m.mem.desc_mut(pfn).lru_stamp = self.lru_stamp;
                     self.groups[group].lru.push_back((pfn, self.lru_stamp));
@@ -1090,9 +1090,20 @@ impl<P: Coherence> Os<P> {
                     }
                     continue;
                 }
-                // Freed after the flush of its last mapper's address space (or now).
+                // Freed after the flush of its last mapper's address space (or now). Uncharged
+                // now: Linux's shrink_folio_list waits for the batch's flush
+                // (try_to_unmap_flush) and frees the batch before the next, so each batch is
+                // progress the watermark test sees; here the flush completes later in
+                // simulated time, and without this the loop would go on evicting until its
+                // scan budget ran out.
                 match per_mm.last_mut() {
-                    Some((_, g)) if !maps.is_empty() => g.frames.push((pfn, 0)),
+                    Some((_, g)) if !maps.is_empty() => {
+                        g.frames.push((pfn, 0));
+                        if let Some(gi) = self.frame_group.remove(&pfn.0) {
+                            let g = &mut self.groups[gi as usize];
+                            g.used_pages = g.used_pages.saturating_sub(1);
+                        }
+                    }
                     _ => self.free_frame(core, pfn, 0),
                 }
             }

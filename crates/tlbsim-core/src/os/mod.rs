@@ -404,7 +404,8 @@ impl<P: Coherence> Os<P> {
         let mut costs = cfg.costs.clone();
         if let Some(d) = storage {
             costs.read_page = (d.read_ns * cfg.machine.frequency_ghz).round() as u64;
-            costs.write_page = (d.write_ns * cfg.machine.frequency_ghz).round() as u64;
+            let write_ns = if d.sleeps { crate::config::storage::ASYNC_WRITE_SUBMIT_NS } else { d.write_ns };
+            costs.write_page = (write_ns * cfg.machine.frequency_ghz).round() as u64;
         }
         let recycling = crate::recycling::build(cfg)?;
         m.mem.merge_tracking = recycling.merge_words();
