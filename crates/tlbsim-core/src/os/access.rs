@@ -84,7 +84,10 @@ impl<P: Coherence> AccessEnv for Os<P> {
             return Ok(FaultOutcome::Done);
         }
         self.direct_filled = false;
-        if !self.page_fault(core, thread, pid, va, kind.is_write(), present)? {
+        let fault_start = self.clock(core);
+        let mapped = self.page_fault(core, thread, pid, va, kind.is_write(), present)?;
+        self.cores[core].kernel_span = (fault_start, self.clock(core));
+        if !mapped {
             self.stats[core].segv_signals += 1;
             self.charge(core, self.costs.signal);
             return Ok(FaultOutcome::Done);

@@ -53,6 +53,22 @@ impl<P: Coherence> Os<P> {
             self.yield_core = true;
             return Ok(());
         }
+        if !system_call {
+            return self.exec_user_op(core, thread, op, until);
+        }
+        // A system call runs whole: an interrupt arriving meanwhile is taken when it
+        // returns to user space (`kernel_span`, counted in handle_irq).
+        let start = self.clock(core);
+        self.exec_user_op(core, thread, op, until)?;
+        if self.recycling_on && !self.m.mem.tracked_claims.is_empty() {
+            // Page tables (and migration targets) the call claimed may leave a context.
+            self.settle_claims(core, None);
+        }
+        self.cores[core].kernel_span = (start, self.clock(core));
+        Ok(())
+    }
+
+    fn exec_user_op(&mut self, core: usize, thread: usize, op: Op, until: u64) -> Result<()> {
         match op {
             Op::Loop { count, body } => {
                 let t = &mut self.threads[thread];
@@ -150,10 +166,6 @@ impl<P: Coherence> Os<P> {
             Op::MigratePages { slot, node } => {
                 self.region_syscall(core, thread, slot, LockMode::Read, false, |os, (va, len)| os.sys_migrate_pages(core, thread, va, len, NodeId(node)))?;
             }
-        }
-        if system_call && self.recycling_on && !self.m.mem.tracked_claims.is_empty() {
-            // Page tables (and migration targets) the call claimed may leave a context.
-            self.settle_claims(core, None);
         }
         Ok(())
     }

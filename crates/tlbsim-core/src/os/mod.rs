@@ -104,6 +104,10 @@ pub(crate) struct OsCoreStats {
     /// Requests that skipped this core because it was lazy (idle or running a kernel
     /// thread with the address space borrowed); it flushes when it switches back.
     pub shootdowns_deferred_lazy: u64,
+    /// Shootdown interrupts that arrived while this core ran kernel code (a system call, a
+    /// page fault) and were taken when it returned to user space (FPR §II's lazy
+    /// shootdowns of targets in kernel mode; the model runs kernel paths whole).
+    pub shootdowns_taken_on_kernel_exit: u64,
     pub false_positive_targets: u64,
     pub pages_flushed: u64,
     pub full_flushes_by_cause: [u64; 7],
@@ -230,6 +234,9 @@ pub(crate) struct CoreOs {
     /// Root table slot loaded in CR3 (the backend's root for this core's socket).
     pub cr3_root: u32,
     pub lazy: bool,
+    /// The last stretch of kernel work run whole on this core (a system call, a page
+    /// fault): `[start, end)` in cycles.
+    pub kernel_span: (u64, u64),
     /// PCID slots: (address space, tlb_gen caught up with); u32::MAX = empty.
     pub pcid: [(u32, u64); PCID_SLOTS],
     pub pcid_current: usize,
@@ -418,6 +425,7 @@ impl<P: Coherence> Os<P> {
                 loaded_mm: None,
                 cr3_root: u32::MAX,
                 lazy: false,
+                kernel_span: (0, 0),
                 pcid: [(u32::MAX, 0); PCID_SLOTS],
                 pcid_current: 0,
                 pcid_next: 0,

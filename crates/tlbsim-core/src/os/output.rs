@@ -35,6 +35,7 @@ fn os_fields(s: &OsCoreStats) -> Map<String, Value> {
     put("file_faults", s.file_faults);
     put("page_cache_misses", s.page_cache_misses);
     put("shootdowns_deferred_lazy", s.shootdowns_deferred_lazy);
+    put("shootdowns_taken_on_kernel_exit", s.shootdowns_taken_on_kernel_exit);
     put("io_sleeps", s.io_sleeps);
     put("pages_reclaimed", s.pages_reclaimed);
     put("pages_migrated", s.pages_migrated);
@@ -53,7 +54,7 @@ fn sum(all: &[OsCoreStats]) -> OsCoreStats {
     for s in all {
         macro_rules! add { ($($f:ident),*) => { $( t.$f += s.$f; )* } }
         add!(shootdowns_sent, shootdown_ipis_sent, shootdown_ipis_received, shootdown_messages_received, shootdowns_deferred_received,
-            shootdowns_deferred_lazy, direct_fills, false_positive_targets, pages_flushed,
+            shootdowns_deferred_lazy, shootdowns_taken_on_kernel_exit, direct_fills, false_positive_targets, pages_flushed,
             shootdown_cycles_initiator_send, shootdown_cycles_initiator_wait, shootdown_cycles_target,
             violations_security, violations_consistency, stale_entries_marked, stale_uses_in_lazy_window, context_switches, syscalls, segv_signals, cow_faults,
             file_faults, page_cache_misses, io_sleeps, pages_reclaimed, pages_migrated, idle_cycles);

@@ -392,6 +392,10 @@ impl<P: Coherence> Os<P> {
     fn handle_irq(&mut self, core: usize, irq: Irq) {
         let sd = irq.shootdown;
         let start = self.clock(core);
+        let (kernel_from, kernel_to) = self.cores[core].kernel_span;
+        if irq.arrival >= kernel_from && irq.arrival < kernel_to && start >= kernel_to {
+            self.stats[core].shootdowns_taken_on_kernel_exit += 1;
+        }
         let targets = self.shootdowns[sd].targets as u64;
         if irq.message {
             self.stats[core].shootdown_messages_received += 1;
