@@ -159,7 +159,9 @@ fn walk_and_fill<E: AccessEnv>(env: &mut E, core: usize, va: u64, kind: AccessKi
 /// access faults like a miss).
 #[cold]
 fn dirty_walk<E: AccessEnv>(env: &mut E, core: usize, va: u64, e: &TlbEntry) -> (u64, bool) {
+    env.machine().cores[core].tlbs.dirty_walk = true;
     let (outcome, cycles) = env.walk(core, va, true);
+    env.machine().cores[core].tlbs.dirty_walk = false;
     match outcome {
         WalkOutcome::Mapped { .. } => {
             let c = &mut env.machine().cores[core];

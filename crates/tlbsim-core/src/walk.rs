@@ -142,14 +142,22 @@ pub fn walk<W: WalkListener>(
             continue;
         }
         if write && pte & PTE_WRITABLE == 0 {
+            if tlbs.quirk_faulting_walk_sets_accessed && pte & PTE_ACCESSED == 0 {
+                // ABIS §7: the walk before the #PF sets A although the access is refused.
+                *entry = pte | PTE_ACCESSED;
+                stats.accessed_bits_set += 1;
+                listener.accessed_set(tlbs.core, root, va);
+            }
             stats.walk_cycles += cycles;
             return (WalkOutcome::Fault { present: true }, cycles);
         }
-        let mut new = pte | PTE_ACCESSED;
+        // A dirty-bit walk (the entry is cached) sets A too only with the §7 quirk.
+        let set_accessed = !tlbs.dirty_walk || tlbs.quirk_dirty_sets_accessed;
+        let mut new = if set_accessed { pte | PTE_ACCESSED } else { pte };
         if write {
             new |= PTE_DIRTY;
         }
-        if pte & PTE_ACCESSED == 0 {
+        if new & PTE_ACCESSED != 0 && pte & PTE_ACCESSED == 0 {
             stats.accessed_bits_set += 1;
             listener.accessed_set(tlbs.core, root, va);
         }

@@ -14,8 +14,8 @@ fn cfg() -> Config {
     Config::resolve(serde_json::json!({"machine": {"sockets": 1, "cores_per_socket": 4}}), &[], std::path::Path::new(".")).unwrap()
 }
 
-fn policy<const GAP: u64>() -> Abis<GAP> {
-    let mut p = <Abis<GAP> as Policy>::build(&cfg(), AbisParams::default()).unwrap();
+fn policy<const GAP: u64>() -> Abis<GAP, false> {
+    let mut p = <Abis<GAP, false> as Policy>::build(&cfg(), AbisParams::default()).unwrap();
     let mut fx = Vec::new();
     // Cores 0-3 run the address space.
     for c in 0..4 {
@@ -25,7 +25,7 @@ fn policy<const GAP: u64>() -> Abis<GAP> {
 }
 
 /// Plan a munmap of VA by core 0 whose old PTE had the accessed bit `a`.
-fn plan<const GAP: u64>(p: &mut Abis<GAP>, a: bool) -> Vec<(u32, usize)> {
+fn plan<const GAP: u64>(p: &mut Abis<GAP, false>, a: bool) -> Vec<(u32, usize)> {
     let cores = [CoreView { loaded_mm: Some(MM), lazy: false, caught_up_gen: 0, socket: 0 }; 4];
     let view = OsView { cores: &cores, cpumask: &[true; 4], holders: &[false; 4], flush_ceiling: 33, now: 0 };
     let old = make_pte(Pfn(42), PTE_PRESENT | PTE_USER | if a { PTE_ACCESSED } else { 0 });
@@ -38,7 +38,7 @@ fn plan<const GAP: u64>(p: &mut Abis<GAP>, a: bool) -> Vec<(u32, usize)> {
     out.targets.iter().zip(out.pages_of.iter()).map(|(t, pages)| (t.0, pages.as_ref().map_or(1, |v| v.len()))).collect()
 }
 
-fn fresh_map<const GAP: u64>(p: &mut Abis<GAP>) {
+fn fresh_map<const GAP: u64>(p: &mut Abis<GAP, false>) {
     let mut new = make_pte(Pfn(42), PTE_PRESENT | PTE_USER);
     p.on_pte_write(CoreId(0), MM, VA, 0, &mut new, &mut Vec::new());
 }
@@ -137,4 +137,46 @@ fn a_page_faulted_and_used_by_one_core_is_flushed_locally_only() {
     assert!(c["private_local"].as_u64().unwrap() >= 800 && c["direct_insertions"].as_u64().unwrap() >= 800, "{c}");
     assert!(c["spt_bytes"].as_u64().unwrap() > 0);
     assert_eq!(t(&abis, "violations_security") + t(&abis, "violations_consistency"), 0);
+}
+
+#[test]
+fn a_lazy_core_services_a_few_page_flushes_then_leaves() {
+    let mut p = policy::<2>();
+    let lazy = CoreView { loaded_mm: Some(MM), lazy: true, caught_up_gen: 0, socket: 0 };
+    let req = FlushRequest {
+        initiator: CoreId(0), mm: MM, global: false, pages: vec![Vpn(VA >> 12)], old_ptes: vec![0], frames: vec![], page_cache_pages: 0,
+        reason: FlushReason::Munmap, freed_tables: false, full: false, new_gen: 1,
+    };
+    let n = AbisParams::default().idle_page_flushes;
+    for _ in 0..n {
+        assert_eq!(p.on_deliver(CoreId(3), &lazy, &req, 33), LocalFlush::Pages);
+    }
+    // Then Linux's full flush, leaving the borrowed address space (§4.1).
+    assert_eq!(p.on_deliver(CoreId(3), &lazy, &req, 33), LocalFlush::DropLazyMm);
+    // A core running the address space always takes the pages; loading an address space
+    // starts the count again.
+    let running = CoreView { lazy: false, ..lazy };
+    assert_eq!(p.on_deliver(CoreId(3), &running, &req, 33), LocalFlush::Pages);
+    p.on_cr3_load(CoreId(3), &Cr3Load { from: None, to: MM, tag: 1, kept_entries: true }, &mut Vec::new());
+    assert_eq!(p.on_deliver(CoreId(3), &lazy, &req, 33), LocalFlush::Pages);
+}
+
+/// §7: involuntary full flushes at a given rate per million cycles of each core.
+#[test]
+fn involuntary_flushes_come_at_their_rate() {
+    let tree = serde_json::json!({
+        "machine": {"sockets": 1, "cores_per_socket": 2, "tlb": {"involuntary_full_flush_per_mcycles": 10.0}},
+        "os": {"coherence": "abis"},
+        "workload": {"kind": "fpr-munmap", "case": 2, "threads": 1, "ops": 300},
+    });
+    let v = tlbsim_core::run(tree, &[], std::path::Path::new(".")).unwrap().stats;
+    // The core of the compute thread, busy throughout: 10 per million of its cycles.
+    let core = &v["per_core"][1];
+    let n = core["full_flushes_by_cause"]["involuntary"].as_u64().unwrap() as f64;
+    let cycles = core["cycles"].as_u64().unwrap() as f64;
+    let expected = cycles * 10.0 / 1e6;
+    assert!(n >= expected * 0.8 - 2.0 && n <= expected * 1.2 + 2.0, "{n} involuntary flushes, {expected} expected");
+    let bad = serde_json::json!({"machine": {"tlb": {"involuntary_full_flush_per_mcycles": -1.0}}, "os": {"coherence": "abis"}, "workload": {"kind": "fpr-munmap"}});
+    let err = tlbsim_core::run(bad, &[], std::path::Path::new(".")).err().expect("a negative rate is refused").to_string();
+    assert!(err.contains("involuntary_full_flush_per_mcycles"), "{err}");
 }

@@ -49,6 +49,25 @@ fn the_technique_policies_never_use_stale_translations() {
 }
 
 #[test]
+fn abis_naive_insertion_is_caught() {
+    // §3.1: touch the page, clear A afterwards; a core that caches it in between is missed.
+    let r = fuzz(&opts("abis-naive-insert", None, 300, 1)).unwrap();
+    assert!(r.scenarios_with_violations > 0, "{r:#?}");
+}
+
+#[test]
+fn abis_stays_clean_with_the_section_7_hardware_quirks() {
+    let mut o = opts("abis", None, 150, 0x9a7);
+    o.overrides = vec![
+        "machine.tlb.quirk_faulting_walk_sets_accessed=true".into(),
+        "machine.tlb.quirk_dirty_sets_accessed=false".into(),
+        "machine.tlb.involuntary_full_flush_per_mcycles=5".into(),
+    ];
+    let r = fuzz(&o).unwrap();
+    assert!(clean(&r), "{:#?}", r.first_failure);
+}
+
+#[test]
 fn abis_with_a_version_gap_of_one_is_caught() {
     let r = fuzz(&opts("abis-gap1", None, 100, 0xab15)).unwrap();
     assert!(r.scenarios_with_violations > 0, "{r:#?}");

@@ -115,3 +115,45 @@ fn huge_pages_walk_three_levels_and_faults_are_reported() {
     let (out, _) = walk(&mut pt, &mut tlbs, &mut memsys, root, 4, 0x1000, false, &mut stats, &mut Recorder(vec![]));
     assert_eq!(out, WalkOutcome::Fault { present: false });
 }
+
+/// ABIS §7's walker quirks: a dirty-bit walk (the entry is cached, only D is missing) sets A
+/// too only with `quirk_dirty_sets_accessed`; the walk before a write fault on a read-only
+/// PTE sets A only with `quirk_faulting_walk_sets_accessed`.
+#[test]
+fn section_7_quirks_decide_which_walks_set_the_accessed_bit() {
+    for quirk in [false, true] {
+        let (_mem, mut pt, root, mut tlbs) = setup(false);
+        tlbs.quirk_dirty_sets_accessed = quirk;
+        let mut stats = CoreStats::default();
+        let mut memsys = WalkMemory { pt_cache: None, pt_cache_latency: 40, node_latency: &LAT, socket: 0, mem: None, core: 0, now: 0 };
+        let mut rec = Recorder(vec![]);
+        tlbs.dirty_walk = true;
+        let (out, _) = walk(&mut pt, &mut tlbs, &mut memsys, root, 4, VA, true, &mut stats, &mut rec);
+        tlbs.dirty_walk = false;
+        assert!(matches!(out, WalkOutcome::Mapped { .. }));
+        let pte = pt.lookup(root, 4, VA).unwrap().pte;
+        assert!(pte & PTE_DIRTY != 0);
+        assert_eq!(pte & PTE_ACCESSED != 0, quirk, "dirty quirk {quirk}");
+        assert_eq!(rec.0.len(), quirk as usize);
+        // An ordinary write walk sets both either way.
+        let (_mem, mut pt, root, mut tlbs) = setup(false);
+        tlbs.quirk_dirty_sets_accessed = quirk;
+        walk(&mut pt, &mut tlbs, &mut memsys, root, 4, VA, true, &mut stats, &mut rec);
+        assert!(pt.lookup(root, 4, VA).unwrap().pte & PTE_ACCESSED != 0);
+    }
+    for quirk in [false, true] {
+        let mut mem = PhysMem::new(2, 64);
+        let mut pt = PageTables::new();
+        let root = pt.alloc_table(&mut mem, NodeId(0), 1).unwrap();
+        pt.map(&mut mem, root, 4, VA, Pfn(99), PageSize::Size4K, PTE_USER, 1, &mut || NodeId(0)).unwrap();
+        let cfg = Config::resolve(json!({}), &[], Path::new(".")).unwrap();
+        let mut tlbs = TlbHierarchy::new(CoreId(0), &cfg.machine.tlb, 1).unwrap();
+        tlbs.quirk_faulting_walk_sets_accessed = quirk;
+        let mut stats = CoreStats::default();
+        let mut memsys = WalkMemory { pt_cache: None, pt_cache_latency: 40, node_latency: &LAT, socket: 0, mem: None, core: 0, now: 0 };
+        let mut rec = Recorder(vec![]);
+        let (out, _) = walk(&mut pt, &mut tlbs, &mut memsys, root, 4, VA, true, &mut stats, &mut rec);
+        assert!(matches!(out, WalkOutcome::Fault { present: true }));
+        assert_eq!(pt.lookup(root, 4, VA).unwrap().pte & PTE_ACCESSED != 0, quirk, "faulting-walk quirk {quirk}");
+    }
+}

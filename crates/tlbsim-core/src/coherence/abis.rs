@@ -20,17 +20,25 @@
 //!   the address space two versions ahead of the PTE's → no flush; A clear and private →
 //!   only the caching core (local if the initiator); else every core that may hold the
 //!   address space's entries; afterwards the PTE is UNCACHED;
-//! - a lazy core services page flushes instead of leaving lazy mode (E7).
+//! - a lazy core services up to `idle_page_flushes` page flushes (§4.1: "a few"; 4
+//!   assumed), then falls back to Linux's full flush and leaves the borrowed address space;
+//! - §7's hardware quirks are the machine's (`machine.tlb.quirk_dirty_sets_accessed`,
+//!   `quirk_faulting_walk_sets_accessed`, `involuntary_full_flush_per_mcycles`, in the
+//!   walker and the engine): every A bit they set, and every full flush, reaches ABIS as
+//!   any other does.
 //!
 //! `abis-gap1` skips at a version gap of one: deliberately unsafe (§4.2), `tlbsim fuzz`
-//! catches it.
+//! catches it. `abis-naive-insert` approximates direct insertion as §3.1 rejects it: the
+//! page is touched (a walk caches it and sets A) and A is cleared only at the core's next
+//! tick, one insertion's time later; a core that caches the PTE in between has its A bit
+//! wiped, the PTE still counts as private, and its munmap misses that core (`tlbsim fuzz`
+//! catches it).
 //!
 //! Simplified: versions are 64-bit (no 7-bit wrap-around); "cores currently using the
 //! address space" (E5) is widened to every core that may hold its entries under any tag
 //! (PCID, CR3 tags), which the paper's untagged Linux 4.5 did not need; for pages ABIS
 //! cannot prove private it reaches every core that may hold the address space's entries,
-//! lazy ones included, so that no core falls a generation behind by ABIS' choice; the §7
-//! hardware quirks are not modelled.
+//! lazy ones included, so that no core falls a generation behind by ABIS' choice.
 
 use super::{linux_targets, Coherence, CoreView, Cr3Load, Delivery, Effects, FlushPlan, FlushRequest, FullFlushCause, LocalFlush, OsView, Policy};
 use crate::config::Config;
@@ -48,11 +56,15 @@ pub struct AbisParams {
     pub insertion_cycles: u64,
     /// Insertion in hardware, at no cost (§7's proposal).
     pub hardware_insertion: bool,
+    /// Page flushes a lazy (idle) core services before it falls back to a full flush and
+    /// leaves the address space (§4.1: "a few individual PTE flushes"; the number is not
+    /// stated: 4 assumed).
+    pub idle_page_flushes: u32,
 }
 
 impl Default for AbisParams {
     fn default() -> Self {
-        AbisParams { insertion_cycles: 550, hardware_insertion: false }
+        AbisParams { insertion_cycles: 550, hardware_insertion: false, idle_page_flushes: 4 }
     }
 }
 
@@ -88,7 +100,9 @@ struct Counters {
 }
 
 /// `GAP`: the version gap at which a flush is skipped (2 is ABIS; 1 is the unsafe variant).
-pub struct Abis<const GAP: u64> {
+/// `NAIVE`: §3.1's rejected approximation of direct insertion (touch the page, clear A
+/// afterwards), unsafe on purpose.
+pub struct Abis<const GAP: u64, const NAIVE: bool> {
     p: AbisParams,
     sptes: HashMap<(u32, u64), Spte>,
     spaces: HashMap<u32, Space>,
@@ -97,18 +111,34 @@ pub struct Abis<const GAP: u64> {
     /// Per core: the address space its CR3 last loaded (it may cache again right after a
     /// flush).
     current: Vec<Option<u32>>,
+    /// Per core: page flushes serviced while lazy since it last loaded an address space.
+    idle_flushes: Vec<u32>,
+    /// Per core: PTEs a naive insertion touched and has yet to clear A of (its next tick).
+    naive_pending: Vec<Vec<(u32, u64)>>,
+    /// Per core: direct insertions.
+    insertions_per_core: Vec<u64>,
     c: Counters,
 }
 
-impl<const GAP: u64> Policy for Abis<GAP> {
+impl<const GAP: u64, const NAIVE: bool> Policy for Abis<GAP, NAIVE> {
     type Params = AbisParams;
     fn build(cfg: &Config, p: AbisParams) -> Result<Self> {
         let n = cfg.cores() as usize;
-        Ok(Abis { p, sptes: HashMap::new(), spaces: HashMap::new(), may_hold: vec![HashSet::new(); n], current: vec![None; n], c: Counters::default() })
+        Ok(Abis {
+            p,
+            sptes: HashMap::new(),
+            spaces: HashMap::new(),
+            may_hold: vec![HashSet::new(); n],
+            current: vec![None; n],
+            idle_flushes: vec![0; n],
+            naive_pending: vec![Vec::new(); n],
+            insertions_per_core: vec![0; n],
+            c: Counters::default(),
+        })
     }
 }
 
-impl<const GAP: u64> Abis<GAP> {
+impl<const GAP: u64, const NAIVE: bool> Abis<GAP, NAIVE> {
     fn version(&self, mm: u32) -> u64 {
         self.spaces.get(&mm).map_or(0, |s| s.version)
     }
@@ -125,7 +155,19 @@ impl<const GAP: u64> Abis<GAP> {
     }
 }
 
-impl<const GAP: u64> Coherence for Abis<GAP> {
+impl<const GAP: u64, const NAIVE: bool> Coherence for Abis<GAP, NAIVE> {
+    fn tick_interval(&self) -> Option<u64> {
+        // The naive insertion clears A "shortly after" touching the page: at the core's
+        // next tick, one insertion's time later.
+        NAIVE.then_some(self.p.insertion_cycles.max(1))
+    }
+
+    fn on_tick(&mut self, core: CoreId, _now: u64, fx: &mut Effects) {
+        for (mm, va) in std::mem::take(&mut self.naive_pending[core.0 as usize]) {
+            fx.push(super::Effect::ClearAccessed { core, mm, va });
+        }
+    }
+
     fn plan(&mut self, view: &OsView<'_>, req: &FlushRequest, plan: &mut FlushPlan) {
         plan.delivery = Some(Delivery::Ipi);
         if req.global {
@@ -186,13 +228,21 @@ impl<const GAP: u64> Coherence for Abis<GAP> {
         }
     }
 
-    fn on_deliver(&mut self, _core: CoreId, me: &CoreView, req: &FlushRequest, flush_ceiling: u32) -> LocalFlush {
+    fn on_deliver(&mut self, core: CoreId, me: &CoreView, req: &FlushRequest, flush_ceiling: u32) -> LocalFlush {
         if req.global || req.full || req.pages.len() as u64 > flush_ceiling as u64 {
             return LocalFlush::Full;
         }
-        // Wherever the core is (running the address space, lazy, or running another one
-        // with the entries kept under their tag), the pages go (E7 for lazy cores).
-        let _ = me;
+        // A lazy core services a few page flushes (E7), then falls back to Linux's full
+        // flush and leaves the address space (§4.1).
+        if me.lazy && me.loaded_mm == Some(req.mm) {
+            let n = &mut self.idle_flushes[core.0 as usize];
+            if *n >= self.p.idle_page_flushes {
+                return LocalFlush::DropLazyMm;
+            }
+            *n += 1;
+        }
+        // Wherever else the core is (running the address space, or running another one
+        // with the entries kept under their tag), the pages go.
         LocalFlush::Pages
     }
 
@@ -200,7 +250,7 @@ impl<const GAP: u64> Coherence for Abis<GAP> {
         slot_gen != Some(mm_gen)
     }
 
-    fn on_demand_fault(&mut self, core: CoreId, mm: u32, va: u64, pte: u64, mapped_together: u32, _fx: &mut Effects) -> Option<u64> {
+    fn on_demand_fault(&mut self, core: CoreId, mm: u32, va: u64, pte: u64, mapped_together: u32, fx: &mut Effects) -> Option<u64> {
         let version = self.version(mm);
         // Private to this core only if no other TLB can hold the PTE: it was uncached (a
         // fresh mapping, or flushed since) or already private to this core, and no walk has
@@ -211,6 +261,18 @@ impl<const GAP: u64> Coherence for Abis<GAP> {
         let caching = if private { core.0 + 1 } else { ALL_CPUS };
         self.sptes.insert((mm, va >> 12), Spte { version, sw_a: true, caching });
         self.c.direct_insertions += 1;
+        self.insertions_per_core[core.0 as usize] += 1;
+        if NAIVE {
+            // §3.1's race: the page is touched (a walk caches it and sets A), and A is
+            // cleared only later; another core that caches it meanwhile has its A wiped
+            // too, and the PTE still counts as private to this core.
+            self.naive_pending[core.0 as usize].push((mm, va));
+            let cycles = self.p.insertion_cycles / mapped_together.max(1) as u64;
+            self.c.insertion_cycles += cycles;
+            fx.push(super::Effect::Charge { core, cycles });
+            // No direct insertion: the retried access walks (the touch).
+            return None;
+        }
         let cost = if self.p.hardware_insertion { 0 } else { self.p.insertion_cycles / mapped_together.max(1) as u64 };
         self.c.insertion_cycles += cost;
         Some(cost)
@@ -261,6 +323,7 @@ impl<const GAP: u64> Coherence for Abis<GAP> {
     }
 
     fn on_cr3_load(&mut self, core: CoreId, load: &Cr3Load, _fx: &mut Effects) {
+        self.idle_flushes[core.0 as usize] = 0;
         self.may_hold[core.0 as usize].insert(load.to);
         self.current[core.0 as usize] = Some(load.to);
     }
@@ -270,6 +333,21 @@ impl<const GAP: u64> Coherence for Abis<GAP> {
         // 2 bytes of software PTE per PTE of each page-table page holding a tracked PTE.
         let tables: HashSet<(u32, u64)> = self.sptes.keys().map(|&(mm, vpn)| (mm, vpn >> 9)).collect();
         v["spt_bytes"] = serde_json::json!(tables.len() as u64 * 512 * 2);
+        // The software PTEs' states at the end of the run (Fig. 2).
+        let (mut uncached, mut private, mut shared, mut unknown) = (0u64, 0u64, 0u64, 0u64);
+        for s in self.sptes.values() {
+            match (s.version, s.caching) {
+                (UNCACHED, _) => uncached += 1,
+                (UNKNOWN, _) => unknown += 1,
+                (_, ALL_CPUS) => shared += 1,
+                _ => private += 1,
+            }
+        }
+        v["ptes_by_state"] = serde_json::json!({"uncached": uncached, "private": private, "shared": shared, "unknown": unknown});
         v
+    }
+
+    fn core_stats_json(&self, core: CoreId) -> Option<serde_json::Value> {
+        Some(serde_json::json!({"direct_insertions": self.insertions_per_core[core.0 as usize], "idle_page_flushes_pending": self.idle_flushes[core.0 as usize]}))
     }
 }

@@ -94,8 +94,9 @@ policies! {
     "didi" => didi::Didi<0>,
     "didi-directory-only" => didi::Didi<1>,
     "didi-ptlbi-only" => didi::Didi<2>,
-    "abis" => abis::Abis<2>,
-    "abis-gap1" => abis::Abis<1>,
+    "abis" => abis::Abis<2, false>,
+    "abis-gap1" => abis::Abis<1, false>,
+    "abis-naive-insert" => abis::Abis<2, true>,
     "latr" => latr::Latr<true>,
     "latr-early-reuse" => latr::Latr<false>,
 }
@@ -279,6 +280,8 @@ pub enum FullFlushCause {
     TagForced,
     /// A policy's own [`Effect::FlushMm`].
     Policy,
+    /// The MMU flushed on its own (`machine.tlb.involuntary_full_flush_per_mcycles`).
+    Involuntary,
 }
 
 /// A CR3 write on a core (passed to [`Coherence::on_cr3_load`]).
@@ -318,6 +321,8 @@ pub enum Effect {
     Flush { initiator: CoreId, mm: Option<u32>, pages: Vec<Vpn>, full: bool },
     /// A range this policy held back in [`Coherence::on_range_unmapped`] may be reused.
     ReleaseRange { mm: u32, start: u64, end: u64 },
+    /// Clear the A bit of the leaf mapping `va` in `mm` (no flush), as the kernel on `core`.
+    ClearAccessed { core: CoreId, mm: u32, va: u64 },
 }
 
 /// Effects pushed by hooks.

@@ -175,6 +175,17 @@ pub struct TlbConfig {
     pub pwc_pml4: LevelConfig,
     pub pwc_pdpt: LevelConfig,
     pub pwc_pd: LevelConfig,
+    /// ABIS §7: Intel CPUs set a PTE's A bit when they set its D bit on a write through a
+    /// cached clean entry, though the PTE is already cached (true, as observed). false: the
+    /// dirty-bit walk sets D only.
+    pub quirk_dirty_sets_accessed: bool,
+    /// ABIS §7: the walk before a page fault on a present PTE that disallows the access (a
+    /// write to a read-only page) may set its A bit. Default false.
+    pub quirk_faulting_walk_sets_accessed: bool,
+    /// ABIS §7: full TLB flushes the MMU performs on its own (Intel, e.g. when a guest
+    /// invalidates a huge page backed by small host pages), per million cycles of each
+    /// core. 0 = none (default).
+    pub involuntary_full_flush_per_mcycles: f64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

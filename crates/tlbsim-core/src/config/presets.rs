@@ -64,6 +64,9 @@ pub fn builtin_machine() -> MachineConfig {
             pwc_pml4: LevelConfig::new(2, 2, Lru, 1),
             pwc_pdpt: LevelConfig::new(4, 4, Lru, 1),
             pwc_pd: LevelConfig::new(32, 4, Lru, 1),
+            quirk_dirty_sets_accessed: true,
+            quirk_faulting_walk_sets_accessed: false,
+            involuntary_full_flush_per_mcycles: 0.0,
         },
         didi: super::DidiConfig::default(),
     }

@@ -89,7 +89,7 @@ const LIBS_BYTES: u64 = (2 << 20) + (300 << 12);
 
 /// Reasons of full flushes (stats `full_flushes_by_cause`, indexed by the cause).
 pub(crate) use crate::coherence::FullFlushCause as Cause;
-pub(crate) const CAUSES: [&str; 7] = ["shootdown", "ceiling", "context_switch", "lazy_switch", "tag_capacity", "tag_forced", "policy"];
+pub(crate) const CAUSES: [&str; 8] = ["shootdown", "ceiling", "context_switch", "lazy_switch", "tag_capacity", "tag_forced", "policy", "involuntary"];
 
 /// Per-core OS counters (stats.json, per core and summed).
 #[derive(Clone, Debug, Default)]
@@ -110,7 +110,7 @@ pub(crate) struct OsCoreStats {
     pub shootdowns_taken_on_kernel_exit: u64,
     pub false_positive_targets: u64,
     pub pages_flushed: u64,
-    pub full_flushes_by_cause: [u64; 7],
+    pub full_flushes_by_cause: [u64; 8],
     pub shootdown_cycles_initiator_send: u64,
     pub shootdown_cycles_initiator_wait: u64,
     pub shootdown_cycles_target: u64,
@@ -250,6 +250,8 @@ pub(crate) struct CoreOs {
     pub idle_since: Option<u64>,
     /// When the policy's next timer tick is due on this core (u64::MAX: no ticks).
     pub next_tick: u64,
+    /// When the MMU's next involuntary full flush is due (u64::MAX: never).
+    pub next_involuntary_flush: u64,
 }
 
 /// Deferred frees of a page-table change, released when its flush completes.
@@ -312,6 +314,8 @@ pub(crate) struct Os<P: Coherence> {
     pub time_slice: u64,
     pub quantum: u64,
     pub tick_interval: Option<u64>,
+    /// Cycles between the MMU's involuntary full flushes on each core (ABIS §7).
+    pub involuntary_period: Option<u64>,
     /// Kernel locks modelled (`os.locks`).
     pub locks: bool,
     pub lock_stats: locks::LockStats,
@@ -418,6 +422,11 @@ impl<P: Coherence> Os<P> {
         m.mem.merge_tracking = recycling.merge_words();
         let ncores = cfg.cores() as usize;
         let tick_interval = policy.tick_interval().filter(|&t| t > 0);
+        let rate = cfg.machine.tlb.involuntary_full_flush_per_mcycles;
+        if !(rate >= 0.0 && rate.is_finite()) {
+            return Err(crate::error::Error::config("machine.tlb.involuntary_full_flush_per_mcycles", format!("{rate}: must be a rate >= 0")));
+        }
+        let involuntary_period = (rate > 0.0).then(|| ((1e6 / rate).round() as u64).max(1));
         let cores = (0..ncores)
             .map(|_| CoreOs {
                 current: None,
@@ -435,6 +444,7 @@ impl<P: Coherence> Os<P> {
                 slice_end: 0,
                 idle_since: Some(0),
                 next_tick: tick_interval.unwrap_or(u64::MAX),
+                next_involuntary_flush: involuntary_period.unwrap_or(u64::MAX),
             })
             .collect();
         let groups = if w.groups.is_empty() {
@@ -470,6 +480,7 @@ impl<P: Coherence> Os<P> {
                 q => q,
             },
             tick_interval,
+            involuntary_period,
             locks: cfg.os.locks,
             lock_stats: Default::default(),
             pt_lock_stats: Default::default(),
@@ -667,6 +678,13 @@ impl<P: Coherence> Os<P> {
                             }
                             None => {
                                 self.flush_global(core, gather);
+                            }
+                        }
+                    }
+                    Effect::ClearAccessed { core, mm, va } => {
+                        if let Some(l) = self.pte_lookup(mm, va) {
+                            if l.pte & crate::page_table::PTE_ACCESSED != 0 {
+                                self.pte_write(core.0 as usize, mm, va, &l, l.pte & !crate::page_table::PTE_ACCESSED);
                             }
                         }
                     }

@@ -267,6 +267,16 @@ impl<P: Coherence> Os<P> {
     /// The policy's timer ticks due on `core` by now: its hook, then the requests deferred
     /// to this core.
     pub(super) fn take_due_ticks(&mut self, core: usize) {
+        if let Some(period) = self.involuntary_period {
+            let now = self.clock(core);
+            if now >= self.cores[core].next_involuntary_flush {
+                while self.cores[core].next_involuntary_flush <= now {
+                    self.cores[core].next_involuntary_flush += period;
+                }
+                // ABIS §7: the MMU drops every entry on its own; re-caching sets A bits again.
+                self.full_flush_all(core, crate::coherence::FullFlushCause::Involuntary);
+            }
+        }
         let Some(interval) = self.tick_interval else { return };
         let now = self.clock(core);
         if now < self.cores[core].next_tick {

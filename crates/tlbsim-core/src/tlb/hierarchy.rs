@@ -94,6 +94,11 @@ pub struct TlbHierarchy {
     /// Whether the last CR3 write kept entries the loaded context may have filled before
     /// (PCID always; CR3 tags on a TMT hit; domain tags when no flush happened).
     kept_entries: bool,
+    /// ABIS §7 walker quirks (`machine.tlb.quirk_*`).
+    pub quirk_dirty_sets_accessed: bool,
+    pub quirk_faulting_walk_sets_accessed: bool,
+    /// Set by the access path around a dirty-bit walk (a write through a cached clean entry).
+    pub dirty_walk: bool,
 }
 
 /// Where a lookup found its translation.
@@ -133,6 +138,9 @@ impl TlbHierarchy {
             cr3: 0,
             vm: 0,
             kept_entries: false,
+            quirk_dirty_sets_accessed: cfg.quirk_dirty_sets_accessed,
+            quirk_faulting_walk_sets_accessed: cfg.quirk_faulting_walk_sets_accessed,
+            dirty_walk: false,
         })
     }
 
