@@ -180,3 +180,22 @@ fn involuntary_flushes_come_at_their_rate() {
     let err = tlbsim_core::run(bad, &[], std::path::Path::new(".")).err().expect("a negative rate is refused").to_string();
     assert!(err.contains("involuntary_full_flush_per_mcycles"), "{err}");
 }
+
+#[test]
+fn a_migrated_pte_keeps_linux_young_bit_in_software_and_is_not_flushed_twice() {
+    let mut fx = Vec::new();
+    let mut p = policy::<2>();
+    fresh_map(&mut p);
+    // Core 2 faults the page in (direct insertion: hwA clear, private to core 2).
+    p.on_demand_fault(CoreId(2), MM, VA, make_pte(Pfn(42), PTE_PRESENT | PTE_USER), 1, &mut fx);
+    // Migration to frame 43, young bit kept (Linux 5.19+): hwA cleared, swA set.
+    let old = make_pte(Pfn(42), PTE_PRESENT | PTE_USER);
+    let mut new = make_pte(Pfn(43), PTE_PRESENT | PTE_USER | PTE_ACCESSED);
+    p.on_pte_write(CoreId(0), MM, VA, old, &mut new, &mut fx);
+    assert_eq!(new & PTE_ACCESSED, 0);
+    assert!(p.pte_accessed(MM, VA, new));
+    // The flush of the old translation still reaches core 2 alone ...
+    assert_eq!(plan(&mut p, false), vec![(2, 1)]);
+    // ... and the next migration of the untouched page needs none.
+    assert!(plan(&mut p, false).is_empty());
+}

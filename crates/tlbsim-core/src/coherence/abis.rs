@@ -12,14 +12,18 @@
 //! - Linux's view of the A bit is swA OR hwA (E3); reclaim's A-clear marks a PTE that was
 //!   accessed "all CPUs" and stamps the address space's version (E2); the OS clears hwA
 //!   opportunistically whenever it rewrites a present PTE in place (mprotect, msync,
-//!   fork's write-protect: E4), keeping what Linux saw in swA;
+//!   fork's write-protect: E4), keeping what Linux saw in swA; a PTE rewritten to another
+//!   frame with the young bit (migration, which keeps it since Linux 5.19) gets hwA clear
+//!   and swA set, since no TLB holds the new translation;
 //! - per address space a version and the set of cores that have not done a full flush in it;
 //!   when that set empties the version advances and the set is refilled (E5). Every full
 //!   flush of every core counts (the engine reports them all);
 //! - the flush decision per page (Fig. 3, E6): A clear and UNCACHED → no flush; A clear and
 //!   the address space two versions ahead of the PTE's → no flush; A clear and private →
 //!   only the caching core (local if the initiator); else every core that may hold the
-//!   address space's entries; afterwards the PTE is UNCACHED;
+//!   address space's entries; afterwards the PTE is UNCACHED. A batch longer than the
+//!   flush ceiling is decided page by page too; a core given more pages than the ceiling
+//!   flushes whole;
 //! - a lazy core services up to `idle_page_flushes` page flushes (§4.1: "a few"; 4
 //!   assumed), then falls back to Linux's full flush and leaves the borrowed address space;
 //! - §7's hardware quirks are the machine's (`machine.tlb.quirk_dirty_sets_accessed`,
@@ -180,8 +184,10 @@ impl<const GAP: u64, const NAIVE: bool> Coherence for Abis<GAP, NAIVE> {
             return;
         }
         let holders: Vec<u32> = (0..view.cores.len() as u32).filter(|&c| c != req.initiator.0 && (self.may_hold[c as usize].contains(&req.mm) || (view.cpumask[c as usize] && req.freed_tables))).collect();
-        if req.global || req.full || req.freed_tables || req.pages.len() as u64 > view.flush_ceiling as u64 {
-            // Whole-address-space and table-freeing requests: every possible holder.
+        if req.global || req.full || req.freed_tables {
+            // Whole-address-space and table-freeing requests: every possible holder. (A
+            // long list of pages is still decided page by page, as ABIS checks each PTE of
+            // a batch: a core that must flush more than the ceiling does it whole.)
             for c in holders {
                 plan.push(CoreId(c));
             }
@@ -300,6 +306,12 @@ impl<const GAP: u64, const NAIVE: bool> Coherence for Abis<GAP, NAIVE> {
             // (copy-on-write maps the new frame before its flush): the plan reads it, then
             // leaves the PTE UNCACHED.
             self.sptes.entry((mm, va >> 12)).or_insert(Spte { version: UNCACHED, sw_a: false, caching: ALL_CPUS });
+        } else if old & PTE_PRESENT != 0 && *new & PTE_PRESENT != 0 && !same_frame && *new & PTE_ACCESSED != 0 {
+            // The PTE now maps another frame (migration keeps the young bit, Linux 5.19+):
+            // no TLB holds the new translation, so hwA is cleared and Linux's young bit is
+            // kept in swA. The state of the old translation stays for the flush to read.
+            *new &= !PTE_ACCESSED;
+            self.sptes.entry((mm, va >> 12)).or_insert(Spte { version: UNKNOWN, sw_a: true, caching: ALL_CPUS }).sw_a = true;
         } else if same_frame && old & PTE_ACCESSED != 0 && *new & PTE_ACCESSED != 0 {
             // E4: the OS rewrites this PTE anyway: clear hwA, keep what Linux saw in swA.
             *new &= !PTE_ACCESSED;
