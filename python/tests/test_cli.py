@@ -276,7 +276,12 @@ def test_run_ctrl_c_keeps_the_stats_so_far(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "tlbsim.cli", "run", "--quiet", "--set",
                              "workload.accesses=5000000000", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4.0)  # imports done, the run under way (it would take minutes)
+    # Wait until the run is under way (its worker thread exists), however loaded the
+    # machine: a SIGINT during the imports would test nothing.
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and len(os.listdir(f"/proc/{proc.pid}/task")) < 2:
+        time.sleep(0.1)
+    time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
@@ -284,3 +289,35 @@ def test_run_ctrl_c_keeps_the_stats_so_far(tmp_path: Path) -> None:
     stats = json.loads((out / "stats.json").read_text())
     assert stats["run"]["partial"] is True
     assert 0 < stats["totals"]["accesses"] < 2 * 5_000_000_000
+
+
+def _ptdump(capsys: pytest.CaptureFixture[str], placement: str) -> dict:
+    argv = ["ptdump", "--json", "--set", "machine.preset=mitosis-4s", "--set", 'workload.kind="synthetic"',
+            "--set", "workload.threads=1", "--set", f'os.pt_placement="{placement}"']
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_ptdump_first_touch_by_one_thread(capsys: pytest.CaptureFixture[str]) -> None:
+    """One thread on socket 0 faults everything: every table page is on socket 0, and a
+    walker on any other socket reads only remote leaf PTEs (Mitosis Fig. 4's skew)."""
+    dump = _ptdump(capsys, "first-touch")
+    pages = [sum(lv["pages"] for lv in s["levels"]) for s in dump["sockets"]]
+    assert pages[0] > 3 and pages[1:] == [0, 0, 0]
+    assert [s["leaf_ptes_remote_fraction"] for s in dump["sockets"]] == [0.0, 1.0, 1.0, 1.0]
+    upper = dump["sockets"][0]["levels"][0]
+    assert upper["level"] == 4 and upper["remote_pointers"] == 0
+
+
+def test_ptdump_interleave_and_mitosis(capsys: pytest.CaptureFixture[str]) -> None:
+    """Interleave spreads table pages over the four sockets (and pointers cross sockets);
+    Mitosis gives every socket a full local copy."""
+    inter = _ptdump(capsys, "interleave")
+    pages = [sum(lv["pages"] for lv in s["levels"]) for s in inter["sockets"]]
+    assert all(p > 0 for p in pages), pages
+    assert sum(lv["remote_pointers"] for s in inter["sockets"] for lv in s["levels"][:-1]) > 0
+    mitosis = _ptdump(capsys, "mitosis")
+    per_socket = [sum(lv["pages"] for lv in s["levels"]) for s in mitosis["sockets"]]
+    assert len(set(per_socket)) == 1 and per_socket[0] == sum(pages)
+    assert all(s["leaf_ptes_remote_fraction"] == 0.0 for s in mitosis["sockets"])
+    assert all(lv["remote_pointers"] == 0 for s in mitosis["sockets"] for lv in s["levels"][:-1])

@@ -102,6 +102,41 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 130 if interrupted else 0
 
 
+def ptdump_table(dump: dict[str, Any]) -> str:
+    """Mitosis Fig. 3 as text: per level (rows, root first) and socket (columns), table
+    pages, then [pointers to socket 0, 1, ...] and the share pointing off the socket; last,
+    Fig. 4's share of remote leaf PTEs a walker on each socket reads."""
+    sockets = dump["sockets"]
+    head = "level " + "".join(f"{'socket ' + str(s['socket']):>32}" for s in sockets)
+    lines = [head]
+    for i, level in enumerate(sockets[0]["levels"] if sockets else []):
+        cells = []
+        for s in sockets:
+            lv = s["levels"][i]
+            total = lv["local_pointers"] + lv["remote_pointers"]
+            share = 100.0 * lv["remote_pointers"] / total if total else 0.0
+            cells.append(f"{lv['pages']} {lv['pointers_to']} ({share:.0f}%)")
+        lines.append(f"L{level['level']:<5}" + "".join(f"{c:>32}" for c in cells))
+    lines.append("remote leaf PTEs " + "  ".join(
+        f"socket {s['socket']}: {100.0 * s['leaf_ptes_remote_fraction']:.1f}%" for s in sockets))
+    return "\n".join(lines)
+
+
+def _cmd_ptdump(args: argparse.Namespace) -> int:
+    config = Path(args.config) if args.config else None
+    show = sys.stderr.isatty() and not args.json
+    result, interrupted = _run_watched(config, (args.set or []) + ["sim.ptdump=true"], show)
+    dump = result.stats.get("page_table_dump")
+    if dump is None:
+        raise tlbsim.TlbsimError("the run produced no page_table_dump")
+    if args.json:
+        print(json.dumps({"sockets": dump["sockets"]}))
+    else:
+        print(f"page tables of {dump['address_spaces']} address space(s), each as its last thread exited")
+        print(ptdump_table(dump))
+    return 130 if interrupted else 0
+
+
 def _cmd_config(args: argparse.Namespace) -> int:
     config = Path(args.config) if args.config else None
     print(json.dumps(tlbsim.resolve(config, overrides=args.set or []), indent=2))
@@ -313,6 +348,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true",
                    help="no progress line (it is drawn only on a terminal anyway)")
     p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser(
+        "ptdump",
+        help="run a workload and print where its page-table pages and their pointers live "
+             "(Mitosis Fig. 3 and 4)",
+    )
+    p.add_argument("config", metavar="CONFIG.toml", nargs="?", help="default: the built-in defaults")
+    p.add_argument("--set", action="append", type=_override, metavar="KEY=VALUE",
+                   help="override one config key; repeatable")
+    p.add_argument("--json", action="store_true",
+                   help='one JSON object: {"sockets": [{"socket", "levels": [{"level", "pages", '
+                        '"local_pointers", "remote_pointers", "pointers_to"}], "leaf_ptes", '
+                        '"leaf_ptes_remote_fraction"}]}')
+    p.set_defaults(func=_cmd_ptdump)
 
     p = sub.add_parser(
         "config", help="print the effective config (every key with its value) without running"

@@ -24,6 +24,15 @@
 use crate::error::{Error, Result};
 use crate::types::{CoreId, NodeId, Pfn};
 
+/// The cache line holding `pfn`'s descriptor (its `struct page`, 64 bytes): Linux's
+/// vmemmap keeps a node's descriptors on that node; here they sit at the top of the node's
+/// frame numbers, 64 to a frame (no node has that many frames).
+pub fn descriptor_line(pfn: Pfn) -> u64 {
+    let index = pfn.0 & INDEX_MASK;
+    let frame = (pfn.0 & !INDEX_MASK) | (INDEX_MASK - index / 64);
+    (frame << 6) | (index % 64)
+}
+
 /// Frames per node are numbered below 2^NODE_SHIFT (1 TiB of 4 KiB frames).
 pub const NODE_SHIFT: u32 = 28;
 const INDEX_MASK: u64 = (1 << NODE_SHIFT) - 1;
@@ -106,6 +115,8 @@ struct Node {
     pcp: Vec<Vec<u64>>,
     /// Frames handed out to users (not in a free list or a per-CPU list).
     used: u64,
+    /// Of those, data frames (anonymous and page-cache pages).
+    data_used: u64,
 }
 
 pub struct PhysMem {
@@ -222,7 +233,7 @@ impl PhysMem {
                 let mut free = vec![Vec::new(); MAX_ORDER as usize + 1];
                 // Lowest addresses first out.
                 free[MAX_ORDER as usize] = (0..capacity / CHUNK).rev().map(|c| c * CHUNK).collect();
-                Node { capacity, chunks: (0..capacity / CHUNK).map(|_| None).collect(), free, pcp: Vec::new(), used: 0 }
+                Node { capacity, chunks: (0..capacity / CHUNK).map(|_| None).collect(), free, pcp: Vec::new(), used: 0, data_used: 0 }
             })
             .collect();
         PhysMem {
@@ -259,6 +270,9 @@ impl PhysMem {
             *d = FrameDesc { kind, owner, technique_word: word, tracking_word: tracking, ..FrameDesc::FREE };
         }
         n.used += 1 << order;
+        if kind == FrameKind::Data {
+            n.data_used += 1 << order;
+        }
         let pfn = Pfn(((node.0 as u64) << NODE_SHIFT) | i);
         if tracking != 0 {
             self.tracked_claims.push((pfn, order));
@@ -317,6 +331,9 @@ impl PhysMem {
         let node = node_of(pfn).0 as usize;
         let i = pfn.0 & INDEX_MASK;
         let n = &mut self.nodes[node];
+        if n.desc(i).kind == FrameKind::Data {
+            n.data_used -= 1 << order;
+        }
         for f in i..i + (1 << order) {
             let d = n.desc_mut(f);
             debug_assert_ne!(d.kind, FrameKind::Free, "double free of frame {f}");
@@ -384,6 +401,11 @@ impl PhysMem {
     /// Frames in use on `node`.
     pub fn used(&self, node: NodeId) -> u64 {
         self.nodes[node.0 as usize].used
+    }
+
+    /// Data frames in use on `node`.
+    pub fn data_used(&self, node: NodeId) -> u64 {
+        self.nodes[node.0 as usize].data_used
     }
 
     /// Frames of physical memory, every node.

@@ -50,6 +50,11 @@ pub struct MemCounters {
     pub data_cycles: u64,
     /// Of those, cycles waited for DRAM bandwidth (data and page-table reads).
     pub bandwidth_wait_cycles: u64,
+    /// Lines the kernel model touched through this hierarchy (page-table copies' entries
+    /// and descriptors that Mitosis' replica updates write), and their cycles (the hit and
+    /// miss counters above include them).
+    pub kernel_accesses: u64,
+    pub kernel_cycles: u64,
 }
 
 impl MemCounters {
@@ -62,6 +67,8 @@ impl MemCounters {
         self.prefetched += o.prefetched;
         self.data_cycles += o.data_cycles;
         self.bandwidth_wait_cycles += o.bandwidth_wait_cycles;
+        self.kernel_accesses += o.kernel_accesses;
+        self.kernel_cycles += o.kernel_cycles;
     }
 }
 
@@ -111,6 +118,19 @@ pub struct MemSys {
     last_miss: Vec<u64>,
 }
 
+/// The key a socket's shared cache (the LLC, or the flat model's page-table-line cache)
+/// files physical line `line` under: its set comes from the key's low bits, and the key
+/// folds the line's higher bits into them (two xorshifts: a bijection, so no two lines
+/// share a key). Real last-level caches hash the physical address into slice and set
+/// (Intel's "complex addressing"); with plain low bits, page-table pages that the
+/// allocator hands out at 2 MiB strides among data frames would all fall into the same
+/// few sets.
+#[inline]
+pub fn llc_key(line: u64) -> Vpn {
+    let x = line ^ (line >> 14);
+    Vpn(x ^ (x >> 27))
+}
+
 fn line_entry(line: u64) -> TlbEntry {
     TlbEntry { vpn: Vpn(line), pfn: Pfn(0), size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 }
 }
@@ -151,8 +171,24 @@ impl MemSys {
     /// latency from the socket to each node. Returns the cycles beyond the base CPI.
     #[inline]
     pub fn data_access(&mut self, core: usize, socket: u32, line: u64, now: u64, llc: Option<&mut Tlb>, latency: &[u32]) -> u64 {
+        self.counters[core].data_accesses += 1;
+        let cycles = self.line_access(core, socket, line, now, llc, latency);
+        self.counters[core].data_cycles += cycles;
+        cycles
+    }
+
+    /// A line the kernel model reads or writes on behalf of `core` (e.g. a page-table
+    /// copy's entry): through the same private cache, last-level cache and DRAM as data.
+    pub fn kernel_access(&mut self, core: usize, socket: u32, line: u64, now: u64, llc: Option<&mut Tlb>, latency: &[u32]) -> u64 {
+        self.counters[core].kernel_accesses += 1;
+        let cycles = self.line_access(core, socket, line, now, llc, latency);
+        self.counters[core].kernel_cycles += cycles;
+        cycles
+    }
+
+    #[inline]
+    fn line_access(&mut self, core: usize, socket: u32, line: u64, now: u64, llc: Option<&mut Tlb>, latency: &[u32]) -> u64 {
         let c = &mut self.counters[core];
-        c.data_accesses += 1;
         let key = Vpn(line);
         let private = &mut self.private[core];
         if private.lookup(key, PageSize::Size4K, 0).is_some() {
@@ -161,12 +197,12 @@ impl MemSys {
         }
         private.insert(line_entry(line));
         if let Some(llc) = llc {
+            let key = llc_key(line);
             if llc.lookup(key, PageSize::Size4K, 0).is_some() {
                 c.llc_hits += 1;
-                c.data_cycles += self.llc_latency as u64;
                 return self.llc_latency as u64;
             }
-            llc.insert(line_entry(line));
+            llc.insert(line_entry(key.0));
         }
         let node = crate::memory::node_of(Pfn(line >> 6)).0;
         let local = node == socket;
@@ -187,7 +223,6 @@ impl MemSys {
         } else {
             latency[node as usize] as u64 + wait
         };
-        c.data_cycles += cycles;
         cycles
     }
 

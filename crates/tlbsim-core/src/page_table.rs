@@ -70,6 +70,8 @@ pub struct PageTables {
     reuse_key: Vec<u32>,
     /// Parked tables taken again by `alloc_table`.
     pub tables_reused: u64,
+    /// Most table pages live at once.
+    pub peak_live: usize,
 }
 
 const NO_CHILDREN: u32 = u32::MAX;
@@ -102,6 +104,7 @@ impl PageTables {
             parked: Vec::new(),
             reuse_key: Vec::new(),
             tables_reused: 0,
+            peak_live: 0,
         }
     }
 
@@ -130,6 +133,13 @@ impl PageTables {
 
     /// Allocate an empty table page on `node`.
     pub fn alloc_table(&mut self, mem: &mut PhysMem, node: NodeId, owner: u32) -> Result<u32> {
+        self.alloc_table_with(mem, node, owner, &mut |mem: &mut PhysMem| mem.alloc(node, FrameKind::PageTable, owner))
+    }
+
+    /// Allocate an empty table page in a frame `frame` supplies (a backend's own reserve,
+    /// e.g. Mitosis' per-socket page-table cache) for `owner`; parked tables of the owner's
+    /// reuse key on `node` are taken first, as in [`PageTables::alloc_table`].
+    pub fn alloc_table_with(&mut self, mem: &mut PhysMem, node: NodeId, owner: u32, frame: &mut dyn FnMut(&mut PhysMem) -> Result<Pfn>) -> Result<u32> {
         let key = self.reuse_key.get(owner as usize).copied().unwrap_or(0);
         if key != 0 {
             let pfn_of = &self.pfn_of_slot;
@@ -140,7 +150,15 @@ impl PageTables {
                 return Ok(slot);
             }
         }
-        let pfn = mem.alloc(node, FrameKind::PageTable, owner)?;
+        let pfn = frame(mem)?;
+        let d = mem.desc_mut(pfn);
+        d.kind = FrameKind::PageTable;
+        d.owner = owner;
+        Ok(self.install_table(mem, pfn))
+    }
+
+    /// Give the (allocated, zeroed) frame `pfn` an arena slot as an empty table page.
+    fn install_table(&mut self, mem: &mut PhysMem, pfn: Pfn) -> u32 {
         let slot = match self.free_slots.pop() {
             Some(slot) => {
                 // A reused slot keeps its children array (all NO_SLOT after free_table).
@@ -155,7 +173,40 @@ impl PageTables {
             }
         };
         mem.desc_mut(pfn).pt_slot = slot;
-        Ok(slot)
+        self.peak_live = self.peak_live.max(self.live_tables());
+        slot
+    }
+
+    /// Point entry `index` of table `parent` at table `child` (an upper-level entry,
+    /// permissive as Linux sets them).
+    pub fn link(&mut self, parent: u32, index: usize, child: u32) {
+        *self.entry_mut(parent, index) = make_pte(self.pfn_of(child), PTE_PRESENT | PTE_WRITABLE | PTE_USER);
+        self.set_child(parent, index, child);
+    }
+
+    /// Clear entry `index` of table `slot` and forget its child (the child is being freed
+    /// with it).
+    pub fn unlink_entry(&mut self, slot: u32, index: usize) {
+        *self.entry_mut(slot, index) = 0;
+        if self.children_of_slot[slot as usize] != NO_CHILDREN {
+            self.set_child(slot, index, NO_SLOT);
+        }
+    }
+
+    /// Table pages in use now (allocated and not freed; parked tables count).
+    pub fn live_tables(&self) -> usize {
+        self.pages.len() - self.free_slots.len()
+    }
+
+    /// Table pages in use now, per node (`nodes` entries).
+    pub fn live_tables_per_node(&self, nodes: u32) -> Vec<u64> {
+        let mut per = vec![0u64; nodes as usize];
+        for &pfn in &self.pfn_of_slot {
+            if pfn != Pfn(u64::MAX) {
+                per[crate::memory::node_of(pfn).0 as usize] += 1;
+            }
+        }
+        per
     }
 
     /// Free the (empty) table page at `slot`: its frame goes back to the allocator and the

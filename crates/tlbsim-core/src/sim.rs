@@ -10,7 +10,7 @@
 use crate::access::{AccessEnv, FaultOutcome};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::memory::{FrameKind, PhysMem};
+use crate::memory::{node_of, FrameKind, PhysMem};
 use crate::page_table::{PageTables, PTE_USER, PTE_WRITABLE};
 use crate::placement::{PageTableBackend, PtCtx};
 use crate::stats::{self, CoreStats};
@@ -59,6 +59,9 @@ pub struct Machine {
     pub pt: PageTables,
     /// Where page-table pages go and how entries are written (`os.pt_placement`).
     pub backend: Box<dyn PageTableBackend>,
+    /// Trace mode: the root each socket's cores load (a backend with replicas gives each
+    /// socket its own).
+    socket_roots: Vec<u32>,
     pt_levels: u32,
     data_placement: crate::config::Placement,
     thp: bool,
@@ -108,6 +111,7 @@ impl Machine {
             mem: PhysMem::new(sockets, m.memory.node_mib),
             pt: PageTables::new(),
             backend: crate::placement::build(cfg)?,
+            socket_roots: Vec::new(),
             pt_levels: cfg.os.pt_levels,
             data_placement: crate::config::Placement::parse("os.data_placement", &cfg.os.data_placement, sockets)?,
             thp: cfg.os.thp,
@@ -123,7 +127,49 @@ impl Machine {
     pub fn new_address_space(&mut self, id: u32, socket: u32) -> Result<AddressSpace> {
         let mut ctx = PtCtx { pt: &mut self.pt, mem: &mut self.mem, levels: self.pt_levels };
         let root = self.backend.create(&mut ctx, id, socket)?;
+        self.socket_roots = (0..self.mem.nodes()).map(|s| self.backend.root_for(id, root, s)).collect();
         Ok(AddressSpace { id, root, levels: self.pt_levels })
+    }
+
+    /// Cycles of the page-table writes a backend made in copies beyond the first since the
+    /// last call, by `core` (Mitosis §5.2): `per_entry` each (its instructions), plus two
+    /// memory references, the ring pointer in the copy's page descriptor and the entry.
+    /// With the cache model they go through the core's private cache, the socket's LLC and
+    /// DRAM like any line; with the flat model, through the socket's page-table-line cache
+    /// (a hit costs its latency: no private level, so this errs high) and the copy's node.
+    pub(crate) fn take_replica_write_cycles(&mut self, core: usize, per_entry: u64) -> u64 {
+        let Some(writes) = self.backend.replica_writes() else { return 0 };
+        if writes.is_empty() {
+            return 0;
+        }
+        let socket = self.cores[core].socket as usize;
+        let now = self.cores[core].clock >> CLOCK_SHIFT;
+        let mut cycles = 0;
+        for &(table, index) in writes.iter() {
+            cycles += per_entry;
+            let node = node_of(table).0 as usize;
+            // The copy's descriptor (its ring pointer) and the entry's line.
+            for line in [crate::memory::descriptor_line(table), (table.0 << 6) | (index as u64 >> 3)] {
+                if let Some(ms) = self.memsys.as_mut() {
+                    // Model "cache": the core's private cache, the socket's LLC, then DRAM.
+                    cycles += ms.kernel_access(core, socket as u32, line, now + cycles, self.pt_caches[socket].as_mut(), &self.latency[socket]);
+                    continue;
+                }
+                let hit = match self.pt_caches[socket].as_mut() {
+                    Some(cache) => {
+                        let hit = cache.lookup(crate::memsys::llc_key(line), PageSize::Size4K, 0).is_some();
+                        if !hit {
+                            cache.insert(TlbEntry { vpn: crate::memsys::llc_key(line), pfn: table, size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 });
+                        }
+                        hit
+                    }
+                    None => false,
+                };
+                cycles += if hit { self.pt_cache_latency as u64 } else { self.latency[socket][node] as u64 };
+            }
+        }
+        writes.clear();
+        cycles
     }
 
     /// First-touch fault in trace mode: map the page (a 2 MiB page with THP when the whole
@@ -142,6 +188,9 @@ impl Machine {
         };
         let mut ctx = PtCtx { pt: &mut self.pt, mem: &mut self.mem, levels: space.levels };
         self.backend.map(&mut ctx, space.id, space.root, va, pfn, size, flags, socket)?;
+        // Trace mode has no cost table: only the copies' memory references.
+        let replicas = self.take_replica_write_cycles(core, 0);
+        self.cores[core].clock += replicas << CLOCK_SHIFT;
         Ok(())
     }
 
@@ -197,7 +246,7 @@ impl Machine {
         c.tlbs.structs[crate::tlb::hierarchy::L2].prefetch(Vpn::of_va(va), PageSize::Size4K, c.tlbs.tag());
         let line = self.pt.prefetch_walk(space.root, space.levels, va);
         if let Some(cache) = &self.pt_caches[c.socket as usize] {
-            cache.prefetch(Vpn(line), PageSize::Size4K, 0);
+            cache.prefetch(crate::memsys::llc_key(line), PageSize::Size4K, 0);
         }
     }
 
@@ -308,6 +357,11 @@ pub fn run(cfg: &Config) -> Result<serde_json::Value> {
         machine.run_batch(t, &space, &buf, &mut tl, &mut wl)?;
     }
     let mut stats = machine.stats_json(cfg, sources.len());
+    if cfg.sim.ptdump {
+        let mut dump = crate::placement::PtDump::new(machine.mem.nodes(), space.levels);
+        dump.add(&machine.pt, machine.backend.as_ref(), space.id, space.root);
+        stats["page_table_dump"] = dump.json();
+    }
     if partial {
         // Stopped through its control (Ctrl-C): the stats so far.
         stats["run"]["partial"] = serde_json::json!(true);
@@ -338,7 +392,9 @@ impl<T: TlbListener, W: WalkListener> AccessEnv for TraceEnv<'_, T, W> {
     }
     #[inline(always)]
     fn walk(&mut self, core: usize, va: u64, write: bool) -> (WalkOutcome, u64) {
-        self.m.walk(core, self.space, va, write, self.wl)
+        let socket = self.m.cores[core].socket as usize;
+        let space = AddressSpace { id: self.space.id, root: self.m.socket_roots[socket], levels: self.space.levels };
+        self.m.walk(core, &space, va, write, self.wl)
     }
     #[inline(always)]
     fn fill(&mut self, core: usize, e: TlbEntry, kind: AccessKind) {
@@ -366,6 +422,20 @@ impl<T: TlbListener, W: WalkListener> AccessEnv for TraceEnv<'_, T, W> {
 }
 
 impl Machine {
+    /// Live page-table and data pages, in total and per node (`totals` fields).
+    pub(crate) fn memory_json(&self) -> serde_json::Value {
+        let nodes = self.mem.nodes();
+        let tables = self.pt.live_tables_per_node(nodes);
+        let data: Vec<u64> = (0..nodes).map(|n| self.mem.data_used(NodeId(n))).collect();
+        json!({
+            "page_table_pages": tables.iter().sum::<u64>(),
+            "page_table_bytes": tables.iter().sum::<u64>() * 4096,
+            "page_table_pages_peak": self.pt.peak_live,
+            "data_pages": data.iter().sum::<u64>(),
+            "per_node": (0..nodes as usize).map(|n| json!({"node": n, "page_table_pages": tables[n], "data_pages": data[n]})).collect::<Vec<_>>(),
+        })
+    }
+
     pub fn stats_json(&mut self, cfg: &Config, threads: usize) -> serde_json::Value {
         for c in self.cores.iter_mut() {
             c.stats.cycles = c.clock >> CLOCK_SHIFT;
@@ -389,12 +459,19 @@ impl Machine {
             "threads": threads,
             "makespan_cycles": makespan,
             "seconds": makespan as f64 / (cfg.machine.frequency_ghz * 1e9),
+            // High-water mark of table slots (`totals.page_table_pages` is the live count).
             "page_table_pages": self.pt.table_pages(),
             "l1_tlb_misses_per_10k_instructions": per_10k(totals.l1_tlb_misses),
             "l2_tlb_misses_per_10k_instructions": per_10k(totals.l2_tlb_misses),
             "walks_per_10k_instructions": per_10k(totals.walks),
         });
         let mut v = stats::to_json(&cores, &structures, json!(per_socket), run);
+        let live = self.memory_json();
+        for k in ["page_table_pages", "page_table_bytes", "page_table_pages_peak", "data_pages"] {
+            v["totals"][k] = live[k].clone();
+        }
+        v["totals"]["memory_per_node"] = live["per_node"].clone();
+        v["totals"]["page_tables"] = self.backend.stats_json();
         if let Some(ms) = &self.memsys {
             let mut total = crate::memsys::MemCounters::default();
             for (i, c) in ms.counters.iter().enumerate() {

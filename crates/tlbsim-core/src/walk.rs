@@ -176,11 +176,11 @@ pub fn walk<W: WalkListener>(
 fn read_cost(memsys: &mut WalkMemory<'_>, table: Pfn, index: usize, stats: &mut CoreStats) -> u64 {
     let line = (table.0 << 6) | (index as u64 >> 3);
     if let Some(cache) = memsys.pt_cache.as_deref_mut() {
-        if cache.lookup(Vpn(line), PageSize::Size4K, 0).is_some() {
+        if cache.lookup(crate::memsys::llc_key(line), PageSize::Size4K, 0).is_some() {
             stats.pt_cache_hits += 1;
             return memsys.pt_cache_latency as u64;
         }
-        cache.insert(TlbEntry { vpn: Vpn(line), pfn: table, size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 });
+        cache.insert(TlbEntry { vpn: crate::memsys::llc_key(line), pfn: table, size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 });
     }
     let node = node_of(table);
     if node.0 == memsys.socket {

@@ -67,6 +67,22 @@ fn abis_stays_clean_with_the_section_7_hardware_quirks() {
     assert!(clean(&r), "{:#?}", r.first_failure);
 }
 
+/// Mitosis replicates page tables under every coherence policy: fuzz stays clean with
+/// replicas on every socket, and with replicas made by migration and freed eagerly.
+/// Regression: seed 12667 under `latr` (CR3 tags) found entries filled under a socket's old
+/// root surviving its switch to a migration-made replica.
+#[test]
+fn mitosis_replicas_are_clean_under_every_policy() {
+    for (i, policy) in ["linux", "abis", "latr", "oracle", "didi"].into_iter().enumerate() {
+        for (j, extra) in [vec![], vec!["os.mitosis.replicas=\"none\"".to_string(), "os.mitosis.reserve_pages=2".into()]].into_iter().enumerate() {
+            let mut o = opts(policy, None, 60, 0x3170 + (i * 2 + j) as u64);
+            o.overrides = [vec!["os.pt_placement=\"mitosis\"".to_string()], extra].concat();
+            let r = fuzz(&o).unwrap();
+            assert!(clean(&r), "{policy} {:?}: {:#?}", o.overrides, r.first_failure);
+        }
+    }
+}
+
 #[test]
 fn abis_with_a_version_gap_of_one_is_caught() {
     let r = fuzz(&opts("abis-gap1", None, 100, 0xab15)).unwrap();

@@ -22,6 +22,11 @@ pub struct CostsConfig {
     pub vma_op: u64,
     /// Per page touched by munmap/zap/mprotect/msync (PTE update, rmap, mmu_gather; assumed).
     pub per_page: u64,
+    /// Per entry written in a page-table copy beyond the first (Mitosis §5.2's PV-Ops
+    /// set_pte: follow the ring pointer, locate the entry, store, loop; about a dozen
+    /// instructions at CPI 1, assumed). The two memory references it makes are charged
+    /// apart, through the cache model.
+    pub replica_entry_write: u64,
     /// Exception entry and exit of a page fault plus the handler's bookkeeping (assumed:
     /// ~0.5 µs for a minor fault without zeroing).
     pub page_fault: u64,
@@ -79,6 +84,7 @@ impl Default for CostsConfig {
             mmap: 1_500,
             vma_op: 1_000,
             per_page: 60,
+            replica_entry_write: 12,
             page_fault: 1_500,
             buddy_per_frame: 100,
             zero_page: 400,

@@ -256,6 +256,8 @@ pub struct OsConfig {
     pub locks: bool,
     /// FPR, fast page recycling (`crate::recycling::fpr`): the recycling axis.
     pub fpr: crate::recycling::fpr::FprParams,
+    /// Mitosis' page-table replication (`pt_placement = "mitosis"`; `crate::placement::mitosis`).
+    pub mitosis: crate::placement::mitosis::MitosisParams,
 }
 
 impl Default for OsConfig {
@@ -271,6 +273,7 @@ impl Default for OsConfig {
             time_slice: 9_000_000,
             locks: true,
             fpr: Default::default(),
+            mitosis: Default::default(),
         }
     }
 }
@@ -292,11 +295,15 @@ pub struct SimConfig {
     /// an interrupt late and reorder more page-table updates of the same moment. Halving the default changes headline results by under
     /// 1% (tests/os_engine.rs `halving_the_quantum_changes_results_by_under_one_percent`).
     pub quantum_cycles: u64,
+    /// Add `page_table_dump` to stats.json: where page-table pages and their pointers live
+    /// (Mitosis Fig. 3 and 4; `tlbsim ptdump`). Each process is dumped as its last thread
+    /// exits, before its memory is torn down; trace mode's space at the end of the run.
+    pub ptdump: bool,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { fault_cycles: 0, batch: 4096, quantum_cycles: 0 }
+        SimConfig { fault_cycles: 0, batch: 4096, quantum_cycles: 0, ptdump: false }
     }
 }
 
@@ -354,6 +361,8 @@ pub struct WorkloadConfig {
     pub private_pages: u64,
     /// vmscale: the vm-scalability test (ABIS §5.1): `migrate`, `cow-seq`, `cow-rand`,
     /// `mmap-read`, `msync` or `anon-read-seq`. ycsb: the store, `leveldb` or `lmdb`.
+    /// mitosis-bench: `gups`, `btree`, `hashjoin`, `xsbench`, `canneal`, `memcached`,
+    /// `redis` or `graph500`. vma-ops: `mmap`, `mprotect` or `munmap`.
     pub test: String,
     /// ycsb: the YCSB workload: `load` (inserts only), `a` (50% reads, 50% updates), `b`
     /// (95/5) or `c` (reads only; the default).

@@ -83,6 +83,16 @@ impl<P: Coherence> AccessEnv for Os<P> {
         if self.fault_must_wait(core, thread, pid, va) {
             return Ok(FaultOutcome::Done);
         }
+        if !present && self.pte_lookup(pid, va).is_some_and(|l| !kind.is_write() || l.pte & crate::page_table::PTE_WRITABLE != 0) {
+            // Spurious: the walk reached a table the page is no longer in (a page-walk-cache
+            // entry into a table a lazy munmap unlinked). A #PF invalidates the paging-
+            // structure-cache entries of the faulting address (Intel SDM vol. 3 §4.10.4.1);
+            // the retried walk goes through memory. Modelled only where it changes the
+            // outcome: here the whole page-walk cache is dropped.
+            self.stats[core].spurious_faults += 1;
+            self.m.cores[core].tlbs.flush_pwc();
+            return Ok(FaultOutcome::Retry);
+        }
         self.direct_filled = false;
         let fault_start = self.clock(core);
         let mapped = self.page_fault(core, thread, pid, va, kind.is_write(), present)?;

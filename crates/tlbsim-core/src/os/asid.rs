@@ -54,6 +54,9 @@ impl<P: Coherence> Os<P> {
         let root = self.m.backend.root_for(pid, self.procs[pid as usize].root, socket);
         self.cores[core].cr3_root = root;
         self.procs[pid as usize].cpumask[core] = true;
+        if !self.procs[pid as usize].former_roots.is_empty() {
+            self.drop_former_root_tags(core, pid, root);
+        }
         let cr3 = self.m.pt.pfn_of(root).0;
         let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
         let hw = self.m.cores[core].tlbs.write_cr3(cr3, slot as u16 + 1, 0, &mut pl);
@@ -80,7 +83,7 @@ impl<P: Coherence> Os<P> {
     }
 
     /// A lazy core stops borrowing `pid` (switch to init_mm): its entries go.
-    pub(super) fn drop_lazy_mm(&mut self, core: usize, pid: u32) {
+    pub(crate) fn drop_lazy_mm(&mut self, core: usize, pid: u32) {
         self.full_flush_mm(core, pid, Cause::Shootdown);
         let c = &mut self.cores[core];
         c.loaded_mm = None;
@@ -119,12 +122,44 @@ impl<P: Coherence> Os<P> {
         match self.tagging {
             Tagging::Pcid => c.pcid.iter().position(|&(p, _)| p == pid).map(|s| s as u16 + 1),
             _ => {
-                let socket = self.m.cores[core].socket;
-                let root = self.m.backend.root_for(pid, self.procs[pid as usize].root, socket);
+                // The root the core has loaded for `pid`, else the one it would load.
+                let root = if self.cores[core].loaded_mm == Some(pid) {
+                    self.cores[core].cr3_root
+                } else {
+                    let socket = self.m.cores[core].socket;
+                    self.m.backend.root_for(pid, self.procs[pid as usize].root, socket)
+                };
                 let cr3 = self.m.pt.pfn_of(root).0;
                 self.m.cores[core].tlbs.tag_of(cr3, 0, 0)
             }
         }
+    }
+
+    /// With CR3 tags: drop what `core` holds under a former root of `pid` other than
+    /// `keep` (the backend gave the core's socket another copy of the tree).
+    pub(crate) fn drop_former_root_tags(&mut self, core: usize, pid: u32, keep: u32) {
+        if self.tagging != Tagging::Cr3 {
+            return;
+        }
+        for i in 0..self.procs[pid as usize].former_roots.len() {
+            let r = self.procs[pid as usize].former_roots[i];
+            if r == keep {
+                continue;
+            }
+            let cr3 = self.m.pt.pfn_of(r).0;
+            let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
+            let tlbs = &mut self.m.cores[core].tlbs;
+            if let Some(tag) = tlbs.tag_of(cr3, 0, 0) {
+                if tlbs.invalidate_tag(tag, &mut pl) > 0 {
+                    for p in [PWC_PML4, PWC_PDPT, PWC_PD] {
+                        if tlbs.present(p) {
+                            tlbs.structs[p].flush(false, &mut |_| {});
+                        }
+                    }
+                }
+            }
+        }
+        self.apply_effects();
     }
 
     /// Flush every translation of `pid` on `core` (its tag, or everything untagged).

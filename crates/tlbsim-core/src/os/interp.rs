@@ -59,7 +59,22 @@ impl<P: Coherence> Os<P> {
         // A system call runs whole: an interrupt arriving meanwhile is taken when it
         // returns to user space (`kernel_span`, counted in handle_irq).
         let start = self.clock(core);
+        let call = match op {
+            Op::Mmap { .. } => 0,
+            Op::Munmap { .. } => 1,
+            Op::Mprotect { .. } => 2,
+            Op::MadviseDontneed { .. } => 3,
+            Op::Msync { .. } => 4,
+            Op::Fork { .. } => 5,
+            _ => 6,
+        };
+        let pc = self.threads[thread].pc;
         self.exec_user_op(core, thread, op, until)?;
+        if self.threads[thread].pc != pc {
+            // It ran (a call that waits for a lock first returns without advancing).
+            self.stats[core].syscall_calls[call] += 1;
+            self.stats[core].syscall_cycles[call] += self.clock(core) - start;
+        }
         if self.recycling_on && !self.m.mem.tracked_claims.is_empty() {
             // Page tables (and migration targets) the call claimed may leave a context.
             self.settle_claims(core, None);
@@ -121,6 +136,11 @@ impl<P: Coherence> Os<P> {
                     self.cores[core].current = None;
                     let now = self.clock(core);
                     self.enqueue(thread, to, now);
+                    let socket = self.m.cores[to].socket;
+                    if socket != self.m.cores[core].socket {
+                        let pid = self.threads[thread].pid;
+                        self.migrate_page_tables(core, thread, pid, socket)?;
+                    }
                 }
             }
             Op::Fork { program, core: child_core } => {

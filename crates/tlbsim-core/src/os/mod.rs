@@ -111,6 +111,11 @@ pub(crate) struct OsCoreStats {
     pub false_positive_targets: u64,
     pub pages_flushed: u64,
     pub full_flushes_by_cause: [u64; 8],
+    /// Per system call (`SYSCALLS`): calls completed and the cycles they ran in the kernel
+    /// (from entry to return, a lock wait before entry and the wait for a flush's acks
+    /// after it not included).
+    pub syscall_calls: [u64; 7],
+    pub syscall_cycles: [u64; 7],
     pub shootdown_cycles_initiator_send: u64,
     pub shootdown_cycles_initiator_wait: u64,
     pub shootdown_cycles_target: u64,
@@ -125,6 +130,9 @@ pub(crate) struct OsCoreStats {
     pub context_switches: u64,
     pub syscalls: u64,
     pub segv_signals: u64,
+    /// Not-present faults on a page already mapped (a page-walk-cache entry into an
+    /// unlinked table): the fault drops the page-walk caches and the walk is retried.
+    pub spurious_faults: u64,
     pub cow_faults: u64,
     pub file_faults: u64,
     pub page_cache_misses: u64,
@@ -169,6 +177,10 @@ pub(crate) struct Process {
     pub pid: u32,
     /// Arena slot of the primary root table (the tree the kernel walks in software).
     pub root: u32,
+    /// Roots some socket's cores loaded for this process before the backend gave that
+    /// socket another (a replica made by migration): with CR3 tags, entries filled under
+    /// them must go when a core loads the new one.
+    pub former_roots: Vec<u32>,
     pub vmas: BTreeMap<u64, Vma>,
     /// Unmapped ranges the coherence policy holds back from reuse: [start, end).
     pub held: BTreeMap<u64, u64>,
@@ -289,8 +301,13 @@ pub(crate) struct Group {
 }
 
 /// The whole OS-mode simulation, generic over the coherence policy.
+/// System calls counted in `syscalls_by_call` (OsCoreStats::syscall_calls), in index order.
+pub(crate) const SYSCALLS: [&str; 7] = ["mmap", "munmap", "mprotect", "madvise", "msync", "fork", "migrate_pages"];
+
 pub(crate) struct Os<P: Coherence> {
     pub m: Machine,
+    /// `sim.ptdump`: page-table placement of each process as it exits.
+    pub ptdump: Option<crate::placement::PtDump>,
     pub policy: P,
     /// The recycling axis (`crate::recycling`): called at allocations, frees, mmaps and
     /// munmaps, never per access.
@@ -456,8 +473,10 @@ impl<P: Coherence> Os<P> {
         // IPI latencies, and whatever the policy's own paths need.
         let ipi = cfg.costs.ipi_delivery_same_socket.min(cfg.costs.ipi_delivery_cross_socket);
         let lookahead = policy.min_latency(&cfg.costs).map_or(ipi, |l| l.min(ipi));
+        let ptdump = cfg.sim.ptdump.then(|| crate::placement::PtDump::new(cfg.machine.sockets, cfg.os.pt_levels));
         let mut os = Os {
             m,
+            ptdump,
             policy,
             recycling_on: recycling.enabled(),
             recycling,
@@ -588,6 +607,7 @@ impl<P: Coherence> Os<P> {
         self.procs.push(Process {
             pid,
             root: space.root,
+            former_roots: Vec::new(),
             vmas,
             held: BTreeMap::new(),
             cpumask: vec![false; self.cores.len()],

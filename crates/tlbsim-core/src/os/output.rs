@@ -31,6 +31,7 @@ fn os_fields(s: &OsCoreStats) -> Map<String, Value> {
     put("context_switches", s.context_switches);
     put("syscalls", s.syscalls);
     put("segv_signals", s.segv_signals);
+    put("spurious_faults", s.spurious_faults);
     put("cow_faults", s.cow_faults);
     put("file_faults", s.file_faults);
     put("page_cache_misses", s.page_cache_misses);
@@ -42,6 +43,13 @@ fn os_fields(s: &OsCoreStats) -> Map<String, Value> {
     put("idle_cycles", s.idle_cycles);
     let by_cause: Map<String, Value> = CAUSES.iter().zip(s.full_flushes_by_cause).map(|(n, v)| ((*n).into(), json!(v))).collect();
     m.insert("full_flushes_by_cause".into(), Value::Object(by_cause));
+    let by_call: Map<String, Value> = super::SYSCALLS
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| s.syscall_calls[i] > 0)
+        .map(|(i, n)| ((*n).into(), json!({"calls": s.syscall_calls[i], "cycles": s.syscall_cycles[i]})))
+        .collect();
+    m.insert("syscalls_by_call".into(), Value::Object(by_call));
     // Histogram as a list: index = targets of one shootdown (the last bucket: that many or
     // more), trailing zeros trimmed.
     let last = s.targets_hist.iter().rposition(|&x| x > 0).map_or(0, |i| i + 1);
@@ -56,10 +64,14 @@ fn sum(all: &[OsCoreStats]) -> OsCoreStats {
         add!(shootdowns_sent, shootdown_ipis_sent, shootdown_ipis_received, shootdown_messages_received, shootdowns_deferred_received,
             shootdowns_deferred_lazy, shootdowns_taken_on_kernel_exit, direct_fills, false_positive_targets, pages_flushed,
             shootdown_cycles_initiator_send, shootdown_cycles_initiator_wait, shootdown_cycles_target,
-            violations_security, violations_consistency, stale_entries_marked, stale_uses_in_lazy_window, context_switches, syscalls, segv_signals, cow_faults,
+            violations_security, violations_consistency, stale_entries_marked, stale_uses_in_lazy_window, context_switches, syscalls, segv_signals, spurious_faults, cow_faults,
             file_faults, page_cache_misses, io_sleeps, pages_reclaimed, pages_migrated, idle_cycles);
         for (a, b) in t.full_flushes_by_cause.iter_mut().zip(s.full_flushes_by_cause) {
             *a += b;
+        }
+        for i in 0..super::SYSCALLS.len() {
+            t.syscall_calls[i] += s.syscall_calls[i];
+            t.syscall_cycles[i] += s.syscall_cycles[i];
         }
         for (a, b) in t.targets_hist.iter_mut().zip(&s.targets_hist) {
             *a += b;
@@ -101,6 +113,16 @@ impl<P: Coherence> Os<P> {
             "zone_lock": self.zone_lock_stats.json(),
         });
         v["totals"]["page_tables"] = self.m.backend.stats_json();
+        // Freed table pages whose flush had not completed when the run ended (still live).
+        v["totals"]["page_table_pages_awaiting_flush"] = json!(self.shootdowns.iter().filter(|s| !s.done).map(|s| s.tables.len()).sum::<usize>());
+        if let Some(dump) = &self.ptdump {
+            let mut dump = dump.clone();
+            // Processes still alive at the end (daemons, a stopped run).
+            for p in self.procs.iter().filter(|p| p.alive) {
+                dump.add(&self.m.pt, self.m.backend.as_ref(), p.pid, p.root);
+            }
+            v["page_table_dump"] = dump.json();
+        }
         if self.recycling_on {
             let mut r = self.recycling.stats_json();
             // The tracking word of every frame of physical memory (FPR keeps one per page,

@@ -28,6 +28,8 @@ impl<P: Coherence> Os<P> {
         let m = &mut self.m;
         let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.pt_levels };
         let old = m.backend.write(&mut ctx, pid, va, leaf, new);
+        let replicas = m.take_replica_write_cycles(core, self.costs.replica_entry_write);
+        self.charge(core, replicas);
         self.apply_effects();
         old
     }
@@ -46,6 +48,8 @@ impl<P: Coherence> Os<P> {
         let m = &mut self.m;
         let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.pt_levels };
         let old = m.backend.map(&mut ctx, pid, root, va, pfn, size, flags, socket)?;
+        let replicas = m.take_replica_write_cycles(core, self.costs.replica_entry_write);
+        self.charge(core, replicas);
         self.apply_effects();
         Ok(old)
     }
@@ -59,5 +63,67 @@ impl<P: Coherence> Os<P> {
         let m = &mut self.m;
         let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.pt_levels };
         m.backend.free_tables(&mut ctx, pid, root, start, end, &in_use)
+    }
+
+    /// A thread of `pid` moved from `core` to a core of socket `to`: the backend may give
+    /// the process page tables there (Mitosis §5.5) and free a copy nothing uses any more,
+    /// after a flush of the process (freed tables reach lazy cores too).
+    pub(crate) fn migrate_page_tables(&mut self, core: usize, thread: usize, pid: u32, to: u32) -> Result<()> {
+        let sockets = self.m.mem.nodes() as usize;
+        let mut threads_on = vec![false; sockets];
+        for (i, t) in self.threads.iter().enumerate() {
+            if i != thread && t.pid == pid && t.state != super::ThreadState::Exited {
+                threads_on[self.m.cores[t.core].socket as usize] = true;
+            }
+        }
+        // The core the thread left, and lazy cores, on a socket no thread of the process
+        // runs on: they switch to init_mm now (Linux would keep them lazy until the
+        // freed-table flush), so the copy they borrowed can go.
+        for c in 0..self.cores.len() {
+            let s = self.m.cores[c].socket;
+            if self.cores[c].loaded_mm == Some(pid) && (c == core || self.cores[c].lazy) && !threads_on[s as usize] && s != to {
+                self.drop_lazy_mm(c, pid);
+            }
+        }
+        let primary = self.procs[pid as usize].root;
+        let roots_before: Vec<u32> = (0..sockets as u32).map(|s| self.m.backend.root_for(pid, primary, s)).collect();
+        let loaded: Vec<u32> = (0..self.cores.len()).filter(|&c| self.cores[c].loaded_mm == Some(pid)).map(|c| self.cores[c].cr3_root).collect();
+        let in_use = |socket: u32, root: u32| threads_on[socket as usize] || loaded.contains(&root);
+        let m = &mut self.m;
+        let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.pt_levels };
+        let migration = m.backend.on_migrate(&mut ctx, pid, to, &in_use)?;
+        let copy = m.take_replica_write_cycles(core, self.costs.replica_entry_write);
+        self.charge(core, copy);
+        if let Some(primary) = migration.primary {
+            self.procs[pid as usize].root = primary;
+        }
+        // Sockets whose cores load another root from now on: with CR3 tags, entries under
+        // the old one must not outlive it (its frame may become another process' root).
+        let primary = self.procs[pid as usize].root;
+        for (s, &old) in roots_before.iter().enumerate() {
+            let new = self.m.backend.root_for(pid, primary, s as u32);
+            if new != old && !self.procs[pid as usize].former_roots.contains(&old) {
+                self.procs[pid as usize].former_roots.push(old);
+            }
+        }
+        for c in 0..self.cores.len() {
+            // A core running on its old root keeps it until its next switch (load_mm).
+            let keep = if self.cores[c].loaded_mm == Some(pid) { self.cores[c].cr3_root } else { u32::MAX };
+            self.drop_former_root_tags(c, pid, keep);
+        }
+        if !migration.freed.is_empty() {
+            // Simplified: the freed copy is frozen (emptied) now, so page-walk caches that
+            // point into it are dropped at once on every core rather than when the flush
+            // below reaches it; the flush still carries the IPIs' cost.
+            for c in 0..self.cores.len() {
+                let tlbs = &mut self.m.cores[c].tlbs;
+                if migration.freed.iter().any(|&t| tlbs.holds_pwc_to(t)) {
+                    tlbs.flush_pwc();
+                }
+            }
+            let gather = super::Gather { tables: migration.freed, ..Default::default() };
+            self.flush(core, pid, crate::coherence::FlushReason::Migration, true, gather);
+        }
+        Ok(())
     }
 }

@@ -12,6 +12,7 @@
 //! One file per backend; [`build`] selects one by `os.pt_placement` (the registry: one
 //! line per backend in [`NAMES`] and `build`).
 
+pub mod mitosis;
 pub mod native;
 
 use crate::config::Config;
@@ -21,7 +22,16 @@ use crate::page_table::{Leaf, PageTables};
 use crate::types::{PageSize, Pfn};
 
 /// Backends `os.pt_placement` accepts (`fixed:N` names a node).
-pub const NAMES: &[&str] = &["first-touch", "interleave", "fixed:N"];
+pub const NAMES: &[&str] = &["first-touch", "interleave", "fixed:N", "mitosis"];
+
+/// What a process migration did to the page tables ([`PageTableBackend::on_migrate`]).
+#[derive(Debug, Default)]
+pub struct Migration {
+    /// The new primary root, when the old primary was freed.
+    pub primary: Option<u32>,
+    /// Table pages unlinked (a replica freed): free them after a TLB flush of the process.
+    pub freed: Vec<u32>,
+}
 
 /// The page tables and frames a backend works on, and the tree depth.
 pub struct PtCtx<'a> {
@@ -59,9 +69,22 @@ pub trait PageTableBackend {
     /// the TLB flush (page-walk caches may still point to them).
     fn free_tables(&mut self, ctx: &mut PtCtx<'_>, mm: u32, root: u32, start: u64, end: u64, in_use: &dyn Fn(u64, u64) -> bool) -> Vec<u32>;
 
-    /// A thread of `mm` now runs on a core of `socket` (the process migrated).
-    fn on_migrate(&mut self, _ctx: &mut PtCtx<'_>, _mm: u32, _socket: u32) -> Result<()> {
-        Ok(())
+    /// Every tree of `mm` (primary root `primary`): the roots of its copies.
+    fn trees(&self, _mm: u32, primary: u32) -> Vec<u32> {
+        vec![primary]
+    }
+
+    /// A thread of `mm` was moved to a core of `socket`; `in_use(s, root)` says whether the
+    /// tree at `root`, the copy of socket `s`, is still used (a thread of `mm` runs on `s`,
+    /// or a core has `root` loaded).
+    fn on_migrate(&mut self, _ctx: &mut PtCtx<'_>, _mm: u32, _socket: u32, _in_use: &dyn Fn(u32, u32) -> bool) -> Result<Migration> {
+        Ok(Migration::default())
+    }
+
+    /// Entries written in copies beyond the first since the last call, as (table frame,
+    /// entry index): the engine charges and clears them. `None`: the backend keeps one copy.
+    fn replica_writes(&mut self) -> Option<&mut Vec<(Pfn, u32)>> {
+        None
     }
 
     /// Backend statistics (`totals.page_tables` in stats.json).
@@ -72,7 +95,11 @@ pub trait PageTableBackend {
 
 /// The backend `os.pt_placement` names.
 pub fn build(cfg: &Config) -> Result<Box<dyn PageTableBackend>> {
-    Ok(Box::new(native::Native::new(native::Placement::parse("os.pt_placement", &cfg.os.pt_placement, cfg.machine.sockets)?, cfg.machine.sockets)))
+    let sockets = cfg.machine.sockets;
+    Ok(match cfg.os.pt_placement.as_str() {
+        "mitosis" => Box::new(mitosis::Mitosis::new(&cfg.os.mitosis, sockets)?),
+        other => Box::new(native::Native::new(native::Placement::parse("os.pt_placement", other, sockets)?, sockets)),
+    })
 }
 
 /// Check `os.pt_placement` (config validation).
@@ -81,4 +108,121 @@ pub fn check(cfg: &Config) -> Result<()> {
         Error::Config { key, message } => Error::Config { key, message },
         e => e,
     })
+}
+
+/// Where page-table pages and their pointers live (Mitosis Fig. 3 and Fig. 4): per node and
+/// level, table pages and the nodes their valid entries point to (child tables, or data
+/// frames for leaf entries); per socket, the leaf entries a walker of that socket reads
+/// and how many of them sit in table pages on another node. Filled by [`PtDump::add`] with
+/// each address space's trees (`tlbsim ptdump`, `sim.ptdump`).
+#[derive(Clone, Debug, Default)]
+pub struct PtDump {
+    levels: u32,
+    nodes: usize,
+    /// [node][level - 1]: table pages.
+    pages: Vec<Vec<u64>>,
+    /// [node][level - 1][target node]: valid entries pointing there.
+    pointers: Vec<Vec<Vec<u64>>>,
+    /// Per walking socket: leaf entries, and those in a table page on another node.
+    leaf_entries: Vec<u64>,
+    leaf_entries_remote: Vec<u64>,
+    /// Address spaces added.
+    pub address_spaces: u64,
+}
+
+impl PtDump {
+    pub fn new(nodes: u32, levels: u32) -> PtDump {
+        let n = nodes as usize;
+        PtDump {
+            levels,
+            nodes: n,
+            pages: vec![vec![0; levels as usize]; n],
+            pointers: vec![vec![vec![0; n]; levels as usize]; n],
+            leaf_entries: vec![0; n],
+            leaf_entries_remote: vec![0; n],
+            address_spaces: 0,
+        }
+    }
+
+    /// Add address space `mm` (primary root `primary`): every copy's pages once, and the
+    /// tree each socket loads for the leaf counts.
+    pub fn add(&mut self, pt: &PageTables, backend: &dyn PageTableBackend, mm: u32, primary: u32) {
+        self.address_spaces += 1;
+        for root in backend.trees(mm, primary) {
+            self.count_pages(pt, root, self.levels);
+        }
+        for s in 0..self.nodes {
+            let root = backend.root_for(mm, primary, s as u32);
+            self.count_leaves(pt, root, self.levels, s);
+        }
+    }
+
+    fn count_pages(&mut self, pt: &PageTables, slot: u32, level: u32) {
+        let node = crate::memory::node_of(pt.pfn_of(slot)).0 as usize;
+        let l = level as usize - 1;
+        self.pages[node][l] += 1;
+        for index in 0..crate::types::PT_ENTRIES {
+            let e = pt.entry(slot, index);
+            if e & crate::page_table::PTE_PRESENT == 0 {
+                continue;
+            }
+            if level > 1 && e & crate::page_table::PTE_HUGE == 0 {
+                let child = pt.child_slot(slot, index);
+                let to = crate::memory::node_of(pt.pfn_of(child)).0 as usize;
+                self.pointers[node][l][to] += 1;
+                self.count_pages(pt, child, level - 1);
+            } else {
+                let to = crate::memory::node_of(crate::page_table::pte_pfn(e)).0 as usize;
+                self.pointers[node][l][to.min(self.nodes - 1)] += 1;
+            }
+        }
+    }
+
+    fn count_leaves(&mut self, pt: &PageTables, slot: u32, level: u32, socket: usize) {
+        let remote = crate::memory::node_of(pt.pfn_of(slot)).0 as usize != socket;
+        for index in 0..crate::types::PT_ENTRIES {
+            let e = pt.entry(slot, index);
+            if e & crate::page_table::PTE_PRESENT == 0 {
+                continue;
+            }
+            if level > 1 && e & crate::page_table::PTE_HUGE == 0 {
+                self.count_leaves(pt, pt.child_slot(slot, index), level - 1, socket);
+            } else {
+                self.leaf_entries[socket] += 1;
+                if remote {
+                    self.leaf_entries_remote[socket] += 1;
+                }
+            }
+        }
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        let sockets: Vec<serde_json::Value> = (0..self.nodes)
+            .map(|s| {
+                let levels: Vec<serde_json::Value> = (1..=self.levels as usize)
+                    .rev()
+                    .map(|l| {
+                        let to = &self.pointers[s][l - 1];
+                        let local = to[s];
+                        let all: u64 = to.iter().sum();
+                        serde_json::json!({
+                            "level": l,
+                            "pages": self.pages[s][l - 1],
+                            "local_pointers": local,
+                            "remote_pointers": all - local,
+                            "pointers_to": to,
+                        })
+                    })
+                    .collect();
+                let leaves = self.leaf_entries[s];
+                serde_json::json!({
+                    "socket": s,
+                    "levels": levels,
+                    "leaf_ptes": leaves,
+                    "leaf_ptes_remote_fraction": if leaves == 0 { 0.0 } else { self.leaf_entries_remote[s] as f64 / leaves as f64 },
+                })
+            })
+            .collect();
+        serde_json::json!({"address_spaces": self.address_spaces, "sockets": sockets})
+    }
 }

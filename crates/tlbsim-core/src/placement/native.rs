@@ -39,7 +39,7 @@ impl Placement {
             "interleave" => Ok(Placement::Interleave),
             _ => {
                 let n = s.strip_prefix("fixed:").and_then(|n| n.parse::<u32>().ok()).ok_or_else(|| {
-                    Error::config(key, format!("{s:?} is not a page-table placement: use \"first-touch\", \"interleave\" or \"fixed:N\""))
+                    Error::config(key, format!("{s:?} is not a page-table placement: use \"first-touch\", \"interleave\", \"fixed:N\" or \"mitosis\""))
                 })?;
                 if n >= nodes {
                     return Err(Error::config(key, format!("fixed:{n}: node {n} does not exist (the machine has {nodes} nodes, 0..{})", nodes - 1)));

@@ -16,6 +16,11 @@
 //! - `reclaim`: ABIS §5.3, PBZIP2 under a memory-group limit that forces reclaim.
 //! - `stm-mprotect`: DiDi §II and §IV: software transactional memory with strong atomicity
 //!   by page protection (the scheme DiDi cites as [1]).
+//! - `mitosis-bench`: Mitosis §3 and §8 (Table 1): the paper's workloads as the programs
+//!   access memory (`test = "gups" | "btree" | "hashjoin" | "xsbench" | "canneal" |
+//!   "memcached" | "redis" | "graph500"`).
+//! - `vma-ops`: Mitosis §8.3.2 (Table 5): repeated mmap (MAP_POPULATE), mprotect or munmap
+//!   of a region (`test = "mmap" | "mprotect" | "munmap"`).
 //!
 //! Sizes default small (`ops`, `region_bytes`, ...), so that a default run takes seconds.
 //! Anything a paper does not say and a generator had to choose is marked **[inferred]**.
@@ -26,7 +31,8 @@ use crate::error::{Error, Result};
 use serde::Deserialize;
 
 /// The generator kinds, as `workload.kind` names them.
-pub const KINDS: &[&str] = &["shootdown-patterns", "fpr-munmap", "fpr-evict", "ycsb", "apache", "vmscale", "reclaim", "stm-mprotect"];
+pub const KINDS: &[&str] =
+    &["shootdown-patterns", "fpr-munmap", "fpr-evict", "ycsb", "apache", "vmscale", "reclaim", "stm-mprotect", "mitosis-bench", "vma-ops"];
 
 const PAGE: u64 = 4096;
 /// A spinning daemon's compute step: short (one engine quantum, `sim.quantum_cycles`'s
@@ -49,6 +55,8 @@ pub fn build(cfg: &Config) -> Result<Workload> {
         "vmscale" => vmscale(cfg)?,
         "reclaim" => reclaim(cfg)?,
         "stm-mprotect" => stm_mprotect(cfg)?,
+        "mitosis-bench" => mitosis_bench(cfg)?,
+        "vma-ops" => vma_ops(cfg)?,
         k => return Err(Error::config("workload.kind", format!("{k:?} is not a generator: use one of {}", KINDS.join(", ")))),
     };
     w.check(cfg.cores())
@@ -862,6 +870,119 @@ fn stm_mprotect(cfg: &Config) -> Result<Workload> {
         let prog = b.program([times(ops / pages, round(pages)), round(ops % pages), vec![Op::Exit]].concat());
         b.thread(process, &format!("stm{t}"), "stm", Some(t as u32 % cores), prog, false);
     }
+    Ok(b.finish())
+}
+
+// ---- mitosis-bench ----
+
+/// The Mitosis workloads (Table 1; sources: each benchmark's public description, since
+/// the paper gives only names and sizes), each a loop of operations over one anonymous
+/// region of `region_bytes` (the working set; `workload.region_bytes`' default, 64 MiB; the
+/// paper's are 17-85 GB).
+/// The region is populated before the threads start, by the first thread's core:
+/// single-threaded initialization, as the paper's migration runs "pre-allocated and
+/// initialized the working set" and its multi-socket runs let one thread initialize
+/// (§3.1's first-touch skew). `threads` workers (default 1) run `ops` operations each
+/// (default 200,000); thread t is pinned to core t. One operation, **[inferred]** per
+/// benchmark:
+/// - `gups`: one random 8-byte update (a read-modify-write of one line).
+/// - `btree`: one lookup: three reads in the hot upper levels (the first 1/256 of the
+///   region) and one in a random leaf.
+/// - `hashjoin`: one probe: the next tuple of the probe relation (a sequential read of the
+///   region's last quarter) and a random read of the hash table (the first three quarters).
+/// - `xsbench`: one macroscopic cross-section lookup: a random read of the unionized energy
+///   grid (the first eighth), then five random reads of nuclide grids, and 400 cycles of
+///   arithmetic.
+/// - `canneal`: one swap: two random reads and two random writes of netlist elements, and
+///   200 cycles of cost evaluation.
+/// - `memcached`, `redis`: one GET: a random read of the hash bucket array (the first
+///   sixteenth) and two Zipf(0.99) reads of items; 3,000 cycles of request handling (the
+///   network stack of a real server is far more; a client load generator is not modelled).
+/// - `graph500`: one BFS step: a random read of a vertex, then eight sequential reads of its
+///   edge list.
+fn mitosis_bench(cfg: &Config) -> Result<Workload> {
+    const TESTS: [&str; 8] = ["gups", "btree", "hashjoin", "xsbench", "canneal", "memcached", "redis", "graph500"];
+    let w = &cfg.workload;
+    let test = w.test.as_str();
+    if !TESTS.contains(&test) {
+        let tests: Vec<String> = TESTS.iter().map(|t| format!("{t:?}")).collect();
+        return Err(Error::config("workload.test", format!("{test:?} is not a mitosis-bench workload: use one of {}", tests.join(", "))));
+    }
+    let bytes = w.region_bytes;
+    check_range("workload.region_bytes", bytes, 1 << 21, 1 << 42)?;
+    let bytes = bytes / PAGE * PAGE;
+    let threads = if w.threads == 0 { 1 } else { w.threads };
+    let cores = cfg.cores();
+    if threads > cores {
+        return Err(Error::config("workload.threads", format!("{threads} workers, one per core: the machine has {cores} cores")));
+    }
+    let ops = ops_or(cfg, 200_000);
+    let slot = 0;
+    let random = |mode: AccessMode, count: u64, offset: u64, len: u64| Op::Access { slot, pattern: Pattern::Random, mode, count, offset, len, stride: 8 };
+    let zipf = |count: u64| Op::Access { slot, pattern: Pattern::Zipf { theta: 0.99 }, mode: AccessMode::Read, count, offset: 0, len: 0, stride: 64 };
+    let seq = |count: u64, offset: u64, len: u64| Op::Access { slot, pattern: Pattern::Sequential, mode: AccessMode::Read, count, offset, len, stride: 64 };
+    let page_floor = |b: u64| (b / PAGE).max(1) * PAGE;
+    let body: Vec<Op> = match test {
+        "gups" => vec![random(AccessMode::Write, 1, 0, 0)],
+        "btree" => vec![random(AccessMode::Read, 3, 0, page_floor(bytes / 256)), random(AccessMode::Read, 1, 0, 0)],
+        "hashjoin" => {
+            let table = page_floor(bytes / 4 * 3);
+            vec![seq(1, table, bytes - table), random(AccessMode::Read, 1, 0, table)]
+        }
+        "xsbench" => vec![random(AccessMode::Read, 1, 0, page_floor(bytes / 8)), random(AccessMode::Read, 5, 0, 0), Op::Compute { cycles: 400 }],
+        "canneal" => vec![random(AccessMode::Read, 2, 0, 0), random(AccessMode::Write, 2, 0, 0), Op::Compute { cycles: 200 }],
+        "memcached" | "redis" => vec![random(AccessMode::Read, 1, 0, page_floor(bytes / 16)), zipf(2), Op::Compute { cycles: 3_000 }],
+        _ => vec![random(AccessMode::Read, 1, 0, 0), seq(8, 0, 0)],
+    };
+    let mut b = Builder::default();
+    let root = b.group("root", 0);
+    let mut region = anon(bytes, true);
+    region.populate = true;
+    let process = b.process(test, root, vec![region]);
+    let mut one = body;
+    one.push(Op::CountOp);
+    for t in 0..threads {
+        let prog = b.program([times(ops, one.clone()), vec![Op::Exit]].concat());
+        b.thread(process, &format!("{test}{t}"), test, Some(t), prog, false);
+    }
+    Ok(b.finish())
+}
+
+// ---- vma-ops ----
+
+/// Mitosis §8.3.2 (Table 5): one thread (core 0) repeats a VMA operation on a region of
+/// `region_bytes` with MAP_POPULATE, `ops` times (default 20). `mmap`:
+/// mmap(populate) then munmap; `munmap`: the same pair (the munmap is the measured call);
+/// `mprotect`: the region is mapped and populated once, then made read-only and writable
+/// again. Each call's kernel cycles are in `totals.syscalls_by_call`.
+fn vma_ops(cfg: &Config) -> Result<Workload> {
+    const TESTS: [&str; 3] = ["mmap", "mprotect", "munmap"];
+    let w = &cfg.workload;
+    let test = w.test.as_str();
+    if !TESTS.contains(&test) {
+        let tests: Vec<String> = TESTS.iter().map(|t| format!("{t:?}")).collect();
+        return Err(Error::config("workload.test", format!("{test:?} is not a vma-ops test: use one of {}", tests.join(", "))));
+    }
+    let bytes = w.region_bytes;
+    check_range("workload.region_bytes", bytes, PAGE, 1 << 40)?;
+    let ops = ops_or(cfg, 20);
+    let slot = 0;
+    let mut populated = anon(bytes, true);
+    populated.populate = true;
+    let mut b = Builder::default();
+    let root = b.group("root", 0);
+    let process = b.process("vma-ops", root, vec![]);
+    let prog = match test {
+        "mprotect" => [
+            vec![Op::Mmap { slot, spec: populated }],
+            times(ops, vec![Op::Mprotect { slot, writable: false }, Op::Mprotect { slot, writable: true }, Op::CountOp]),
+            vec![Op::Exit],
+        ]
+        .concat(),
+        _ => [times(ops, vec![Op::Mmap { slot, spec: populated }, Op::Munmap { slot }, Op::CountOp]), vec![Op::Exit]].concat(),
+    };
+    let prog = b.program(prog);
+    b.thread(process, test, test, Some(0), prog, false);
     Ok(b.finish())
 }
 

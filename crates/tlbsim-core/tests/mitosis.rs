@@ -1,0 +1,276 @@
+//! Mitosis (placement/mitosis.rs): every replica translates like a single tree through
+//! random map / write / unmap / migrate sequences, A/D bits OR-ed and cleared everywhere,
+//! each socket's cores walk their own replica, and no table page outlives its process.
+
+use serde_json::json;
+use tlbsim_core::config::Config;
+use tlbsim_core::memory::{node_of, PhysMem};
+use tlbsim_core::page_table::{make_pte, pte_pfn, PageTables, PTE_ACCESSED, PTE_DIRTY, PTE_PRESENT, PTE_USER, PTE_WRITABLE};
+use tlbsim_core::placement::mitosis::{MigrationFree, Mitosis, MitosisParams, ReplicaSet};
+use tlbsim_core::placement::native::{Native, Placement};
+use tlbsim_core::placement::{PageTableBackend, PtCtx};
+use tlbsim_core::rng::SplitMix64;
+use tlbsim_core::types::{NodeId, PageSize, Pfn};
+
+const SOCKETS: u32 = 4;
+const MM: u32 = 1;
+const LEVELS: u32 = 4;
+/// A few 1 GiB regions far apart, so upper levels get several pages.
+const BASES: [u64; 3] = [0x0000_4000_0000, 0x7f00_0000_0000, 0x0100_4000_0000];
+
+struct World {
+    pt: PageTables,
+    mem: PhysMem,
+}
+
+impl World {
+    fn new() -> World {
+        World { pt: PageTables::new(), mem: PhysMem::new(SOCKETS, 64) }
+    }
+    fn ctx(&mut self) -> PtCtx<'_> {
+        PtCtx { pt: &mut self.pt, mem: &mut self.mem, levels: LEVELS }
+    }
+}
+
+fn va_of(rng: &mut SplitMix64) -> u64 {
+    BASES[rng.below(BASES.len() as u64) as usize] + rng.below(4096) * 4096
+}
+
+const AD: u64 = PTE_ACCESSED | PTE_DIRTY;
+
+/// Random map, write (protection and A/D changes), unmap with table freeing and migration,
+/// against the native backend: every replica's own walk gives the reference's leaf (A/D
+/// aside), the OR-ed lookup gives the reference's A/D, and replica tables sit on their
+/// socket.
+#[test]
+fn every_replica_translates_like_a_single_tree() {
+    for (seed, free) in [(1u64, MigrationFree::Eager), (2, MigrationFree::Lazy), (3, MigrationFree::Eager)] {
+        let mut rng = SplitMix64::new(seed);
+        let params = MitosisParams { replicas: ReplicaSet::Sockets(vec![0, 2]), reserve_pages: 8, migration_free: free };
+        let mut mitosis = Mitosis::new(&params, SOCKETS).unwrap();
+        let mut native = Native::new(Placement::FirstTouch, SOCKETS);
+        let (mut w, mut r) = (World::new(), World::new());
+        let mut root = mitosis.create(&mut w.ctx(), MM, 0).unwrap();
+        let rroot = native.create(&mut r.ctx(), MM, 0).unwrap();
+        let mut mapped: Vec<u64> = Vec::new();
+        let mut pending_free = Vec::new();
+        for step in 0..3000 {
+            match rng.below(10) {
+                0..=4 => {
+                    let va = va_of(&mut rng);
+                    let pfn = Pfn(rng.below(1 << 20));
+                    let socket = rng.below(SOCKETS as u64) as u32;
+                    let a = mitosis.map(&mut w.ctx(), MM, root, va, pfn, PageSize::Size4K, PTE_WRITABLE | PTE_USER, socket).unwrap();
+                    let b = native.map(&mut r.ctx(), MM, rroot, va, pfn, PageSize::Size4K, PTE_WRITABLE | PTE_USER, socket).unwrap();
+                    assert_eq!(a, b, "old entry at step {step}");
+                    mapped.push(va);
+                }
+                5..=6 if !mapped.is_empty() => {
+                    // A walker on one replica sets A/D there only; the OS then rewrites.
+                    let va = mapped[rng.below(mapped.len() as u64) as usize];
+                    let roots = mitosis.trees(MM, root);
+                    let walked = roots[rng.below(roots.len() as u64) as usize];
+                    if let Some(l) = w.pt.lookup(walked, LEVELS, va) {
+                        *w.pt.entry_mut(l.slot, l.index) |= PTE_ACCESSED;
+                        let rl = r.pt.lookup(rroot, LEVELS, va).unwrap();
+                        *r.pt.entry_mut(rl.slot, rl.index) |= PTE_ACCESSED;
+                    }
+                    let leaf = mitosis.lookup(&w.pt, MM, root, LEVELS, va);
+                    let rleaf = native.lookup(&r.pt, MM, rroot, LEVELS, va);
+                    assert_eq!(leaf.map(|l| l.pte), rleaf.map(|l| l.pte), "OR-ed lookup at step {step}");
+                    if let (Some(l), Some(rl)) = (leaf, rleaf) {
+                        let new = (l.pte ^ PTE_WRITABLE) & !PTE_ACCESSED;
+                        let a = mitosis.write(&mut w.ctx(), MM, va, &l, new);
+                        let b = native.write(&mut r.ctx(), MM, va, &rl, new);
+                        assert_eq!(a, b, "old entry of a write at step {step}");
+                        for t in mitosis.trees(MM, root) {
+                            assert_eq!(w.pt.lookup(t, LEVELS, va).unwrap().pte & AD, 0, "A cleared in every replica");
+                        }
+                    }
+                }
+                7 if !mapped.is_empty() => {
+                    // munmap of a 2 MiB window: zap its leaves, free tables nothing uses.
+                    let va = mapped[rng.below(mapped.len() as u64) as usize] & !((2 << 20) - 1);
+                    let end = va + (2 << 20);
+                    for &m in mapped.iter().filter(|&&m| m >= va && m < end) {
+                        if let Some(l) = mitosis.lookup(&w.pt, MM, root, LEVELS, m) {
+                            mitosis.write(&mut w.ctx(), MM, m, &l, 0);
+                        }
+                        if let Some(l) = native.lookup(&r.pt, MM, rroot, LEVELS, m) {
+                            native.write(&mut r.ctx(), MM, m, &l, 0);
+                        }
+                    }
+                    mapped.retain(|&m| m < va || m >= end);
+                    let live = mapped.clone();
+                    let in_use = |lo: u64, hi: u64| live.iter().any(|&m| m >= lo && m < hi);
+                    let freed = mitosis.free_tables(&mut w.ctx(), MM, root, va, end, &in_use);
+                    let rfreed = native.free_tables(&mut r.ctx(), MM, rroot, va, end, &in_use);
+                    assert_eq!(freed.len(), rfreed.len() * mitosis.trees(MM, root).len(), "every replica frees its copy");
+                    w.pt.release_tables(&mut w.mem, &freed);
+                    r.pt.release_tables(&mut r.mem, &rfreed);
+                }
+                8 => {
+                    // The process moves to a socket; only that socket stays in use.
+                    let to = rng.below(SOCKETS as u64) as u32;
+                    let m = mitosis.on_migrate(&mut w.ctx(), MM, to, &|s, _| s == to).unwrap();
+                    if let Some(p) = m.primary {
+                        root = p;
+                    }
+                    pending_free.extend(m.freed);
+                    assert_eq!(mitosis.root_for(MM, root, to) == root, mitosis.trees(MM, root).len() == 1 || node_of(w.pt.pfn_of(root)) == NodeId(to));
+                }
+                _ => {
+                    w.pt.release_tables(&mut w.mem, &pending_free);
+                    pending_free.clear();
+                }
+            }
+            if step % 50 == 0 {
+                let trees = mitosis.trees(MM, root);
+                for &va in mapped.iter().take(64) {
+                    let want = r.pt.lookup(rroot, LEVELS, va).map(|l| l.pte & !AD);
+                    for &t in &trees {
+                        assert_eq!(w.pt.lookup(t, LEVELS, va).map(|l| l.pte & !AD), want, "replica {t} at step {step}, va {va:#x}");
+                    }
+                }
+                for s in 0..SOCKETS {
+                    let t = mitosis.root_for(MM, root, s);
+                    if trees.len() > 1 && trees.contains(&t) && t != root {
+                        assert_eq!(node_of(w.pt.pfn_of(t)), NodeId(s), "socket {s} loads its own replica");
+                    }
+                }
+            }
+        }
+        assert!(mitosis.stats_json()["replica_entry_writes"].as_u64().unwrap() > 0);
+    }
+}
+
+/// A leaf written through the ring reads back identical in every copy, and a leaf's
+/// replica pages are each on their own socket.
+#[test]
+fn all_sockets_replicate_on_their_own_nodes() {
+    let params = MitosisParams { replicas: ReplicaSet::Named("all".into()), ..Default::default() };
+    let mut mitosis = Mitosis::new(&params, SOCKETS).unwrap();
+    let mut w = World::new();
+    let root = mitosis.create(&mut w.ctx(), MM, 1).unwrap();
+    assert_eq!(node_of(w.pt.pfn_of(root)), NodeId(1), "the creating socket's replica is primary");
+    let va = 0x7f00_1234_5000;
+    mitosis.map(&mut w.ctx(), MM, root, va, Pfn(99), PageSize::Size4K, PTE_USER, 3).unwrap();
+    let trees = mitosis.trees(MM, root);
+    assert_eq!(trees.len(), 4);
+    // Each socket's tree: all four levels on that socket, leaf identical.
+    for s in 0..SOCKETS {
+        let t = mitosis.root_for(MM, root, s);
+        let mut slot = t;
+        for level in (1..=LEVELS).rev() {
+            assert_eq!(node_of(w.pt.pfn_of(slot)), NodeId(s), "level {level} of socket {s}'s replica");
+            if level > 1 {
+                slot = w.pt.child_slot(slot, tlbsim_core::page_table::level_index(va, level));
+            }
+        }
+        let l = w.pt.lookup(t, LEVELS, va).unwrap();
+        assert_eq!(l.pte, make_pte(Pfn(99), PTE_USER | PTE_PRESENT));
+        assert_eq!(pte_pfn(l.pte), Pfn(99));
+    }
+    // Four levels, four copies: 16 table pages, 12 of them replicas.
+    assert_eq!(w.pt.live_tables(), 16);
+    assert_eq!(mitosis.stats_json()["replica_tables_allocated"], json!(12));
+}
+
+fn run(v: serde_json::Value) -> serde_json::Value {
+    let cfg = Config::resolve(v, &[], std::path::Path::new(".")).unwrap();
+    tlbsim_core::sim::run(&cfg).unwrap()
+}
+
+/// Thread 0 on socket 0 touches a region first; threads on sockets 1-3 then read it.
+fn shared_reader(placement: &str, extra: serde_json::Value) -> serde_json::Value {
+    let readers: Vec<serde_json::Value> = (1..4)
+        .map(|s| {
+            json!({"name": format!("r{s}"), "core": s * 2, "program": [
+                {"op": "compute", "cycles": 40_000_000},
+                {"op": "access", "region": "heap", "count": 20_000, "pattern": "random"},
+                {"op": "exit"}]})
+        })
+        .collect();
+    let mut threads = vec![json!({"name": "init", "core": 0, "program": [
+        {"op": "access", "region": "heap", "count": 1024, "mode": "write", "stride": 4096},
+        {"op": "compute", "cycles": 4_000_000}, {"op": "exit"}]})];
+    threads.extend(readers);
+    let mut cfg = json!({
+        "machine": {"sockets": 4, "cores_per_socket": 2, "memory": {"node_mib": 256}, "pt_cache": {"entries": 0}},
+        "os": {"pt_placement": placement},
+        "sim": {"ptdump": true},
+        "workload": {"kind": "scenario", "scenario": {"process": [{"name": "p", "region": [{"name": "heap", "bytes": 4 << 20}], "thread": threads}]}},
+    });
+    if let Some(o) = extra.as_object() {
+        for (k, v) in o {
+            cfg["os"][k] = v.clone();
+        }
+    }
+    run(cfg)
+}
+
+#[test]
+fn each_socket_walks_its_own_replica_and_nothing_leaks() {
+    let linux = shared_reader("first-touch", json!({}));
+    let mitosis = shared_reader("mitosis", json!({}));
+    let remote = |s: &serde_json::Value| s["totals"]["pt_accesses_remote"].as_u64().unwrap();
+    assert!(remote(&linux) > 1000, "first-touch: the readers walk socket 0's tables ({})", remote(&linux));
+    assert_eq!(remote(&mitosis), 0, "Mitosis: every walk reads the local replica");
+    // Replicas cost memory while the process lives: 4 copies of every table page.
+    let peak = |s: &serde_json::Value| s["totals"]["page_table_pages_peak"].as_u64().unwrap();
+    assert_eq!(peak(&mitosis), 4 * peak(&linux));
+    // After exit only the roots remain (one per copy), besides tables whose freeing flush
+    // was still in flight when the run ended: no table page leaks.
+    let left = |s: &serde_json::Value| s["totals"]["page_table_pages"].as_u64().unwrap() - s["totals"]["page_table_pages_awaiting_flush"].as_u64().unwrap();
+    assert_eq!(left(&linux), 1);
+    assert_eq!(left(&mitosis), 4);
+    // The dump (taken at exit) sees socket 0's tables pointing at socket 0 data only under
+    // first-touch, and every socket's leaf PTEs local under Mitosis.
+    let dump = &linux["page_table_dump"]["sockets"];
+    assert!(dump[1]["leaf_ptes_remote_fraction"].as_f64().unwrap() > 0.99);
+    for s in 0..4 {
+        assert_eq!(mitosis["page_table_dump"]["sockets"][s]["leaf_ptes_remote_fraction"], json!(0.0));
+        assert!(mitosis["page_table_dump"]["sockets"][s]["levels"][3]["pages"].as_u64().unwrap() >= 2, "a leaf page per socket");
+    }
+}
+
+/// Mitosis §5.5: a process moved to another socket gets a replica there; eagerly the old
+/// copy is freed (its walks turn local, one copy remains), lazily it is kept.
+#[test]
+fn a_migrated_process_takes_its_page_tables_along() {
+    let mover = |free: &str| {
+        run(json!({
+            "machine": {"sockets": 2, "cores_per_socket": 2, "memory": {"node_mib": 256}, "pt_cache": {"entries": 0}},
+            "os": {"pt_placement": "mitosis", "mitosis": {"replicas": "none", "migration_free": free}},
+            "workload": {"kind": "scenario", "scenario": {"process": [{"name": "p", "region": [{"name": "heap", "bytes": 64 << 20}], "thread": [
+                {"name": "t", "core": 0, "program": [
+                    {"op": "access", "region": "heap", "count": 16384, "mode": "write", "stride": 4096},
+                    {"op": "migrate-thread", "core": 2},
+                    {"op": "access", "region": "heap", "count": 50_000, "pattern": "random"},
+                    {"op": "exit"}]}]}]}},
+        }))
+    };
+    let native = run(json!({
+        "machine": {"sockets": 2, "cores_per_socket": 2, "memory": {"node_mib": 256}, "pt_cache": {"entries": 0}},
+        "workload": {"kind": "scenario", "scenario": {"process": [{"name": "p", "region": [{"name": "heap", "bytes": 64 << 20}], "thread": [
+            {"name": "t", "core": 0, "program": [
+                {"op": "access", "region": "heap", "count": 16384, "mode": "write", "stride": 4096},
+                {"op": "migrate-thread", "core": 2},
+                {"op": "access", "region": "heap", "count": 50_000, "pattern": "random"},
+                {"op": "exit"}]}]}]}},
+    }));
+    let eager = mover("eager");
+    let lazy = mover("lazy");
+    let pt = |s: &serde_json::Value, k: &str| s["totals"]["page_tables"][k].as_u64().unwrap();
+    assert_eq!(pt(&eager, "migration_replicas"), 1);
+    assert_eq!(pt(&eager, "replicas_freed"), 1);
+    assert_eq!(pt(&lazy, "replicas_freed"), 0);
+    let remote = |s: &serde_json::Value| s["totals"]["pt_accesses_remote"].as_u64().unwrap();
+    assert!(remote(&native) > 10_000, "without Mitosis the tables stay behind ({})", remote(&native));
+    assert!(remote(&eager) < remote(&native) / 10, "eager: {} vs {}", remote(&eager), remote(&native));
+    assert!(remote(&lazy) < remote(&native) / 10);
+    // Eagerly one copy is left (its root), lazily two.
+    let left = |s: &serde_json::Value| s["totals"]["page_table_pages"].as_u64().unwrap() - s["totals"]["page_table_pages_awaiting_flush"].as_u64().unwrap();
+    assert_eq!(left(&eager), 1);
+    assert_eq!(left(&lazy), 2);
+}
