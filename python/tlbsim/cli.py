@@ -197,7 +197,7 @@ _BENCH_FIGURES = [
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    report = tlbsim.bench(args.accesses, args.memory_model)
+    report = tlbsim.bench(args.accesses, args.memory_model, args.replicas)
     if args.json:
         print(json.dumps(report))
         return 0
@@ -424,6 +424,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--compare", metavar="FILE",
                    help="print each figure beside a saved `tlbsim bench --json` output")
+    p.add_argument("--replicas", type=_positive, default=1, metavar="N",
+                   help="page-table copies for the L1-hit and walk streams: N sockets, Mitosis "
+                        "replicating on each (default: 1, one socket)")
     p.add_argument("--memory-model", choices=["flat", "cache"], default="flat",
                    help="machine.memory.model of the access streams and the multicore run "
                         "(default: %(default)s)")

@@ -12,6 +12,6 @@ fn main() {
         println!("{:?}", tlbsim_core::bench::l1_hit_stream(accesses, &model).expect("bench"));
         return;
     }
-    let r = tlbsim_core::bench::run_bench(&tlbsim_core::bench::BenchOptions { accesses, memory_model: model }).expect("bench");
+    let r = tlbsim_core::bench::run_bench(&tlbsim_core::bench::BenchOptions { accesses, memory_model: model, replicas: 1 }).expect("bench");
     println!("{}", serde_json::to_string_pretty(&r).unwrap());
 }

@@ -29,11 +29,15 @@ pub struct BenchOptions {
     pub accesses: u64,
     /// `machine.memory.model` of streams (i), (ii) and the multicore run.
     pub memory_model: String,
+    /// Page-table copies of streams (i) and (ii): 1 (default) is one socket and the native
+    /// backend; N > 1 is N sockets with Mitosis replicating on every one (the walker reads
+    /// its own socket's copy; first-touch faults write all N).
+    pub replicas: u32,
 }
 
 impl Default for BenchOptions {
     fn default() -> Self {
-        BenchOptions { accesses: 20_000_000, memory_model: "flat".into() }
+        BenchOptions { accesses: 20_000_000, memory_model: "flat".into(), replicas: 1 }
     }
 }
 
@@ -67,6 +71,8 @@ pub struct BenchReport {
     pub champsim_trace_instructions: u64,
     /// `machine.memory.model` of streams (i), (ii) and the multicore run.
     pub memory_model: String,
+    /// Page-table copies of streams (i) and (ii) ([`BenchOptions::replicas`]).
+    pub replicas: u32,
 }
 
 const BASE: u64 = 0x7f00_0000_0000;
@@ -80,8 +86,11 @@ fn random_loads(n: u64, pages: u64, seed: u64) -> Vec<TraceEvent> {
         .collect()
 }
 
-fn machine(memory_model: &str) -> crate::Result<(Machine, crate::sim::AddressSpace)> {
-    let mut tree = serde_json::json!({"machine": {"cores_per_socket": 1, "memory": {"node_mib": 20 * 1024}}});
+fn machine(memory_model: &str, replicas: u32) -> crate::Result<(Machine, crate::sim::AddressSpace)> {
+    let mut tree = serde_json::json!({"machine": {"sockets": replicas.max(1), "cores_per_socket": 1, "memory": {"node_mib": 20 * 1024}}});
+    if replicas > 1 {
+        crate::config::apply_override(&mut tree, "os.pt_placement=\"mitosis\"")?;
+    }
     crate::config::apply_override(&mut tree, "workload.fetches=false")?;
     crate::config::apply_override(&mut tree, &format!("machine.memory.model={memory_model}"))?;
     let cfg = Config::resolve(tree, &[], std::path::Path::new("."))?;
@@ -100,8 +109,13 @@ fn timed(m: &mut Machine, space: &crate::sim::AddressSpace, events: &[TraceEvent
 
 /// Stream (i) alone (for profiling): accesses per second and L1 hit rate.
 pub fn l1_hit_stream(n: u64, memory_model: &str) -> crate::Result<(f64, f64)> {
+    l1_hit_stream_on(n, memory_model, 1)
+}
+
+/// Stream (i) with `replicas` page-table copies ([`BenchOptions::replicas`]).
+pub fn l1_hit_stream_on(n: u64, memory_model: &str, replicas: u32) -> crate::Result<(f64, f64)> {
     let events = random_loads(n, 32, 1);
-    let (mut m, space) = machine(memory_model)?;
+    let (mut m, space) = machine(memory_model, replicas)?;
     m.run_batch(0, &space, &events[..events.len().min(10_000)], &mut NoTlbListener, &mut NoWalkListener)?;
     let before = m.cores[0].stats;
     let per_s = timed(&mut m, &space, &events)?;
@@ -127,9 +141,9 @@ pub fn run_bench(opts: &BenchOptions) -> crate::Result<BenchReport> {
 
     drop(events);
     // (i) L1-hit-heavy.
-    let (l1_hit_stream_per_s, l1_hit_stream_hit_rate) = l1_hit_stream(n, &opts.memory_model)?;
+    let (l1_hit_stream_per_s, l1_hit_stream_hit_rate) = l1_hit_stream_on(n, &opts.memory_model, opts.replicas)?;
 
-    let (walk_stream_per_s, walk_stream_walk_rate) = walk_stream(n, &opts.memory_model)?;
+    let (walk_stream_per_s, walk_stream_walk_rate) = walk_stream_on(n, &opts.memory_model, opts.replicas)?;
 
     let multicore_ops_per_thread = (n / 100_000).max(20);
     let (multicore_events_per_s, multicore_events) = multicore(64, multicore_ops_per_thread, &opts.memory_model)?;
@@ -156,6 +170,7 @@ pub fn run_bench(opts: &BenchOptions) -> crate::Result<BenchReport> {
         champsim_trace_over_decompression,
         champsim_trace_instructions,
         memory_model: opts.memory_model.clone(),
+        replicas: opts.replicas,
     })
 }
 
@@ -262,7 +277,12 @@ pub fn multicore(cores: u32, ops: u64, memory_model: &str) -> crate::Result<(f64
 
 /// Stream (ii) alone: accesses per second and the fraction of accesses that walked.
 pub fn walk_stream(n: u64, memory_model: &str) -> crate::Result<(f64, f64)> {
-    let (mut m, space) = machine(memory_model)?;
+    walk_stream_on(n, memory_model, 1)
+}
+
+/// Stream (ii) with `replicas` page-table copies ([`BenchOptions::replicas`]).
+pub fn walk_stream_on(n: u64, memory_model: &str, replicas: u32) -> crate::Result<(f64, f64)> {
+    let (mut m, space) = machine(memory_model, replicas)?;
     let pages = REGION >> 12;
     let warm: Vec<TraceEvent> =
         (0..pages).map(|p| TraceEvent::Access { va: BASE + (p << 12), kind: AccessKind::Load, size: 8 }).collect();

@@ -132,6 +132,9 @@ pub struct PhysMem {
     /// Blocks claimed (head frame, order) whose tracking word was not 0, for the OS model
     /// to hand to the recycling axis (a frame leaving its context).
     pub tracked_claims: Vec<(Pfn, u32)>,
+    /// Data frames in use now, every node, and the most at once.
+    data_total: u64,
+    pub data_peak: u64,
 }
 
 #[inline]
@@ -243,6 +246,8 @@ impl PhysMem {
             zone_frames_moved: 0,
             merge_tracking: |a, _| a,
             tracked_claims: Vec::new(),
+            data_total: 0,
+            data_peak: 0,
         }
     }
 
@@ -272,6 +277,8 @@ impl PhysMem {
         n.used += 1 << order;
         if kind == FrameKind::Data {
             n.data_used += 1 << order;
+            self.data_total += 1 << order;
+            self.data_peak = self.data_peak.max(self.data_total);
         }
         let pfn = Pfn(((node.0 as u64) << NODE_SHIFT) | i);
         if tracking != 0 {
@@ -333,6 +340,7 @@ impl PhysMem {
         let n = &mut self.nodes[node];
         if n.desc(i).kind == FrameKind::Data {
             n.data_used -= 1 << order;
+            self.data_total -= 1 << order;
         }
         for f in i..i + (1 << order) {
             let d = n.desc_mut(f);

@@ -432,6 +432,7 @@ impl Machine {
             "page_table_bytes": tables.iter().sum::<u64>() * 4096,
             "page_table_pages_peak": self.pt.peak_live,
             "data_pages": data.iter().sum::<u64>(),
+            "data_pages_peak": self.mem.data_peak,
             "per_node": (0..nodes as usize).map(|n| json!({"node": n, "page_table_pages": tables[n], "data_pages": data[n]})).collect::<Vec<_>>(),
         })
     }
@@ -467,7 +468,7 @@ impl Machine {
         });
         let mut v = stats::to_json(&cores, &structures, json!(per_socket), run);
         let live = self.memory_json();
-        for k in ["page_table_pages", "page_table_bytes", "page_table_pages_peak", "data_pages"] {
+        for k in ["page_table_pages", "page_table_bytes", "page_table_pages_peak", "data_pages", "data_pages_peak"] {
             v["totals"][k] = live[k].clone();
         }
         v["totals"]["memory_per_node"] = live["per_node"].clone();

@@ -72,6 +72,8 @@ fn every_generator_builds_with_its_defaults() {
         json!({"kind": "vmscale", "test": "cow-seq"}),
         json!({"kind": "reclaim"}),
         json!({"kind": "stm-mprotect"}),
+        json!({"kind": "mitosis-bench", "test": "gups"}),
+        json!({"kind": "vma-ops", "test": "mprotect"}),
     ];
     assert_eq!(defaults.len(), KINDS.len());
     for (wl, kind) in defaults.into_iter().zip(KINDS) {

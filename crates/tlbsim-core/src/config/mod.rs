@@ -402,9 +402,25 @@ pub struct CorunnerConfig {
     pub kind: String,
     /// The socket it runs on (its last core) and whose node its array lives on.
     pub socket: u32,
-    /// Bytes of its array (0: four times the last-level cache, so that it misses).
+    /// Bytes of its arrays, split among its threads (0: four times the last-level cache,
+    /// so that it misses).
     #[serde(default)]
     pub bytes: u64,
+    /// Start once the workload's processes are set up (their populated regions faulted
+    /// in), so that it meets the main phase rather than the initialization (the Mitosis
+    /// experiments pre-initialize the working set); its own arrays are then populated in
+    /// the set-up too. Default false: from cycle 0, faulting its array in as it goes.
+    #[serde(default)]
+    pub after_setup: bool,
+    /// Threads sweeping, each its own array of `bytes`, on the socket's last cores
+    /// (default 1; STREAM run on a whole socket, as Mitosis' interference does, is
+    /// `cores_per_socket` minus the cores the workload uses there).
+    #[serde(default = "one")]
+    pub threads: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl Default for WorkloadConfig {

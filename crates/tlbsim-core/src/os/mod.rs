@@ -225,6 +225,9 @@ pub(crate) struct Thread {
     pub pinned: bool,
     pub ops_completed: u64,
     pub start_cycle: u64,
+    /// When the thread first ran on a core (after whatever its core did before: a process's
+    /// populated regions are faulted in by its first thread's core before any thread runs).
+    pub first_run_cycle: Option<u64>,
     pub end_cycle: Option<u64>,
     pub accesses: u64,
     /// Zipf sampler of the current access op (pages, theta) → cumulative weights.
@@ -552,6 +555,8 @@ impl<P: Coherence> Os<P> {
                 let va = os.mmap_region(first_core, pid, r, None)?;
                 slots[ri] = (va, r.bytes.div_ceil(4096) * 4096);
             }
+            // Set-up so far ends when the busiest core's clock does.
+            let start = if os.w.start_after_setup.contains(&pi) { (0..ncores).map(|c| os.clock(c)).max().unwrap_or(0) } else { 0 };
             for t in &spec.threads {
                 let core = match t.core {
                     Some(c) => c as usize,
@@ -561,7 +566,7 @@ impl<P: Coherence> Os<P> {
                         c
                     }
                 };
-                os.spawn_thread(pid, t.name.clone(), t.class.clone(), t.daemon, t.program, core, t.core.is_some(), slots.clone(), 0);
+                os.spawn_thread(pid, t.name.clone(), t.class.clone(), t.daemon, t.program, core, t.core.is_some(), slots.clone(), start);
             }
         }
         Ok(os)
@@ -653,6 +658,7 @@ impl<P: Coherence> Os<P> {
             pinned,
             ops_completed: 0,
             start_cycle: start,
+            first_run_cycle: None,
             end_cycle: None,
             accesses: 0,
             zipf: None,

@@ -151,6 +151,7 @@ impl<P: Coherence> Os<P> {
                     "accesses": t.accesses,
                     "lock_wait_cycles": t.lock_wait_cycles,
                     "start_cycle": t.start_cycle,
+                    "first_run_cycle": t.first_run_cycle,
                     "end_cycle": t.end_cycle,
                 })
             })

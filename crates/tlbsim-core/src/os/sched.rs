@@ -231,6 +231,9 @@ impl<P: Coherence> Os<P> {
             self.stats[core].idle_cycles += now.saturating_sub(since);
         }
         self.cores[core].current = Some(thread);
+        if self.threads[thread].first_run_cycle.is_none() {
+            self.threads[thread].first_run_cycle = Some(self.clock(core));
+        }
         self.stats[core].context_switches += 1;
         self.charge(core, self.costs.context_switch);
         // Requests deferred to this core are applied at its context switch.

@@ -879,11 +879,13 @@ fn stm_mprotect(cfg: &Config) -> Result<Workload> {
 /// the paper gives only names and sizes), each a loop of operations over one anonymous
 /// region of `region_bytes` (the working set; `workload.region_bytes`' default, 64 MiB; the
 /// paper's are 17-85 GB).
-/// The region is populated before the threads start, by the first thread's core:
+/// The region is populated before the threads start (they all start when it is done), by
+/// the first thread's core:
 /// single-threaded initialization, as the paper's migration runs "pre-allocated and
 /// initialized the working set" and its multi-socket runs let one thread initialize
 /// (§3.1's first-touch skew). `threads` workers (default 1) run `ops` operations each
-/// (default 200,000); thread t is pinned to core t. One operation, **[inferred]** per
+/// (default 200,000); thread t is pinned to socket t % sockets (its (t / sockets)-th core).
+/// One operation, **[inferred]** per
 /// benchmark:
 /// - `gups`: one random 8-byte update (a read-modify-write of one line).
 /// - `btree`: one lookup: three reads in the hot upper levels (the first 1/256 of the
@@ -941,9 +943,14 @@ fn mitosis_bench(cfg: &Config) -> Result<Workload> {
     let process = b.process(test, root, vec![region]);
     let mut one = body;
     one.push(Op::CountOp);
+    // Every worker starts once the working set is populated (by the first worker's core).
+    b.w.start_after_setup.push(process);
+    let (sockets, per_socket) = (cfg.machine.sockets, cfg.machine.cores_per_socket);
     for t in 0..threads {
         let prog = b.program([times(ops, one.clone()), vec![Op::Exit]].concat());
-        b.thread(process, &format!("{test}{t}"), test, Some(t), prog, false);
+        // Round-robin over the sockets: thread t on socket t % sockets.
+        let core = (t % sockets) * per_socket + t / sockets;
+        b.thread(process, &format!("{test}{t}"), test, Some(core), prog, false);
     }
     Ok(b.finish())
 }

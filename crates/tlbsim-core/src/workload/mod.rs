@@ -37,9 +37,15 @@ fn add_corunner(cfg: &Config, c: &crate::config::CorunnerConfig, w: &mut program
     if c.socket >= cfg.machine.sockets {
         return Err(Error::config("workload.corunner.socket", format!("socket {} does not exist (the machine has {})", c.socket, cfg.machine.sockets)));
     }
-    let bytes = if c.bytes > 0 { c.bytes } else { 4 * cfg.machine.memory.llc_bytes.max(1 << 20) };
+    if c.threads == 0 || c.threads > cfg.machine.cores_per_socket {
+        return Err(Error::config("workload.corunner.threads", format!("{}: between 1 and the socket's {} cores", c.threads, cfg.machine.cores_per_socket)));
+    }
+    // STREAM's rule: the arrays together at least four times the last-level cache; split
+    // among the threads.
+    let total = if c.bytes > 0 { c.bytes } else { 4 * cfg.machine.memory.llc_bytes.max(1 << 20) };
+    let bytes = (total / c.threads as u64).div_ceil(4096).max(1) * 4096;
     let lines = bytes / 64;
-    let core = (c.socket + 1) * cfg.machine.cores_per_socket - 1;
+    let last = (c.socket + 1) * cfg.machine.cores_per_socket - 1;
     let program = vec![
         Op::Loop { count: 0, body: 1 },
         Op::Access { slot: 0, pattern: Pattern::Sequential, mode: AccessMode::Mixed(0.5), count: lines, offset: 0, len: 0, stride: 64 },
@@ -55,10 +61,31 @@ fn add_corunner(cfg: &Config, c: &crate::config::CorunnerConfig, w: &mut program
     w.processes.push(ProcessSpec {
         name: "corunner".into(),
         group,
-        regions: vec![MapSpec { fpr: false, fixed: false, bytes, backing: Backing::Anonymous, shared: false, populate: false, writable: true }],
-        threads: vec![ThreadSpec { name: "stream".into(), class: "corunner".into(), core: Some(core), program: w.programs.len() - 1, daemon: true }],
+        // After set-up, its arrays are populated first, as STREAM initializes them before
+        // it measures.
+        regions: (0..c.threads).map(|_| MapSpec { fpr: false, fixed: false, bytes, backing: Backing::Anonymous, shared: false, populate: c.after_setup, writable: true }).collect(),
+        threads: Vec::new(),
     });
-    w.slots = w.slots.max(1);
+    let program = w.programs.len() - 1;
+    for t in 0..c.threads {
+        // Thread t sweeps region t: its program is the one above with the slot changed.
+        let p = if t == 0 {
+            program
+        } else {
+            let mut ops = w.programs[program].clone();
+            if let Op::Access { slot, .. } = &mut ops[1] {
+                *slot = t as usize;
+            }
+            w.programs.push(ops);
+            w.programs.len() - 1
+        };
+        let name = if t == 0 { "stream".to_string() } else { format!("stream{t}") };
+        w.processes.last_mut().expect("pushed").threads.push(ThreadSpec { name, class: "corunner".into(), core: Some(last - t), program: p, daemon: true });
+    }
+    w.slots = w.slots.max(c.threads as usize);
+    if c.after_setup {
+        w.start_after_setup.push(w.processes.len() - 1);
+    }
     Ok(())
 }
 

@@ -189,6 +189,11 @@ pub struct Workload {
     /// forked child whose program is not listed is waited for like any other thread.
     /// Added after the first version of this IR; empty (the default) keeps the old meaning.
     pub daemon_programs: Vec<usize>,
+    /// Processes (indices into `processes`) whose threads first run only once every process
+    /// before them is set up (its populated regions faulted in, on its first thread's core):
+    /// e.g. a co-runner meant to meet a workload's main phase, not its initialization.
+    /// Empty (the default): every thread may run from cycle 0.
+    pub start_after_setup: Vec<usize>,
 }
 
 impl Workload {
