@@ -1,17 +1,18 @@
-//! `cargo run --release -p tlbsim-core --example bench [ACCESSES] [all|walk|l1] [flat|cache]`:
+//! `cargo run --release -p tlbsim-core --example bench [ACCESSES] [all|walk|l1] [flat|cache] [REPLICAS]`:
 //! the same benchmark as `tlbsim bench`, without Python (the third argument is
-//! `machine.memory.model`).
+//! `machine.memory.model`, the fourth `tlbsim bench --replicas`).
 fn main() {
     let accesses = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(20_000_000);
     let model = std::env::args().nth(3).unwrap_or_else(|| "flat".into());
+    let replicas = std::env::args().nth(4).and_then(|a| a.parse().ok()).unwrap_or(1);
     if std::env::args().nth(2).as_deref() == Some("walk") {
-        println!("{:?}", tlbsim_core::bench::walk_stream(accesses, &model).expect("bench"));
+        println!("{:?}", tlbsim_core::bench::walk_stream_on(accesses, &model, replicas).expect("bench"));
         return;
     }
     if std::env::args().nth(2).as_deref() == Some("l1") {
-        println!("{:?}", tlbsim_core::bench::l1_hit_stream(accesses, &model).expect("bench"));
+        println!("{:?}", tlbsim_core::bench::l1_hit_stream_on(accesses, &model, replicas).expect("bench"));
         return;
     }
-    let r = tlbsim_core::bench::run_bench(&tlbsim_core::bench::BenchOptions { accesses, memory_model: model, replicas: 1 }).expect("bench");
+    let r = tlbsim_core::bench::run_bench(&tlbsim_core::bench::BenchOptions { accesses, memory_model: model, replicas }).expect("bench");
     println!("{}", serde_json::to_string_pretty(&r).unwrap());
 }
