@@ -259,6 +259,16 @@ def test_bench_memory_model(capsys: pytest.CaptureFixture[str]) -> None:
         main(["bench", "--memory-model", "bogus"])
 
 
+def test_bench_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    # The multicore run under another coherence policy; a bad name is a clean error naming
+    # the field.
+    assert main(["bench", "--json", "--accesses", "10000", "--policy", "abis"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["policy"] == "abis" and report["multicore_events"] > 0
+    assert main(["bench", "--json", "--accesses", "10000", "--policy", "bogus"]) == 2
+    assert "os.coherence" in capsys.readouterr().err
+
+
 def test_progress_line() -> None:
     from tlbsim.cli import _progress_line
 

@@ -42,7 +42,7 @@ def resolve(config_json: str, overrides: list[str], base_dir: _Path) -> str:
 def load_config(path: _Path) -> str:
     """Parse a TOML config file; returns the config tree as JSON."""
 
-def bench(accesses: int, memory_model: str = "flat", replicas: int = 1) -> str:
+def bench(accesses: int, memory_model: str = "flat", replicas: int = 1, policy: str = "linux") -> str:
     """Run the speed benchmark; returns its report as JSON."""
 
 def convert(input: _Path, input_format: str, output: _Path) -> str:

@@ -150,17 +150,20 @@ def resolve(config: ConfigLike = None, *, overrides: Overrides = None, **kwargs:
     return effective
 
 
-def bench(accesses: int = DEFAULT_BENCH_ACCESSES, memory_model: str = "flat", replicas: int = 1) -> dict[str, Any]:
+def bench(
+    accesses: int = DEFAULT_BENCH_ACCESSES, memory_model: str = "flat", replicas: int = 1, policy: str = "linux"
+) -> dict[str, Any]:
     """Simulated accesses per second on this machine: ``l1_hit_stream_per_s``,
     ``walk_stream_per_s``, ``null_loop_per_s``, ``l1_hit_over_null``, ``accesses``.
     ``memory_model`` ("flat" or "cache") is ``machine.memory.model`` of the access streams
     and the multicore run; ``replicas`` > 1 runs the L1-hit and walk streams on that many
-    sockets with Mitosis keeping a page-table copy on each."""
+    sockets with Mitosis keeping a page-table copy on each; ``policy`` is the coherence
+    policy (``os.coherence``) of the 64-core multicore run."""
     if accesses <= 0:
         raise ValueError("accesses must be positive")
     if replicas < 1:
         raise ValueError("replicas must be at least 1")
-    report: dict[str, Any] = json.loads(_tlbsim.bench(accesses, memory_model, replicas))
+    report: dict[str, Any] = json.loads(_tlbsim.bench(accesses, memory_model, replicas, policy))
     return report
 
 

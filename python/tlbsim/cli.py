@@ -49,8 +49,11 @@ def _run_watched(config: Path | None, overrides: list[str], show: bool) -> tuple
     control = tlbsim.RunControl()
     box: dict[str, Any] = {}
 
-    # An Event, not Thread.join: a Ctrl-C that interrupts join() can leave the thread
-    # looking finished while it still runs.
+    # The main thread polls an Event's flag and sleeps: a Ctrl-C that interrupts join() can
+    # leave the thread looking finished while it still runs, and one that lands inside
+    # Event.wait() can leave the Event's lock held (the KeyboardInterrupt is raised while
+    # Condition.wait re-acquires it), so that the worker's finished.set() blocks forever.
+    # is_set() takes no lock and time.sleep() is safe to interrupt.
     finished = threading.Event()
 
     def work() -> None:
@@ -66,9 +69,12 @@ def _run_watched(config: Path | None, overrides: list[str], show: bool) -> tuple
     worker.start()
     interrupted = False
     drawn = False
+    next_draw = start
     while not finished.is_set():
         try:
-            if not finished.wait(0.25) and show:
+            time.sleep(0.02)
+            if show and not finished.is_set() and time.monotonic() >= next_draw:
+                next_draw = time.monotonic() + 0.25
                 done, total, unit = control.progress()
                 sys.stderr.write("\r" + _progress_line(done, total, unit, time.monotonic() - start) + "\x1b[K")
                 sys.stderr.flush()
@@ -197,7 +203,7 @@ _BENCH_FIGURES = [
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    report = tlbsim.bench(args.accesses, args.memory_model, args.replicas)
+    report = tlbsim.bench(args.accesses, args.memory_model, args.replicas, args.policy)
     if args.json:
         print(json.dumps(report))
         return 0
@@ -427,6 +433,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replicas", type=_positive, default=1, metavar="N",
                    help="page-table copies for the L1-hit and walk streams: N sockets, Mitosis "
                         "replicating on each (default: 1, one socket)")
+    p.add_argument("--policy", default="linux", metavar="NAME",
+                   help="os.coherence of the 64-core apache run: what a policy's hooks cost "
+                        "(default: %(default)s)")
     p.add_argument("--memory-model", choices=["flat", "cache"], default="flat",
                    help="machine.memory.model of the access streams and the multicore run "
                         "(default: %(default)s)")

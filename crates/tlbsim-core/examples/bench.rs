@@ -13,6 +13,6 @@ fn main() {
         println!("{:?}", tlbsim_core::bench::l1_hit_stream_on(accesses, &model, replicas).expect("bench"));
         return;
     }
-    let r = tlbsim_core::bench::run_bench(&tlbsim_core::bench::BenchOptions { accesses, memory_model: model, replicas }).expect("bench");
+    let r = tlbsim_core::bench::run_bench(&tlbsim_core::bench::BenchOptions { accesses, memory_model: model, replicas, policy: "linux".into() }).expect("bench");
     println!("{}", serde_json::to_string_pretty(&r).unwrap());
 }

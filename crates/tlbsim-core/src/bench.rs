@@ -33,11 +33,14 @@ pub struct BenchOptions {
     /// backend; N > 1 is N sockets with Mitosis replicating on every one (the walker reads
     /// its own socket's copy; first-touch faults write all N).
     pub replicas: u32,
+    /// `os.coherence` of the multicore run (default `linux`): what a policy's hooks cost on
+    /// the engine's paths (faults, PTE writes, flushes, context switches).
+    pub policy: String,
 }
 
 impl Default for BenchOptions {
     fn default() -> Self {
-        BenchOptions { accesses: 20_000_000, memory_model: "flat".into(), replicas: 1 }
+        BenchOptions { accesses: 20_000_000, memory_model: "flat".into(), replicas: 1, policy: "linux".into() }
     }
 }
 
@@ -53,7 +56,7 @@ pub struct BenchReport {
     /// evidence that each stream measures what it says.
     pub l1_hit_stream_hit_rate: f64,
     pub walk_stream_walk_rate: f64,
-    /// (iii) A 64-core `apache` run on the `didi-cmp` preset under the `linux` policy:
+    /// (iii) A 64-core `apache` run on the `didi-cmp` preset under [`BenchOptions::policy`]:
     /// simulated events (memory accesses plus OS operations: system calls, page faults,
     /// context switches, interrupts taken) per second of host time.
     pub multicore_events_per_s: f64,
@@ -73,6 +76,8 @@ pub struct BenchReport {
     pub memory_model: String,
     /// Page-table copies of streams (i) and (ii) ([`BenchOptions::replicas`]).
     pub replicas: u32,
+    /// The multicore run's coherence policy ([`BenchOptions::policy`]).
+    pub policy: String,
 }
 
 const BASE: u64 = 0x7f00_0000_0000;
@@ -146,7 +151,7 @@ pub fn run_bench(opts: &BenchOptions) -> crate::Result<BenchReport> {
     let (walk_stream_per_s, walk_stream_walk_rate) = walk_stream_on(n, &opts.memory_model, opts.replicas)?;
 
     let multicore_ops_per_thread = (n / 100_000).max(20);
-    let (multicore_events_per_s, multicore_events) = multicore(64, multicore_ops_per_thread, &opts.memory_model)?;
+    let (multicore_events_per_s, multicore_events) = multicore_with(64, multicore_ops_per_thread, &opts.memory_model, &opts.policy)?;
 
     let first_touch_faults = (n / 20).clamp(1000, 1_000_000);
     let (first_touch_per_s, host_bytes_per_touched_page) = first_touch(first_touch_faults)?;
@@ -171,6 +176,7 @@ pub fn run_bench(opts: &BenchOptions) -> crate::Result<BenchReport> {
         champsim_trace_instructions,
         memory_model: opts.memory_model.clone(),
         replicas: opts.replicas,
+        policy: opts.policy.clone(),
     })
 }
 
@@ -263,9 +269,14 @@ pub fn champsim_trace(instructions: u64) -> crate::Result<f64> {
 /// Stream (iii): `apache` with one worker per core on `cores` cores of the `didi-cmp`
 /// preset, `ops` requests per worker. Returns (events per second, events).
 pub fn multicore(cores: u32, ops: u64, memory_model: &str) -> crate::Result<(f64, u64)> {
+    multicore_with(cores, ops, memory_model, "linux")
+}
+
+/// The multicore run under coherence policy `policy`.
+pub fn multicore_with(cores: u32, ops: u64, memory_model: &str, policy: &str) -> crate::Result<(f64, u64)> {
     let tree = serde_json::json!({
         "machine": {"preset": "didi-cmp", "cores_per_socket": cores, "memory": {"model": memory_model}},
-        "os": {"coherence": "linux"},
+        "os": {"coherence": policy},
         "workload": {"kind": "apache", "threads": cores, "ops": ops},
     });
     let start = Instant::now();

@@ -9,6 +9,7 @@ pub mod coherence;
 pub mod config;
 pub mod control;
 pub mod error;
+pub mod fasthash;
 pub mod fuzz;
 pub mod memory;
 pub mod memsys;

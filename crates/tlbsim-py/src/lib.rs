@@ -110,9 +110,9 @@ fn load_config(py: Python<'_>, path: PathBuf) -> PyResult<String> {
 
 /// The speed benchmark; returns the report as JSON.
 #[pyfunction(name = "bench")]
-#[pyo3(signature = (accesses, memory_model = "flat".to_string(), replicas = 1))]
-fn bench_py(py: Python<'_>, accesses: u64, memory_model: String, replicas: u32) -> PyResult<String> {
-    let opts = tlbsim_core::bench::BenchOptions { accesses, memory_model, replicas };
+#[pyo3(signature = (accesses, memory_model = "flat".to_string(), replicas = 1, policy = "linux".to_string()))]
+fn bench_py(py: Python<'_>, accesses: u64, memory_model: String, replicas: u32, policy: String) -> PyResult<String> {
+    let opts = tlbsim_core::bench::BenchOptions { accesses, memory_model, replicas, policy };
     let report = detached(py, move || tlbsim_core::bench::run_bench(&opts))?
         .map_err(|e| errors::from_core(py, e))?;
     to_json_string(py, &report)

@@ -50,7 +50,7 @@ use crate::error::Result;
 use crate::page_table::{PTE_ACCESSED, PTE_PFN_MASK, PTE_PRESENT};
 use crate::types::{CoreId, Vpn};
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use crate::fasthash::{FastMap as HashMap, FastSet as HashSet};
 
 /// `[coherence.abis]`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -130,9 +130,9 @@ impl<const GAP: u64, const NAIVE: bool> Policy for Abis<GAP, NAIVE> {
         let n = cfg.cores() as usize;
         Ok(Abis {
             p,
-            sptes: HashMap::new(),
-            spaces: HashMap::new(),
-            may_hold: vec![HashSet::new(); n],
+            sptes: HashMap::default(),
+            spaces: HashMap::default(),
+            may_hold: vec![HashSet::default(); n],
             current: vec![None; n],
             idle_flushes: vec![0; n],
             naive_pending: vec![Vec::new(); n],
@@ -197,7 +197,7 @@ impl<const GAP: u64, const NAIVE: bool> Coherence for Abis<GAP, NAIVE> {
             return;
         }
         let as_version = self.version(req.mm);
-        let mut pages_of: HashMap<u32, Vec<Vpn>> = HashMap::new();
+        let mut pages_of: HashMap<u32, Vec<Vpn>> = HashMap::default();
         for (i, &p) in req.pages.iter().enumerate() {
             let old = req.old_ptes.get(i).copied().unwrap_or(PTE_ACCESSED);
             // A/D as read with the change; 0 (unknown) counts as accessed.

@@ -43,7 +43,7 @@ use crate::tlb::hierarchy::{L1D_4K, L2};
 use crate::tlb::TlbEntry;
 use crate::types::{CoreId, PageSize, Vpn};
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use crate::fasthash::{FastMap as HashMap, FastSet as HashSet};
 
 /// `[coherence.didi]` (shared by the variants).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -191,8 +191,8 @@ impl<const MODE: u8> Policy for Didi<MODE> {
         let cores = cfg.cores() as usize;
         Ok(Didi {
             dir: Directory::new(d.entries, d.ways, cores),
-            tag_mm: vec![HashMap::new(); cores],
-            back_invalidated: HashSet::new(),
+            tag_mm: vec![HashMap::default(); cores],
+            back_invalidated: HashSet::default(),
             latency: if p.ptlbi_latency > 0 { p.ptlbi_latency } else { cfg.machine.memory.local_latency as u64 },
             target_cycles: p.ptlbi_target_cycles,
             directory_latency: d.latency as u64,

@@ -65,7 +65,8 @@ use crate::tlb::TlbEntry;
 use crate::types::{CoreId, Pfn, Vpn};
 use crate::workload::program::Workload;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use crate::fasthash::{FastMap as HashMap, FastSet};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::rc::Rc;
 
 use sched::{Event, MinTree};
@@ -193,7 +194,7 @@ pub(crate) struct Process {
     pub family: u32,
     pub alive: bool,
     /// Anonymous pages swapped out by reclaim (vpn): a fault brings them back.
-    pub swapped: std::collections::HashSet<u64>,
+    pub swapped: FastSet<u64>,
     /// The address space's `mmap_lock` (os/locks.rs).
     pub mmap_lock: locks::RwSem,
 }
@@ -369,7 +370,7 @@ pub(crate) struct Os<P: Coherence> {
     /// Group each charged data frame (or huge-page head) is accounted to.
     pub frame_group: HashMap<u64, u32>,
     /// Heads of mapped 2 MiB data pages.
-    pub huge_frames: std::collections::HashSet<u64>,
+    pub huge_frames: FastSet<u64>,
     /// While a demand fault runs: the addresses it mapped (for direct TLB fills).
     pub fault_mapped: Option<Vec<u64>>,
     /// The last demand fault filled the faulting core's TLB with the faulting page.
@@ -507,7 +508,7 @@ impl<P: Coherence> Os<P> {
             lock_stats: Default::default(),
             pt_lock_stats: Default::default(),
             zone_lock_stats: Default::default(),
-            pt_locks: HashMap::new(),
+            pt_locks: HashMap::default(),
             zone_locks: Vec::new(),
             checker: cfg.os.checker,
             thp: cfg.os.thp,
@@ -524,11 +525,11 @@ impl<P: Coherence> Os<P> {
             events: BinaryHeap::new(),
             event_seq: 0,
             shootdowns: Vec::new(),
-            page_cache: HashMap::new(),
+            page_cache: HashMap::default(),
             groups,
             lru_stamp: 0,
             zero_page: None,
-            frame_group: HashMap::new(),
+            frame_group: HashMap::default(),
             huge_frames: Default::default(),
             fault_mapped: None,
             direct_filled: false,
@@ -541,8 +542,8 @@ impl<P: Coherence> Os<P> {
             steps: 0,
             yield_core: false,
             partial: false,
-            pages_in_flight: HashMap::new(),
-            frames_in_transit: HashMap::new(),
+            pages_in_flight: HashMap::default(),
+            frames_in_transit: HashMap::default(),
             global_in_flight: vec![None; ncores],
         };
         let mut next_core = 0usize;
