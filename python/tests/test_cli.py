@@ -283,9 +283,13 @@ def test_run_ctrl_c_keeps_the_stats_so_far(tmp_path: Path) -> None:
     import time
 
     out = tmp_path / "o"
+    # The child gets SIGINT's default disposition: a test run started as a background job
+    # (`make test &` without job control) inherits SIGINT ignored, and Python then installs
+    # no KeyboardInterrupt handler, as a user's `nohup tlbsim run &` should not have one.
     proc = subprocess.Popen([sys.executable, "-m", "tlbsim.cli", "run", "--quiet", "--set",
                              "workload.accesses=5000000000", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # Wait until the run is under way (its worker thread exists), however loaded the
     # machine: a SIGINT during the imports would test nothing.
     deadline = time.monotonic() + 90

@@ -50,10 +50,10 @@ def _run_watched(config: Path | None, overrides: list[str], show: bool) -> tuple
     box: dict[str, Any] = {}
 
     # The main thread polls an Event's flag and sleeps: a Ctrl-C that interrupts join() can
-    # leave the thread looking finished while it still runs, and one that lands inside
-    # Event.wait() can leave the Event's lock held (the KeyboardInterrupt is raised while
-    # Condition.wait re-acquires it), so that the worker's finished.set() blocks forever.
-    # is_set() takes no lock and time.sleep() is safe to interrupt.
+    # leave the thread looking finished while it still runs, and a KeyboardInterrupt that
+    # lands inside Event.wait() between a lock's acquire and the `with` block that releases
+    # it could leave the Event's lock held (CPython issue 29988), blocking the worker's
+    # finished.set(). is_set() takes no lock; time.sleep() is safe to interrupt.
     finished = threading.Event()
 
     def work() -> None:
