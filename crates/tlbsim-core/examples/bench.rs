@@ -6,11 +6,11 @@ fn main() {
     let model = std::env::args().nth(3).unwrap_or_else(|| "flat".into());
     let replicas = std::env::args().nth(4).and_then(|a| a.parse().ok()).unwrap_or(1);
     if std::env::args().nth(2).as_deref() == Some("walk") {
-        println!("{:?}", tlbsim_core::bench::walk_stream_on(accesses, &model, replicas).expect("bench"));
+        println!("{:?}", tlbsim_core::bench::walk_stream(accesses, &model, replicas).expect("bench"));
         return;
     }
     if std::env::args().nth(2).as_deref() == Some("l1") {
-        println!("{:?}", tlbsim_core::bench::l1_hit_stream_on(accesses, &model, replicas).expect("bench"));
+        println!("{:?}", tlbsim_core::bench::l1_hit_stream(accesses, &model, replicas).expect("bench"));
         return;
     }
     let r = tlbsim_core::bench::run_bench(&tlbsim_core::bench::BenchOptions { accesses, memory_model: model, replicas, policy: "linux".into() }).expect("bench");

@@ -6,6 +6,6 @@ fn main() {
     let cores = args.first().map_or(64, |a| a.parse::<u32>().expect("CORES"));
     let ops = args.get(1).map_or(200, |a| a.parse::<u64>().expect("OPS"));
     let policy = args.get(2).map_or("linux", String::as_str);
-    let (per_s, events) = tlbsim_core::bench::multicore_with(cores, ops, "flat", policy).unwrap();
+    let (per_s, events) = tlbsim_core::bench::multicore(cores, ops, "flat", policy).unwrap();
     println!("{cores} cores, {ops} ops/thread, {policy}: {events} events, {:.2} M events/s", per_s / 1e6);
 }

@@ -112,13 +112,9 @@ fn timed(m: &mut Machine, space: &crate::sim::AddressSpace, events: &[TraceEvent
     Ok(events.len() as f64 / start.elapsed().as_secs_f64())
 }
 
-/// Stream (i) alone (for profiling): accesses per second and L1 hit rate.
-pub fn l1_hit_stream(n: u64, memory_model: &str) -> crate::Result<(f64, f64)> {
-    l1_hit_stream_on(n, memory_model, 1)
-}
-
-/// Stream (i) with `replicas` page-table copies ([`BenchOptions::replicas`]).
-pub fn l1_hit_stream_on(n: u64, memory_model: &str, replicas: u32) -> crate::Result<(f64, f64)> {
+/// Stream (i) alone (for profiling), with `replicas` page-table copies
+/// ([`BenchOptions::replicas`]): accesses per second and L1 hit rate.
+pub fn l1_hit_stream(n: u64, memory_model: &str, replicas: u32) -> crate::Result<(f64, f64)> {
     let events = random_loads(n, 32, 1);
     let (mut m, space) = machine(memory_model, replicas)?;
     m.run_batch(0, &space, &events[..events.len().min(10_000)], &mut NoTlbListener, &mut NoWalkListener)?;
@@ -146,12 +142,12 @@ pub fn run_bench(opts: &BenchOptions) -> crate::Result<BenchReport> {
 
     drop(events);
     // (i) L1-hit-heavy.
-    let (l1_hit_stream_per_s, l1_hit_stream_hit_rate) = l1_hit_stream_on(n, &opts.memory_model, opts.replicas)?;
+    let (l1_hit_stream_per_s, l1_hit_stream_hit_rate) = l1_hit_stream(n, &opts.memory_model, opts.replicas)?;
 
-    let (walk_stream_per_s, walk_stream_walk_rate) = walk_stream_on(n, &opts.memory_model, opts.replicas)?;
+    let (walk_stream_per_s, walk_stream_walk_rate) = walk_stream(n, &opts.memory_model, opts.replicas)?;
 
     let multicore_ops_per_thread = (n / 100_000).max(20);
-    let (multicore_events_per_s, multicore_events) = multicore_with(64, multicore_ops_per_thread, &opts.memory_model, &opts.policy)?;
+    let (multicore_events_per_s, multicore_events) = multicore(64, multicore_ops_per_thread, &opts.memory_model, &opts.policy)?;
 
     let first_touch_faults = (n / 20).clamp(1000, 1_000_000);
     let (first_touch_per_s, host_bytes_per_touched_page) = first_touch(first_touch_faults)?;
@@ -267,13 +263,9 @@ pub fn champsim_trace(instructions: u64) -> crate::Result<f64> {
 }
 
 /// Stream (iii): `apache` with one worker per core on `cores` cores of the `didi-cmp`
-/// preset, `ops` requests per worker. Returns (events per second, events).
-pub fn multicore(cores: u32, ops: u64, memory_model: &str) -> crate::Result<(f64, u64)> {
-    multicore_with(cores, ops, memory_model, "linux")
-}
-
-/// The multicore run under coherence policy `policy`.
-pub fn multicore_with(cores: u32, ops: u64, memory_model: &str, policy: &str) -> crate::Result<(f64, u64)> {
+/// preset, `ops` requests per worker, under coherence policy `policy`
+/// ([`BenchOptions::policy`]). Returns (events per second, events).
+pub fn multicore(cores: u32, ops: u64, memory_model: &str, policy: &str) -> crate::Result<(f64, u64)> {
     let tree = serde_json::json!({
         "machine": {"preset": "didi-cmp", "cores_per_socket": cores, "memory": {"model": memory_model}},
         "os": {"coherence": policy},
@@ -286,13 +278,9 @@ pub fn multicore_with(cores: u32, ops: u64, memory_model: &str, policy: &str) ->
     Ok((events as f64 / secs, events))
 }
 
-/// Stream (ii) alone: accesses per second and the fraction of accesses that walked.
-pub fn walk_stream(n: u64, memory_model: &str) -> crate::Result<(f64, f64)> {
-    walk_stream_on(n, memory_model, 1)
-}
-
-/// Stream (ii) with `replicas` page-table copies ([`BenchOptions::replicas`]).
-pub fn walk_stream_on(n: u64, memory_model: &str, replicas: u32) -> crate::Result<(f64, f64)> {
+/// Stream (ii) alone, with `replicas` page-table copies ([`BenchOptions::replicas`]):
+/// accesses per second and the fraction of accesses that walked.
+pub fn walk_stream(n: u64, memory_model: &str, replicas: u32) -> crate::Result<(f64, f64)> {
     let (mut m, space) = machine(memory_model, replicas)?;
     let pages = REGION >> 12;
     let warm: Vec<TraceEvent> =

@@ -46,11 +46,17 @@ fn add_corunner(cfg: &Config, c: &crate::config::CorunnerConfig, w: &mut program
     let bytes = (total / c.threads as u64).div_ceil(4096).max(1) * 4096;
     let lines = bytes / 64;
     let last = (c.socket + 1) * cfg.machine.cores_per_socket - 1;
-    let program = vec![
-        Op::Loop { count: 0, body: 1 },
-        Op::Access { slot: 0, pattern: Pattern::Sequential, mode: AccessMode::Mixed(0.5), count: lines, offset: 0, len: 0, stride: 64 },
-    ];
-    w.programs.push(program);
+    // Thread t sweeps region t.
+    let sweep = |slot: usize| {
+        vec![
+            Op::Loop { count: 0, body: 1 },
+            Op::Access { slot, pattern: Pattern::Sequential, mode: AccessMode::Mixed(0.5), count: lines, offset: 0, len: 0, stride: 64 },
+        ]
+    };
+    let first_program = w.programs.len();
+    for t in 0..c.threads as usize {
+        w.programs.push(sweep(t));
+    }
     // Its own memory group, without a limit (the workload's groups keep theirs).
     let group = if w.groups.is_empty() {
         0
@@ -64,24 +70,16 @@ fn add_corunner(cfg: &Config, c: &crate::config::CorunnerConfig, w: &mut program
         // After set-up, its arrays are populated first, as STREAM initializes them before
         // it measures.
         regions: (0..c.threads).map(|_| MapSpec { fpr: false, fixed: false, bytes, backing: Backing::Anonymous, shared: false, populate: c.after_setup, writable: true }).collect(),
-        threads: Vec::new(),
+        threads: (0..c.threads)
+            .map(|t| ThreadSpec {
+                name: if t == 0 { "stream".to_string() } else { format!("stream{t}") },
+                class: "corunner".into(),
+                core: Some(last - t),
+                program: first_program + t as usize,
+                daemon: true,
+            })
+            .collect(),
     });
-    let program = w.programs.len() - 1;
-    for t in 0..c.threads {
-        // Thread t sweeps region t: its program is the one above with the slot changed.
-        let p = if t == 0 {
-            program
-        } else {
-            let mut ops = w.programs[program].clone();
-            if let Op::Access { slot, .. } = &mut ops[1] {
-                *slot = t as usize;
-            }
-            w.programs.push(ops);
-            w.programs.len() - 1
-        };
-        let name = if t == 0 { "stream".to_string() } else { format!("stream{t}") };
-        w.processes.last_mut().expect("pushed").threads.push(ThreadSpec { name, class: "corunner".into(), core: Some(last - t), program: p, daemon: true });
-    }
     w.slots = w.slots.max(c.threads as usize);
     if c.after_setup {
         w.start_after_setup.push(w.processes.len() - 1);
