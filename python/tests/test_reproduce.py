@@ -179,6 +179,10 @@ def test_tolerance() -> None:
     f = Tolerance(factor=1.5)
     assert f.agrees(1.0, 1.5) and f.agrees(1.0, 1 / 1.5) and not f.agrees(1.0, 1.51) and not f.agrees(1.0, -1.0)
     assert f.agrees(0.0, 0.0) and not f.agrees(0.0, 0.1)
+    lower, upper = Tolerance(bound="lower"), Tolerance(bound="upper")
+    assert lower.agrees(2.5, 2.5) and lower.agrees(2.5, 9.0) and not lower.agrees(2.5, 2.49)
+    assert upper.agrees(2.5, 2.5) and upper.agrees(2.5, -1.0) and not upper.agrees(2.5, 2.51)
+    assert "lower bound" in lower.describe()
 
 
 # ------------------------------------------------------------------ broken paper folders
@@ -290,6 +294,8 @@ def test_a_broken_hooks_file_is_a_clean_error(tmp_path: Path) -> None:
     (GOOD_PAPER.replace('metric = "totals.shootdown_ipis_received"', 'metric = "ipis"'), GOOD_SPEC,
      ["paper.toml", "ours.metric", "'ipis'"]),
     (GOOD_PAPER.replace("{ abs = 0.05 }", "{ factor = 0.5 }"), GOOD_SPEC, ["paper.toml", "tolerance.factor"]),
+    (GOOD_PAPER.replace("{ abs = 0.05 }", '{ bound = "over" }'), GOOD_SPEC, ["paper.toml", "tolerance.bound", "lower"]),
+    (GOOD_PAPER.replace("{ abs = 0.05 }", '{ bound = "lower", abs = 1 }'), GOOD_SPEC, ["paper.toml", "tolerance.bound"]),
     (GOOD_PAPER + GOOD_CLAIM, GOOD_SPEC, ["paper.toml", "claim[1]", "duplicate claim id"]),
     ("title = 'x'\n[sweep.main]\nspec = 'spec.toml'\n", GOOD_SPEC, ["paper.toml", "claim", "missing"]),
     ("title = [\n", GOOD_SPEC, ["paper.toml", "invalid TOML"]),

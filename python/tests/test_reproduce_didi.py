@@ -1,4 +1,5 @@
-"""`tlbsim reproduce didi --quick`: its claims and DIR/projection.json (DiDi §V-E)."""
+"""`tlbsim reproduce didi --quick`: its claims, DIR/projection.json (DiDi §V-E) and
+DIR/fig11.json (Fig. 11)."""
 
 import json
 
@@ -8,7 +9,9 @@ import tlbsim
 def test_reproduce_didi_quick_writes_claims_and_the_projection(tmp_path):
     r = tlbsim.reproduce("didi", tmp_path, quick=True, jobs=1)
     ids = {c["id"] for c in r.claims}
-    assert {"fig10-stm-linux-targets", "fig10-stm-didi-targets", "vi-a-apache-didi-false-positives"} <= ids
+    for program in ("genome", "vacation", "labyrinth"):
+        assert {f"fig10-{program}-linux-targets", f"fig10-{program}-didi-targets"} <= ids
+    assert {"vi-a-apache-didi-false-positives", "fig4-wordcount16-linux-targets", "fig9-wordcount16-cost", "fig11-genome16-speedup"} <= ids
     assert all(c["ours"] is not None for c in r.claims if c["id"].endswith("linux-targets"))
     proj = json.loads((tmp_path / "projection.json").read_text())
     assert {16, 64, 128} <= set(proj["cores"])
@@ -21,3 +24,14 @@ def test_reproduce_didi_quick_writes_claims_and_the_projection(tmp_path):
     # has no point).
     points = [p for p, _ in proj["fits"]["linux"]["S"]["points"]]
     assert set(points) <= {2.0, 4.0, 8.0, 16.0} and len(points) >= 3
+
+    # Fig. 11: every Table III benchmark at 8, 16, 32 and 64 cores.
+    rows = json.loads((tmp_path / "fig11.json").read_text())
+    benchmarks = {"apache", "wordcount", "genome", "vacation", "labyrinth", "mactest", "cowsingle", "cowmultiple"}
+    assert {(r["workload"], r["cores"]) for r in rows} == {(b, c) for b in benchmarks for c in (8, 16, 32, 64)}
+    for r in rows:
+        assert r["didi_shootdown_cycles"] <= r["linux_shootdown_cycles"], r
+    # A single-threaded process's copy-on-write flushes are local: nothing for DiDi to save.
+    for r in rows:
+        if r["workload"] == "cowsingle":
+            assert r["linux_shootdown_cycles"] == 0 and abs(r["speedup"] - 1.0) < 0.01, r

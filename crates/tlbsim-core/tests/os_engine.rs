@@ -303,3 +303,91 @@ fn halving_the_quantum_holds_with_locks_and_the_cache_memory_model() {
         assert!(close(a, b), "{kind} makespan: {a} vs {b}");
     }
 }
+
+/// Three threads of one process on a 4-core machine: `programs[i]` on core i.
+fn three_threads(programs: Vec<Vec<Op>>) -> Workload {
+    let threads = (0..programs.len())
+        .map(|i| ThreadSpec { name: format!("t{i}"), class: "t".into(), core: Some(i as u32), program: i, daemon: false })
+        .collect();
+    Workload {
+        processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads }],
+        programs,
+        slots: 1,
+        ..Default::default()
+    }
+}
+
+fn run4(w: Workload) -> Value {
+    let tree = serde_json::json!({"machine": {"sockets": 1, "cores_per_socket": 4}, "os": {"coherence": "linux"}});
+    let cfg = Config::resolve(tree, &[], std::path::Path::new(".")).unwrap();
+    tlbsim_core::os::run(&cfg, w).unwrap()
+}
+
+fn end_cycle(v: &Value, t: usize) -> u64 {
+    v["per_thread"][t]["end_cycle"].as_u64().unwrap()
+}
+
+#[test]
+fn a_barrier_holds_every_thread_until_the_last_arrives() {
+    let late = vec![Op::Compute { cycles: 200_000 }, Op::Barrier, Op::CountOp, Op::Exit];
+    let early = vec![Op::Barrier, Op::CountOp, Op::Exit];
+    let v = run4(three_threads(vec![early.clone(), late, early.clone()]));
+    // The early threads leave the barrier when the late one arrives, after its compute.
+    for t in [0, 2] {
+        assert!(end_cycle(&v, t) >= 200_000, "thread {t} ended at {}", end_cycle(&v, t));
+    }
+    // Without the barrier they end at once.
+    let v = run4(three_threads(vec![vec![Op::CountOp, Op::Exit], vec![Op::Compute { cycles: 200_000 }, Op::CountOp, Op::Exit]]));
+    assert!(end_cycle(&v, 0) < 100_000);
+}
+
+#[test]
+fn a_thread_that_exits_is_no_longer_waited_for() {
+    // Thread 1 exits at 300,000 cycles without reaching the barrier: the two waiting at it
+    // go on then (pthread barriers would hang; the model counts the threads still alive).
+    let waits = vec![Op::Barrier, Op::CountOp, Op::Exit];
+    let leaves = vec![Op::Compute { cycles: 300_000 }, Op::CountOp, Op::Exit];
+    let v = run4(three_threads(vec![waits.clone(), leaves, waits]));
+    for t in [0, 2] {
+        assert_eq!(v["per_thread"][t]["ops_completed"], 1);
+        assert!(end_cycle(&v, t) >= 300_000);
+    }
+}
+
+fn shared_file(file: u32, pages: u64) -> MapSpec {
+    MapSpec { fpr: false, fixed: false, bytes: pages * 4096, backing: Backing::File { file, offset_pages: 0 }, shared: true, populate: false, writable: true }
+}
+
+#[test]
+fn msync_flushes_each_dirty_page_on_its_own_and_counts_one_call() {
+    // 40 dirty pages of a shared file mapping; a spinning sibling keeps the mm on core 1.
+    let pages = 40;
+    let mut w = two_threads(vec![Op::Mmap { slot: 0, spec: shared_file(0, pages) }, write(0, pages), Op::Msync { slot: 0 }, Op::CountOp, Op::Exit], Some(spin()));
+    w.files = vec![FileSpec { name: "f".into(), pages }];
+    let v = run("linux", w);
+    // page_mkclean flushes page by page: 40 requests of one page, not one of 40 (which
+    // would have been a full flush above the ceiling of 33).
+    assert_eq!(v["totals"]["shootdowns_sent"], pages, "{}", v["totals"]);
+    assert_eq!(v["totals"]["pages_flushed"].as_u64().unwrap() >= pages, true);
+    assert_eq!(v["totals"]["syscalls_by_call"]["msync"]["calls"], 1);
+    assert_eq!(v["per_thread"][0]["ops_completed"], 1);
+}
+
+#[test]
+fn migration_flushes_once_per_batch() {
+    let run_batch = |batch: u32| {
+        let tree = serde_json::json!({
+            "machine": {"sockets": 2, "cores_per_socket": 1},
+            "os": {"coherence": "linux", "migrate_batch": batch},
+        });
+        let cfg = Config::resolve(tree, &[], std::path::Path::new(".")).unwrap();
+        let w = two_threads(vec![Op::Mmap { slot: 0, spec: anon(100 * 4096) }, write(0, 100), Op::MigratePages { slot: 0, node: 1 }, Op::CountOp, Op::Exit], Some(spin()));
+        tlbsim_core::os::run(&cfg, w).unwrap()
+    };
+    for (batch, flushes) in [(512, 1), (40, 3), (1, 100)] {
+        let v = run_batch(batch);
+        assert_eq!(v["totals"]["pages_migrated"], 100);
+        assert_eq!(v["totals"]["shootdowns_sent"], flushes, "batch {batch}: {}", v["totals"]);
+        assert_eq!(v["totals"]["syscalls_by_call"]["migrate_pages"]["calls"], 1);
+    }
+}

@@ -74,6 +74,10 @@ fn every_generator_builds_with_its_defaults() {
         json!({"kind": "stm-mprotect"}),
         json!({"kind": "mitosis-bench", "test": "gups"}),
         json!({"kind": "vma-ops", "test": "mprotect"}),
+        json!({"kind": "mactest"}),
+        json!({"kind": "cowsingle"}),
+        json!({"kind": "cowmultiple"}),
+        json!({"kind": "wordcount"}),
     ];
     assert_eq!(defaults.len(), KINDS.len());
     for (wl, kind) in defaults.into_iter().zip(KINDS) {
@@ -606,4 +610,26 @@ fn check_rejects_a_non_daemon_that_loops_forever() {
     let mut w = workload(json!({"workload": {"kind": "shootdown-patterns", "pattern": "cow-sleep", "ops": 3}}));
     w.daemon_programs.clear();
     assert!(w.check(2).unwrap_err().contains("never end"));
+}
+
+#[test]
+fn every_stamp_program_builds_and_bad_names_are_refused() {
+    for test in ["genome", "vacation", "labyrinth"] {
+        let w = workload(json!({"machine": {"cores_per_socket": 4}, "workload": {"kind": "stm-mprotect", "test": test, "threads": 4}}));
+        let threads: Vec<_> = w.processes.iter().flat_map(|p| &p.threads).collect();
+        assert_eq!(threads.len(), 4, "{test}");
+        for t in threads {
+            let prog = &w.programs[t.program];
+            // The parallel phase starts at a barrier, after thread 0's set-up.
+            let first_barrier = prog.iter().position(|op| *op == Op::Barrier).unwrap_or_else(|| panic!("{test}: no barrier"));
+            assert!(prog[..first_barrier].iter().all(|op| matches!(op, Op::Access { .. })), "{test}");
+            assert!(prog.iter().any(|op| matches!(op, Op::Mprotect { writable: false, .. })), "{test}");
+        }
+    }
+    let tree = json!({"workload": {"kind": "stm-mprotect", "test": "bayes"}});
+    let err = match resolve(tree) {
+        Err(e) => e.to_string(),
+        Ok(cfg) => build(&cfg).unwrap_err().to_string(),
+    };
+    assert!(err.contains("workload.test") && err.contains("bayes"), "{err}");
 }

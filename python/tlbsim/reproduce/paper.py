@@ -42,7 +42,7 @@ CLAIM_KEYS = ("id", "section", "claim", "label", "paper_value", "unit", "toleran
 CLAIM_REQUIRED = ("id", "section", "claim", "paper_value", "unit", "tolerance", "ours")
 OURS_KEYS = ("sweep", "metric", "where", "relative_to")
 RELATIVE_KEYS = ("sweep", "where")
-TOLERANCE_KEYS = ("abs", "rel", "factor")
+TOLERANCE_KEYS = ("abs", "rel", "factor", "bound")
 
 AGREE, DISAGREE, NA = "agree", "disagree", "n/a"
 
@@ -68,13 +68,19 @@ class Selection:
 @dataclass(frozen=True)
 class Tolerance:
     """``abs``/``rel``: agree when |ours - paper| <= max(abs, rel x |paper|); ``factor``:
-    agree when ours / paper lies within [1/factor, factor]."""
+    agree when ours / paper lies within [1/factor, factor]; ``bound``: the paper states a
+    bound ("over 2.5": ``"lower"``, ours >= paper; "under": ``"upper"``, ours <= paper)."""
 
     abs: float = 0.0
     rel: float = 0.0
     factor: float | None = None
+    bound: str | None = None
 
     def agrees(self, paper: float, ours: float) -> bool:
+        if self.bound == "lower":
+            return ours >= paper
+        if self.bound == "upper":
+            return ours <= paper
         if self.factor is not None:
             if paper == 0 or ours == 0:
                 return paper == ours
@@ -83,6 +89,10 @@ class Tolerance:
         return abs(ours - paper) <= max(self.abs, self.rel * abs(paper))
 
     def describe(self) -> str:
+        if self.bound == "lower":
+            return "ours >= paper (the paper states a lower bound)"
+        if self.bound == "upper":
+            return "ours <= paper (the paper states an upper bound)"
         if self.factor is not None:
             return f"ours / paper within a factor of {self.factor:g}"
         parts = [f"{self.abs:g}"] if self.abs else []
@@ -392,6 +402,13 @@ def _paper_value(r: _Reader, hooks: ModuleType | None) -> tuple[float | None, st
 def _tolerance(r: _Reader) -> Tolerance:
     t = _Reader(r.file, r.name("tolerance"), r.get("tolerance", dict), TOLERANCE_KEYS)
     a, rel, factor = t.get("abs", float, 0.0), t.get("rel", float, 0.0), t.get("factor", float)
+    bound = t.get("bound", str)
+    if bound is not None:
+        if bound not in ("lower", "upper"):
+            raise t.error("bound", f'expected "lower" or "upper", got {bound!r}')
+        if factor is not None or "abs" in t.table or "rel" in t.table:
+            raise t.error("bound", "a bound takes no abs, rel or factor")
+        return Tolerance(bound=bound)
     if factor is not None and (a or rel):
         raise t.error("factor", "give either factor or abs/rel, not both")
     if factor is None and not (a or rel) and "abs" not in t.table:

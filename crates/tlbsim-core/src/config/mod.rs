@@ -248,6 +248,11 @@ pub struct OsConfig {
     /// Linux's `tlb_single_page_flush_ceiling`: a flush of more pages than this becomes a
     /// full flush (arch/x86/mm/tlb.c: 33).
     pub flush_ceiling: u32,
+    /// Pages NUMA migration unmaps before one TLB flush: Linux since 6.4 batches up to
+    /// `NR_MAX_BATCHED_MIGRATION` = 512 (mm/migrate.c, TTU_BATCH_FLUSH); Linux before it,
+    /// such as ABIS' 4.5, flushed every page as it unmapped it (try_to_unmap_one's
+    /// ptep_clear_flush): 1.
+    pub migrate_batch: u32,
     /// Scheduler time slice in cycles (assumed: 3 ms at 3 GHz, CFS's order of magnitude).
     pub time_slice: u64,
     /// Kernel locks: each address space's `mmap_lock` (a reader-writer semaphore held
@@ -270,6 +275,7 @@ impl Default for OsConfig {
             coherence: "linux".into(),
             checker: true,
             flush_ceiling: 33,
+            migrate_batch: 512,
             time_slice: 9_000_000,
             locks: true,
             fpr: Default::default(),
@@ -313,7 +319,8 @@ pub struct WorkloadConfig {
     /// `trace` (one trace per thread), `synthetic` (a generated stream per thread),
     /// `scenario` (the OS-mode scenario in `[workload.scenario]`), or a built-in OS-mode
     /// generator: `shootdown-patterns`, `fpr-munmap`, `fpr-evict`, `ycsb`, `apache`,
-    /// `vmscale`, `reclaim`, `stm-mprotect` (`crate::workload::generators`).
+    /// `vmscale`, `reclaim`, `stm-mprotect`, `mitosis-bench`, `vma-ops`, `mactest`,
+    /// `cowsingle`, `cowmultiple`, `wordcount` (`crate::workload::generators`).
     pub kind: String,
     /// trace: format of every path.
     pub format: TraceFormat,
@@ -324,7 +331,8 @@ pub struct WorkloadConfig {
     /// synthetic: number of threads (pinned to cores 0..threads), sharing one address
     /// space. fpr-munmap: N of the case (I/O, compute or mixed threads, FPR Fig. 6);
     /// apache: worker threads; vmscale: tasks (threads or processes, as the test runs
-    /// them); reclaim: compressor threads; stm-mprotect: threads. 0 = one per core.
+    /// them); reclaim: compressor threads; stm-mprotect, mactest, cowmultiple: threads;
+    /// wordcount: map workers. 0 = one per core.
     pub threads: u32,
     /// synthetic: `random`, `sequential` or `strided`. shootdown-patterns: the name of a
     /// pattern of bench/patterns.toml (e.g. `munmap-4k`).
@@ -362,7 +370,8 @@ pub struct WorkloadConfig {
     /// vmscale: the vm-scalability test (ABIS §5.1): `migrate`, `cow-seq`, `cow-rand`,
     /// `mmap-read`, `msync` or `anon-read-seq`. ycsb: the store, `leveldb` or `lmdb`.
     /// mitosis-bench: `gups`, `btree`, `hashjoin`, `xsbench`, `canneal`, `memcached`,
-    /// `redis` or `graph500`. vma-ops: `mmap`, `mprotect` or `munmap`.
+    /// `redis` or `graph500`. vma-ops: `mmap`, `mprotect` or `munmap`. stm-mprotect:
+    /// `genome`, `vacation` or `labyrinth` (STAMP's transactions; empty: the generic ones).
     pub test: String,
     /// ycsb: the YCSB workload: `load` (inserts only), `a` (50% reads, 50% updates), `b`
     /// (95/5) or `c` (reads only; the default).
@@ -375,12 +384,15 @@ pub struct WorkloadConfig {
     pub processes: u32,
     /// apache: pages of the file every request maps (0 = 3, an 11 KB default page);
     /// stm-mprotect: pages of the transactional heap (0 = 64); fpr-munmap: pages of the
-    /// device file each I/O step maps one random page of (0 = 1: always the same page).
+    /// device file each I/O step maps one random page of (0 = 1: always the same page);
+    /// mactest: pages of the region changed (0 = 1); cowsingle, cowmultiple: pages each
+    /// thread writes (0 = 16); wordcount: pages of the input file (0 = 4,096).
     pub file_pages: u64,
     /// Cycles of one compute step: fpr-munmap (a compute operation; 0 = 10,000, FPR's
     /// 1 CF = 10K ops), apache (request processing besides the file; 0 = 20,000),
     /// reclaim (compressing one block; 0 = 5,000,000), stm-mprotect (a transaction's
-    /// work; 0 = 2,000).
+    /// work; 0 = 2,000), mactest (a reader's work between reads; 0 = 2,000), cowmultiple
+    /// (a round's work; 0 = 20,000), wordcount (processing one 32 KiB task; 0 = 100,000).
     pub compute_cycles: u64,
     /// reclaim and vmscale `mmap-read`: the memory group's limit in MiB, which reclaim
     /// enforces. 0 = half the working set (`region_bytes`), rounded up.
@@ -586,6 +598,7 @@ impl Config {
         range("sim.quantum_cycles", self.sim.quantum_cycles, 0, 1 << 40)?;
         crate::coherence::check(self)?;
         range("os.flush_ceiling", self.os.flush_ceiling as u64, 0, 1 << 20)?;
+        range("os.migrate_batch", self.os.migrate_batch as u64, 1, 1 << 20)?;
         range("os.time_slice", self.os.time_slice, 1, 1 << 50)?;
         let w = &self.workload;
         match w.kind.as_str() {

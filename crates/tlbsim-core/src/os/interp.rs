@@ -69,10 +69,15 @@ impl<P: Coherence> Os<P> {
             _ => 6,
         };
         let pc = self.threads[thread].pc;
+        let resuming = self.threads[thread].syscall_resume != 0;
         self.exec_user_op(core, thread, op, until)?;
-        if self.threads[thread].pc != pc {
-            // It ran (a call that waits for a lock first returns without advancing).
-            self.stats[core].syscall_calls[call] += 1;
+        let paused = self.threads[thread].syscall_resume != 0;
+        if self.threads[thread].pc != pc || paused || resuming {
+            // It ran, whole or a piece (a call that waits for a lock first returns without
+            // advancing, and without a piece done).
+            if self.threads[thread].pc != pc {
+                self.stats[core].syscall_calls[call] += 1;
+            }
             self.stats[core].syscall_cycles[call] += self.clock(core) - start;
         }
         if self.recycling_on && !self.m.mem.tracked_claims.is_empty() {
@@ -101,6 +106,17 @@ impl<P: Coherence> Os<P> {
             Op::CountOp => {
                 self.threads[thread].ops_completed += 1;
                 self.advance(thread);
+            }
+            Op::Barrier => {
+                self.advance(thread);
+                let pid = self.threads[thread].pid as usize;
+                self.procs[pid].barrier_waiting.push(thread);
+                let now = self.clock(core);
+                if !self.release_barrier(pid, now) {
+                    // Asleep without a wake-up time: the last to arrive wakes it.
+                    self.threads[thread].state = super::ThreadState::Blocked;
+                    self.cores[core].current = None;
+                }
             }
             Op::Compute { cycles } => {
                 // Runs in pieces that end at the step's limit, so a long computation does
@@ -181,10 +197,10 @@ impl<P: Coherence> Os<P> {
                 self.region_syscall(core, thread, slot, LockMode::Read, false, |os, (va, len)| os.sys_dontneed(core, thread, va, len))?;
             }
             Op::Msync { slot } => {
-                self.region_syscall(core, thread, slot, LockMode::Read, false, |os, (va, len)| os.sys_msync(core, thread, va, len))?;
+                self.paged_syscall(core, thread, slot, |os, (va, len)| os.sys_msync(core, thread, va, len))?;
             }
             Op::MigratePages { slot, node } => {
-                self.region_syscall(core, thread, slot, LockMode::Read, false, |os, (va, len)| os.sys_migrate_pages(core, thread, va, len, NodeId(node)))?;
+                self.paged_syscall(core, thread, slot, |os, (va, len)| os.sys_migrate_pages(core, thread, va, len, NodeId(node)))?;
             }
         }
         Ok(())
@@ -205,6 +221,32 @@ impl<P: Coherence> Os<P> {
             self.lock_vmas(pid, va, va.saturating_add(len));
         }
         call(self, (va, len))?;
+        self.mmap_unlock_after_syscall(core, thread, pid);
+        Ok(())
+    }
+
+    /// A system call that flushes as it goes and waits for each flush (msync's
+    /// page_mkclean, migration's batches): `call` returns the address to go on from when it
+    /// left its core waiting for acks; the operation then runs again from there when the
+    /// core resumes (`mmap_lock` read-held per piece, the call counted once).
+    fn paged_syscall(&mut self, core: usize, thread: usize, slot: usize, call: impl FnOnce(&mut Self, (u64, u64)) -> Result<Option<u64>>) -> Result<()> {
+        let pid = self.threads[thread].pid;
+        if !self.mmap_lock(core, thread, pid, LockMode::Read) {
+            return Ok(());
+        }
+        let resume = self.threads[thread].syscall_resume;
+        if resume == 0 {
+            self.syscall_prologue(core);
+        }
+        let (va, len) = self.threads[thread].slots[slot];
+        let from = if resume == 0 { va } else { resume.clamp(va, va + len) };
+        match call(self, (from, va + len - from))? {
+            Some(next) => self.threads[thread].syscall_resume = next,
+            None => {
+                self.threads[thread].syscall_resume = 0;
+                self.advance(thread);
+            }
+        }
         self.mmap_unlock_after_syscall(core, thread, pid);
         Ok(())
     }

@@ -752,37 +752,45 @@ impl<P: Coherence> Os<P> {
     }
 
     /// msync(MS_SYNC) of a shared file mapping: write back dirty pages, cleaning and
-    /// write-protecting their PTEs (page_mkclean).
-    pub(crate) fn sys_msync(&mut self, core: usize, thread: usize, va: u64, len: u64) -> Result<()> {
+    /// write-protecting their PTEs. Linux cleans each page as writeback reaches it
+    /// (clear_page_dirty_for_io → page_mkclean → ptep_clear_flush): one flush per page,
+    /// each waited for before the next page. Returns where to go on from when a flush left
+    /// the core waiting for acks (None: done).
+    pub(crate) fn sys_msync(&mut self, core: usize, thread: usize, va: u64, len: u64) -> Result<Option<u64>> {
         let pid = self.threads[thread].pid;
-        let mut gather = Gather::default();
         let end = va + len;
         let mut page = va;
-        let mut ptl = PtlCursor::default();
         while page < end {
             let shared_file = self.vma_at(pid, page).is_some_and(|(_, v)| v.shared && matches!(v.backing, Backing::File { .. }));
             match self.pte_lookup(pid, page) {
                 Some(leaf) if shared_file && leaf.level == 1 && leaf.pte & PTE_DIRTY != 0 => {
+                    let mut ptl = PtlCursor::default();
                     self.ptl_at(core, &mut ptl, pid, page);
                     let old_pte = self.pte_write(core, pid, page, &leaf, leaf.pte & !(PTE_DIRTY | PTE_WRITABLE));
-                    gather.page(Vpn(page >> 12), old_pte);
+                    self.ptl_release(core, &mut ptl);
                     self.charge(core, self.costs.per_page + self.costs.write_page);
+                    let mut gather = Gather::default();
+                    gather.page(Vpn(page >> 12), old_pte);
                     page += PAGE;
+                    if self.flush(core, pid, FlushReason::Msync, false, gather) && page < end {
+                        return Ok(Some(page));
+                    }
                 }
                 Some(_) => page += PAGE,
                 None => page = self.next_candidate(pid, page, end),
             }
         }
-        self.ptl_release(core, &mut ptl);
-        self.flush(core, pid, FlushReason::Msync, false, gather);
-        Ok(())
+        Ok(None)
     }
 
     /// move_pages / migrate_pages: each page of the range not on `node` gets a new frame
     /// there (migrate_pages: every mapping's PTE, found through rmap, is cleared and
     /// flushed, the data copied, the PTEs pointed at the new frame; a page-cache page
-    /// moves in the page cache too). One flush request per address space.
-    pub(crate) fn sys_migrate_pages(&mut self, core: usize, thread: usize, va: u64, len: u64, node: NodeId) -> Result<()> {
+    /// moves in the page cache too). One flush request per address space for every
+    /// `os.migrate_batch` pages migrated (Linux's TTU_BATCH_FLUSH batches), waited for
+    /// before the next batch. Returns where to go on from when a flush left the core
+    /// waiting for acks (None: done).
+    pub(crate) fn sys_migrate_pages(&mut self, core: usize, thread: usize, va: u64, len: u64, node: NodeId) -> Result<Option<u64>> {
         let pid = self.threads[thread].pid;
         if node.0 >= self.m.mem.nodes() {
             return Err(Error::Sim(format!("migrate to node {}: the machine has {} nodes", node.0, self.m.mem.nodes())));
@@ -790,6 +798,7 @@ impl<P: Coherence> Os<P> {
         let mut per_mm: Vec<(u32, Gather)> = vec![(pid, Gather::default())];
         let end = va + len;
         let mut page = va;
+        let mut batched = 0;
         while let Some((at, leaf)) = self.next_leaf(pid, page, end) {
             page = at;
             let old = pte_pfn(leaf.pte);
@@ -849,11 +858,22 @@ impl<P: Coherence> Os<P> {
             self.stats[core].pages_migrated += 1;
             self.charge(core, self.costs.copy_page + self.costs.per_page);
             page += PAGE;
+            batched += 1;
+            if batched == self.migrate_batch {
+                let mut waits = false;
+                for (p, g) in std::mem::replace(&mut per_mm, vec![(pid, Gather::default())]) {
+                    waits |= self.flush(core, p, FlushReason::Migration, false, g);
+                }
+                batched = 0;
+                if waits && page < end {
+                    return Ok(Some(page));
+                }
+            }
         }
         for (p, g) in per_mm {
             self.flush(core, p, FlushReason::Migration, false, g);
         }
-        Ok(())
+        Ok(None)
     }
 
     /// fork (dup_mmap): the child gets a copy of the VMAs and of every present PTE; private

@@ -197,6 +197,8 @@ pub(crate) struct Process {
     pub swapped: FastSet<u64>,
     /// The address space's `mmap_lock` (os/locks.rs).
     pub mmap_lock: locks::RwSem,
+    /// Threads asleep in `Op::Barrier`, in arrival order.
+    pub barrier_waiting: Vec<usize>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -237,6 +239,9 @@ pub(crate) struct Thread {
     pub lock_granted: Option<locks::LockMode>,
     /// Release this process's `mmap_lock` when the core resumes after its flush.
     pub unlock_at_resume: Option<u32>,
+    /// A system call that flushes page by page (msync, migration) and waits for each
+    /// flush's acks goes on from this address when its core resumes (0: from its start).
+    pub syscall_resume: u64,
     /// Cycles spent waiting for locks (spinning or asleep).
     pub lock_wait_cycles: u64,
     /// The lock acquisition in progress has already waited (counted as contended once).
@@ -332,6 +337,8 @@ pub(crate) struct Os<P: Coherence> {
     pub fx: Effects,
     pub costs: CostsConfig,
     pub ceiling: u32,
+    /// `os.migrate_batch`: pages migration unmaps per TLB flush.
+    pub migrate_batch: u64,
     pub time_slice: u64,
     pub quantum: u64,
     pub tick_interval: Option<u64>,
@@ -492,6 +499,7 @@ impl<P: Coherence> Os<P> {
             fx: Vec::new(),
             costs,
             ceiling: cfg.os.flush_ceiling,
+            migrate_batch: cfg.os.migrate_batch as u64,
             time_slice: cfg.os.time_slice,
             quantum: match cfg.sim.quantum_cycles {
                 // A quarter of the engine's lookahead. At the lookahead, halving still moved
@@ -624,6 +632,7 @@ impl<P: Coherence> Os<P> {
             alive: true,
             swapped: Default::default(),
             mmap_lock: Default::default(),
+            barrier_waiting: Vec::new(),
         });
         Ok(pid)
     }
@@ -665,6 +674,7 @@ impl<P: Coherence> Os<P> {
             zipf: None,
             lock_granted: None,
             unlock_at_resume: None,
+            syscall_resume: 0,
             lock_wait_cycles: 0,
             lock_contended: false,
         });

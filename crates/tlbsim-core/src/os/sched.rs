@@ -250,6 +250,25 @@ impl<P: Coherence> Os<P> {
         self.schedule_wake(thread, until);
     }
 
+    /// If every non-daemon thread of `pid` still alive waits in a barrier, wake them all at
+    /// `now` (the clock of the core the last one arrived or exited on) and return true.
+    pub(super) fn release_barrier(&mut self, pid: usize, now: u64) -> bool {
+        if self.procs[pid].barrier_waiting.is_empty() {
+            return false;
+        }
+        let parties = self.threads.iter().filter(|t| t.pid as usize == pid && !t.daemon && t.state != ThreadState::Exited).count();
+        if self.procs[pid].barrier_waiting.len() < parties {
+            return false;
+        }
+        let waiting = std::mem::take(&mut self.procs[pid].barrier_waiting);
+        for w in waiting {
+            if self.threads[w].state == ThreadState::Blocked {
+                self.schedule_wake(w, now);
+            }
+        }
+        true
+    }
+
     pub(super) fn exit_thread(&mut self, core: usize, thread: usize) {
         let now = self.clock(core);
         let t = &mut self.threads[thread];
@@ -260,6 +279,8 @@ impl<P: Coherence> Os<P> {
         }
         let pid = t.pid;
         self.cores[core].current = None;
+        // One party fewer: the others may all be waiting now.
+        self.release_barrier(pid as usize, now);
         let p = &mut self.procs[pid as usize];
         p.threads_alive -= 1;
         if p.threads_alive == 0 {

@@ -95,6 +95,9 @@ pub enum Op {
     Loop { count: u64, body: usize },
     /// One operation of the thread's work finished: counts in `ops_completed`.
     CountOp,
+    /// pthread_barrier_wait over the process's non-daemon threads still alive: the thread
+    /// sleeps until every one of them has reached a barrier (or exited).
+    Barrier,
 }
 
 /// How many `CountOp`s running `prog` from its start executes (loops multiplied out; a

@@ -50,7 +50,8 @@
 //! - `munmap`, `msync`: region*. `mprotect`: region*, writable*. `madvise`: region*,
 //!   advice* (`dontneed`).
 //! - `fork`: program* (the child's one thread), core, daemon (default false).
-//! - `exit`; `count` (one operation of the thread's work completed).
+//! - `exit`; `count` (one operation of the thread's work completed); `barrier` (wait until
+//!   every non-daemon thread of the process still alive has reached a barrier).
 //! - `migrate-thread`: core*. `migrate-pages`: region*, node*.
 //! - `loop`: count* (0 = forever, only in a daemon thread or daemon fork child), body*.
 //!
@@ -176,6 +177,7 @@ pub enum OpName {
     MigratePages,
     Loop,
     Count,
+    Barrier,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -281,6 +283,7 @@ impl OpName {
             OpName::MigratePages => "migrate-pages",
             OpName::Loop => "loop",
             OpName::Count => "count",
+            OpName::Barrier => "barrier",
         }
     }
 
@@ -294,7 +297,7 @@ impl OpName {
             OpName::Mprotect => &["region", "writable"],
             OpName::Madvise => &["region", "advice"],
             OpName::Fork => &["program", "core", "daemon"],
-            OpName::Exit | OpName::Count => &[],
+            OpName::Exit | OpName::Count | OpName::Barrier => &[],
             OpName::MigrateThread => &["core"],
             OpName::MigratePages => &["region", "node"],
             OpName::Loop => &["count", "body"],
@@ -617,6 +620,7 @@ impl Compiler<'_> {
             }
             OpName::Exit => out.push(Op::Exit),
             OpName::Count => out.push(Op::CountOp),
+            OpName::Barrier => out.push(Op::Barrier),
             OpName::MigrateThread => {
                 need(o.core.is_some(), "core")?;
                 let core = o.core.unwrap();

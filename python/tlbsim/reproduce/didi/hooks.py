@@ -57,8 +57,29 @@ def shootdowns_per_second(stats: Mapping[str, Any]) -> float | None:
     return float(stats["totals"].get("shootdowns_sent", 0)) / seconds if seconds > 0 else None
 
 
+def shootdown_cycles_per_shootdown(stats: Mapping[str, Any]) -> float | None:
+    """DiDi Fig. 9's cost of one shootdown, all cores together: the initiator's send and
+    wait plus every target's handling (IPI handler or PTLBI invalidation), per shootdown
+    sent."""
+    t = stats["totals"]
+    sent = float(t.get("shootdowns_sent", 0))
+    if sent <= 0:
+        return None
+    cycles = sum(float(t.get(k, 0)) for k in ("shootdown_cycles_initiator_send", "shootdown_cycles_initiator_wait", "shootdown_cycles_target"))
+    return cycles / sent
+
+
+def speed(stats: Mapping[str, Any]) -> float | None:
+    """Runs per 10^9 cycles (1 / makespan): relative to another run of the same work, its
+    speedup (DiDi Fig. 11)."""
+    makespan = float(stats["run"].get("makespan_cycles", 0))
+    return 1e9 / makespan if makespan > 0 else None
+
+
 METRICS = {
     "targets_per_shootdown": targets_per_shootdown,
+    "shootdown_cycles_per_shootdown": shootdown_cycles_per_shootdown,
+    "speed": speed,
     "false_positive_share": false_positive_share,
     "send_cycles_per_shootdown": send_cycles_per_shootdown,
     "wait_cycles_per_shootdown": wait_cycles_per_shootdown,
@@ -131,10 +152,50 @@ def projection(runs: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def fig11(runs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """DiDi Fig. 11 from the fig11 and fig11stm sweeps: per benchmark and core count,
+    Linux's and DiDi's makespans (mean over seeds), the speedup, and the cycles spent in
+    shootdowns."""
+    acc: dict[tuple[str, int, str], list[tuple[float, float]]] = {}
+    for r in [*runs.get("fig11", []), *runs.get("fig11stm", [])]:
+        name = r.params.get("workload.test") or r.params.get("workload.kind")
+        key = (str(name), int(r.params["machine.cores_per_socket"]), str(r.params["os.coherence"]))
+        cost = shootdown_cycles_per_shootdown(r.stats) or 0.0
+        sent = float(r.stats["totals"].get("shootdowns_sent", 0))
+        acc.setdefault(key, []).append((float(r.stats["run"]["makespan_cycles"]), cost * sent))
+    rows = []
+    for kind, cores in sorted({(k, c) for k, c, _ in acc}):
+        lin, did = acc.get((kind, cores, "linux")), acc.get((kind, cores, "didi"))
+        if not lin or not did:
+            continue
+        mean = lambda xs, i: sum(x[i] for x in xs) / len(xs)  # noqa: E731
+        rows.append(
+            {
+                "workload": kind,
+                "cores": cores,
+                "linux_makespan_cycles": mean(lin, 0),
+                "didi_makespan_cycles": mean(did, 0),
+                "speedup": mean(lin, 0) / mean(did, 0) if mean(did, 0) > 0 else None,
+                "linux_shootdown_cycles": mean(lin, 1),
+                "didi_shootdown_cycles": mean(did, 1),
+            }
+        )
+    return rows
+
+
 def outputs(runs: Mapping[str, Any], out: Any, quick: bool) -> None:
-    """Write DIR/projection.json and print the projection table."""
+    """Write DIR/projection.json and DIR/fig11.json, and print both tables."""
     import json
     from pathlib import Path
+
+    rows = fig11(runs)
+    if rows:
+        Path(out, "fig11.json").write_text(json.dumps(rows, indent=2) + "\n")
+        print("Fig. 11: speedup of DiDi over Linux (makespan), cycles spent in shootdowns (all cores)")
+        print(f"  {'workload':<14} {'cores':>5} {'speedup':>8} {'linux Mcyc':>11} {'didi Mcyc':>10}")
+        for r in rows:
+            sp = f"{r['speedup']:8.3f}" if r["speedup"] is not None else f"{'n/a':>8}"
+            print(f"  {r['workload']:<14} {r['cores']:>5} {sp} {r['linux_shootdown_cycles'] / 1e6:11.2f} {r['didi_shootdown_cycles'] / 1e6:10.2f}")
 
     proj = projection(runs)
     Path(out, "projection.json").write_text(json.dumps(proj, indent=2) + "\n")
