@@ -192,6 +192,13 @@ def test_cli_validate_exit_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     out = capsys.readouterr().out
     assert "simulation failed: no such workload" in out and "validate.json" in out
     assert main(["validate", "--preset", str(tmp_path / "missing.toml")]) == 2
+    # Without a preset in a fresh folder: say what to run.
+    (tmp_path / "fresh").mkdir()
+    monkeypatch.chdir(tmp_path / "fresh")
+    capsys.readouterr()
+    assert main(["validate"]) == 2
+    err = capsys.readouterr().err
+    assert "host-calibrated.toml" in err and "tlbsim calibrate" in err, err
 
 
 # ---------------------------------------------------------------------------------------

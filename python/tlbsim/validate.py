@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import math
+import errno
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -527,7 +528,14 @@ def validate(preset: str | os.PathLike[str] = "host-calibrated.toml", *,
              measurements: str | os.PathLike[str] | None = None, quick: bool = False,
              out: str | os.PathLike[str] = "out/validate", progress: bool | None = None) -> Report:
     preset = Path(preset)
-    tlbsim.resolve(preset)  # a missing or broken preset is an error before anything runs
+    if not preset.exists():
+        # The usual first try: `tlbsim validate` before any `tlbsim calibrate` in this folder.
+        raise FileNotFoundError(
+            errno.ENOENT,
+            "no such calibrated preset: run `tlbsim calibrate` first (it writes "
+            "host-calibrated.toml and its .json here), or give --preset FILE",
+            str(preset))
+    tlbsim.resolve(preset)  # a broken preset is an error before anything runs
     progress = sys.stderr.isatty() if progress is None else progress
     data, source = load_measurements(preset, measurements, quick, progress)
     real = data.get("shootdown_patterns", {})
