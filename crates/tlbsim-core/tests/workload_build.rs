@@ -633,3 +633,32 @@ fn every_stamp_program_builds_and_bad_names_are_refused() {
     };
     assert!(err.contains("workload.test") && err.contains("bayes"), "{err}");
 }
+
+#[test]
+fn scenario_barrier_compiles_and_runs() {
+    let text = r#"
+[workload]
+kind = "scenario"
+[[workload.scenario.process]]
+name = "p"
+[[workload.scenario.process.thread]]
+name = "a"
+program = [{ op = "compute", cycles = 50000 }, { op = "barrier" }, { op = "count" }, { op = "exit" }]
+[[workload.scenario.process.thread]]
+name = "b"
+program = [{ op = "barrier" }, { op = "count" }, { op = "exit" }]
+"#;
+    let tree = toml_tree(text);
+    let w = workload(tree.clone());
+    let b = &w.processes[0].threads[1];
+    assert_eq!(w.programs[b.program][0], Op::Barrier);
+    let stats = tlbsim_core::run(tree, &[], Path::new(".")).unwrap().stats;
+    // b waited at the barrier for a's compute.
+    assert!(stats["per_thread"][1]["end_cycle"].as_u64().unwrap() >= 50_000, "{}", stats["per_thread"]);
+    let bad = toml_tree(&text.replace(r#"{ op = "barrier" }, { op = "count" }, { op = "exit" }]"#, r#"{ op = "barrier", count = 2 }]"#));
+    let err = match resolve(bad) {
+        Err(e) => e.to_string(),
+        Ok(c) => build(&c).err().map(|e| e.to_string()).unwrap_or_default(),
+    };
+    assert!(err.contains("count"), "{err}");
+}
