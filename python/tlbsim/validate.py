@@ -34,9 +34,9 @@ reason and counts as neither pass nor fail.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
-import errno
 import os
 import sys
 from collections.abc import Mapping, Sequence

@@ -71,13 +71,13 @@ impl<P: Coherence> Os<P> {
         let pc = self.threads[thread].pc;
         let resuming = self.threads[thread].syscall_resume != 0;
         self.exec_user_op(core, thread, op, until)?;
-        let paused = self.threads[thread].syscall_resume != 0;
-        if self.threads[thread].pc != pc || paused || resuming {
-            // It ran, whole or a piece (a call that waits for a lock first returns without
-            // advancing, and without a piece done).
-            if self.threads[thread].pc != pc {
-                self.stats[core].syscall_calls[call] += 1;
-            }
+        let finished = self.threads[thread].pc != pc;
+        if finished {
+            self.stats[core].syscall_calls[call] += 1;
+        }
+        // It ran, whole or a piece (a call that waits for a lock first returns without
+        // advancing, and without a piece done).
+        if finished || resuming || self.threads[thread].syscall_resume != 0 {
             self.stats[core].syscall_cycles[call] += self.clock(core) - start;
         }
         if self.recycling_on && !self.m.mem.tracked_claims.is_empty() {

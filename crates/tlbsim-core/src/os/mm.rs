@@ -860,20 +860,25 @@ impl<P: Coherence> Os<P> {
             page += PAGE;
             batched += 1;
             if batched == self.migrate_batch {
-                let mut waits = false;
-                for (p, g) in std::mem::replace(&mut per_mm, vec![(pid, Gather::default())]) {
-                    waits |= self.flush(core, p, FlushReason::Migration, false, g);
-                }
                 batched = 0;
-                if waits && page < end {
+                let batch = std::mem::replace(&mut per_mm, vec![(pid, Gather::default())]);
+                if self.flush_migrated(core, batch) && page < end {
                     return Ok(Some(page));
                 }
             }
         }
-        for (p, g) in per_mm {
-            self.flush(core, p, FlushReason::Migration, false, g);
-        }
+        self.flush_migrated(core, per_mm);
         Ok(None)
+    }
+
+    /// One flush request per address space of a migration batch; whether any left the core
+    /// waiting for acks.
+    fn flush_migrated(&mut self, core: usize, per_mm: Vec<(u32, Gather)>) -> bool {
+        let mut waits = false;
+        for (p, g) in per_mm {
+            waits |= self.flush(core, p, FlushReason::Migration, false, g);
+        }
+        waits
     }
 
     /// fork (dup_mmap): the child gets a copy of the VMAs and of every present PTE; private

@@ -561,7 +561,7 @@ fn apache(cfg: &Config) -> Result<Workload> {
             format!("{processes} processes for {threads} worker threads (workload.threads): each process needs a worker"),
         ));
     }
-    let file_pages = if w.file_pages == 0 { 3 } else { w.file_pages };
+    let file_pages = file_pages_or(cfg, 3);
     check_range("workload.file_pages", file_pages, 1, 1 << 20)?;
     let ops = ops_or(cfg, 1_000);
     let cycles = compute_cycles_or(cfg, 20_000);
@@ -846,7 +846,7 @@ fn stm_mprotect(cfg: &Config) -> Result<Workload> {
     if !w.test.is_empty() {
         return stamp(cfg);
     }
-    let pages = if w.file_pages == 0 { 64 } else { w.file_pages };
+    let pages = file_pages_or(cfg, 64);
     check_range("workload.file_pages", pages, 2, 4096)?;
     let threads = threads_or_cores(cfg);
     let ops = ops_or(cfg, 1_000);
@@ -931,7 +931,7 @@ struct StampProfile {
 /// per program (its most frequent), no dynamic allocation in transactions.
 fn stamp(cfg: &Config) -> Result<Workload> {
     let w = &cfg.workload;
-    let profile = match w.test.as_str() {
+    let p = match w.test.as_str() {
         // Derived: 5,912 transactions (1,366 hash-set inserts of 12 segments, 241 slot
         // claims, 3,856 table inserts, 449 matches); the hash set (7 pages) and the 16
         // tables (56 pages) are where they go, 98 heap pages in all; ~3 distinct pages, 32
@@ -994,7 +994,6 @@ fn stamp(cfg: &Config) -> Result<Workload> {
             ))
         }
     };
-    let p = profile;
     let threads = threads_or_cores(cfg);
     let ops = ops_or(cfg, p.total_transactions.div_ceil(threads as u64).max(1));
     let cores = cfg.cores();
@@ -1096,8 +1095,7 @@ fn stamp(cfg: &Config) -> Result<Workload> {
 /// changes (default 1,000): mprotect read-only (a shootdown of the region on every core of
 /// the process), mprotect writable, write every page. One operation = one such change.
 fn mactest(cfg: &Config) -> Result<Workload> {
-    let w = &cfg.workload;
-    let pages = if w.file_pages == 0 { 1 } else { w.file_pages };
+    let pages = file_pages_or(cfg, 1);
     check_range("workload.file_pages", pages, 1, 1 << 20)?;
     let threads = threads_or_cores(cfg);
     let ops = ops_or(cfg, 1_000);
@@ -1140,8 +1138,7 @@ fn mactest(cfg: &Config) -> Result<Workload> {
 /// Children sleep forever (daemons; they keep the pages they share until the run ends).
 /// One operation = one round.
 fn cow_micro(cfg: &Config, multiple: bool) -> Result<Workload> {
-    let w = &cfg.workload;
-    let slice = if w.file_pages == 0 { 16 } else { w.file_pages };
+    let slice = file_pages_or(cfg, 16);
     check_range("workload.file_pages", slice, 1, 1 << 20)?;
     let threads = if multiple { threads_or_cores(cfg) } else { 1 };
     let ops = ops_or(cfg, 100);
@@ -1202,8 +1199,7 @@ const WORDCOUNT_TASK_BYTES: u64 = 32 * 1024;
 /// Simplified: the reduce and merge phases (reading the other workers' buffers) are not
 /// modelled.
 fn wordcount(cfg: &Config) -> Result<Workload> {
-    let w = &cfg.workload;
-    let pages = if w.file_pages == 0 { 4096 } else { w.file_pages };
+    let pages = file_pages_or(cfg, 4096);
     let task_pages = WORDCOUNT_TASK_BYTES / PAGE;
     check_range("workload.file_pages", pages, task_pages, 1 << 30)?;
     let threads = threads_or_cores(cfg);
@@ -1452,6 +1448,14 @@ fn ops_or(cfg: &Config, default: u64) -> u64 {
         default
     } else {
         cfg.workload.ops
+    }
+}
+
+fn file_pages_or(cfg: &Config, default: u64) -> u64 {
+    if cfg.workload.file_pages == 0 {
+        default
+    } else {
+        cfg.workload.file_pages
     }
 }
 

@@ -61,12 +61,15 @@ def shootdown_cycles_per_shootdown(stats: Mapping[str, Any]) -> float | None:
     """DiDi Fig. 9's cost of one shootdown, all cores together: the initiator's send and
     wait plus every target's handling (IPI handler or PTLBI invalidation), per shootdown
     sent."""
+    sent = float(stats["totals"].get("shootdowns_sent", 0))
+    return _shootdown_cycles(stats) / sent if sent > 0 else None
+
+
+def _shootdown_cycles(stats: Mapping[str, Any]) -> float:
+    """Every core's cycles in shootdowns: the initiators' send and wait, the targets'."""
     t = stats["totals"]
-    sent = float(t.get("shootdowns_sent", 0))
-    if sent <= 0:
-        return None
-    cycles = sum(float(t.get(k, 0)) for k in ("shootdown_cycles_initiator_send", "shootdown_cycles_initiator_wait", "shootdown_cycles_target"))
-    return cycles / sent
+    keys = ("shootdown_cycles_initiator_send", "shootdown_cycles_initiator_wait", "shootdown_cycles_target")
+    return sum(float(t.get(k, 0)) for k in keys)
 
 
 def speed(stats: Mapping[str, Any]) -> float | None:
@@ -160,22 +163,24 @@ def fig11(runs: Mapping[str, Any]) -> list[dict[str, Any]]:
     for r in [*runs.get("fig11", []), *runs.get("fig11stm", [])]:
         name = r.params.get("workload.test") or r.params.get("workload.kind")
         key = (str(name), int(r.params["machine.cores_per_socket"]), str(r.params["os.coherence"]))
-        cost = shootdown_cycles_per_shootdown(r.stats) or 0.0
-        sent = float(r.stats["totals"].get("shootdowns_sent", 0))
-        acc.setdefault(key, []).append((float(r.stats["run"]["makespan_cycles"]), cost * sent))
+        acc.setdefault(key, []).append((float(r.stats["run"]["makespan_cycles"]), _shootdown_cycles(r.stats)))
+
+    def mean(xs: list[tuple[float, float]], i: int) -> float:
+        return sum(x[i] for x in xs) / len(xs)
+
     rows = []
     for kind, cores in sorted({(k, c) for k, c, _ in acc}):
         lin, did = acc.get((kind, cores, "linux")), acc.get((kind, cores, "didi"))
         if not lin or not did:
             continue
-        mean = lambda xs, i: sum(x[i] for x in xs) / len(xs)  # noqa: E731
+        lin_makespan, did_makespan = mean(lin, 0), mean(did, 0)
         rows.append(
             {
                 "workload": kind,
                 "cores": cores,
-                "linux_makespan_cycles": mean(lin, 0),
-                "didi_makespan_cycles": mean(did, 0),
-                "speedup": mean(lin, 0) / mean(did, 0) if mean(did, 0) > 0 else None,
+                "linux_makespan_cycles": lin_makespan,
+                "didi_makespan_cycles": did_makespan,
+                "speedup": lin_makespan / did_makespan if did_makespan > 0 else None,
                 "linux_shootdown_cycles": mean(lin, 1),
                 "didi_shootdown_cycles": mean(did, 1),
             }
