@@ -18,7 +18,9 @@
 //!   read and write the same pages; thread migration);
 //! - a virtual address reused after munmap (the private region is unmapped and mapped
 //!   again, landing at the same address);
-//! - a frame reused after free (per-CPU free lists hand the last freed frame out first).
+//! - a frame reused after free (per-CPU free lists hand the last freed frame out first);
+//! - VCPUs of several VMs taking turns on a CPU (a third of the scenarios put the processes
+//!   in VMs under the hypervisor's scheduler).
 //!
 //! Scenario `i` of a run with seed `S` is generated from seed `S + i` alone, so
 //! `--seed S+i --scenarios 1` replays it.
@@ -195,6 +197,30 @@ fn workload(g: &mut Gen, cores: u32, nodes: u32) -> Workload {
     }
 }
 
+/// Spread the processes over one to three VMs (domain 0 first) with 1 to `cores` VCPUs
+/// each, some pinned: VCPU switches then interleave address spaces of several VMs on a
+/// CPU, and a guest's shootdown must still reach what its VM's tags keep on CPUs that
+/// switched to another VM. A thread's core becomes a VCPU of its VM.
+fn put_in_vms(g: &mut Gen, w: &mut Workload, cores: u32) {
+    let nvms = 1 + g.below(3) as usize;
+    let mut vms: Vec<VmSpec> = (0..nvms)
+        .map(|i| {
+            let vcpus = 1 + g.below(cores as u64) as u32;
+            let pin = (0..vcpus).map(|_| g.chance(40).then(|| g.below(cores as u64) as u32)).collect();
+            VmSpec { name: format!("vm{i}"), vcpus, weight: g.pick(&[128, 256, 512]), cap: 0, pin, processes: Vec::new() }
+        })
+        .collect();
+    for pi in 0..w.processes.len() {
+        let vm = g.below(nvms as u64) as usize;
+        vms[vm].processes.push(pi);
+        let vcpus = vms[vm].vcpus;
+        for t in &mut w.processes[pi].threads {
+            t.core = t.core.map(|c| c % vcpus);
+        }
+    }
+    w.vms = vms;
+}
+
 /// Scenario generated from `seed` alone: its config (policy `policy`, tagging `tagging` or
 /// a random one, then `overrides`) and workload.
 pub fn scenario(seed: u64, policy: &str, tagging: Option<&str>, overrides: &[String]) -> Result<(Config, Workload)> {
@@ -207,8 +233,20 @@ pub fn scenario(seed: u64, policy: &str, tagging: Option<&str>, overrides: &[Str
                     "tlb": {"tagging": tagging, "tmt_entries": g.pick(&[2, 3, 4, 8])}},
         "os": {"coherence": policy, "thp": g.chance(20), "time_slice": g.pick(&[50_000, 200_000])},
     });
+    let mut tree = tree;
+    // VMs are drawn from a stream of their own, so that the scenarios of earlier versions
+    // (and the regression seeds that name them) stay what they were.
+    let mut vg = Gen(SplitMix64::new(seed ^ 0x766d_7300_0000_0000));
+    let virtualized = vg.chance(35);
+    if virtualized {
+        // A short VCPU time slice and tick, so that VCPUs switch within a small scenario.
+        tree["os"]["hypervisor"] = serde_json::json!({"time_slice_ms": vg.pick(&[0.005, 0.02]), "tick_ms": 0.002});
+    }
     let cfg = Config::resolve(tree, overrides, std::path::Path::new("."))?;
-    let w = workload(&mut g, cfg.cores(), cfg.machine.sockets);
+    let mut w = workload(&mut g, cfg.cores(), cfg.machine.sockets);
+    if virtualized {
+        put_in_vms(&mut vg, &mut w, cfg.cores());
+    }
     Ok((cfg, w))
 }
 

@@ -11,6 +11,7 @@ pub mod control;
 pub mod error;
 pub mod fasthash;
 pub mod fuzz;
+pub mod hypervisor;
 pub mod memory;
 pub mod memsys;
 pub mod access;

@@ -50,6 +50,10 @@ pub struct CostsConfig {
     /// Switching threads on a core (save/restore, scheduler; assumed ~1 µs), plus any TLB
     /// flush the switch causes.
     pub context_switch: u64,
+    /// The hypervisor switching a CPU from one VCPU to another (Xen's context_switch: saving
+    /// and restoring the VCPU's registers, segment and FPU state; assumed ~2 µs), plus any
+    /// TLB flush the CR3 write causes. Only with VMs.
+    pub vcpu_switch: u64,
     /// Initiator: sending one IPI (ABIS §2.3 citing [5]: "several hundreds of cycles" for
     /// delivery; the send itself is an x2APIC ICR write per target, assumed 200).
     pub ipi_send: u64,
@@ -94,6 +98,7 @@ impl Default for CostsConfig {
             fork: 90_000,
             fork_per_page: 20,
             context_switch: 3_000,
+            vcpu_switch: 6_000,
             ipi_send: 200,
             ipi_delivery_same_socket: 500,
             ipi_delivery_cross_socket: 1_000,

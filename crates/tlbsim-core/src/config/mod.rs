@@ -263,6 +263,8 @@ pub struct OsConfig {
     pub fpr: crate::recycling::fpr::FprParams,
     /// Mitosis' page-table replication (`pt_placement = "mitosis"`; `crate::placement::mitosis`).
     pub mitosis: crate::placement::mitosis::MitosisParams,
+    /// The hypervisor's VCPU scheduler, for workloads with VMs (`crate::hypervisor`).
+    pub hypervisor: crate::hypervisor::HypervisorParams,
 }
 
 impl Default for OsConfig {
@@ -280,6 +282,7 @@ impl Default for OsConfig {
             locks: true,
             fpr: Default::default(),
             mitosis: Default::default(),
+            hypervisor: Default::default(),
         }
     }
 }
@@ -320,7 +323,7 @@ pub struct WorkloadConfig {
     /// `scenario` (the OS-mode scenario in `[workload.scenario]`), or a built-in OS-mode
     /// generator: `shootdown-patterns`, `fpr-munmap`, `fpr-evict`, `ycsb`, `apache`,
     /// `vmscale`, `reclaim`, `stm-mprotect`, `mitosis-bench`, `vma-ops`, `mactest`,
-    /// `cowsingle`, `cowmultiple`, `wordcount` (`crate::workload::generators`).
+    /// `cowsingle`, `cowmultiple`, `wordcount`, `vm-mix` (`crate::workload::generators`).
     pub kind: String,
     /// trace: format of every path.
     pub format: TraceFormat,
@@ -372,7 +375,11 @@ pub struct WorkloadConfig {
     /// mitosis-bench: `gups`, `btree`, `hashjoin`, `xsbench`, `canneal`, `memcached`,
     /// `redis` or `graph500`. vma-ops: `mmap`, `mprotect` or `munmap`. stm-mprotect:
     /// `genome`, `vacation` or `labyrinth` (STAMP's transactions; empty: the generic ones).
+    /// vm-mix: `tpcc-tpcc` (default) or `tpcc-vortex`.
     pub test: String,
+    /// vm-mix: where the VCPUs run: `none` (default: anywhere) or `0012` (dom0's two VCPUs
+    /// pinned to CPU 0, dom1's and dom2's to CPU 1; the tag paper's TPCC-*-0012).
+    pub pinning: String,
     /// ycsb: the YCSB workload: `load` (inserts only), `a` (50% reads, 50% updates), `b`
     /// (95/5) or `c` (reads only; the default).
     pub ycsb: String,
@@ -456,6 +463,7 @@ impl Default for WorkloadConfig {
             ideal: false,
             private_pages: 0,
             test: String::new(),
+            pinning: String::new(),
             ycsb: "c".into(),
             table_cache: 0,
             processes: 0,

@@ -58,11 +58,25 @@ impl<P: Coherence> Os<P> {
             self.drop_former_root_tags(core, pid, root);
         }
         let cr3 = self.m.pt.pfn_of(root).0;
+        // The VM of the address space loaded before on this CPU: a switch into another VM
+        // is inter-VM (a VCPU switch), else intra-VM (the guest's own process switch).
+        let vm = self.procs[pid as usize].vm;
+        let inter_vm = from.is_some_and(|f| self.procs[f as usize].vm != vm);
+        // Domain tags: the address space the VM's tag held entries of here.
+        let domain_prev = self.cores[core].domain_mm.iter().find(|&&(v, _)| v == vm).map(|&(_, p)| p);
         let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
-        let hw = self.m.cores[core].tlbs.write_cr3(cr3, slot as u16 + 1, 0, &mut pl);
+        let hw = self.m.cores[core].tlbs.write_cr3(cr3, slot as u16 + 1, vm as u16, &mut pl);
+        match self.cores[core].domain_mm.iter_mut().find(|(v, _)| *v == vm) {
+            Some(e) => e.1 = pid,
+            None => self.cores[core].domain_mm.push((vm, pid)),
+        }
         let mut kept = false;
         if let Some(cause) = hw {
-            self.count_cr3_flush(core, cause);
+            let flushed = if self.tagging == Tagging::Domain { domain_prev } else { None };
+            self.count_cr3_flush(core, cause, flushed);
+            if cause == FlushCause::ContextSwitch {
+                self.stats[core].full_flushes_by_cause[super::INTRA_VM + inter_vm as usize] += 1;
+            }
         } else if self.m.cores[core].tlbs.kept_entries() {
             // A reused slot must lose the previous mm's entries; a slot holding this mm at
             // an older generation is the policy's call.
@@ -72,6 +86,7 @@ impl<P: Coherence> Os<P> {
             };
             if flush {
                 self.full_flush_mm(core, pid, Cause::ContextSwitch);
+                self.stats[core].full_flushes_by_cause[super::INTRA_VM + inter_vm as usize] += 1;
             } else {
                 kept = true;
             }
@@ -95,16 +110,22 @@ impl<P: Coherence> Os<P> {
         if matches!(self.tagging, Tagging::Cr3 | Tagging::Domain) {
             // init_mm's page table is loaded, so the next load of `pid` is a real switch (with
             // CR3 tags, not a same-value write).
+            // The kernel's page table, in this CPU's current VM.
+            let vm = self.procs[pid as usize].vm;
+            let domain_prev = self.cores[core].domain_mm.iter().find(|&&(v, _)| v == vm).map(|&(_, p)| p);
             let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
-            if let Some(cause) = self.m.cores[core].tlbs.write_cr3(KERNEL_CR3, 0, 0, &mut pl) {
-                self.count_cr3_flush(core, cause);
+            if let Some(cause) = self.m.cores[core].tlbs.write_cr3(KERNEL_CR3, 0, vm as u16, &mut pl) {
+                let flushed = if self.tagging == Tagging::Domain { domain_prev } else { None };
+                self.count_cr3_flush(core, cause, flushed);
             }
+            self.cores[core].domain_mm.retain(|&(v, _)| v != vm);
             self.apply_effects();
         }
     }
 
-    /// A CR3 write flushed the TLB (untagged switch, CR3-tag capacity or forced flush).
-    fn count_cr3_flush(&mut self, core: usize, cause: FlushCause) {
+    /// A CR3 write flushed the TLB (untagged switch, CR3-tag capacity or forced flush), or
+    /// with domain tags only the entries of `flushed_mm` (its VM's tag).
+    fn count_cr3_flush(&mut self, core: usize, cause: FlushCause, flushed_mm: Option<u32>) {
         let cause = match cause {
             FlushCause::TagCapacity => Cause::TagCapacity,
             FlushCause::TagForced => Cause::TagForced,
@@ -113,7 +134,41 @@ impl<P: Coherence> Os<P> {
         self.stats[core].full_flushes_by_cause[cause as usize] += 1;
         self.m.cores[core].stats.full_flushes += 1;
         self.charge(core, self.costs.full_flush);
+        if self.tagging == Tagging::Domain {
+            // Only the VM's tag went; another VM's entries stay.
+            if let Some(p) = flushed_mm {
+                if let Some(s) = self.cores[core].pcid.iter().position(|&(q, _)| q == p) {
+                    self.cores[core].pcid[s].1 = self.procs[p as usize].tlb_gen;
+                }
+                self.policy.on_full_flush(CoreId(core as u32), Some(p), cause, &mut self.fx);
+            }
+            return;
+        }
         self.policy.on_full_flush(CoreId(core as u32), None, cause, &mut self.fx);
+    }
+
+    /// Under a hypervisor a guest's full TLB flush is a hypercall, carried out by writing
+    /// CR3 with the value it holds: a forced flush of the whole TLB (tag paper §4; Xen's
+    /// MMUEXT_TLB_FLUSH_LOCAL and the remote flush of MMUEXT_TLB_FLUSH_MULTI reload CR3).
+    /// Natively: false, and the caller flushes as usual.
+    fn forced_flush(&mut self, core: usize, cause: Cause) -> bool {
+        if self.virt.is_none() || !matches!(cause, Cause::Shootdown | Cause::Ceiling | Cause::Policy) {
+            return false;
+        }
+        self.stats[core].full_flushes_by_cause[Cause::TagForced as usize] += 1;
+        self.m.cores[core].stats.full_flushes += 1;
+        self.charge(core, self.costs.full_flush);
+        let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
+        self.m.cores[core].tlbs.rewrite_cr3(&mut pl);
+        for s in 0..super::PCID_SLOTS {
+            let (p, _) = self.cores[core].pcid[s];
+            if p != u32::MAX {
+                self.cores[core].pcid[s].1 = self.procs[p as usize].tlb_gen;
+            }
+        }
+        self.policy.on_full_flush(CoreId(core as u32), None, Cause::TagForced, &mut self.fx);
+        self.apply_effects();
+        true
     }
 
     /// Tag under which `core`'s TLB holds `pid`'s translations, if it can hold any.
@@ -130,7 +185,7 @@ impl<P: Coherence> Os<P> {
                     self.m.backend.root_for(pid, self.procs[pid as usize].root, socket)
                 };
                 let cr3 = self.m.pt.pfn_of(root).0;
-                self.m.cores[core].tlbs.tag_of(cr3, 0, 0)
+                self.m.cores[core].tlbs.tag_of(cr3, 0, self.procs[pid as usize].vm as u16)
             }
         }
     }
@@ -164,6 +219,9 @@ impl<P: Coherence> Os<P> {
 
     /// Flush every translation of `pid` on `core` (its tag, or everything untagged).
     pub(super) fn full_flush_mm(&mut self, core: usize, pid: u32, cause: Cause) {
+        if self.forced_flush(core, cause) {
+            return;
+        }
         self.stats[core].full_flushes_by_cause[cause as usize] += 1;
         self.m.cores[core].stats.full_flushes += 1;
         self.charge(core, self.costs.full_flush);
@@ -193,6 +251,9 @@ impl<P: Coherence> Os<P> {
 
     /// Flush everything on `core` (every tag; a global request): every slot caught up.
     pub(super) fn full_flush_all(&mut self, core: usize, cause: Cause) {
+        if self.forced_flush(core, cause) {
+            return;
+        }
         self.stats[core].full_flushes_by_cause[cause as usize] += 1;
         self.m.cores[core].stats.full_flushes += 1;
         self.charge(core, self.costs.full_flush);

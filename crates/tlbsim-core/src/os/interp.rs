@@ -146,14 +146,15 @@ impl<P: Coherence> Os<P> {
             }
             Op::MigrateThread { core: to } => {
                 self.advance(thread);
-                let to = to as usize;
-                if to != core {
+                let to = self.cpu_index(thread, to as usize);
+                if to != self.threads[thread].core {
                     self.threads[thread].pinned = true;
                     self.cores[core].current = None;
                     let now = self.clock(core);
                     self.enqueue(thread, to, now);
-                    let socket = self.m.cores[to].socket;
-                    if socket != self.m.cores[core].socket {
+                    let socket = self.m.cores[self.home_cpu(to)].socket;
+                    // A guest does not see sockets: its page tables stay where they are.
+                    if socket != self.m.cores[core].socket && self.virt.is_none() {
                         let pid = self.threads[thread].pid;
                         self.migrate_page_tables(core, thread, pid, socket)?;
                     }
@@ -308,17 +309,30 @@ impl<P: Coherence> Os<P> {
                     (page * 4096 + t.rng.below(512) * 8).min(window.saturating_sub(8))
                 }
             };
-            let write = match mode {
-                AccessMode::Read => false,
-                AccessMode::Write => true,
-                AccessMode::Mixed(f) => ((t.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < f,
+            let kind = match mode {
+                AccessMode::Read => AccessKind::Load,
+                AccessMode::Write => AccessKind::Store,
+                AccessMode::Mixed(f) => {
+                    if ((t.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < f {
+                        AccessKind::Store
+                    } else {
+                        AccessKind::Load
+                    }
+                }
+                AccessMode::Fetch => AccessKind::Fetch,
             };
             t.access_left -= 1;
             t.accesses += 1;
-            self.m.cores[core].stats.instructions += 1;
+            // One access, one instruction; a program that fetches its instructions counts
+            // them by its fetches, its data accesses being their operands.
+            let fetch = kind == AccessKind::Fetch;
+            t.fetches |= fetch;
+            if fetch || !t.fetches {
+                self.m.cores[core].stats.instructions += 1;
+            }
             self.m.cores[core].clock += cpi;
             let _ = pid;
-            crate::access::access(self, core, start + off, if write { AccessKind::Store } else { AccessKind::Load })?;
+            crate::access::access(self, core, start + off, kind)?;
         }
         self.advance(thread);
         Ok(())

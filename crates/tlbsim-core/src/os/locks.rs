@@ -172,7 +172,7 @@ impl<P: Coherence> Os<P> {
         // The owners are on a CPU (a writer, or readers such as a munmap waiting for its
         // shootdown's acks): spin (rwsem spins on a writer owner, and a writer spins on
         // readers for a while too).
-        let on_cpu = |t: usize| self.threads[t].state == ThreadState::Runnable && self.cores[self.threads[t].core].current == Some(t);
+        let on_cpu = |t: usize| self.on_cpu(t);
         let spinning = match sem.writer {
             Some(w) => on_cpu(w),
             None => !sem.readers.is_empty() && sem.readers.iter().all(|&r| on_cpu(r)),
@@ -272,6 +272,8 @@ impl<P: Coherence> Os<P> {
             self.threads[w.thread].lock_wait_cycles += waited;
             let core = self.threads[w.thread].core;
             if w.spinning {
+                // A spinning thread's CPU waits for it (a VCPU is not switched out meanwhile).
+                let core = self.cpu_now(core).expect("a spinning thread is on a CPU");
                 self.set_clock(core, at);
                 self.cores[core].waiting -= 1;
             } else {
@@ -285,7 +287,7 @@ impl<P: Coherence> Os<P> {
         // to readers), the others stop spinning and sleep, so that their cores can run the
         // new owner (rwsem_spin_on_owner gives up when the owner is not running).
         let sem = &self.procs[pid as usize].mmap_lock;
-        let on_cpu = |t: usize| self.threads[t].state == ThreadState::Runnable && self.cores[self.threads[t].core].current == Some(t);
+        let on_cpu = |t: usize| self.on_cpu(t);
         let owner_on_cpu = match sem.writer {
             Some(w) => on_cpu(w),
             None => !sem.readers.is_empty() && sem.readers.iter().all(|&r| on_cpu(r)),
@@ -296,7 +298,7 @@ impl<P: Coherence> Os<P> {
                 w.spinning = false;
             }
             for t in spinners {
-                let core = self.threads[t].core;
+                let core = self.cpu_now(self.threads[t].core).expect("a spinning thread is on a CPU");
                 self.cores[core].waiting -= 1;
                 if self.cores[core].current == Some(t) {
                     self.cores[core].current = None;

@@ -927,7 +927,7 @@ impl<P: Coherence> Os<P> {
             self.ptl_release(core, &mut dst_ptl);
         }
         let slots = self.threads[thread].slots.clone();
-        let target = child_core.unwrap_or(core);
+        let target = child_core.map_or(self.threads[thread].core, |c| self.cpu_index(thread, c));
         let now = self.clock(core);
         let name = format!("{}-child", self.threads[thread].name);
         let class = self.threads[thread].class.clone();

@@ -14,6 +14,7 @@
 //! | `pte.rs` | the PTE-write layer: every page-table read and write of the kernel |
 //! | `mm.rs` | VMAs, faults, system calls, rmap, reclaim |
 //! | `output.rs` | stats.json |
+//! | `virt.rs` | VCPUs between the guests' threads and the CPUs (the hypervisor axis) |
 //!
 //! The engine never names a coherence policy or a page-table backend: it calls the
 //! `Coherence` trait (monomorphised, `crate::coherence::dispatch`) and the
@@ -43,7 +44,8 @@
 //! crossed the group's low watermark (as memory-cgroup reclaim does in Linux; no per-node
 //! kswapd thread); a page-cache miss is charged as a stall of `costs.read_page` cycles
 //! (or, on a storage device whose reads sleep, `machine.storage`, blocks the faulting
-//! thread for the device's read); no VMs (tag paper) in OS mode: every process is in VM 0.
+//! thread for the device's read). VMs (the tag paper): `virt.rs` and `crate::hypervisor`;
+//! natively every process is in VM 0.
 
 mod access;
 mod asid;
@@ -55,6 +57,7 @@ mod output;
 mod pte;
 mod sched;
 mod shootdown;
+mod virt;
 
 use crate::coherence::{Coherence, Effect, Effects, WithPolicy};
 use crate::config::{Config, CostsConfig, Tagging};
@@ -90,7 +93,12 @@ const LIBS_BYTES: u64 = (2 << 20) + (300 << 12);
 
 /// Reasons of full flushes (stats `full_flushes_by_cause`, indexed by the cause).
 pub(crate) use crate::coherence::FullFlushCause as Cause;
-pub(crate) const CAUSES: [&str; 8] = ["shootdown", "ceiling", "context_switch", "lazy_switch", "tag_capacity", "tag_forced", "policy", "involuntary"];
+/// The last two split `context_switch` by whether the switch changed VM (natively every
+/// switch is intra-VM).
+pub(crate) const CAUSES: [&str; 10] =
+    ["shootdown", "ceiling", "context_switch", "lazy_switch", "tag_capacity", "tag_forced", "policy", "involuntary", "context_switch_intra_vm", "context_switch_inter_vm"];
+/// Index in `CAUSES` of `context_switch_intra_vm` (+1: inter).
+pub(crate) const INTRA_VM: usize = 8;
 
 /// Per-core OS counters (stats.json, per core and summed).
 #[derive(Clone, Debug, Default)]
@@ -111,7 +119,7 @@ pub(crate) struct OsCoreStats {
     pub shootdowns_taken_on_kernel_exit: u64,
     pub false_positive_targets: u64,
     pub pages_flushed: u64,
-    pub full_flushes_by_cause: [u64; 8],
+    pub full_flushes_by_cause: [u64; CAUSES.len()],
     /// Per system call (`SYSCALLS`): calls completed and the cycles they ran in the kernel
     /// (from entry to return, a lock wait before entry and the wait for a flush's acks
     /// after it not included).
@@ -199,6 +207,8 @@ pub(crate) struct Process {
     pub mmap_lock: locks::RwSem,
     /// Threads asleep in `Op::Barrier`, in arrival order.
     pub barrier_waiting: Vec<usize>,
+    /// Its VM (domain id; 0 natively).
+    pub vm: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -242,6 +252,10 @@ pub(crate) struct Thread {
     /// A system call that flushes page by page (msync, migration) and waits for each
     /// flush's acks goes on from this address when its core resumes (0: from its start).
     pub syscall_resume: u64,
+    /// The thread fetches its instructions (`AccessMode::Fetch`): from its first fetch on,
+    /// its instructions are counted by its fetches, and its data accesses are their
+    /// operands.
+    pub fetches: bool,
     /// Cycles spent waiting for locks (spinning or asleep).
     pub lock_wait_cycles: u64,
     /// The lock acquisition in progress has already waited (counted as contended once).
@@ -273,6 +287,8 @@ pub(crate) struct CoreOs {
     pub next_tick: u64,
     /// When the MMU's next involuntary full flush is due (u64::MAX: never).
     pub next_involuntary_flush: u64,
+    /// Domain tags: per VM, the address space whose entries its tag holds here.
+    pub domain_mm: Vec<(u32, u32)>,
 }
 
 /// Deferred frees of a page-table change, released when its flush completes.
@@ -409,6 +425,8 @@ pub(crate) struct Os<P: Coherence> {
     /// Per core: a global request it sent and waits for (its record, its recycling
     /// sequence number), which a frame leaving its context joins (mm.rs `settle_claims`).
     global_in_flight: Vec<Option<(usize, u64)>>,
+    /// VMs, VCPUs and the hypervisor's scheduler (os/virt.rs); None natively.
+    virt: Option<virt::Virt>,
 }
 
 /// Run an OS-mode workload with the configured policy; returns stats.json.
@@ -473,6 +491,7 @@ impl<P: Coherence> Os<P> {
                 idle_since: Some(0),
                 next_tick: tick_interval.unwrap_or(u64::MAX),
                 next_involuntary_flush: involuntary_period.unwrap_or(u64::MAX),
+                domain_mm: Vec::new(),
             })
             .collect();
         let groups = if w.groups.is_empty() {
@@ -553,28 +572,63 @@ impl<P: Coherence> Os<P> {
             pages_in_flight: HashMap::default(),
             frames_in_transit: HashMap::default(),
             global_in_flight: vec![None; ncores],
+            virt: None,
         };
+        if !os.w.vms.is_empty() {
+            let mut vcpus = Vec::new();
+            let mut descs = Vec::new();
+            let mut vm_base = Vec::new();
+            for (vi, vm) in os.w.vms.iter().enumerate() {
+                vm_base.push(vcpus.len());
+                for pin in &vm.pin {
+                    let home = pin.map_or(vcpus.len() % ncores, |p| p as usize);
+                    descs.push(crate::hypervisor::VcpuDesc { vm: vi, pin: pin.map(|p| p as usize) });
+                    vcpus.push(virt::Vcpu { vm: vi, cpu: None, home, blocked: true, runq: VecDeque::new(), current: None, slice_end: 0 });
+                }
+            }
+            let vms: Vec<crate::hypervisor::VmDesc> = os.w.vms.iter().map(|v| crate::hypervisor::VmDesc { weight: v.weight, cap: v.cap }).collect();
+            let hv = crate::hypervisor::build(&cfg.os.hypervisor, cfg.machine.frequency_ghz, ncores, descs, vms)?;
+            os.virt = Some(virt::Virt {
+                hv,
+                vcpus,
+                vm_base,
+                vm_names: os.w.vms.iter().map(|v| v.name.clone()).collect(),
+                running: vec![None; ncores],
+                resched: vec![false; ncores],
+                snapshots: vec![Default::default(); ncores],
+                per_vm: vec![Default::default(); os.w.vms.len()],
+                vcpu_switches: vec![0; ncores],
+            });
+        }
         let mut next_core = 0usize;
         for pi in 0..os.w.processes.len() {
             let spec = os.w.processes[pi].clone();
-            let first_core = spec.threads.first().and_then(|t| t.core).unwrap_or(next_core as u32 % ncores as u32) as usize;
-            let pid = os.create_process(spec.group, None, first_core)?;
+            let vm = os.w.vm_of(pi);
+            // Natively a core; under a hypervisor a VCPU of the process's VM (its first
+            // thread's, else round-robin over the VM's VCPUs), set up on the CPU it is homed on.
+            let cpus = os.w.cpus_of(pi, ncores as u32) as usize;
+            let base = os.virt.as_ref().map_or(0, |v| v.vm_base[vm]);
+            let first_core = base + spec.threads.first().and_then(|t| t.core).map_or(next_core % cpus, |c| c as usize);
+            let setup_core = os.home_cpu(first_core);
+            let pid = os.create_process(spec.group, None, setup_core)?;
+            os.procs[pid as usize].vm = vm as u32;
             let mut slots: Vec<(u64, u64)> = vec![(0, 0); os.w.slots];
             for (ri, r) in spec.regions.iter().enumerate() {
-                let va = os.mmap_region(first_core, pid, r, None)?;
+                let va = os.mmap_region(setup_core, pid, r, None)?;
                 slots[ri] = (va, r.bytes.div_ceil(4096) * 4096);
             }
             // Set-up so far ends when the busiest core's clock does.
             let start = if os.w.start_after_setup.contains(&pi) { (0..ncores).map(|c| os.clock(c)).max().unwrap_or(0) } else { 0 };
             for t in &spec.threads {
-                let core = match t.core {
-                    Some(c) => c as usize,
-                    None => {
-                        let c = next_core % ncores;
-                        next_core += 1;
-                        c
-                    }
-                };
+                let core = base
+                    + match t.core {
+                        Some(c) => c as usize,
+                        None => {
+                            let c = next_core % cpus;
+                            next_core += 1;
+                            c
+                        }
+                    };
                 os.spawn_thread(pid, t.name.clone(), t.class.clone(), t.daemon, t.program, core, t.core.is_some(), slots.clone(), start);
             }
         }
@@ -625,6 +679,7 @@ impl<P: Coherence> Os<P> {
             vmas,
             held: BTreeMap::new(),
             cpumask: vec![false; self.cores.len()],
+            vm: family.map_or(0, |f| self.procs[f as usize].vm),
             tlb_gen: 0,
             threads_alive: 0,
             group,
@@ -676,6 +731,7 @@ impl<P: Coherence> Os<P> {
             unlock_at_resume: None,
             syscall_resume: 0,
             lock_wait_cycles: 0,
+            fetches: false,
             lock_contended: false,
         });
         self.procs[pid as usize].threads_alive += 1;

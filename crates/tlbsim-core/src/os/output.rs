@@ -82,6 +82,7 @@ fn sum(all: &[OsCoreStats]) -> OsCoreStats {
 
 impl<P: Coherence> Os<P> {
     pub(crate) fn stats_json(&mut self, cfg: &Config) -> Value {
+        self.settle_all_vms();
         let workers = self.threads.iter().filter(|t| !t.daemon).count();
         let mut v = self.m.stats_json(cfg, self.threads.len());
         let freq = cfg.machine.frequency_ghz * 1e9;
@@ -182,6 +183,17 @@ impl<P: Coherence> Os<P> {
         v["run"]["processes"] = json!(self.procs.len());
         v["run"]["engine_steps"] = json!(self.steps);
         v["run"]["events"] = json!(self.events_simulated());
+        if let Some(per_vm) = self.per_vm_json() {
+            v["per_vm"] = per_vm;
+            let virt = self.virt.as_ref().expect("VMs");
+            if let Some(per_core) = v["per_core"].as_array_mut() {
+                for (i, c) in per_core.iter_mut().enumerate() {
+                    c["vcpu_switches"] = json!(virt.vcpu_switches[i]);
+                }
+            }
+            v["totals"]["vcpu_switches"] = json!(virt.vcpu_switches.iter().sum::<u64>());
+            v["run"]["hypervisor"] = json!(virt.hv.name());
+        }
         if self.partial {
             // Stopped through its control (Ctrl-C): the stats so far.
             v["run"]["partial"] = json!(true);
@@ -196,5 +208,45 @@ impl<P: Coherence> Os<P> {
         let accesses: u64 = self.m.cores.iter().map(|c| c.stats.accesses).sum();
         let faults: u64 = self.m.cores.iter().map(|c| c.stats.page_faults).sum();
         accesses + t.syscalls + faults + t.context_switches + t.shootdown_ipis_received
+    }
+}
+
+impl<P: Coherence> Os<P> {
+    /// Per VM (domain), under a hypervisor: instructions, accesses, TLB misses per
+    /// structure, full flushes by cause, and MPTTI (TLB misses per 10,000 instructions, the
+    /// tag paper §5's metric) of the data and instruction TLBs.
+    fn per_vm_json(&self) -> Option<Value> {
+        let virt = self.virt.as_ref()?;
+        let names = crate::tlb::hierarchy::NAMES;
+        let present: Vec<usize> = (0..names.len()).filter(|&i| self.m.cores[0].tlbs.present(i)).collect();
+        let vms = virt
+            .per_vm
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let misses: Map<String, Value> = present.iter().map(|&s| (names[s].to_string(), json!(a.misses[s]))).collect();
+                let flushes: Map<String, Value> = CAUSES.iter().zip(a.full_flushes_by_cause).map(|(n, v)| ((*n).into(), json!(v))).collect();
+                let mptti = |n: u64| if a.instructions > 0 { n as f64 * 1e4 / a.instructions as f64 } else { 0.0 };
+                // The first-level data TLB for 4 KiB pages counts every data access that
+                // missed the L1 (crate::tlb::hierarchy `lookup`).
+                let dtlb = names.iter().position(|&n| n == "l1d").map_or(0, |s| a.misses[s]);
+                let itlb = names.iter().position(|&n| n == "l1i").map_or(0, |s| a.misses[s]);
+                json!({
+                    "vm": i,
+                    "name": virt.vm_names[i],
+                    "vcpus": virt.vcpus.iter().filter(|v| v.vm == i).count(),
+                    "instructions": a.instructions,
+                    "accesses": a.accesses,
+                    "misses": misses,
+                    "dtlb_mptti": mptti(dtlb),
+                    "itlb_mptti": mptti(itlb),
+                    "full_flushes_by_cause": flushes,
+                    "vcpu_switches_in": a.vcpu_switches_in,
+                    "cycles": a.cycles_on.iter().sum::<u64>(),
+                    "cycles_per_cpu": (0..self.cores.len()).map(|c| a.cycles_on.get(c).copied().unwrap_or(0)).collect::<Vec<_>>(),
+                })
+            })
+            .collect::<Vec<_>>();
+        Some(json!(vms))
     }
 }

@@ -73,7 +73,7 @@ impl<P: Coherence> Os<P> {
         let mut threads_on = vec![false; sockets];
         for (i, t) in self.threads.iter().enumerate() {
             if i != thread && t.pid == pid && t.state != super::ThreadState::Exited {
-                threads_on[self.m.cores[t.core].socket as usize] = true;
+                threads_on[self.m.cores[self.home_cpu(t.core)].socket as usize] = true;
             }
         }
         // The core the thread left, and lazy cores, on a socket no thread of the process

@@ -17,10 +17,16 @@ pub(super) enum Event {
 
 impl<P: Coherence> Os<P> {
     /// Make `thread` runnable on `core` at time `at`.
+    /// Under a hypervisor `core` is a VCPU: its runs queue is on the CPU it runs on, or
+    /// with it while it is off every CPU (os/virt.rs).
     pub(super) fn enqueue(&mut self, thread: usize, core: usize, at: u64) {
-        self.mark_dirty(core);
         self.threads[thread].core = core;
         self.threads[thread].state = ThreadState::Runnable;
+        let core = match self.cpu_now(core) {
+            Some(c) => c,
+            None => return self.enqueue_off_cpu(thread, core, at),
+        };
+        self.mark_dirty(core);
         let c = &mut self.cores[core];
         c.runq.push_back(thread);
         if c.current.is_none() && c.waiting == 0 && c.runq.len() == 1 {
@@ -95,7 +101,9 @@ impl<P: Coherence> Os<P> {
             // makes it runnable again).
             let co = &self.cores[c];
             let clock = self.m.cores[c].clock >> CLOCK_SHIFT;
-            let key = if co.waiting == 0 && (co.current.is_some() || !co.runq.is_empty()) {
+            // Under a hypervisor, a VCPU waiting for this CPU is work too.
+            let hv_work = self.virt.as_ref().is_some_and(|v| v.hv.has_waiting(c));
+            let key = if co.waiting == 0 && (co.current.is_some() || !co.runq.is_empty() || hv_work) {
                 clock
             } else {
                 let irq = co.pending.front().map_or(u64::MAX, |i| clock.max(i.arrival));
@@ -154,6 +162,17 @@ impl<P: Coherence> Os<P> {
             if now >= limit {
                 return Ok(());
             }
+            if self.virt.is_some() && !self.hypervisor_step(core) {
+                // No VCPU to run: the CPU idles until an interrupt, a tick or a VCPU's wake-up
+                // (os/virt.rs moves its clock).
+                self.go_idle(core);
+                let wake = next_irq.min(self.cores[core].next_tick);
+                if wake > limit {
+                    return Ok(());
+                }
+                self.idle_until(core, wake);
+                continue;
+            }
             let thread = match self.cores[core].current {
                 Some(t) => {
                     // Time slice over and someone waiting: preempt.
@@ -181,7 +200,7 @@ impl<P: Coherence> Os<P> {
                     }
                 },
             };
-            let until = limit.min(next_irq.max(now + 1)).min(self.cores[core].next_tick.max(now + 1));
+            let until = limit.min(next_irq.max(now + 1)).min(self.cores[core].next_tick.max(now + 1)).min(self.hypervisor_deadline(core).max(now + 1));
             self.step_thread(core, thread, until)?;
             if std::mem::take(&mut self.yield_core) {
                 return Ok(());

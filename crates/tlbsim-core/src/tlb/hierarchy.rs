@@ -91,6 +91,10 @@ pub struct TlbHierarchy {
     /// Current CR3 value and VM, for the untagged and domain modes.
     cr3: u64,
     vm: u16,
+    /// Domain tags: per VM, the CR3 its tag's entries were filled under on this CPU (a VM's
+    /// tag keeps its entries while other VMs run; a switch to another address space of the
+    /// VM drops them).
+    domain_cr3: Vec<(u16, u64)>,
     /// Whether the last CR3 write kept entries the loaded context may have filled before
     /// (PCID always; CR3 tags on a TMT hit; domain tags when no flush happened).
     kept_entries: bool,
@@ -137,6 +141,7 @@ impl TlbHierarchy {
             sl: 0,
             cr3: 0,
             vm: 0,
+            domain_cr3: vec![(0, 0)],
             kept_entries: false,
             quirk_dirty_sets_accessed: cfg.quirk_dirty_sets_accessed,
             quirk_faulting_walk_sets_accessed: cfg.quirk_faulting_walk_sets_accessed,
@@ -395,10 +400,20 @@ impl TlbHierarchy {
                 None
             }
             Tagging::Domain => {
-                let same_vm = vm == self.vm;
                 self.tag = vm;
-                // Only a VM switch changes the tag; a process switch within a VM flushes.
-                (same_vm && cr3 != self.cr3).then_some(FlushCause::ContextSwitch)
+                // A VM switch changes the tag; loading another address space of the VM than
+                // the one its tag holds entries of flushes them (a MOV CR3 under a VPID
+                // flushes that VPID's non-global entries).
+                let last = match self.domain_cr3.iter_mut().find(|(v, _)| *v == vm) {
+                    Some(e) => Some(std::mem::replace(&mut e.1, cr3)),
+                    None => {
+                        self.domain_cr3.push((vm, cr3));
+                        None
+                    }
+                };
+                // Entries kept only when the tag holds this address space's already.
+                hit = last == Some(cr3);
+                last.is_some_and(|c| c != cr3).then_some(FlushCause::ContextSwitch)
             }
             Tagging::Cr3 => {
                 let tmt = self.tmt.as_mut().expect("cr3 tagging has a TMT");
@@ -412,18 +427,35 @@ impl TlbHierarchy {
                 }
             }
         };
-        if self.tagging == Tagging::Domain {
-            hit = cause.is_none();
-        }
         self.kept_entries = hit && cause.is_none();
         self.cr3 = cr3;
         self.vm = vm;
         self.sl = vm.min(255) as u8;
         if let Some(c) = cause {
-            // The TMT was already reset by the outcome; flush_all resets it again harmlessly.
-            self.flush_all(c == FlushCause::ContextSwitch, listener);
+            if self.tagging == Tagging::Domain {
+                // Only this VM's entries (and the untagged page-walk caches).
+                self.invalidate_tag(vm, listener);
+                self.flush_pwc();
+            } else {
+                // The TMT was already reset by the outcome; flush_all resets it again harmlessly.
+                self.flush_all(c == FlushCause::ContextSwitch, listener);
+            }
         }
         cause
+    }
+
+    /// The hypervisor writes CR3 with the value it holds (after updating the current page
+    /// table for the guest, or carrying out a guest's full-flush hypercall): the tag paper
+    /// §4's forced flush. Every mode flushes the whole TLB; with CR3 tags the TMT is reset
+    /// to the current context.
+    pub fn rewrite_cr3<L: TlbListener>(&mut self, listener: &mut L) {
+        if let Some(t) = self.tmt.as_mut() {
+            let cr3 = t.current_cr3().unwrap_or(self.cr3);
+            t.write_cr3(cr3, self.sl);
+            self.tag = t.current_vasi();
+        }
+        self.flush_all(false, listener);
+        self.kept_entries = false;
     }
 
     /// Tag under which this core's TLB holds entries of the address space with page-table
@@ -432,7 +464,8 @@ impl TlbHierarchy {
     /// PCID-tagged ones the PCID's, CR3-tagged ones the VASI the TMT gave it.
     pub fn tag_of(&self, cr3: u64, pcid: u16, vm: u16) -> Option<u16> {
         match self.tagging {
-            Tagging::None | Tagging::Domain => (self.cr3 == cr3 && self.vm == vm).then_some(self.tag),
+            Tagging::None => (self.cr3 == cr3 && self.vm == vm).then_some(self.tag),
+            Tagging::Domain => self.domain_cr3.iter().any(|&(v, c)| v == vm && c == cr3).then_some(vm),
             Tagging::Pcid => Some(pcid & 0xfff),
             Tagging::Cr3 => self.tmt.as_ref().and_then(|t| t.vasi_of(cr3)),
         }

@@ -26,6 +26,9 @@
 //!   cost of a shootdown; copy-on-write after fork, one thread or many).
 //! - `wordcount`: DiDi Table III and §V: Phoenix MapReduce's map workers mapping input and
 //!   buffers, processing and unmapping them.
+//! - `vm-mix`: the tag paper §5: dom0 and two guests under the hypervisor, a TPC-C-like
+//!   OLTP guest beside another one or a vortex-like one (`test = "tpcc-tpcc" |
+//!   "tpcc-vortex"`, `pinning = "none" | "0012"`), as instruction streams.
 //!
 //! Sizes default small (`ops`, `region_bytes`, ...), so that a default run takes seconds.
 //! Anything a paper does not say and a generator had to choose is marked **[inferred]**.
@@ -37,7 +40,7 @@ use serde::Deserialize;
 
 /// The generator kinds, as `workload.kind` names them.
 pub const KINDS: &[&str] =
-    &["shootdown-patterns", "fpr-munmap", "fpr-evict", "ycsb", "apache", "vmscale", "reclaim", "stm-mprotect", "mitosis-bench", "vma-ops", "mactest", "cowsingle", "cowmultiple", "wordcount"];
+    &["shootdown-patterns", "fpr-munmap", "fpr-evict", "ycsb", "apache", "vmscale", "reclaim", "stm-mprotect", "mitosis-bench", "vma-ops", "mactest", "cowsingle", "cowmultiple", "wordcount", "vm-mix"];
 
 const PAGE: u64 = 4096;
 /// A spinning daemon's compute step: short (one engine quantum, `sim.quantum_cycles`'s
@@ -66,6 +69,7 @@ pub fn build(cfg: &Config) -> Result<Workload> {
         "cowsingle" => cow_micro(cfg, false)?,
         "cowmultiple" => cow_micro(cfg, true)?,
         "wordcount" => wordcount(cfg)?,
+        "vm-mix" => vm_mix(cfg)?,
         k => return Err(Error::config("workload.kind", format!("{k:?} is not a generator: use one of {}", KINDS.join(", ")))),
     };
     w.check(cfg.cores())
@@ -1237,6 +1241,131 @@ fn wordcount(cfg: &Config) -> Result<Workload> {
         b.thread(process, &format!("map{t}"), "map", Some(t as u32 % cores), prog, false);
     }
     Ok(b.finish())
+}
+
+// ---- vm-mix ----
+
+/// Instructions a called function runs before the next call (a run of sequential fetches:
+/// 1 KiB of 4-byte instructions) **[inferred]**.
+const CALL_INSTRUCTIONS: u64 = 256;
+
+/// One pass of a program's code path: `calls` function calls, each a run of
+/// `CALL_INSTRUCTIONS` sequential fetches at a 1 KiB-aligned place of a code page drawn
+/// Zipf(1.0) over `code_pages` pages (drawn once, here, from `rng`: a program takes the
+/// same path each time), followed by that run's data accesses `data(call)`.
+fn code_path(rng: &mut crate::rng::SplitMix64, code_slot: usize, code_pages: u64, calls: u64, data: &dyn Fn() -> Vec<Op>) -> Vec<Op> {
+    let weights: Vec<f64> = (1..=code_pages).map(|k| 1.0 / k as f64).collect();
+    let total: f64 = weights.iter().sum();
+    let mut ops = Vec::new();
+    for _ in 0..calls {
+        let mut u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
+        let mut page = 0;
+        while page + 1 < code_pages as usize && u >= weights[page] {
+            u -= weights[page];
+            page += 1;
+        }
+        let offset = page as u64 * PAGE + rng.below(4) * 1024;
+        ops.push(Op::Access { slot: code_slot, pattern: Pattern::Sequential, mode: AccessMode::Fetch, count: CALL_INSTRUCTIONS, offset, len: 1024, stride: 4 });
+        ops.extend(data());
+    }
+    ops
+}
+
+/// The tag paper's §5 set-up (Xen 3.1 on two CPUs): dom0 with two VCPUs; dom1 runs a
+/// TPC-C-like OLTP load (TPCC-UVa on PostgreSQL) and dom2 the same (`test = "tpcc-tpcc"`,
+/// the default) or a vortex-like single process (`"tpcc-vortex"`); one VCPU each, equal
+/// weights. `pinning = "0012"` pins dom0's VCPUs to CPU 0 and dom1's and dom2's to CPU 1
+/// (the paper's TPCC-*-0012; it needs two CPUs or more), `"none"` (the default) pins none.
+///
+/// Every program is an instruction stream: function calls, each a run of 256 sequential
+/// instruction fetches in a code page drawn Zipf(1.0) over the program's binary (a private
+/// file mapping, through the instruction TLB), with the data accesses of those
+/// instructions after it (os/interp.rs counts a program's instructions by its fetches once
+/// it fetches). The paper gives only the programs' names; every size and mix below is
+/// **[inferred]**, the TPC-C one from the paper's description of it as TLB-friendly with
+/// a working set that a 256-entry TLB holds (§6.2):
+/// - TPC-C guest: `threads` backend processes (default 8: one PostgreSQL backend per
+///   TPCC-UVa terminal, each its own address space; §6.1: "TPCC-UVa forks off many
+///   processes"), all mapping the same 1 MiB binary (privately) and the 8 MiB shared
+///   buffer pool (shared). One transaction (one operation) = 40 calls over the binary,
+///   each with 48 random accesses to the backend's own 16-page stack and heap (25%
+///   writes) and 16 accesses to the buffer pool drawn Zipf(1.2) (10% writes: B-tree upper
+///   levels and the warehouse and district rows are hot); then the backend sleeps for its
+///   log write and the client's next request (`compute_cycles`, default 300,000 cycles:
+///   100 µs at 3 GHz). `ops` transactions per backend (default 100).
+/// - vortex guest: one process that never sleeps (SPEC's vortex, an object database):
+///   calls over a 512 KiB binary, each with 16 random accesses to a 32 MiB object heap and
+///   16 to a 16-page stack (30% writes): TLB-hungry. It runs as long as the TPC-C guest.
+/// - dom0: two daemons (xenstored and the back-ends), each 10 calls over a 256 KiB binary
+///   with 32 accesses to its 16-page heap, then 1 ms asleep.
+fn vm_mix(cfg: &Config) -> Result<Workload> {
+    use super::program::VmSpec;
+    let test = if cfg.workload.test.is_empty() { "tpcc-tpcc" } else { cfg.workload.test.as_str() };
+    if !matches!(test, "tpcc-tpcc" | "tpcc-vortex") {
+        return Err(Error::config("workload.test", format!("{test:?} is not a vm-mix test: use \"tpcc-tpcc\" or \"tpcc-vortex\"")));
+    }
+    let pinned = match cfg.workload.pinning.as_str() {
+        "" | "none" => false,
+        "0012" => true,
+        other => return Err(Error::config("workload.pinning", format!("{other:?}: use \"none\" or \"0012\""))),
+    };
+    if pinned && cfg.cores() < 2 {
+        return Err(Error::config("workload.pinning", "\"0012\" pins to CPUs 0 and 1: the machine needs two cores"));
+    }
+    let backends = if cfg.workload.threads == 0 { 8 } else { cfg.workload.threads };
+    let ops = ops_or(cfg, 100);
+    let sleep = compute_cycles_or(cfg, 300_000);
+    let mut rng = crate::rng::SplitMix64::derive(cfg.seed, 0x766d_6d69_78);
+    let mut b = Builder::default();
+    let root = b.group("root", 0);
+    // Each guest its own disk: its own binary and database files.
+    let postgres = [b.file("dom1-postgres", 256), b.file("dom2-postgres", 256)];
+    let shm = [b.file("dom1-shared_buffers", 2048), b.file("dom2-shared_buffers", 2048)];
+    let vortex_bin = b.file("vortex", 128);
+    let xen_bin = b.file("xend", 64);
+    // Slots: code, stack and heap, then the buffer pool or the object heap.
+    let (code, stack, big) = (0, 1, 2);
+    let data = |slot: usize, count: u64, pattern: Pattern, writes: f64| Op::Access { slot, pattern, mode: AccessMode::Mixed(writes), count, offset: 0, len: 0, stride: 8 };
+    let mut vm_processes: Vec<Vec<usize>> = vec![Vec::new(); 3];
+    let dom0_path = code_path(&mut rng, code, 64, 10, &|| vec![data(stack, 32, Pattern::Random, 0.25)]);
+    let dom0_prog = b.program(forever([dom0_path, vec![Op::Block { cycles: 3_000_000 }]].concat()));
+    for (i, name) in ["xenstored", "backend"].iter().enumerate() {
+        let p = b.process(name, root, vec![file_map(xen_bin, 0, 64 * PAGE, false, false), anon(16 * PAGE, true)]);
+        b.thread(p, name, "dom0", Some(i as u32), dom0_prog, true);
+        vm_processes[0].push(p);
+    }
+    for vm in 1..=2 {
+        if vm == 2 && test == "tpcc-vortex" {
+            let path = code_path(&mut rng, code, 128, 40, &|| vec![data(big, 16, Pattern::Random, 0.3), data(stack, 16, Pattern::Random, 0.3)]);
+            let prog = b.program(forever(path));
+            let p = b.process("vortex", root, vec![file_map(vortex_bin, 0, 128 * PAGE, false, false), anon(16 * PAGE, true), anon(32 << 20, true)]);
+            b.thread(p, "vortex", "dom2-vortex", Some(0), prog, true);
+            vm_processes[2].push(p);
+            continue;
+        }
+        let path = code_path(&mut rng, code, 256, 40, &|| {
+            vec![data(stack, 48, Pattern::Random, 0.25), data(big, 16, Pattern::Zipf { theta: 1.2 }, 0.10)]
+        });
+        let txn: Vec<Op> = [path, vec![Op::Block { cycles: sleep }, Op::CountOp]].concat();
+        let prog = b.program([times(ops, txn), vec![Op::Exit]].concat());
+        for t in 0..backends {
+            let p = b.process(
+                &format!("dom{vm}-postgres{t}"),
+                root,
+                vec![file_map(postgres[vm - 1], 0, 256 * PAGE, false, false), anon(16 * PAGE, true), file_map(shm[vm - 1], 0, 2048 * PAGE, true, true)],
+            );
+            b.thread(p, &format!("dom{vm}-backend{t}"), &format!("dom{vm}-tpcc"), Some(0), prog, false);
+            vm_processes[vm].push(p);
+        }
+    }
+    let pin = |cpu: u32, n: usize| vec![pinned.then_some(cpu); n];
+    let mut w = b.finish();
+    w.vms = vec![
+        VmSpec { name: "dom0".into(), vcpus: 2, weight: 256, cap: 0, pin: pin(0, 2), processes: vm_processes[0].clone() },
+        VmSpec { name: "dom1".into(), vcpus: 1, weight: 256, cap: 0, pin: pin(1, 1), processes: vm_processes[1].clone() },
+        VmSpec { name: "dom2".into(), vcpus: 1, weight: 256, cap: 0, pin: pin(1, 1), processes: vm_processes[2].clone() },
+    ];
+    Ok(w)
 }
 
 // ---- mitosis-bench ----

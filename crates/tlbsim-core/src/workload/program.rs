@@ -60,6 +60,9 @@ pub enum AccessMode {
     Write,
     /// Each access is a write with this probability.
     Mixed(f64),
+    /// Instruction fetches (through the instruction TLB). A thread that has fetched counts
+    /// its instructions by its fetches from then on: its data accesses are their operands.
+    Fetch,
 }
 
 /// One operation of a thread's program.
@@ -197,6 +200,45 @@ pub struct Workload {
     /// e.g. a co-runner meant to meet a workload's main phase, not its initialization.
     /// Empty (the default): every thread may run from cycle 0.
     pub start_after_setup: Vec<usize>,
+    /// Virtual machines (the hypervisor axis, `crate::hypervisor`). Empty (the default): the
+    /// processes run natively, a thread's `core` is a core of the machine. Else VM i is
+    /// domain i (VM 0 is dom0), every process belongs to one (`VmSpec::processes`; a process
+    /// no VM lists is dom0's), and a thread's `core` (and a `Fork`'s or `MigrateThread`'s) is
+    /// a VCPU of its VM.
+    pub vms: Vec<VmSpec>,
+}
+
+/// A virtual machine (domain): its VCPUs, scheduler weight and cap, the physical CPU each
+/// VCPU is pinned to, and its processes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VmSpec {
+    pub name: String,
+    pub vcpus: u32,
+    /// Credit-scheduler weight (Xen's default: 256).
+    pub weight: u32,
+    /// Most of one CPU the VM may use, in percent (0: no cap).
+    pub cap: u32,
+    /// Per VCPU: the physical CPU it may only run on (None: any).
+    pub pin: Vec<Option<u32>>,
+    /// Indices into `Workload::processes`.
+    pub processes: Vec<usize>,
+}
+
+impl Workload {
+    /// VM of process `pi` (0 natively, or when no VM lists it).
+    pub fn vm_of(&self, pi: usize) -> usize {
+        self.vms.iter().position(|v| v.processes.contains(&pi)).unwrap_or(0)
+    }
+
+    /// How many CPUs a thread of process `pi` can name: the machine's cores natively, its
+    /// VM's VCPUs under a hypervisor.
+    pub fn cpus_of(&self, pi: usize, cores: u32) -> u32 {
+        if self.vms.is_empty() {
+            cores
+        } else {
+            self.vms[self.vm_of(pi)].vcpus
+        }
+    }
 }
 
 impl Workload {
@@ -216,10 +258,12 @@ impl Workload {
             for (ri, r) in p.regions.iter().enumerate() {
                 check_map(&format!("process[{pi}].region[{ri}]"), r, &self.files)?;
             }
+            let cpus = self.cpus_of(pi, cores);
             for (ti, t) in p.threads.iter().enumerate() {
                 if let Some(c) = t.core {
-                    if c >= cores {
-                        return Err(format!("process[{pi}].thread[{ti}].core: core {c} does not exist (the machine has {cores})"));
+                    if c >= cpus {
+                        let what = if self.vms.is_empty() { "the machine" } else { "its VM" };
+                        return Err(format!("process[{pi}].thread[{ti}].core: core {c} does not exist ({what} has {cpus})"));
                     }
                 }
                 if t.program >= self.programs.len() {
@@ -230,6 +274,20 @@ impl Workload {
         if let Some(&p) = self.daemon_programs.iter().find(|&&p| p >= self.programs.len()) {
             return Err(format!("daemon_programs: no program {p}"));
         }
+        for (vi, v) in self.vms.iter().enumerate() {
+            if v.vcpus == 0 || v.pin.len() != v.vcpus as usize {
+                return Err(format!("vm[{vi}]: {} VCPUs with {} pin entries", v.vcpus, v.pin.len()));
+            }
+            if let Some(c) = v.pin.iter().flatten().find(|&&c| c >= cores) {
+                return Err(format!("vm[{vi}].pin: core {c} does not exist (the machine has {cores})"));
+            }
+            if let Some(&p) = v.processes.iter().find(|&&p| p >= self.processes.len() || self.vm_of(p) != vi) {
+                return Err(format!("vm[{vi}].processes: process {p} does not exist or belongs to another VM"));
+            }
+        }
+        // Programs are not tied to a VM: their CPU numbers (fork, migrate-thread) are
+        // checked against the machine's cores, and wrap around the VCPUs of the VM that runs
+        // them (os/virt.rs `cpu_index`).
         let must_end = self.programs_that_must_end();
         for (gi, prog) in self.programs.iter().enumerate() {
             for (i, op) in prog.iter().enumerate() {

@@ -40,7 +40,8 @@
 //! Operations (`op`) and their keys (* = required):
 //! - `access`: region*, count* (accesses), pattern (`sequential` (default), `random`,
 //!   `strided`, `zipf`), theta (zipf; default 0.99), mode (`read` (default), `write`,
-//!   `mixed`), write_fraction* (mixed), offset, len (bytes of the window; 0 = to the
+//!   `mixed`, `fetch`: instruction fetches, through the instruction TLB), write_fraction*
+//!   (mixed), offset, len (bytes of the window; 0 = to the
 //!   region's end), stride (sequential/strided; default 64).
 //! - `compute`: cycles*. `block`: cycles* (blocked in the kernel).
 //! - `mmap`: region* (the slot it writes), bytes*, file (default: anonymous),
@@ -54,6 +55,31 @@
 //!   every non-daemon thread of the process still alive has reached a barrier).
 //! - `migrate-thread`: core*. `migrate-pages`: region*, node*.
 //! - `loop`: count* (0 = forever, only in a daemon thread or daemon fork child), body*.
+//!
+//! Virtual machines (`[[workload.scenario.vm]]`, the hypervisor axis, `crate::hypervisor`)
+//! hold their own processes; VM i is domain i in declaration order, the first one dom0,
+//! and top-level processes belong to dom0. Keys: name*, vcpus (default 1), weight (default
+//! 256), cap (percent of one CPU, default 0 = none), pin (one physical CPU per VCPU; default
+//! none pinned). A thread's `core` (and a `fork`'s or `migrate-thread`'s) names a VCPU of
+//! its VM. The tag paper's `0012` placement on two CPUs:
+//!
+//! ```toml
+//! [[workload.scenario.vm]]
+//! name = "dom0"
+//! vcpus = 2
+//! pin = [0, 0]
+//! [[workload.scenario.vm.process]]
+//! name = "xenstored"
+//! thread = [{ name = "x", program = [{ op = "loop", count = 0, body = [{ op = "block", cycles = 3000000 }] }], daemon = true }]
+//!
+//! [[workload.scenario.vm]]
+//! name = "dom1"
+//! pin = [1]
+//! [[workload.scenario.vm.process]]
+//! name = "db"
+//! region = [{ name = "heap", bytes = 1048576, populate = true }]
+//! thread = [{ name = "t", program = [{ op = "access", region = "heap", count = 100000 }, { op = "exit" }] }]
+//! ```
 //!
 //! Region names become slot indices (program.rs): the process's regions first, in order,
 //! then every other name in the order an `mmap` of the process's programs first mentions
@@ -85,6 +111,40 @@ pub struct ScenarioSpec {
     pub file: Vec<ScenarioFile>,
     #[serde(default)]
     pub process: Vec<ScenarioProcess>,
+    /// Virtual machines (`[[workload.scenario.vm]]`), each holding its processes. With any,
+    /// VM i is domain i in declaration order (the first is dom0); top-level processes are
+    /// dom0's; a thread's `core` names a VCPU of its VM.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vm: Vec<ScenarioVm>,
+}
+
+/// `[[workload.scenario.vm]]`: a domain under the hypervisor (`crate::hypervisor`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioVm {
+    pub name: String,
+    /// VCPUs (default 1).
+    #[serde(default = "one")]
+    pub vcpus: u32,
+    /// Credit-scheduler weight (default 256, Xen's).
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    /// Most of one CPU the VM may use, in percent (default 0: no cap).
+    #[serde(default)]
+    pub cap: u32,
+    /// Per VCPU, the physical CPU it runs on only (default: none pinned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin: Option<Vec<u32>>,
+    #[serde(default)]
+    pub process: Vec<ScenarioProcess>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn default_weight() -> u32 {
+    256
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -195,6 +255,7 @@ pub enum ModeName {
     Read,
     Write,
     Mixed,
+    Fetch,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -376,18 +437,53 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
         files.push(FileSpec { name: f.name.clone(), pages: f.pages });
     }
 
-    if spec.process.is_empty() {
+    if spec.process.is_empty() && spec.vm.iter().all(|v| v.process.is_empty()) {
         return Err(Error::config(
             format!("{KEY}.process"),
             "a scenario needs at least one process ([[workload.scenario.process]])",
         ));
     }
+    // Every process with its key and VM: the top-level ones (dom0's under VMs), then each
+    // VM's.
+    let mut all: Vec<(String, &ScenarioProcess, usize)> =
+        spec.process.iter().enumerate().map(|(i, p)| (format!("{KEY}.process[{i}]"), p, 0)).collect();
+    let mut vms = Vec::new();
+    let mut vm_names = HashSet::new();
+    for (vi, v) in spec.vm.iter().enumerate() {
+        let vkey = format!("{KEY}.vm[{vi}]");
+        if !vm_names.insert(v.name.as_str()) {
+            return Err(Error::config(format!("{vkey}.name"), format!("a second VM named {:?}", v.name)));
+        }
+        check_range(&format!("{vkey}.vcpus"), v.vcpus as u64, 1, 64)?;
+        check_range(&format!("{vkey}.weight"), v.weight as u64, 1, 65535)?;
+        check_range(&format!("{vkey}.cap"), v.cap as u64, 0, 100 * v.vcpus as u64)?;
+        let pin = match &v.pin {
+            None => vec![None; v.vcpus as usize],
+            Some(p) => {
+                if p.len() != v.vcpus as usize {
+                    return Err(Error::config(format!("{vkey}.pin"), format!("{} entries for {} VCPUs: give one physical CPU per VCPU", p.len(), v.vcpus)));
+                }
+                for (i, &c) in p.iter().enumerate() {
+                    check_core(&format!("{vkey}.pin[{i}]"), c, cores)?;
+                }
+                p.iter().map(|&c| Some(c)).collect()
+            }
+        };
+        vms.push(super::program::VmSpec { name: v.name.clone(), vcpus: v.vcpus, weight: v.weight, cap: v.cap, pin, processes: Vec::new() });
+        for (i, p) in v.process.iter().enumerate() {
+            all.push((format!("{vkey}.process[{i}]"), p, vi));
+        }
+    }
     let mut c = Compiler { cores, nodes, files: &files, file_index: &file_index, programs: Vec::new(), daemon_programs: Vec::new() };
     let mut processes = Vec::new();
     let mut slots = 0;
     let mut process_names = HashSet::new();
-    for (pi, p) in spec.process.iter().enumerate() {
-        let pkey = format!("{KEY}.process[{pi}]");
+    for (pi, (pkey, p, vm)) in all.iter().enumerate() {
+        let (pkey, p, vm) = (pkey.as_str(), *p, *vm);
+        let cpus = if vms.is_empty() { cores } else { vms[vm].vcpus };
+        if let Some(v) = vms.get_mut(vm) {
+            v.processes.push(pi);
+        }
         if !process_names.insert(p.name.as_str()) {
             return Err(Error::config(format!("{pkey}.name"), format!("a second process named {:?}", p.name)));
         }
@@ -425,7 +521,7 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
         for (ti, t) in p.thread.iter().enumerate() {
             let tkey = format!("{pkey}.thread[{ti}]");
             if let Some(core) = t.core {
-                check_core(&format!("{tkey}.core"), core, cores)?;
+                check_core(&format!("{tkey}.core"), core, cpus)?;
             }
             if t.program.is_empty() {
                 return Err(Error::config(format!("{tkey}.program"), "a thread needs at least one operation"));
@@ -442,7 +538,7 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
         processes.push(ProcessSpec { name: p.name.clone(), group, regions, threads });
     }
     let Compiler { programs, daemon_programs, .. } = c;
-    let workload = Workload { groups, files, processes, programs, slots, daemon_programs, start_after_setup: Vec::new() };
+    let workload = Workload { groups, files, processes, programs, slots, daemon_programs, start_after_setup: Vec::new(), vms };
     workload.check(cores).map_err(|m| Error::config(KEY, m))?;
     Ok(workload)
 }
@@ -546,11 +642,12 @@ impl Compiler<'_> {
                     }
                 };
                 let mode = match o.mode.unwrap_or(ModeName::Read) {
-                    ModeName::Read | ModeName::Write if o.write_fraction.is_some() => {
+                    ModeName::Read | ModeName::Write | ModeName::Fetch if o.write_fraction.is_some() => {
                         return Err(Error::config(format!("{at}.write_fraction"), "only mode = \"mixed\" takes a write fraction"))
                     }
                     ModeName::Read => AccessMode::Read,
                     ModeName::Write => AccessMode::Write,
+                    ModeName::Fetch => AccessMode::Fetch,
                     ModeName::Mixed => {
                         need(o.write_fraction.is_some(), "write_fraction")?;
                         let f = o.write_fraction.unwrap();
