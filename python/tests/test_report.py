@@ -27,6 +27,7 @@ ALL = {
     "false_positives",
     "tlb_mpki_vs_size",
     "walk_cycles_per_walk",
+    "mptti_intervals",
 }
 
 
@@ -528,7 +529,7 @@ def os_report(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def test_os_mode_sweep_makes_the_policy_figures(os_report: Any) -> None:
     _check_output(os_report)
-    assert set(os_report.made) == ALL - {"tlb_mpki_vs_size"}
+    assert set(os_report.made) == ALL - {"tlb_mpki_vs_size", "mptti_intervals"}
     assert "does not vary" in os_report.skipped["tlb_mpki_vs_size"]
     # the columns the figures read exist in the real tables
     root = os_report.out.parent
@@ -560,3 +561,19 @@ def test_os_mode_html_loads_in_chromium(os_report: Any, tmp_path: Path) -> None:
     assert errors == [], errors
     assert len(images) == len(os_report.figures) >= 5
     assert all(complete and w > 0 and h > 0 for complete, w, h in images), images
+
+
+def test_intervals_of_a_vm_run_make_the_time_series_figure(tmp_path: Path) -> None:
+    spec = {
+        "base": {
+            "machine": {"preset": "tagtlb-p4"},
+            "sim": {"interval_instructions": 100_000},
+            "workload": {"kind": "vm-mix", "test": "tpcc-vortex", "pinning": "0012", "ops": 2, "threads": 2},
+        },
+        "grid": {"machine.tlb.tagging": ["none", "cr3"]},
+    }
+    tlbsim.sweep(spec, tmp_path / "s", jobs=1)
+    from tlbsim.report import report
+
+    summary = report(tmp_path / "s", tmp_path / "r")
+    assert "mptti_intervals" in summary.made, summary.skipped

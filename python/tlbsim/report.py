@@ -13,7 +13,9 @@
   ``stats.targets_per_shootdown``), ``false_positives`` (``stats.false_positive_targets``
   per shootdown), ``tlb_mpki_vs_size`` (as the tag paper's Fig. 7:
   ``config.machine.tlb.l1d.entries``, ``run.l1_tlb_misses_per_10k_instructions``) and
-  ``walk_cycles_per_walk``. Per-policy figures draw one panel per workload
+  ``walk_cycles_per_walk``, and ``mptti_intervals`` (the tag paper's Fig. 11: per domain,
+  DTLB MPTTI over time, from the ``intervals`` of runs with ``sim.interval_instructions``).
+  Per-policy figures draw one panel per workload
   (``workload.*`` keys other than the thread count) when something else varies too;
 - ``index.html``: one page with every figure embedded as a base64 PNG (no external
   URL), a caption saying what is plotted and how, and a table of the runs.
@@ -314,6 +316,8 @@ class Tables:
 
     per_core: pd.DataFrame | None = None
     per_thread: pd.DataFrame | None = None
+    # run_id → stats.json's ``intervals`` (runs with ``sim.interval_instructions``).
+    intervals: dict[str, list[Any]] | None = None
 
 
 FigureFn = Callable[[pd.DataFrame, Tables], tuple["Figure", str, str]]
@@ -827,6 +831,43 @@ def _fig_walk_cycles(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, 
     return fig, "Walk cycles per walk", caption
 
 
+def _fig_intervals(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, str]:
+    runs = {k: v for k, v in (tables.intervals or {}).items() if v}
+    if not runs:
+        raise _Skip("no run has intervals (sim.interval_instructions with VMs)")
+    ids = sorted(runs)[:MAX_PANELS]
+    varied = _varied(frame) if _has(frame, "run_id") else []
+    names = dict(zip(frame["run_id"].astype(str), _label(frame, varied).astype(str))) if varied else {}
+    fig, axes = _panel_figure(len(ids), 1)
+    for j, run_id in enumerate(ids):
+        ax = axes[0, j]
+        intervals = runs[run_id]
+        # The CPU most VMs ran on (CPU 1 in the tag paper's 0012 runs).
+        cpus = sorted({i["cpu"] for i in intervals})
+        cpu = max(cpus, key=lambda c: (len({v["vm"] for i in intervals if i["cpu"] == c for v in i["per_vm"]}), -c))
+        mine = [i for i in intervals if i["cpu"] == cpu]
+        vms = sorted({v["vm"] for i in mine for v in i["per_vm"]})
+        for k, vm in enumerate(vms):
+            xs = [i["end_cycle"] for i in mine for v in i["per_vm"] if v["vm"] == vm]
+            ys = [v["dtlb_mptti"] for i in mine for v in i["per_vm"] if v["vm"] == vm]
+            ax.plot(xs, ys, label=f"dom{vm}", **_style(k))
+        total = [sum(v["dtlb_mptti"] * v["instructions"] for v in i["per_vm"]) / max(1, i["instructions"]) for i in mine]
+        ax.plot([i["end_cycle"] for i in mine], total, label="CPU average", color="#7f7f7f", linestyle=":")
+        ax.set_xlabel(f"cycle (CPU {cpu})")
+        if j == 0:
+            ax.set_ylabel("DTLB misses per 10k instructions")
+        ax.set_title(names.get(run_id, run_id), fontsize="medium")
+        ax.grid(linestyle=":", linewidth=0.5)
+    _legend(axes[0, -1], "domain")
+    caption = (
+        "DTLB MPTTI per domain over time, as the tag paper's Fig. 11: stats.json's intervals "
+        "(each CPU's run cut every sim.interval_instructions instructions it retires), on the CPU "
+        "the most domains ran on; the dotted line is that CPU's MPTTI over all domains. One panel "
+        f"per run (at most {MAX_PANELS})."
+    )
+    return fig, "MPTTI over time per domain", caption
+
+
 FIGURES: list[tuple[str, FigureFn]] = [
     ("coherence_runtime", _fig_coherence),
     ("throughput_threads", _fig_throughput),
@@ -834,6 +875,7 @@ FIGURES: list[tuple[str, FigureFn]] = [
     ("false_positives", _fig_false_positives),
     ("tlb_mpki_vs_size", _fig_mpki),
     ("walk_cycles_per_walk", _fig_walk_cycles),
+    ("mptti_intervals", _fig_intervals),
 ]
 
 
@@ -920,6 +962,7 @@ def build_report(
     per_thread: pd.DataFrame | None = None,
     *,
     title: str = "tlbsim report",
+    intervals: dict[str, list[Any]] | None = None,
 ) -> ReportSummary:
     """Write the figures the results support, and ``out/index.html``, into ``out``.
 
@@ -935,7 +978,7 @@ def build_report(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     summary = ReportSummary(out=out, index=out / "index.html")
-    tables = Tables(per_core=per_core, per_thread=per_thread)
+    tables = Tables(per_core=per_core, per_thread=per_thread, intervals=intervals)
     if frame.empty:
         for name, _ in FIGURES:
             summary.skipped[name] = "no runs"
@@ -985,4 +1028,20 @@ def report(
         finer["core"],
         finer["thread"],
         title=f"tlbsim report: {root.resolve().name}",
+        intervals=_intervals(root, frame),
     )
+
+
+def _intervals(root: Path, frame: pd.DataFrame) -> dict[str, list[Any]] | None:
+    """stats.json's ``intervals`` of the runs that counted them (read only for those)."""
+    col = "config.sim.interval_instructions"
+    if not _has(frame, col):
+        return None
+    out: dict[str, list[Any]] = {}
+    for run_id in frame.loc[pd.to_numeric(frame[col], errors="coerce").fillna(0) > 0, "run_id"]:
+        path = root / "runs" / str(run_id) / "stats.json"
+        try:
+            out[str(run_id)] = json.loads(path.read_text()).get("intervals") or []
+        except (OSError, ValueError):
+            continue
+    return out or None

@@ -258,3 +258,31 @@ fn vm_mix_runs_the_paper_setup_with_instruction_fetches() {
     assert_eq!(violations(&cr3), 0);
     assert_eq!(total(&cr3, "context_switch"), 0);
 }
+
+#[test]
+fn intervals_add_up_to_the_run_per_vm() {
+    let tree = json!({
+        "machine": {"preset": "tagtlb-p4", "tlb": {"tagging": "cr3"}},
+        "sim": {"interval_instructions": 50_000},
+        "workload": {"kind": "vm-mix", "test": "tpcc-vortex", "ops": 2, "threads": 2},
+    });
+    let v = tlbsim_core::run(tree, &[], std::path::Path::new(".")).unwrap().stats;
+    let intervals = v["intervals"].as_array().unwrap();
+    assert!(intervals.len() > 10, "{}", intervals.len());
+    for vm in 0..3 {
+        let sum: u64 = intervals.iter().flat_map(|i| i["per_vm"].as_array().unwrap()).filter(|x| x["vm"] == vm).map(|x| x["instructions"].as_u64().unwrap()).sum();
+        assert_eq!(sum, vm_stat(&v, vm as usize, "instructions"), "VM {vm}");
+        let misses: u64 = intervals.iter().flat_map(|i| i["per_vm"].as_array().unwrap()).filter(|x| x["vm"] == vm).map(|x| x["dtlb_misses"].as_u64().unwrap()).sum();
+        assert_eq!(misses, v["per_vm"][vm]["misses"]["l1d"].as_u64().unwrap(), "VM {vm}");
+    }
+    // Each interval but a CPU's last is at least as long as asked.
+    for cpu in 0..2 {
+        let mine: Vec<&Value> = intervals.iter().filter(|i| i["cpu"] == cpu).collect();
+        for i in &mine[..mine.len() - 1] {
+            assert!(i["instructions"].as_u64().unwrap() >= 50_000);
+        }
+    }
+    let native = json!({"sim": {"interval_instructions": 1000}, "workload": {"kind": "apache", "ops": 2}});
+    let e = tlbsim_core::run(native, &[], std::path::Path::new(".")).err().expect("no VMs").to_string();
+    assert!(e.contains("sim.interval_instructions"), "{e}");
+}

@@ -308,11 +308,15 @@ pub struct SimConfig {
     /// (Mitosis Fig. 3 and 4; `tlbsim ptdump`). Each process is dumped as its last thread
     /// exits, before its memory is torn down; trace mode's space at the end of the run.
     pub ptdump: bool,
+    /// OS mode with VMs: add `intervals` to stats.json, each CPU's run cut every this many
+    /// instructions it retires, with per VM its instructions, TLB misses and full flushes
+    /// by cause (the tag paper's Fig. 11 plots them over time). 0 (default): none.
+    pub interval_instructions: u64,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { fault_cycles: 0, batch: 4096, quantum_cycles: 0, ptdump: false }
+        SimConfig { fault_cycles: 0, batch: 4096, quantum_cycles: 0, ptdump: false, interval_instructions: 0 }
     }
 }
 

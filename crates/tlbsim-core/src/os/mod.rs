@@ -598,7 +598,12 @@ impl<P: Coherence> Os<P> {
                 snapshots: vec![Default::default(); ncores],
                 per_vm: vec![Default::default(); os.w.vms.len()],
                 vcpu_switches: vec![0; ncores],
+                interval: cfg.sim.interval_instructions,
+                open_intervals: vec![(vec![Default::default(); os.w.vms.len()], cfg.sim.interval_instructions); ncores],
+                intervals: Vec::new(),
             });
+        } else if cfg.sim.interval_instructions > 0 {
+            return Err(Error::config("sim.interval_instructions", "time series are counted per VM: the workload has none (workload.scenario.vm, or kind = \"vm-mix\")"));
         }
         let mut next_core = 0usize;
         for pi in 0..os.w.processes.len() {

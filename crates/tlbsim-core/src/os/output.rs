@@ -192,6 +192,9 @@ impl<P: Coherence> Os<P> {
                 }
             }
             v["totals"]["vcpu_switches"] = json!(virt.vcpu_switches.iter().sum::<u64>());
+            if virt.interval > 0 {
+                v["intervals"] = self.intervals_json();
+            }
             v["run"]["hypervisor"] = json!(virt.hv.name());
         }
         if self.partial {
@@ -215,6 +218,40 @@ impl<P: Coherence> Os<P> {
     /// Per VM (domain), under a hypervisor: instructions, accesses, TLB misses per
     /// structure, full flushes by cause, and MPTTI (TLB misses per 10,000 instructions, the
     /// tag paper §5's metric) of the data and instruction TLBs.
+    /// `sim.interval_instructions`' time series: per CPU and interval (in the order they
+    /// closed), the cycle it ended at and per VM its instructions, DTLB and ITLB misses,
+    /// MPTTI and full flushes by cause.
+    fn intervals_json(&self) -> Value {
+        let virt = self.virt.as_ref().expect("VMs");
+        let names = crate::tlb::hierarchy::NAMES;
+        let at = |n: &str| names.iter().position(|&x| x == n).expect("a structure name");
+        let (l1d, l1i) = (at("l1d"), at("l1i"));
+        json!(virt
+            .intervals
+            .iter()
+            .map(|(cpu, cycle, instructions, counts)| {
+                let vms: Vec<Value> = counts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.instructions > 0)
+                    .map(|(vm, c)| {
+                        let flushes: Map<String, Value> = CAUSES.iter().zip(c.full_flushes_by_cause).map(|(n, v)| ((*n).into(), json!(v))).collect();
+                        json!({
+                            "vm": vm,
+                            "instructions": c.instructions,
+                            "dtlb_misses": c.misses[l1d],
+                            "itlb_misses": c.misses[l1i],
+                            "dtlb_mptti": c.misses[l1d] as f64 * 1e4 / c.instructions as f64,
+                            "itlb_mptti": c.misses[l1i] as f64 * 1e4 / c.instructions as f64,
+                            "full_flushes_by_cause": flushes,
+                        })
+                    })
+                    .collect();
+                json!({"cpu": cpu, "end_cycle": cycle, "instructions": instructions, "per_vm": vms})
+            })
+            .collect::<Vec<_>>())
+    }
+
     fn per_vm_json(&self) -> Option<Value> {
         let virt = self.virt.as_ref()?;
         let names = crate::tlb::hierarchy::NAMES;

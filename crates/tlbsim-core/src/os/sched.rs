@@ -202,6 +202,7 @@ impl<P: Coherence> Os<P> {
             };
             let until = limit.min(next_irq.max(now + 1)).min(self.cores[core].next_tick.max(now + 1)).min(self.hypervisor_deadline(core).max(now + 1));
             self.step_thread(core, thread, until)?;
+            self.interval_check(core);
             if std::mem::take(&mut self.yield_core) {
                 return Ok(());
             }

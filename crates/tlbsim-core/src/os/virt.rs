@@ -68,6 +68,12 @@ pub(crate) struct Virt {
     pub per_vm: Vec<VmCounters>,
     /// Per CPU: VCPU switches (a VCPU put on the CPU).
     pub vcpu_switches: Vec<u64>,
+    /// `sim.interval_instructions` (0: no time series).
+    pub interval: u64,
+    /// Per CPU: the interval being counted (per VM) and the instruction count that ends it.
+    pub open_intervals: Vec<(Vec<VmCounters>, u64)>,
+    /// Closed intervals: (CPU, cycle it ended at, instructions, per VM).
+    pub intervals: Vec<(usize, u64, u64, Vec<VmCounters>)>,
 }
 
 impl<P: Coherence> Os<P> {
@@ -199,7 +205,19 @@ impl<P: Coherence> Os<P> {
         let virt = self.virt.as_mut().expect("VMs");
         let Some(v) = virt.running[cpu] else { return };
         let before = std::mem::replace(&mut virt.snapshots[cpu], now.clone());
-        let acc = &mut virt.per_vm[virt.vcpus[v].vm];
+        let vm = virt.vcpus[v].vm;
+        if virt.interval > 0 {
+            let acc = &mut virt.open_intervals[cpu].0[vm];
+            acc.instructions += now.instructions - before.instructions;
+            acc.accesses += now.accesses - before.accesses;
+            for i in 0..8 {
+                acc.misses[i] += now.misses[i] - before.misses[i];
+            }
+            for i in 0..acc.full_flushes_by_cause.len() {
+                acc.full_flushes_by_cause[i] += now.flushes[i] - before.flushes[i];
+            }
+        }
+        let acc = &mut virt.per_vm[vm];
         acc.instructions += now.instructions - before.instructions;
         if acc.cycles_on.len() <= cpu {
             acc.cycles_on.resize(cpu + 1, 0);
@@ -214,11 +232,38 @@ impl<P: Coherence> Os<P> {
         }
     }
 
+    /// Close `cpu`'s interval if it has retired the instructions that end it (called
+    /// between steps: an interval ends at the first step boundary past its length).
+    pub(super) fn interval_check(&mut self, cpu: usize) {
+        let Some(virt) = self.virt.as_ref() else { return };
+        if virt.interval == 0 || self.m.cores[cpu].stats.instructions < virt.open_intervals[cpu].1 {
+            return;
+        }
+        self.settle_vm(cpu);
+        self.close_interval(cpu);
+    }
+
+    fn close_interval(&mut self, cpu: usize) {
+        let instructions = self.m.cores[cpu].stats.instructions;
+        let clock = self.clock(cpu);
+        let virt = self.virt.as_mut().expect("VMs");
+        let vms = virt.per_vm.len();
+        let interval = virt.interval;
+        let (counts, _) = std::mem::replace(&mut virt.open_intervals[cpu], (vec![VmCounters::default(); vms], instructions + interval));
+        if counts.iter().any(|c| c.instructions > 0) {
+            let total = counts.iter().map(|c| c.instructions).sum();
+            virt.intervals.push((cpu, clock, total, counts));
+        }
+    }
+
     /// Every VM's counters up to date (at the end of the run).
     pub(super) fn settle_all_vms(&mut self) {
         if self.virt.is_some() {
             for c in 0..self.cores.len() {
                 self.settle_vm(c);
+                if self.virt.as_ref().is_some_and(|v| v.interval > 0) {
+                    self.close_interval(c);
+                }
             }
         }
     }

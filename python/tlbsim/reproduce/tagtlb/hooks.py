@@ -35,7 +35,7 @@ def intra_vm_share(stats: Mapping[str, Any]) -> float | None:
 
 def _mptti(core: Mapping[str, Any], structure: str) -> float | None:
     instructions = float(core.get("instructions", 0))
-    misses = core.get("tlb", {}).get(structure, {}).get("misses")
+    misses = core.get("per_structure", {}).get(structure, {}).get("misses")
     return float(misses) * 1e4 / instructions if instructions and misses is not None else None
 
 
