@@ -155,6 +155,16 @@ def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         assert num[(w, 8, "linux+fpr")][4] == 0 and num[(w, 8, "oracle+fpr")][4] == 0
     # FPR skips fpr-munmap's munmap shootdowns (its I/O mmaps are MAP_FPR).
     assert num[("fpr-munmap", 8, "linux+fpr")][2] < num[("fpr-munmap", 8, "linux")][2] / 10
+    # The VM section: CR3 tags leave no context-switch flush, and no policy run is stale.
+    assert "Tagged TLBs under VMs" in printed
+    vm_rows = [r for r in (line.split() for line in printed.splitlines()) if r and r[0] in ("none", "domain", "cr3") and len(r) == 9]
+    assert {(r[0], r[1]) for r in vm_rows} == {(t, p) for t in ("none", "domain", "cr3") for p in ("none", "0012")}
+    for r in vm_rows:
+        assert r[8] == "0", r
+        if r[0] == "cr3":
+            assert r[2] == "0" and r[3] == "0", r
+        if r[0] == "none":
+            assert int(r[2].replace(",", "")) > 0, r
     # A second demo reuses every run.
     assert main(["demo", "--out", str(out)]) == 0
     assert f"{total} runs ({total} reused" in capsys.readouterr().out
