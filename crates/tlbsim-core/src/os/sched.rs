@@ -165,12 +165,9 @@ impl<P: Coherence> Os<P> {
             if self.virt.is_some() && !self.hypervisor_step(core) {
                 // No VCPU to run: the CPU idles until an interrupt, a tick or a VCPU's wake-up
                 // (os/virt.rs moves its clock).
-                self.go_idle(core);
-                let wake = next_irq.min(self.cores[core].next_tick);
-                if wake > limit {
+                if !self.idle_to(core, next_irq, limit) {
                     return Ok(());
                 }
-                self.idle_until(core, wake);
                 continue;
             }
             let thread = match self.cores[core].current {
@@ -189,13 +186,9 @@ impl<P: Coherence> Os<P> {
                         t
                     }
                     None => {
-                        self.go_idle(core);
-                        let wake = next_irq.min(self.cores[core].next_tick);
-                        if wake > limit {
+                        if !self.idle_to(core, next_irq, limit) {
                             return Ok(());
                         }
-                        // An idle core wakes for the interrupt (or tick) at its arrival.
-                        self.idle_until(core, wake);
                         continue;
                     }
                 },
@@ -221,6 +214,19 @@ impl<P: Coherence> Os<P> {
         let now = self.clock(core);
         let next_event = self.events.peek().map_or(u64::MAX, |Reverse((t, _, _))| *t);
         now > self.keys.min_except(core).min(next_event)
+    }
+
+    /// `core` has nothing to run: it idles until its next interrupt (arriving at
+    /// `next_irq`) or tick, and wakes for it at its arrival. False when that is past
+    /// `limit`: the run loop returns to the scheduler.
+    fn idle_to(&mut self, core: usize, next_irq: u64, limit: u64) -> bool {
+        self.go_idle(core);
+        let wake = next_irq.min(self.cores[core].next_tick);
+        if wake > limit {
+            return false;
+        }
+        self.idle_until(core, wake);
+        true
     }
 
     /// An idle core's clock moves to `t` (counted as idle time).
