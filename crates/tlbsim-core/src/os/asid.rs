@@ -62,8 +62,7 @@ impl<P: Coherence> Os<P> {
         // is inter-VM (a VCPU switch), else intra-VM (the guest's own process switch).
         let vm = self.procs[pid as usize].vm;
         let inter_vm = from.is_some_and(|f| self.procs[f as usize].vm != vm);
-        // Domain tags: the address space the VM's tag held entries of here.
-        let domain_prev = self.cores[core].domain_mm.iter().find(|&&(v, _)| v == vm).map(|&(_, p)| p);
+        let domain_prev = self.domain_holder(core, vm);
         let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
         let hw = self.m.cores[core].tlbs.write_cr3(cr3, slot as u16 + 1, vm as u16, &mut pl);
         match self.cores[core].domain_mm.iter_mut().find(|(v, _)| *v == vm) {
@@ -72,8 +71,7 @@ impl<P: Coherence> Os<P> {
         }
         let mut kept = false;
         if let Some(cause) = hw {
-            let flushed = if self.tagging == Tagging::Domain { domain_prev } else { None };
-            self.count_cr3_flush(core, cause, flushed);
+            self.count_cr3_flush(core, cause, domain_prev);
             if cause == FlushCause::ContextSwitch {
                 self.stats[core].full_flushes_by_cause[super::INTRA_VM + inter_vm as usize] += 1;
             }
@@ -112,15 +110,23 @@ impl<P: Coherence> Os<P> {
             // CR3 tags, not a same-value write).
             // The kernel's page table, in this CPU's current VM.
             let vm = self.procs[pid as usize].vm;
-            let domain_prev = self.cores[core].domain_mm.iter().find(|&&(v, _)| v == vm).map(|&(_, p)| p);
+            let domain_prev = self.domain_holder(core, vm);
             let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
             if let Some(cause) = self.m.cores[core].tlbs.write_cr3(KERNEL_CR3, 0, vm as u16, &mut pl) {
-                let flushed = if self.tagging == Tagging::Domain { domain_prev } else { None };
-                self.count_cr3_flush(core, cause, flushed);
+                self.count_cr3_flush(core, cause, domain_prev);
             }
             self.cores[core].domain_mm.retain(|&(v, _)| v != vm);
             self.apply_effects();
         }
+    }
+
+    /// With domain tags, the address space whose entries VM `vm`'s tag holds on `core`
+    /// (None in the other modes).
+    fn domain_holder(&self, core: usize, vm: u32) -> Option<u32> {
+        if self.tagging != Tagging::Domain {
+            return None;
+        }
+        self.cores[core].domain_mm.iter().find(|&&(v, _)| v == vm).map(|&(_, p)| p)
     }
 
     /// A CR3 write flushed the TLB (untagged switch, CR3-tag capacity or forced flush), or
@@ -150,25 +156,8 @@ impl<P: Coherence> Os<P> {
     /// Under a hypervisor a guest's full TLB flush is a hypercall, carried out by writing
     /// CR3 with the value it holds: a forced flush of the whole TLB (tag paper §4; Xen's
     /// MMUEXT_TLB_FLUSH_LOCAL and the remote flush of MMUEXT_TLB_FLUSH_MULTI reload CR3).
-    /// Natively: false, and the caller flushes as usual.
-    fn forced_flush(&mut self, core: usize, cause: Cause) -> bool {
-        if self.virt.is_none() || !matches!(cause, Cause::Shootdown | Cause::Ceiling | Cause::Policy) {
-            return false;
-        }
-        self.stats[core].full_flushes_by_cause[Cause::TagForced as usize] += 1;
-        self.m.cores[core].stats.full_flushes += 1;
-        self.charge(core, self.costs.full_flush);
-        let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
-        self.m.cores[core].tlbs.rewrite_cr3(&mut pl);
-        for s in 0..super::PCID_SLOTS {
-            let (p, _) = self.cores[core].pcid[s];
-            if p != u32::MAX {
-                self.cores[core].pcid[s].1 = self.procs[p as usize].tlb_gen;
-            }
-        }
-        self.policy.on_full_flush(CoreId(core as u32), None, Cause::TagForced, &mut self.fx);
-        self.apply_effects();
-        true
+    fn is_hypercall(&self, cause: Cause) -> bool {
+        self.virt.is_some() && matches!(cause, Cause::Shootdown | Cause::Ceiling | Cause::Policy)
     }
 
     /// Tag under which `core`'s TLB holds `pid`'s translations, if it can hold any.
@@ -219,8 +208,8 @@ impl<P: Coherence> Os<P> {
 
     /// Flush every translation of `pid` on `core` (its tag, or everything untagged).
     pub(super) fn full_flush_mm(&mut self, core: usize, pid: u32, cause: Cause) {
-        if self.forced_flush(core, cause) {
-            return;
+        if self.is_hypercall(cause) {
+            return self.full_flush_all(core, cause);
         }
         self.stats[core].full_flushes_by_cause[cause as usize] += 1;
         self.m.cores[core].stats.full_flushes += 1;
@@ -250,15 +239,19 @@ impl<P: Coherence> Os<P> {
     }
 
     /// Flush everything on `core` (every tag; a global request): every slot caught up.
+    /// Under a hypervisor a guest's flush (`is_hypercall`) is a same-value CR3 write.
     pub(super) fn full_flush_all(&mut self, core: usize, cause: Cause) {
-        if self.forced_flush(core, cause) {
-            return;
-        }
+        let forced = self.is_hypercall(cause);
+        let cause = if forced { Cause::TagForced } else { cause };
         self.stats[core].full_flushes_by_cause[cause as usize] += 1;
         self.m.cores[core].stats.full_flushes += 1;
         self.charge(core, self.costs.full_flush);
         let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
-        self.m.cores[core].tlbs.flush_all(true, &mut pl);
+        if forced {
+            self.m.cores[core].tlbs.rewrite_cr3(&mut pl);
+        } else {
+            self.m.cores[core].tlbs.flush_all(true, &mut pl);
+        }
         for s in 0..super::PCID_SLOTS {
             let (p, _) = self.cores[core].pcid[s];
             if p != u32::MAX {

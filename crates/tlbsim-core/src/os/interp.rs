@@ -286,9 +286,14 @@ impl<P: Coherence> Os<P> {
             let pages = window.div_ceil(4096).max(1);
             let key = (pages, theta.to_bits());
             if self.threads[thread].zipf.as_ref().map(|z| (z.0, z.1)) != Some(key) {
-                self.threads[thread].zipf = Some((pages, theta.to_bits(), zipf_cdf(pages, theta)));
+                self.threads[thread].zipf = Some((pages, theta.to_bits(), crate::workload::program::zipf_cdf(pages, theta)));
             }
         }
+        // One access, one instruction; a program that fetches its instructions counts them
+        // by its fetches, its data accesses being their operands.
+        let fetch_op = mode == AccessMode::Fetch;
+        self.threads[thread].fetches |= fetch_op;
+        let counts_instructions = fetch_op || !self.threads[thread].fetches;
         let cpi = self.m.cpi_fixed;
         while self.threads[thread].access_left > 0 {
             if self.clock(core) >= until || self.cores[core].current != Some(thread) || self.cores[core].waiting > 0 {
@@ -323,11 +328,7 @@ impl<P: Coherence> Os<P> {
             };
             t.access_left -= 1;
             t.accesses += 1;
-            // One access, one instruction; a program that fetches its instructions counts
-            // them by its fetches, its data accesses being their operands.
-            let fetch = kind == AccessKind::Fetch;
-            t.fetches |= fetch;
-            if fetch || !t.fetches {
+            if counts_instructions {
                 self.m.cores[core].stats.instructions += 1;
             }
             self.m.cores[core].clock += cpi;
@@ -337,19 +338,4 @@ impl<P: Coherence> Os<P> {
         self.advance(thread);
         Ok(())
     }
-}
-
-/// Cumulative Zipf(theta) weights over `n` ranks (rank 1 most popular).
-fn zipf_cdf(n: u64, theta: f64) -> Vec<f64> {
-    let n = n.min(1 << 22) as usize;
-    let mut cdf = Vec::with_capacity(n);
-    let mut sum = 0.0;
-    for k in 1..=n {
-        sum += 1.0 / (k as f64).powf(theta);
-        cdf.push(sum);
-    }
-    for c in cdf.iter_mut() {
-        *c /= sum;
-    }
-    cdf
 }

@@ -592,7 +592,6 @@ impl<P: Coherence> Os<P> {
                 hv,
                 vcpus,
                 vm_base,
-                vm_names: os.w.vms.iter().map(|v| v.name.clone()).collect(),
                 running: vec![None; ncores],
                 resched: vec![false; ncores],
                 snapshots: vec![Default::default(); ncores],

@@ -41,8 +41,7 @@ fn os_fields(s: &OsCoreStats) -> Map<String, Value> {
     put("pages_reclaimed", s.pages_reclaimed);
     put("pages_migrated", s.pages_migrated);
     put("idle_cycles", s.idle_cycles);
-    let by_cause: Map<String, Value> = CAUSES.iter().zip(s.full_flushes_by_cause).map(|(n, v)| ((*n).into(), json!(v))).collect();
-    m.insert("full_flushes_by_cause".into(), Value::Object(by_cause));
+    m.insert("full_flushes_by_cause".into(), by_cause(&s.full_flushes_by_cause));
     let by_call: Map<String, Value> = super::SYSCALLS
         .iter()
         .enumerate()
@@ -214,18 +213,36 @@ impl<P: Coherence> Os<P> {
     }
 }
 
+/// `full_flushes_by_cause` as stats.json names the causes.
+fn by_cause(counts: &[u64]) -> Value {
+    Value::Object(CAUSES.iter().zip(counts).map(|(n, v)| ((*n).into(), json!(v))).collect())
+}
+
+/// MPTTI: TLB misses per 10,000 instructions (the tag paper §5's metric).
+fn mptti(misses: u64, instructions: u64) -> f64 {
+    if instructions > 0 {
+        misses as f64 * 1e4 / instructions as f64
+    } else {
+        0.0
+    }
+}
+
+/// Index of the first-level data (4 KiB) and instruction TLBs in per-structure counters.
+/// The data one counts every data access that missed the L1 (crate::tlb::hierarchy
+/// `lookup`).
+fn l1_structures() -> (usize, usize) {
+    let names = crate::tlb::hierarchy::NAMES;
+    let at = |n: &str| names.iter().position(|&x| x == n).expect("a structure name");
+    (at("l1d"), at("l1i"))
+}
+
 impl<P: Coherence> Os<P> {
-    /// Per VM (domain), under a hypervisor: instructions, accesses, TLB misses per
-    /// structure, full flushes by cause, and MPTTI (TLB misses per 10,000 instructions, the
-    /// tag paper §5's metric) of the data and instruction TLBs.
     /// `sim.interval_instructions`' time series: per CPU and interval (in the order they
     /// closed), the cycle it ended at and per VM its instructions, DTLB and ITLB misses,
     /// MPTTI and full flushes by cause.
     fn intervals_json(&self) -> Value {
         let virt = self.virt.as_ref().expect("VMs");
-        let names = crate::tlb::hierarchy::NAMES;
-        let at = |n: &str| names.iter().position(|&x| x == n).expect("a structure name");
-        let (l1d, l1i) = (at("l1d"), at("l1i"));
+        let (l1d, l1i) = l1_structures();
         json!(virt
             .intervals
             .iter()
@@ -235,15 +252,14 @@ impl<P: Coherence> Os<P> {
                     .enumerate()
                     .filter(|(_, c)| c.instructions > 0)
                     .map(|(vm, c)| {
-                        let flushes: Map<String, Value> = CAUSES.iter().zip(c.full_flushes_by_cause).map(|(n, v)| ((*n).into(), json!(v))).collect();
                         json!({
                             "vm": vm,
                             "instructions": c.instructions,
                             "dtlb_misses": c.misses[l1d],
                             "itlb_misses": c.misses[l1i],
-                            "dtlb_mptti": c.misses[l1d] as f64 * 1e4 / c.instructions as f64,
-                            "itlb_mptti": c.misses[l1i] as f64 * 1e4 / c.instructions as f64,
-                            "full_flushes_by_cause": flushes,
+                            "dtlb_mptti": mptti(c.misses[l1d], c.instructions),
+                            "itlb_mptti": mptti(c.misses[l1i], c.instructions),
+                            "full_flushes_by_cause": by_cause(&c.full_flushes_by_cause),
                         })
                     })
                     .collect();
@@ -252,9 +268,12 @@ impl<P: Coherence> Os<P> {
             .collect::<Vec<_>>())
     }
 
+    /// Per VM (domain), under a hypervisor: instructions, accesses, cycles, TLB misses per
+    /// structure, full flushes by cause, and the MPTTI of the data and instruction TLBs.
     fn per_vm_json(&self) -> Option<Value> {
         let virt = self.virt.as_ref()?;
         let names = crate::tlb::hierarchy::NAMES;
+        let (l1d, l1i) = l1_structures();
         let present: Vec<usize> = (0..names.len()).filter(|&i| self.m.cores[0].tlbs.present(i)).collect();
         let vms = virt
             .per_vm
@@ -262,22 +281,16 @@ impl<P: Coherence> Os<P> {
             .enumerate()
             .map(|(i, a)| {
                 let misses: Map<String, Value> = present.iter().map(|&s| (names[s].to_string(), json!(a.misses[s]))).collect();
-                let flushes: Map<String, Value> = CAUSES.iter().zip(a.full_flushes_by_cause).map(|(n, v)| ((*n).into(), json!(v))).collect();
-                let mptti = |n: u64| if a.instructions > 0 { n as f64 * 1e4 / a.instructions as f64 } else { 0.0 };
-                // The first-level data TLB for 4 KiB pages counts every data access that
-                // missed the L1 (crate::tlb::hierarchy `lookup`).
-                let dtlb = names.iter().position(|&n| n == "l1d").map_or(0, |s| a.misses[s]);
-                let itlb = names.iter().position(|&n| n == "l1i").map_or(0, |s| a.misses[s]);
                 json!({
                     "vm": i,
-                    "name": virt.vm_names[i],
+                    "name": self.w.vms[i].name,
                     "vcpus": virt.vcpus.iter().filter(|v| v.vm == i).count(),
                     "instructions": a.instructions,
                     "accesses": a.accesses,
                     "misses": misses,
-                    "dtlb_mptti": mptti(dtlb),
-                    "itlb_mptti": mptti(itlb),
-                    "full_flushes_by_cause": flushes,
+                    "dtlb_mptti": mptti(a.misses[l1d], a.instructions),
+                    "itlb_mptti": mptti(a.misses[l1i], a.instructions),
+                    "full_flushes_by_cause": by_cause(&a.full_flushes_by_cause),
                     "vcpu_switches_in": a.vcpu_switches_in,
                     "cycles": a.cycles_on.iter().sum::<u64>(),
                     "cycles_per_cpu": (0..self.cores.len()).map(|c| a.cycles_on.get(c).copied().unwrap_or(0)).collect::<Vec<_>>(),

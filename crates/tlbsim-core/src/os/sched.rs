@@ -17,7 +17,7 @@ pub(super) enum Event {
 
 impl<P: Coherence> Os<P> {
     /// Make `thread` runnable on `core` at time `at`.
-    /// Under a hypervisor `core` is a VCPU: its runs queue is on the CPU it runs on, or
+    /// Under a hypervisor `core` is a VCPU: its run queue is on the CPU it runs on, or
     /// with it while it is off every CPU (os/virt.rs).
     pub(super) fn enqueue(&mut self, thread: usize, core: usize, at: u64) {
         self.threads[thread].core = core;

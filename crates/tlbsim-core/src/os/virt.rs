@@ -44,6 +44,20 @@ pub(crate) struct VmCounters {
     pub cycles_on: Vec<u64>,
 }
 
+impl VmCounters {
+    /// Add what a CPU counted from `before` to `now`.
+    fn add(&mut self, before: &Snapshot, now: &Snapshot) {
+        self.instructions += now.instructions - before.instructions;
+        self.accesses += now.accesses - before.accesses;
+        for i in 0..8 {
+            self.misses[i] += now.misses[i] - before.misses[i];
+        }
+        for i in 0..self.full_flushes_by_cause.len() {
+            self.full_flushes_by_cause[i] += now.flushes[i] - before.flushes[i];
+        }
+    }
+}
+
 /// A CPU's counters when its VCPU started running.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Snapshot {
@@ -59,7 +73,6 @@ pub(crate) struct Virt {
     pub vcpus: Vec<Vcpu>,
     /// Global index of each VM's first VCPU.
     pub vm_base: Vec<usize>,
-    pub vm_names: Vec<String>,
     /// Per CPU: the VCPU it runs.
     pub running: Vec<Option<usize>>,
     /// Per CPU: a woken VCPU may preempt the running one (decide at the next step).
@@ -207,29 +220,14 @@ impl<P: Coherence> Os<P> {
         let before = std::mem::replace(&mut virt.snapshots[cpu], now.clone());
         let vm = virt.vcpus[v].vm;
         if virt.interval > 0 {
-            let acc = &mut virt.open_intervals[cpu].0[vm];
-            acc.instructions += now.instructions - before.instructions;
-            acc.accesses += now.accesses - before.accesses;
-            for i in 0..8 {
-                acc.misses[i] += now.misses[i] - before.misses[i];
-            }
-            for i in 0..acc.full_flushes_by_cause.len() {
-                acc.full_flushes_by_cause[i] += now.flushes[i] - before.flushes[i];
-            }
+            virt.open_intervals[cpu].0[vm].add(&before, &now);
         }
         let acc = &mut virt.per_vm[vm];
-        acc.instructions += now.instructions - before.instructions;
+        acc.add(&before, &now);
         if acc.cycles_on.len() <= cpu {
             acc.cycles_on.resize(cpu + 1, 0);
         }
         acc.cycles_on[cpu] += now.clock.saturating_sub(before.clock);
-        acc.accesses += now.accesses - before.accesses;
-        for i in 0..8 {
-            acc.misses[i] += now.misses[i] - before.misses[i];
-        }
-        for i in 0..acc.full_flushes_by_cause.len() {
-            acc.full_flushes_by_cause[i] += now.flushes[i] - before.flushes[i];
-        }
     }
 
     /// Close `cpu`'s interval if it has retired the instructions that end it (called

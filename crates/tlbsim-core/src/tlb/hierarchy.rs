@@ -459,9 +459,10 @@ impl TlbHierarchy {
     }
 
     /// Tag under which this core's TLB holds entries of the address space with page-table
-    /// root `cr3`, PCID `pcid`, VM `vm`, if it can hold any: untagged and domain-tagged
-    /// TLBs hold only the loaded address space's entries (a switch flushes the others),
-    /// PCID-tagged ones the PCID's, CR3-tagged ones the VASI the TMT gave it.
+    /// root `cr3`, PCID `pcid`, VM `vm`, if it can hold any: untagged TLBs hold only the
+    /// loaded address space's entries (a switch flushes the others), domain-tagged ones
+    /// per VM those of the address space the VM loaded last, PCID-tagged ones the PCID's,
+    /// CR3-tagged ones the VASI the TMT gave it.
     pub fn tag_of(&self, cr3: u64, pcid: u16, vm: u16) -> Option<u16> {
         match self.tagging {
             Tagging::None => (self.cr3 == cr3 && self.vm == vm).then_some(self.tag),

@@ -1249,17 +1249,10 @@ fn wordcount(cfg: &Config) -> Result<Workload> {
 /// 1 KiB of 4-byte instructions) **[inferred]**.
 const CALL_INSTRUCTIONS: u64 = 256;
 
-/// A page drawn Zipf(`theta`) over `pages` pages (rank 1 = page 0).
-fn zipf_page(rng: &mut crate::rng::SplitMix64, pages: u64, theta: f64) -> u64 {
-    let weights: Vec<f64> = (1..=pages).map(|k| 1.0 / (k as f64).powf(theta)).collect();
-    let total: f64 = weights.iter().sum();
-    let mut u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
-    let mut page = 0;
-    while page + 1 < pages as usize && u >= weights[page] {
-        u -= weights[page];
-        page += 1;
-    }
-    page as u64
+/// A page drawn from `cdf` (`program::zipf_cdf`: rank 1 = page 0).
+fn zipf_page(rng: &mut crate::rng::SplitMix64, cdf: &[f64]) -> u64 {
+    let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    cdf.partition_point(|&c| c <= u).min(cdf.len() - 1) as u64
 }
 
 /// One pass of a program's code path: `calls` function calls, each a run of
@@ -1267,9 +1260,10 @@ fn zipf_page(rng: &mut crate::rng::SplitMix64, pages: u64, theta: f64) -> u64 {
 /// Zipf(1.0) over `code_pages` pages (drawn once, here, from `rng`: a program takes the
 /// same path each time), followed by that run's data accesses `data(rng)`.
 fn code_path(rng: &mut crate::rng::SplitMix64, code_slot: usize, code_pages: u64, calls: u64, data: &dyn Fn(&mut crate::rng::SplitMix64) -> Vec<Op>) -> Vec<Op> {
+    let cdf = super::program::zipf_cdf(code_pages, 1.0);
     let mut ops = Vec::new();
     for _ in 0..calls {
-        let page = zipf_page(rng, code_pages, 1.0);
+        let page = zipf_page(rng, &cdf);
         let offset = page * PAGE + rng.below(4) * 1024;
         ops.push(Op::Access { slot: code_slot, pattern: Pattern::Sequential, mode: AccessMode::Fetch, count: CALL_INSTRUCTIONS, offset, len: 1024, stride: 4 });
         ops.extend(data(rng));
@@ -1363,6 +1357,7 @@ fn vm_mix(cfg: &Config) -> Result<Workload> {
             continue;
         }
         // Each transaction type's code path (the same in every backend of the guest).
+        let pool = super::program::zipf_cdf(2048, 0.99);
         let paths: Vec<Vec<Op>> = TPCC_TYPES
             .iter()
             .map(|&(_, calls, passes)| {
@@ -1374,7 +1369,7 @@ fn vm_mix(cfg: &Config) -> Result<Workload> {
                         Op::Access { slot: stack, pattern: Pattern::Random, mode: AccessMode::Mixed(0.25), count: 8, offset: 16 * PAGE, len: 48 * PAGE, stride: 8 },
                     ];
                     for _ in 0..4 {
-                        let page = zipf_page(rng, 2048, 0.99);
+                        let page = zipf_page(rng, &pool);
                         ops.push(Op::Access { slot: big, pattern: Pattern::Random, mode: AccessMode::Mixed(0.10), count: 8, offset: page * PAGE, len: PAGE, stride: 8 });
                     }
                     ops

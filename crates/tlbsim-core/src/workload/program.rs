@@ -358,3 +358,18 @@ fn check_map(at: &str, m: &MapSpec, files: &[FileSpec]) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Cumulative Zipf(theta) weights over `n` ranks (rank 1 most popular).
+pub fn zipf_cdf(n: u64, theta: f64) -> Vec<f64> {
+    let n = n.min(1 << 22) as usize;
+    let mut cdf = Vec::with_capacity(n);
+    let mut sum = 0.0;
+    for k in 1..=n {
+        sum += 1.0 / (k as f64).powf(theta);
+        cdf.push(sum);
+    }
+    for c in cdf.iter_mut() {
+        *c /= sum;
+    }
+    cdf
+}
