@@ -28,6 +28,7 @@ ALL = {
     "tlb_mpki_vs_size",
     "walk_cycles_per_walk",
     "mptti_intervals",
+    "partition_quotas",
 }
 
 
@@ -529,7 +530,7 @@ def os_report(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def test_os_mode_sweep_makes_the_policy_figures(os_report: Any) -> None:
     _check_output(os_report)
-    assert set(os_report.made) == ALL - {"tlb_mpki_vs_size", "mptti_intervals"}
+    assert set(os_report.made) == ALL - {"tlb_mpki_vs_size", "mptti_intervals", "partition_quotas"}
     assert "does not vary" in os_report.skipped["tlb_mpki_vs_size"]
     # the columns the figures read exist in the real tables
     root = os_report.out.parent
@@ -577,3 +578,25 @@ def test_intervals_of_a_vm_run_make_the_time_series_figure(tmp_path: Path) -> No
 
     summary = report(tmp_path / "s", tmp_path / "r")
     assert "mptti_intervals" in summary.made, summary.skipped
+    assert "utility partition controller" in summary.skipped["partition_quotas"]
+
+
+def test_the_utility_controller_s_quotas_make_their_figure(tmp_path: Path) -> None:
+    spec = {
+        "base": {
+            "machine": {"preset": "tagtlb-p4", "tlb": {"tagging": "cr3", "partition_epoch_instructions": 100_000}},
+            "workload": {"kind": "vm-mix", "test": "tpcc-vortex", "pinning": "0012", "ops": 2, "threads": 2},
+        },
+        "grid": {"machine.tlb.partition_controller": ["static", "utility"]},
+    }
+    tlbsim.sweep(spec, tmp_path / "s", jobs=1)
+    from tlbsim.report import report
+
+    summary = report(tmp_path / "s", tmp_path / "r")
+    assert "partition_quotas" in summary.made, summary.skipped
+    # The history the figure reads: each epoch's L1 DTLB quotas on CPU 1, within its 64 entries.
+    runs = tlbsim.load(tmp_path / "s")
+    utility = runs.loc[runs["config.machine.tlb.partition_controller"] == "utility", "run_id"].iloc[0]
+    stats = json.loads((tmp_path / "s" / "runs" / str(utility) / "stats.json").read_text())
+    history = stats["per_core"][1]["partition"]["history"]
+    assert len(history) >= 2 and all(sum(e["l1d"]) <= 64 for e in history)

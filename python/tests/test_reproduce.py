@@ -225,11 +225,23 @@ ours = { metric = "per_thread.0.ops_completed", where = { "workload.pattern" = "
 """
 
 
+BEST_CLAIM = """
+[[claim]]
+id = "ipis-vs-most"
+section = "Fig. 1"
+claim = "munmap sends as many IPIs as the pattern that sends the most"
+paper_value = 1.0
+ours = { metric = "totals.shootdown_ipis_received", where = { "workload.pattern" = "munmap-4k" }, relative_to = { best = "max" } }
+"""
+
+
 def test_a_paper_folder_given_by_path_runs(tmp_path: Path) -> None:
-    paper = GOOD_PAPER + '[defaults]\nunit = "ratio"\ntolerance = { rel = 0.01 }\n' + RELATIVE_CLAIM
+    paper = GOOD_PAPER + '[defaults]\nunit = "ratio"\ntolerance = { rel = 0.01 }\n' + RELATIVE_CLAIM + BEST_CLAIM
     folder = _paper(tmp_path, paper)
     result = tlbsim.reproduce(folder, tmp_path / "out", quick=True, jobs=1)
-    ipis, ops = result.claims
+    ipis, ops, most = result.claims
+    # relative_to's best = "max": the highest of the two patterns' means (munmap-4k's own).
+    assert most["ours"] == 1.0 and most["runs"] == 1
     assert ipis["paper"] == "mypaper" and ipis["ours"] == 20.0  # 20 operations, an IPI each
     assert ipis["verdict"] == DISAGREE  # 20 IPIs is not 1 +- 0.05: the stats path is a total
     assert ipis["unit"] == "IPIs/op" and ipis["tolerance"] == "|ours - paper| <= 0.05"  # its own, not the defaults
@@ -297,6 +309,8 @@ def test_a_broken_hooks_file_is_a_clean_error(tmp_path: Path) -> None:
     (GOOD_PAPER.replace("{ abs = 0.05 }", '{ bound = "over" }'), GOOD_SPEC, ["paper.toml", "tolerance.bound", "lower"]),
     (GOOD_PAPER.replace("{ abs = 0.05 }", '{ bound = "lower", abs = 1 }'), GOOD_SPEC, ["paper.toml", "tolerance.bound"]),
     (GOOD_PAPER + GOOD_CLAIM, GOOD_SPEC, ["paper.toml", "claim[1]", "duplicate claim id"]),
+    (GOOD_PAPER + BEST_CLAIM.replace('"max"', '"top"').replace("paper_value = 1.0", 'paper_value = 1.0\nunit = "x"\ntolerance = { abs = 0.1 }'),
+     GOOD_SPEC, ["paper.toml", "relative_to.best", '"min" or "max"']),
     ("title = 'x'\n[sweep.main]\nspec = 'spec.toml'\n", GOOD_SPEC, ["paper.toml", "claim", "missing"]),
     ("title = [\n", GOOD_SPEC, ["paper.toml", "invalid TOML"]),
 ])

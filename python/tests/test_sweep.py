@@ -81,6 +81,17 @@ def test_example_spec_expands_grid_times_zip_times_seeds(tmp_path: Path) -> None
     assert all(len(r.id) == 16 and int(r.id, 16) >= 0 for r in sw.runs)
 
 
+def test_a_zip_list_may_repeat_a_value_but_not_a_row() -> None:
+    spec = {"base": FAST_BASE, "zip": {"machine.tlb.l1d.entries": [16, 16, 32], "machine.tlb.l1d.ways": [4, 16, 4]}}
+    rows = [(r.params["machine.tlb.l1d.entries"], r.params["machine.tlb.l1d.ways"]) for r in expand(spec).runs]
+    assert rows == [(16, 4), (16, 16), (32, 4)]
+    spec["zip"]["machine.tlb.l1d.ways"] = [4, 4, 4]
+    with pytest.raises(SpecError, match="duplicate run"):
+        expand(spec)
+    with pytest.raises(SpecError, match="duplicate value"):
+        expand({"base": FAST_BASE, "grid": {"machine.tlb.l1d.entries": [16, 16]}})
+
+
 def test_ids_are_stable_and_depend_on_the_config(tmp_path: Path) -> None:
     spec = {"base": FAST_BASE, "grid": {"machine.tlb.l1d.entries": [16, 32]}}
     ids1 = [r.id for r in expand(spec).runs]

@@ -14,7 +14,9 @@
   per shootdown), ``tlb_mpki_vs_size`` (as the tag paper's Fig. 7:
   ``config.machine.tlb.l1d.entries``, ``run.l1_tlb_misses_per_10k_instructions``) and
   ``walk_cycles_per_walk``, and ``mptti_intervals`` (the tag paper's Fig. 11: per domain,
-  DTLB MPTTI over time, from the ``intervals`` of runs with ``sim.interval_instructions``).
+  DTLB MPTTI over time, from the ``intervals`` of runs with ``sim.interval_instructions``),
+  and ``partition_quotas`` (the ``utility`` partition controller's L1 DTLB quota per domain
+  over time, from ``per_core[].partition.history``).
   Per-policy figures draw one panel per workload
   (``workload.*`` keys other than the thread count) when something else varies too;
 - ``index.html``: one page with every figure embedded as a base64 PNG (no external
@@ -318,6 +320,8 @@ class Tables:
     per_thread: pd.DataFrame | None = None
     # run_id → stats.json's ``intervals`` (runs with ``sim.interval_instructions``).
     intervals: dict[str, list[Any]] | None = None
+    # run_id → each core's ``per_core[].partition`` (runs of the ``utility`` controller).
+    partitions: dict[str, list[Any]] | None = None
 
 
 FigureFn = Callable[[pd.DataFrame, Tables], tuple["Figure", str, str]]
@@ -868,6 +872,42 @@ def _fig_intervals(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, st
     return fig, "MPTTI over time per domain", caption
 
 
+def _fig_partitions(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, str]:
+    runs = {k: v for k, v in (tables.partitions or {}).items() if any(v)}
+    if not runs:
+        raise _Skip("no run of the utility partition controller (machine.tlb.partition_controller)")
+    ids = sorted(runs)[:MAX_PANELS]
+    varied = _varied(frame) if _has(frame, "run_id") else []
+    names = dict(zip(frame["run_id"].astype(str), _label(frame, varied).astype(str))) if varied else {}
+    fig, axes = _panel_figure(len(ids), 1)
+    for j, run_id in enumerate(ids):
+        ax = axes[0, j]
+        cores = runs[run_id]
+        # The core whose history names the most domains (CPU 1 in the tag paper's 0012).
+        def levels(p: Any) -> int:
+            return max((sum(1 for q in e.get("l1d", []) if q) for e in p["history"]), default=0) if p else -1
+        cpu = max(range(len(cores)), key=lambda c: (levels(cores[c]), -c))
+        history = cores[cpu]["history"] if cores[cpu] else []
+        width = max((len(e.get("l1d", [])) for e in history), default=0)
+        xs = [e["instructions"] for e in history]
+        for vm in range(width):
+            ys = [e["l1d"][vm] if vm < len(e.get("l1d", [])) else 0 for e in history]
+            if any(ys):
+                ax.step(xs, ys, where="post", label=f"dom{vm}", **_style(vm))
+        ax.set_xlabel(f"instructions retired (CPU {cpu})")
+        if j == 0:
+            ax.set_ylabel("L1 DTLB entries allotted")
+        ax.set_title(names.get(run_id, run_id), fontsize="medium")
+        ax.grid(linestyle=":", linewidth=0.5)
+    _legend(axes[0, -1], "domain")
+    caption = (
+        "The utility partition controller's quotas over time: the L1 DTLB entries each domain "
+        "(service level) is allotted after each epoch (per_core[].partition.history), on the core "
+        f"whose quotas name the most domains. One panel per run (at most {MAX_PANELS})."
+    )
+    return fig, "TLB partition quotas over time", caption
+
+
 FIGURES: list[tuple[str, FigureFn]] = [
     ("coherence_runtime", _fig_coherence),
     ("throughput_threads", _fig_throughput),
@@ -876,6 +916,7 @@ FIGURES: list[tuple[str, FigureFn]] = [
     ("tlb_mpki_vs_size", _fig_mpki),
     ("walk_cycles_per_walk", _fig_walk_cycles),
     ("mptti_intervals", _fig_intervals),
+    ("partition_quotas", _fig_partitions),
 ]
 
 
@@ -963,6 +1004,7 @@ def build_report(
     *,
     title: str = "tlbsim report",
     intervals: dict[str, list[Any]] | None = None,
+    partitions: dict[str, list[Any]] | None = None,
 ) -> ReportSummary:
     """Write the figures the results support, and ``out/index.html``, into ``out``.
 
@@ -978,7 +1020,7 @@ def build_report(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     summary = ReportSummary(out=out, index=out / "index.html")
-    tables = Tables(per_core=per_core, per_thread=per_thread, intervals=intervals)
+    tables = Tables(per_core=per_core, per_thread=per_thread, intervals=intervals, partitions=partitions)
     if frame.empty:
         for name, _ in FIGURES:
             summary.skipped[name] = "no runs"
@@ -1029,6 +1071,7 @@ def report(
         finer["thread"],
         title=f"tlbsim report: {root.resolve().name}",
         intervals=_intervals(root, frame),
+        partitions=_partitions(root, frame),
     )
 
 
@@ -1042,6 +1085,21 @@ def _intervals(root: Path, frame: pd.DataFrame) -> dict[str, list[Any]] | None:
         path = root / "runs" / str(run_id) / "stats.json"
         try:
             out[str(run_id)] = json.loads(path.read_text()).get("intervals") or []
+        except (OSError, ValueError):
+            continue
+    return out or None
+
+
+def _partitions(root: Path, frame: pd.DataFrame) -> dict[str, list[Any]] | None:
+    """Each core's ``partition`` of the runs of the utility controller (read only for those)."""
+    col = "config.machine.tlb.partition_controller"
+    if not _has(frame, col):
+        return None
+    out: dict[str, list[Any]] = {}
+    for run_id in frame.loc[frame[col].astype(str) == "utility", "run_id"]:
+        path = root / "runs" / str(run_id) / "stats.json"
+        try:
+            out[str(run_id)] = [c.get("partition") for c in json.loads(path.read_text()).get("per_core", [])]
         except (OSError, ValueError):
             continue
     return out or None

@@ -12,7 +12,8 @@ A spec is a TOML file or a dict with these top-level keys (all optional):
     Dotted config keys → lists of values; the runs are their Cartesian product.
 ``[zip]``
     Dotted config keys → lists of equal length, varied together (row ``i`` of every
-    list forms one combination); crossed with the grid and the seeds.
+    list forms one combination); crossed with the grid and the seeds. A list may repeat
+    a value; two equal rows are a duplicate run.
 ``policy``
     A coherence policy written in Python, ``"module:Class"`` (a ``tlbsim.Policy``
     subclass; importable where the runs happen, Dask workers included), used by every run
@@ -123,7 +124,7 @@ def _read_spec(spec: SpecLike) -> tuple[dict[str, Any], Path, Path | None]:
     return data, path.resolve().parent, path
 
 
-def _check_lists(section: str, table: object) -> dict[str, list[Any]]:
+def _check_lists(section: str, table: object, unique: bool = True) -> dict[str, list[Any]]:
     if not isinstance(table, Mapping):
         raise SpecError(f"{section}: expected a table of dotted keys to lists")
     out: dict[str, list[Any]] = {}
@@ -140,7 +141,8 @@ def _check_lists(section: str, table: object) -> dict[str, list[Any]]:
             raise SpecError(f"{name}: empty list")
         if not key or any(not part for part in str(key).split(".")):
             raise SpecError(f"{name}: not a dotted config key")
-        _check_unique(name, values)
+        if unique:
+            _check_unique(name, values)
         out[str(key)] = list(values)
     return out
 
@@ -245,7 +247,9 @@ def expand(spec: SpecLike, *, validate: bool = True) -> Sweep:
             raise SpecError(f"policy: {err}") from None
 
     grid = _check_lists("grid", data.get("grid", {}))
-    zipped = _check_lists("zip", data.get("zip", {}))
+    # A zip list may repeat a value (its rows differ in another list); the rows themselves
+    # must not repeat (the duplicate-run check).
+    zipped = _check_lists("zip", data.get("zip", {}), unique=False)
     lengths = {k: len(v) for k, v in zipped.items()}
     if len(set(lengths.values())) > 1:
         detail = ", ".join(f'"{k}" has {n}' for k, n in lengths.items())

@@ -287,6 +287,7 @@ impl Machine {
                     if kind.is_fetch() {
                         let c = &mut env.m.cores[core];
                         c.stats.instructions += 1;
+                        c.tlbs.retire(1);
                         c.clock += cpi;
                         if !fetches {
                             continue;
@@ -297,6 +298,7 @@ impl Machine {
                 TraceEvent::Instructions { n } => {
                     let c = &mut env.m.cores[core];
                     c.stats.instructions += n;
+                    c.tlbs.retire(n);
                     c.clock += cpi * n;
                 }
                 // OS events in a trace are for the OS model; trace mode ignores them.
@@ -480,6 +482,11 @@ impl Machine {
                 v["per_core"][i]["memory"] = json!(c);
             }
             v["totals"]["memory"] = json!(total);
+        }
+        for (i, c) in self.cores.iter().enumerate() {
+            if let Some(p) = c.tlbs.partition_json() {
+                v["per_core"][i]["partition"] = p;
+            }
         }
         v
     }

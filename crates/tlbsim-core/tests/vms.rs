@@ -286,3 +286,80 @@ fn intervals_add_up_to_the_run_per_vm() {
     let e = tlbsim_core::run(native, &[], std::path::Path::new(".")).err().expect("no VMs").to_string();
     assert!(e.contains("sim.interval_instructions"), "{e}");
 }
+
+/// A guest whose one thread alternates two phases of random accesses over `small` and
+/// `large` pages of its heap (`bursts` bursts of 2,000 accesses each, asleep 20,000 cycles
+/// after each, so that the two guests of CPU 1 share its TLB in time), `pairs` times.
+fn phased_guest(name: &str, first: u64, second: u64, bursts: u64, pairs: u64) -> Value {
+    let phase = |pages: u64| {
+        json!({"op": "loop", "count": bursts, "body": [
+            {"op": "access", "region": "heap", "pattern": "random", "len": pages * 4096, "count": 2000},
+            {"op": "block", "cycles": 20000}]})
+    };
+    let heap = first.max(second) * 4096;
+    json!({"name": name, "region": [{"name": "heap", "bytes": heap, "populate": true}],
+           "thread": [{"name": name, "core": 0, "program": [
+               {"op": "loop", "count": pairs, "body": [phase(first), phase(second)]}, {"op": "exit"}]}]})
+}
+
+fn phased_run(extra: &[&str]) -> Value {
+    let vms = vec![
+        vm("dom0", 1, 256, Some(vec![0]), vec![proc("xenstored", 0, 1, 0, 3_000_000, true)]),
+        vm("dom1", 1, 256, Some(vec![1]), vec![phased_guest("a", 16, 48, 150, 2)]),
+        vm("dom2", 1, 256, Some(vec![1]), vec![phased_guest("b", 96, 16, 150, 2)]),
+    ];
+    let mut all = vec!["os.hypervisor.time_slice_ms=30", "os.hypervisor.tick_ms=10"];
+    all.extend_from_slice(extra);
+    run(2, "cr3", vms, &all)
+}
+
+fn guests_mean_dtlb_mptti(v: &Value) -> f64 {
+    (v["per_vm"][1]["dtlb_mptti"].as_f64().unwrap() + v["per_vm"][2]["dtlb_mptti"].as_f64().unwrap()) / 2.0
+}
+
+#[test]
+fn the_utility_controller_follows_phases_with_its_quotas() {
+    let u = phased_run(&["machine.tlb.partition_controller=\"utility\"", "machine.tlb.partition_epoch_instructions=50000"]);
+    let p = &u["per_core"][1]["partition"];
+    let history = p["history"].as_array().unwrap();
+    assert!(p["epochs"].as_u64().unwrap() >= 8, "{p}");
+    // CPU 1 retires 600,000 instructions per phase (two guests × 150 × 2,000); dom1 needs
+    // 16 pages, then 48, then 16, then 48; dom2 96, 16, 96, 16.
+    let dom1_at = |instr: u64| {
+        let e = history.iter().rev().find(|e| e["instructions"].as_u64().unwrap() <= instr).unwrap();
+        e["l1d"][1].as_u64().unwrap()
+    };
+    for (at, small) in [(500_000, true), (1_100_000, false), (1_700_000, true), (2_300_000, false)] {
+        let q = dom1_at(at);
+        if small {
+            assert!((14..=24).contains(&q), "dom1 in its 16-page phase at {at}: quota {q} ({p})");
+        } else {
+            assert!(q >= 40, "dom1 in its 48-page phase at {at}: quota {q} ({p})");
+        }
+    }
+    // CPU 0 runs only dom0: one active level, all its entries.
+    let q0 = &u["per_core"][0]["partition"]["quotas"]["l1d"];
+    assert!(q0.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).sum::<u64>() <= 64);
+    // Tracking beats a fixed equal split of the same TLB.
+    let half = phased_run(&["machine.tlb.sl_quota_fraction=[1.0, 0.5, 0.5]"]);
+    assert!(half["per_core"][1].get("partition").is_none());
+    let (mu, mh) = (guests_mean_dtlb_mptti(&u), guests_mean_dtlb_mptti(&half));
+    assert!(mu < 0.9 * mh, "utility {mu} against 50/50 {mh}");
+    assert_eq!(violations(&u), 0);
+}
+
+#[test]
+fn bad_partition_settings_name_their_key() {
+    for (set, key) in [
+        ("machine.tlb.partition_epoch_instructions=10", "machine.tlb.partition_epoch_instructions"),
+        ("machine.tlb.partition_goal_mptti=-1.0", "machine.tlb.partition_goal_mptti"),
+        ("machine.tlb.partition_goal_domain=300", "machine.tlb.partition_goal_domain"),
+    ] {
+        let tree = json!({"machine": {"tlb": {"partition_controller": "utility"}}});
+        let err = tlbsim_core::run(tree, &[set.to_string()], std::path::Path::new(".")).err().expect(set).to_string();
+        assert!(err.contains(key), "{set}: {err}");
+    }
+    let tree = json!({"machine": {"tlb": {"partition_goal": "fastest"}}});
+    let err = tlbsim_core::run(tree, &[], std::path::Path::new(".")).err().unwrap().to_string();
+    assert!(err.contains("partition_goal"), "{err}");
+}

@@ -167,8 +167,9 @@ def reproduce(
     write_json_atomic(claims_path, rows)
     # A paper's hooks.py may write further outputs from its runs: outputs(runs, out, quick).
     outputs = getattr(p.hooks, "outputs", None) if p.hooks is not None else None
+    extra: list[dict[str, Any]] = []
     if callable(outputs):
-        outputs(runs, out, quick)
+        extra = list(outputs(runs, out, quick) or [])
     figures = page.figures(p, rows, out)
     meta = {
         "paper": p.name,
@@ -184,7 +185,7 @@ def reproduce(
         "counts": {v: sum(r["verdict"] == v for r in rows) for v in (AGREE, DISAGREE, NA)},
     }
     write_json_atomic(out / "reproduce.json", meta)
-    index = page.write_html(p, rows, meta, figures, out)
+    index = page.write_html(p, rows, meta, figures, out, extra)
     return ReproduceResult(
         paper=p.name, title=p.title, out=out, quick=quick, claims=rows, claims_path=claims_path,
         index_path=index, figures=figures, sweeps=summaries, reference_source=reference.source,

@@ -93,8 +93,9 @@ img { max-width: 100%; }
 
 
 def write_html(paper: Paper, rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
-               figure_paths: Sequence[Path], out: Path) -> Path:
-    """``out/index.html``: the claims beside ours, then the figures."""
+               figure_paths: Sequence[Path], out: Path, extra: Sequence[Mapping[str, Any]] = ()) -> Path:
+    """``out/index.html``: the claims beside ours, then the figures, then the ``extra``
+    figures a paper's ``outputs`` hook returned (``path``, ``title``, ``caption``)."""
     e = html.escape
     title = f"tlbsim reproduce {paper.name}: {paper.title}"
     c = meta["counts"]
@@ -137,6 +138,16 @@ def write_html(paper: Paper, rows: Sequence[Mapping[str, Any]], meta: Mapping[st
             f'<img alt="{e(fdef.title)}" src="data:image/png;base64,{data}">',
             f"<figcaption>{e(caption)}Hatched: {e(paper.paper_label)}; blue: ours; a red x: outside the tolerance. "
             f"(<code>{e(path.name)}</code>)</figcaption>", "</figure>",
+        ]
+    for fig in extra:
+        path = Path(fig["path"])
+        if not path.is_file():
+            continue
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        parts += [
+            f'<h2 id="{e(path.stem)}">{e(str(fig.get("title", path.stem)))}</h2>', "<figure>",
+            f'<img alt="{e(str(fig.get("title", path.stem)))}" src="data:image/png;base64,{data}">',
+            f"<figcaption>{e(str(fig.get('caption', '')))} (<code>{e(path.name)}</code>)</figcaption>", "</figure>",
         ]
     parts += ['<p class="note">The claims are also in <code>claims.json</code>; the runs in '
               "<code>sweeps/</code> (<code>tlbsim collect</code> and <code>tlbsim report</code> read them).</p>",

@@ -41,7 +41,7 @@ FIGURE_KEYS = ("title", "ylabel", "caption", "log")
 CLAIM_KEYS = ("id", "section", "claim", "label", "paper_value", "unit", "tolerance", "ours", "figure", "note")
 CLAIM_REQUIRED = ("id", "section", "claim", "paper_value", "unit", "tolerance", "ours")
 OURS_KEYS = ("sweep", "metric", "where", "relative_to")
-RELATIVE_KEYS = ("sweep", "where")
+RELATIVE_KEYS = ("sweep", "where", "best")
 TOLERANCE_KEYS = ("abs", "rel", "factor", "bound")
 
 AGREE, DISAGREE, NA = "agree", "disagree", "n/a"
@@ -60,6 +60,10 @@ class Selection:
 
     sweep: str
     where: dict[str, Any]
+    # "min" / "max": of the points ``where`` selects (runs grouped by their swept values
+    # other than the seed), the one whose mean is lowest / highest ("the best static split
+    # chosen in hindsight"); None: the mean over every selected run.
+    best: str | None = None
 
     def matches(self, params: Mapping[str, Any]) -> bool:
         return all(k in params and _same(params[k], v) for k, v in self.where.items())
@@ -281,7 +285,10 @@ def _selection(r: _Reader, key: str, table: Any, default_sweep: str | None,
                             f"swept: {', '.join(values) or 'nothing'}")
         if not any(_same(v, x) for x in values[k]):
             raise sub.error(f'where."{k}"', f"{v!r} is not among the swept values {values[k]!r}")
-    return Selection(name, dict(where))
+    best = sub.get("best", str, None) if key != "ours" else None
+    if best is not None and best not in ("min", "max"):
+        raise sub.error("best", f'{best!r}: "min" or "max"')
+    return Selection(name, dict(where), best)
 
 
 def load(folder: Path, name: str | None = None) -> Paper:
@@ -465,6 +472,17 @@ def metric_value(paper: Paper, claim: Claim, run: RunResult) -> float | None:
 
 def _mean_over(paper: Paper, claim: Claim, sel: Selection, runs: Mapping[str, Sequence[RunResult]]) -> tuple[float | None, int]:
     chosen = [r for r in runs.get(sel.sweep, []) if sel.matches(r.params)]
+    if sel.best is not None:
+        groups: dict[str, list[float]] = {}
+        for r in chosen:
+            v = metric_value(paper, claim, r)
+            if v is not None and not math.isnan(v):
+                point = json.dumps({k: x for k, x in r.params.items() if k != "seed"}, sort_keys=True)
+                groups.setdefault(point, []).append(v)
+        means = [sum(vs) / len(vs) for vs in groups.values()]
+        if not means:
+            return None, len(chosen)
+        return (min(means) if sel.best == "min" else max(means)), len(chosen)
     values = [v for v in (metric_value(paper, claim, r) for r in chosen) if v is not None and not math.isnan(v)]
     if not values:
         return None, len(chosen)

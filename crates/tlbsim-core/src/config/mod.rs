@@ -164,6 +164,22 @@ pub struct TlbConfig {
     /// Entries each service level (VM) is allotted in every TLB structure, indexed by SL;
     /// empty = no partitioning (tag paper §4).
     pub sl_quota_fraction: Vec<f64>,
+    /// Who sets the quotas: `static` (`sl_quota_fraction` for the whole run), `utility`
+    /// (re-partitions every epoch from shadow-tag miss curves, `tlb::partition`; starts
+    /// from `sl_quota_fraction` if given) or `none` (no quotas at all).
+    pub partition_controller: crate::tlb::partition::PartitionController,
+    /// `utility`'s goal: `min-mean-mptti`, or `mptti-ceiling` (`partition_goal_domain`
+    /// first gets the entries that keep its MPTTI at or under `partition_goal_mptti`).
+    pub partition_goal: crate::tlb::partition::PartitionGoal,
+    pub partition_goal_domain: u32,
+    pub partition_goal_mptti: f64,
+    /// Instructions a core retires between re-partitions. Default 1,000,000: the order of
+    /// UCP's 5 M-cycle interval (Qureshi and Patt, MICRO 2006, §4) at a CPI near 1 and a
+    /// few cycles of stall per instruction; no paper fixes it for TLBs.
+    pub partition_epoch_instructions: u64,
+    /// Apply an epoch's quotas at the structure's next full flush (tag paper §6.5: "the TLB
+    /// flushes form a natural point in time" to change them) instead of at once.
+    pub partition_at_flush: bool,
     pub l1d: LevelConfig,
     pub l1d_2m: LevelConfig,
     pub l1d_1g: LevelConfig,
@@ -600,6 +616,16 @@ impl Config {
         }
         if t.sl_quota_fraction.len() > 256 {
             return Err(Error::config("machine.tlb.sl_quota_fraction", "at most 256 service levels"));
+        }
+        if t.partition_controller == crate::tlb::partition::PartitionController::Utility {
+            range("machine.tlb.partition_epoch_instructions", t.partition_epoch_instructions, 1000, 1 << 40)?;
+            range("machine.tlb.partition_goal_domain", t.partition_goal_domain as u64, 0, 255)?;
+            if !(t.partition_goal_mptti >= 0.0 && t.partition_goal_mptti.is_finite()) {
+                return Err(Error::config(
+                    "machine.tlb.partition_goal_mptti",
+                    format!("{}: a number of misses per 10,000 instructions, 0 or more", t.partition_goal_mptti),
+                ));
+            }
         }
         crate::placement::check(self)?;
         Placement::parse("os.data_placement", &self.os.data_placement, m.sockets)?;

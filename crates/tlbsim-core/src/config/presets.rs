@@ -46,6 +46,12 @@ pub fn builtin_machine() -> MachineConfig {
             tagging: Tagging::Pcid,
             tmt_entries: 4,
             sl_quota_fraction: Vec::new(),
+            partition_controller: crate::tlb::partition::PartitionController::Static,
+            partition_goal: crate::tlb::partition::PartitionGoal::MinMeanMptti,
+            partition_goal_domain: 1,
+            partition_goal_mptti: 0.0,
+            partition_epoch_instructions: 1_000_000,
+            partition_at_flush: false,
             // Measured on this workplace's machines (Zen 5 under KVM): L1 DTLB 96 entries,
             // fully associative. Latency 0: an L1 TLB is looked up in parallel with the
             // (virtually indexed) L1 data cache, so a hit adds nothing to the base CPI.

@@ -132,6 +132,7 @@ impl<P: Coherence> Os<P> {
                     t.pc += 1;
                 }
                 self.m.cores[core].stats.instructions += piece;
+                self.m.cores[core].tlbs.retire(piece);
                 self.charge(core, piece);
             }
             Op::Block { cycles } => {
@@ -330,6 +331,7 @@ impl<P: Coherence> Os<P> {
             t.accesses += 1;
             if counts_instructions {
                 self.m.cores[core].stats.instructions += 1;
+                self.m.cores[core].tlbs.retire(1);
             }
             self.m.cores[core].clock += cpi;
             let _ = pid;

@@ -21,6 +21,7 @@
 //! and, for invalidations of one page, entirely (x86 allows INVLPG to drop any
 //! paging-structure-cache entry).
 
+use super::partition::{Controller, PartitionController, Settings};
 use super::set_assoc::{Tlb, TlbEntry, TlbGeometry, FLAG_GLOBAL, FLAG_STALE};
 use super::tmt::{Cr3WriteOutcome, Tmt};
 use crate::config::{LevelConfig, Tagging, TlbConfig};
@@ -103,6 +104,25 @@ pub struct TlbHierarchy {
     pub quirk_faulting_walk_sets_accessed: bool,
     /// Set by the access path around a dirty-bit walk (a write through a cached clean entry).
     pub dirty_walk: bool,
+    /// The `utility` partition controller (`tlb::partition`), if configured.
+    pub partition: Option<Box<Controller>>,
+    /// Instructions this core retired (told by the engine through `retire`).
+    retired: u64,
+    /// When the controller's epoch ends (`u64::MAX` without one).
+    next_epoch: u64,
+}
+
+/// The TLB levels the `utility` controller partitions (the page-walk caches keep static
+/// quotas).
+const PARTITIONED: [usize; 5] = [L1D_4K, L1D_2M, L1D_1G, L1I, L2];
+
+#[inline(always)]
+fn size_index(size: PageSize) -> u8 {
+    match size {
+        PageSize::Size4K => 0,
+        PageSize::Size2M => 1,
+        PageSize::Size1G => 2,
+    }
 }
 
 /// Where a lookup found its translation.
@@ -126,8 +146,23 @@ impl TlbHierarchy {
         let present = std::array::from_fn(|i| levels[i].1.entries > 0);
         let latency = std::array::from_fn(|i| levels[i].1.latency);
         let quotas = std::array::from_fn(|i| {
+            if cfg.partition_controller == PartitionController::None {
+                return Vec::new();
+            }
             cfg.sl_quota_fraction.iter().map(|f| (f * levels[i].1.entries as f64).round() as u32).collect()
         });
+        let partition = (cfg.partition_controller == PartitionController::Utility).then(|| {
+            let settings = Settings {
+                goal: cfg.partition_goal,
+                goal_domain: cfg.partition_goal_domain.min(255) as u8,
+                goal_mptti: cfg.partition_goal_mptti,
+                epoch_instructions: cfg.partition_epoch_instructions,
+                at_flush: cfg.partition_at_flush,
+            };
+            let present: Vec<(usize, u32)> = PARTITIONED.iter().map(|&i| (i, levels[i].1.entries)).collect();
+            Box::new(Controller::new(settings, &present))
+        });
+        let next_epoch = partition.as_ref().map_or(u64::MAX, |p| p.settings().epoch_instructions);
         Ok(TlbHierarchy {
             core,
             structs,
@@ -146,7 +181,82 @@ impl TlbHierarchy {
             quirk_dirty_sets_accessed: cfg.quirk_dirty_sets_accessed,
             quirk_faulting_walk_sets_accessed: cfg.quirk_faulting_walk_sets_accessed,
             dirty_walk: false,
+            partition,
+            retired: 0,
+            next_epoch,
         })
+    }
+
+    /// The core retired `n` instructions (the partition controller's clock).
+    #[inline(always)]
+    pub fn retire(&mut self, n: u64) {
+        self.retired += n;
+        if self.retired >= self.next_epoch {
+            self.partition_epoch();
+        }
+    }
+
+    #[cold]
+    fn partition_epoch(&mut self) {
+        let Some(p) = self.partition.as_mut() else { return };
+        let epoch = p.settings().epoch_instructions;
+        while self.next_epoch <= self.retired {
+            self.next_epoch += epoch;
+        }
+        for (i, quotas) in p.epoch_end(self.retired, self.sl) {
+            self.quotas[i] = quotas;
+        }
+    }
+
+    /// Tell the partition controller of a lookup of structure `i` (its hits where they
+    /// happen, its misses where the fill goes).
+    #[inline(always)]
+    fn observe(&mut self, i: usize, e: &TlbEntry) {
+        if let Some(p) = self.partition.as_mut() {
+            p.observe(i, e.vpn.0, size_index(e.size), e.tag, self.sl);
+        }
+    }
+
+    /// The controller learns that structure `i` was flushed whole (and may apply quotas
+    /// it kept for this moment).
+    fn partition_flushed(&mut self, i: usize) {
+        if let Some(p) = self.partition.as_mut() {
+            if let Some(q) = p.flushed(i) {
+                self.quotas[i] = q;
+            }
+        }
+    }
+
+    /// stats.json's `per_core[].partition` under the `utility` controller: epochs, the
+    /// quotas in force at the end per structure, and each epoch's quotas (`history`, at
+    /// the instructions retired when it ended).
+    pub fn partition_json(&self) -> Option<serde_json::Value> {
+        let p = self.partition.as_ref()?;
+        let quotas: serde_json::Map<String, serde_json::Value> =
+            PARTITIONED.iter().filter(|&&i| self.present[i]).map(|&i| (NAMES[i].to_string(), serde_json::json!(self.quotas[i]))).collect();
+        let history: Vec<serde_json::Value> = p
+            .history
+            .iter()
+            .map(|r| {
+                let mut e = serde_json::json!({"instructions": r.instructions});
+                for (name, q) in &r.quotas {
+                    e[*name] = serde_json::json!(q);
+                }
+                e
+            })
+            .collect();
+        Some(serde_json::json!({
+            "controller": "utility",
+            "goal": p.settings().goal,
+            "epochs": p.epochs,
+            "quotas": quotas,
+            "history": history,
+        }))
+    }
+
+    /// Entries each service level is allotted in structure `i` now (empty: no quotas).
+    pub fn quotas(&self, i: usize) -> &[u32] {
+        &self.quotas[i]
     }
 
     /// Tag of the running context (what lookups compare and new entries carry).
@@ -178,6 +288,7 @@ impl TlbHierarchy {
                 for size in PageSize::ALL {
                     if let Some(e) = self.structs[L1I].lookup(vpn.align(size), size, tag) {
                         self.counters[L1I].hits += 1;
+                        self.observe(L1I, &e);
                         return (Found::L1(e), cycles);
                     }
                 }
@@ -191,6 +302,7 @@ impl TlbHierarchy {
                     lat = lat.max(self.latency[i]);
                     if let Some(e) = self.structs[i].lookup(vpn.align(size), size, tag) {
                         self.counters[i].hits += 1;
+                        self.observe(i, &e);
                         return (Found::L1(e), lat);
                     }
                 }
@@ -207,6 +319,7 @@ impl TlbHierarchy {
             for size in PageSize::ALL {
                 if let Some(e) = self.structs[L2].lookup(vpn.align(size), size, tag) {
                     self.counters[L2].hits += 1;
+                    self.observe(L2, &e);
                     self.fill_l1(e, kind, listener);
                     return (Found::L2(e), cycles);
                 }
@@ -226,6 +339,7 @@ impl TlbHierarchy {
     /// Fill after a walk: the L2 and the L1 for `kind`.
     pub fn fill<L: TlbListener>(&mut self, e: TlbEntry, kind: AccessKind, listener: &mut L) {
         if self.present[L2] {
+            self.observe(L2, &e);
             self.insert(L2, e, listener);
         }
         self.fill_l1(e, kind, listener);
@@ -242,6 +356,7 @@ impl TlbHierarchy {
             }
         };
         if self.present[i] {
+            self.observe(i, &e);
             self.insert(i, e, listener);
         }
     }
@@ -357,6 +472,9 @@ impl TlbHierarchy {
             if self.present[i] {
                 let removed = self.structs[i].invalidate_tag(tag, &mut |e| listener.evicted(core, i, e));
                 self.counters[i].invalidations += removed as u64;
+                if let Some(p) = self.partition.as_mut() {
+                    p.flushed_tag(i, tag);
+                }
                 if i < PWC_PML4 {
                     n += removed;
                 }
@@ -377,6 +495,7 @@ impl TlbHierarchy {
                 if i < PWC_PML4 {
                     n += removed;
                 }
+                self.partition_flushed(i);
             }
         }
         if let Some(t) = self.tmt.as_mut() {
@@ -430,7 +549,13 @@ impl TlbHierarchy {
         self.kept_entries = hit && cause.is_none();
         self.cr3 = cr3;
         self.vm = vm;
-        self.sl = vm.min(255) as u8;
+        let sl = vm.min(255) as u8;
+        if sl != self.sl {
+            if let Some(p) = self.partition.as_mut() {
+                p.switch_level(self.sl, self.retired);
+            }
+        }
+        self.sl = sl;
         if let Some(c) = cause {
             if self.tagging == Tagging::Domain {
                 // Only this VM's entries (and the untagged page-walk caches).
