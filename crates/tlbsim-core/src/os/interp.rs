@@ -135,6 +135,8 @@ impl<P: Coherence> Os<P> {
                 self.m.cores[core].tlbs.retire(piece);
                 self.charge(core, piece);
             }
+            Op::Io { server, cycles } => self.io_request(core, thread, server as usize, cycles),
+            Op::Serve => self.serve(core, thread),
             Op::Block { cycles } => {
                 self.advance(thread);
                 let now = self.clock(core);

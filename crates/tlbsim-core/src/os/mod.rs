@@ -51,6 +51,7 @@ mod access;
 mod asid;
 mod checker;
 mod interp;
+pub(crate) mod io;
 mod locks;
 mod mm;
 mod output;
@@ -260,6 +261,10 @@ pub(crate) struct Thread {
     pub lock_wait_cycles: u64,
     /// The lock acquisition in progress has already waited (counted as contended once).
     pub lock_contended: bool,
+    /// A back-end's queue of split-driver work (os/io.rs), and whether it sleeps in `Serve`
+    /// waiting for some.
+    pub io_queue: VecDeque<io::IoItem>,
+    pub serving: bool,
 }
 
 pub(crate) struct CoreOs {
@@ -411,6 +416,9 @@ pub(crate) struct Os<P: Coherence> {
     /// Whether each core is in `dirty` already.
     is_dirty: Vec<bool>,
     steps: u64,
+    /// Split-driver I/O (os/io.rs): requests sent, completions delivered.
+    pub(crate) io_requests: u64,
+    pub(crate) io_completions: u64,
     /// A thread stopped before a system call because another core is behind it in
     /// simulated time (`Os::ahead_of_others`): its core goes back to the scheduler.
     yield_core: bool,
@@ -567,6 +575,8 @@ impl<P: Coherence> Os<P> {
             dirty: (0..ncores).collect(),
             is_dirty: vec![true; ncores],
             steps: 0,
+            io_requests: 0,
+            io_completions: 0,
             yield_core: false,
             partial: false,
             pages_in_flight: HashMap::default(),
@@ -737,6 +747,8 @@ impl<P: Coherence> Os<P> {
             lock_wait_cycles: 0,
             fetches: false,
             lock_contended: false,
+            io_queue: VecDeque::new(),
+            serving: false,
         });
         self.procs[pid as usize].threads_alive += 1;
         if !daemon {

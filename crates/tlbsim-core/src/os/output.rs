@@ -181,6 +181,10 @@ impl<P: Coherence> Os<P> {
         v["run"]["coherence"] = json!(cfg.os.coherence);
         v["run"]["processes"] = json!(self.procs.len());
         v["run"]["engine_steps"] = json!(self.steps);
+        if self.io_requests > 0 {
+            v["totals"]["io_requests"] = json!(self.io_requests);
+            v["totals"]["io_completions"] = json!(self.io_completions);
+        }
         v["run"]["events"] = json!(self.events_simulated());
         if let Some(per_vm) = self.per_vm_json() {
             v["per_vm"] = per_vm;

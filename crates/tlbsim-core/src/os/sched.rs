@@ -13,6 +13,8 @@ pub(super) enum Event {
     Wake { thread: usize },
     /// A lock released (in host order) before its waiters reached this time is theirs now.
     LockFree { pid: u32 },
+    /// The device finished a split-driver request of `client` that `server` sent it.
+    IoDone { server: usize, client: usize },
 }
 
 impl<P: Coherence> Os<P> {
@@ -124,6 +126,7 @@ impl<P: Coherence> Os<P> {
                 }
             }
             Event::LockFree { pid } => self.lock_free_at(pid, at),
+            Event::IoDone { server, client } => self.io_done(server, client, at),
         }
         Ok(())
     }

@@ -101,6 +101,15 @@ pub enum Op {
     /// pthread_barrier_wait over the process's non-daemon threads still alive: the thread
     /// sleeps until every one of them has reached a barrier (or exited).
     Barrier,
+    /// A split-driver I/O request (Xen's blkfront/netfront): queue a request for thread
+    /// `server` (its index among the workload's threads in declaration order, processes in
+    /// order) and sleep until the server has answered it. The server takes it with a
+    /// `Serve`, the device takes `cycles`, the server takes the completion with another
+    /// `Serve` and wakes the requester (os/io.rs).
+    Io { server: u32, cycles: u64 },
+    /// A back-end driver's wait for work (Xen's blkback/netback): take the next request or
+    /// completion of this thread's queue, sleeping until there is one.
+    Serve,
 }
 
 /// How many `CountOp`s running `prog` from its start executes (loops multiplied out; a
@@ -316,6 +325,16 @@ impl Workload {
                     }
                     Op::MigrateThread { core } if *core >= cores => {
                         return Err(format!("{}: core {core} does not exist (the machine has {cores})", at()))
+                    }
+                    Op::Io { server, .. } => {
+                        let declared: Vec<&ThreadSpec> = self.processes.iter().flat_map(|p| &p.threads).collect();
+                        match declared.get(*server as usize) {
+                            None => return Err(format!("{}: no thread {server} to serve the request ({} declared)", at(), declared.len())),
+                            Some(t) if !self.programs[t.program].contains(&Op::Serve) => {
+                                return Err(format!("{}: thread {server} ({:?}) never serves (its program has no serve operation)", at(), t.name))
+                            }
+                            Some(_) => {}
+                        }
                     }
                     _ => {}
                 }

@@ -55,6 +55,12 @@
 //!   every non-daemon thread of the process still alive has reached a barrier).
 //! - `migrate-thread`: core*. `migrate-pages`: region*, node*.
 //! - `loop`: count* (0 = forever, only in a daemon thread or daemon fork child), body*.
+//! - `io`: server* (the name of the thread that serves it; unique), cycles* (the device's
+//!   time): a split-driver request (Xen's blkfront): the thread sleeps until the server
+//!   has taken it, the device has completed it and the server has answered it. `serve`:
+//!   take the next request or completion of this thread's queue, asleep until there is
+//!   one (Xen's blkback: `{ op = "loop", count = 0, body = [{ op = "serve" }, ...] }` in a
+//!   daemon of dom0). os/io.rs.
 //!
 //! Virtual machines (`[[workload.scenario.vm]]`, the hypervisor axis, `crate::hypervisor`)
 //! hold their own processes; VM i is domain i in declaration order, the first one dom0,
@@ -238,6 +244,8 @@ pub enum OpName {
     Loop,
     Count,
     Barrier,
+    Io,
+    Serve,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -321,6 +329,9 @@ pub struct ScenarioOp {
     /// fork: the child's program.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub program: Option<Vec<ScenarioOp>>,
+    /// io: the name of the thread that serves the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 fn yes() -> bool {
@@ -345,6 +356,8 @@ impl OpName {
             OpName::Loop => "loop",
             OpName::Count => "count",
             OpName::Barrier => "barrier",
+            OpName::Io => "io",
+            OpName::Serve => "serve",
         }
     }
 
@@ -358,7 +371,8 @@ impl OpName {
             OpName::Mprotect => &["region", "writable"],
             OpName::Madvise => &["region", "advice"],
             OpName::Fork => &["program", "core", "daemon"],
-            OpName::Exit | OpName::Count | OpName::Barrier => &[],
+            OpName::Exit | OpName::Count | OpName::Barrier | OpName::Serve => &[],
+            OpName::Io => &["server", "cycles"],
             OpName::MigrateThread => &["core"],
             OpName::MigratePages => &["region", "node"],
             OpName::Loop => &["count", "body"],
@@ -399,6 +413,7 @@ impl ScenarioOp {
         add(self.daemon.is_some(), "daemon");
         add(self.body.is_some(), "body");
         add(self.program.is_some(), "program");
+        add(self.server.is_some(), "server");
         g
     }
 }
@@ -474,7 +489,20 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
             all.push((format!("{vkey}.process[{i}]"), p, vi));
         }
     }
-    let mut c = Compiler { cores, nodes, files: &files, file_index: &file_index, programs: Vec::new(), daemon_programs: Vec::new() };
+    // Threads by name, as `io` names its server: their index in declaration order.
+    let mut thread_index: HashMap<&str, Vec<u32>> = HashMap::new();
+    for (n, t) in all.iter().flat_map(|(_, p, _)| &p.thread).enumerate() {
+        thread_index.entry(t.name.as_str()).or_default().push(n as u32);
+    }
+    let mut c = Compiler {
+        cores,
+        nodes,
+        files: &files,
+        file_index: &file_index,
+        thread_index: &thread_index,
+        programs: Vec::new(),
+        daemon_programs: Vec::new(),
+    };
     let mut processes = Vec::new();
     let mut slots = 0;
     let mut process_names = HashSet::new();
@@ -554,6 +582,7 @@ struct Compiler<'a> {
     nodes: u32,
     files: &'a [FileSpec],
     file_index: &'a HashMap<&'a str, u32>,
+    thread_index: &'a HashMap<&'a str, Vec<u32>>,
     programs: Vec<Vec<Op>>,
     daemon_programs: Vec<usize>,
 }
@@ -718,6 +747,26 @@ impl Compiler<'_> {
             OpName::Exit => out.push(Op::Exit),
             OpName::Count => out.push(Op::CountOp),
             OpName::Barrier => out.push(Op::Barrier),
+            OpName::Serve => out.push(Op::Serve),
+            OpName::Io => {
+                need(o.server.is_some(), "server")?;
+                need(o.cycles.is_some(), "cycles")?;
+                let cycles = o.cycles.unwrap();
+                check_range(&format!("{at}.cycles"), cycles, 1, 1 << 50)?;
+                let name = o.server.as_deref().unwrap();
+                let server = match self.thread_index.get(name).map(Vec::as_slice) {
+                    Some([one]) => *one,
+                    Some(many) => {
+                        return Err(Error::config(format!("{at}.server"), format!("{} threads are named {name:?}: give the server a name of its own", many.len())))
+                    }
+                    None => {
+                        let mut known: Vec<&&str> = self.thread_index.keys().collect();
+                        known.sort();
+                        return Err(Error::config(format!("{at}.server"), format!("no thread named {name:?} (threads: {})", known.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", "))));
+                    }
+                };
+                out.push(Op::Io { server, cycles });
+            }
             OpName::MigrateThread => {
                 need(o.core.is_some(), "core")?;
                 let core = o.core.unwrap();

@@ -1,0 +1,82 @@
+//! Split-driver I/O (`Op::Io`, `Op::Serve`): a front-end's request goes through a back-end
+//! thread, as a Xen guest's disk and network I/O goes through dom0 (Barham et al., "Xen
+//! and the Art of Virtualization", SOSP 2003, §3.3 and §4.1's I/O rings; Xen 3.x's
+//! blkfront/blkback and netfront/netback).
+//!
+//! Modelled: the requester queues a request on the back-end's ring and sleeps; the
+//! notification (an event channel) wakes the back-end if it sleeps in `Serve`, which under
+//! a hypervisor wakes its VCPU (credit's BOOST) and, on a CPU the guest ran on, is an
+//! inter-VM switch. The back-end's `Serve` takes the request and hands it to the device,
+//! which completes it `cycles` later; the completion interrupt queues it back on the
+//! back-end, whose next `Serve` takes it and notifies the requester, waking it. What the
+//! back-end does per request (its processing, the grant copies) is the operations after
+//! `Serve` in its program.
+//!
+//! Simplified: one queue per back-end thread, served in arrival order; the device has no
+//! queueing of its own (requests overlap freely); notifications cost nothing beyond the
+//! wake-ups they cause.
+
+use super::{Os, ThreadState};
+use crate::coherence::Coherence;
+
+/// One entry of a back-end's queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IoItem {
+    /// A new request of thread `client` that takes the device `cycles`.
+    Request { client: usize, cycles: u64 },
+    /// The device completed `client`'s request: answer it.
+    Done { client: usize },
+}
+
+impl<P: Coherence> Os<P> {
+    /// `thread` on `core` sends a request to `server` and sleeps until it is answered.
+    pub(super) fn io_request(&mut self, core: usize, thread: usize, server: usize, cycles: u64) {
+        self.advance(thread);
+        let now = self.clock(core);
+        self.io_requests += 1;
+        self.threads[thread].state = ThreadState::Blocked;
+        self.cores[core].current = None;
+        self.threads[server].io_queue.push_back(IoItem::Request { client: thread, cycles });
+        self.notify_server(server, now);
+    }
+
+    /// `thread` on `core` takes the next item of its queue, or sleeps until there is one
+    /// (its `Serve` then runs again).
+    pub(super) fn serve(&mut self, core: usize, thread: usize) {
+        let now = self.clock(core);
+        match self.threads[thread].io_queue.pop_front() {
+            None => {
+                let t = &mut self.threads[thread];
+                t.serving = true;
+                t.state = ThreadState::Blocked;
+                self.cores[core].current = None;
+            }
+            Some(IoItem::Request { client, cycles }) => {
+                self.advance(thread);
+                self.schedule_event(now + cycles, super::sched::Event::IoDone { server: thread, client });
+            }
+            Some(IoItem::Done { client }) => {
+                self.advance(thread);
+                self.io_completions += 1;
+                if self.threads[client].state == ThreadState::Blocked {
+                    self.schedule_wake(client, now);
+                }
+            }
+        }
+    }
+
+    /// The device completed `client`'s request at `at`: back to `server`'s queue.
+    pub(super) fn io_done(&mut self, server: usize, client: usize, at: u64) {
+        self.threads[server].io_queue.push_back(IoItem::Done { client });
+        self.notify_server(server, at);
+    }
+
+    /// The event channel: wake `server` at `at` if it sleeps in `Serve`.
+    fn notify_server(&mut self, server: usize, at: u64) {
+        let t = &mut self.threads[server];
+        if t.serving && t.state == ThreadState::Blocked {
+            t.serving = false;
+            self.schedule_wake(server, at);
+        }
+    }
+}
