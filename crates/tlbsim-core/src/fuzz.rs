@@ -218,6 +218,28 @@ fn put_in_vms(g: &mut Gen, w: &mut Workload, cores: u32) {
             t.core = t.core.map(|c| c % vcpus);
         }
     }
+    // Split-driver I/O in half of them: dom0 gets a back-end daemon, and some of the
+    // programs' sleeps become requests through it (the back-end then runs on whichever
+    // CPU its VCPU gets, between the guests' address spaces).
+    if g.chance(50) {
+        let server = w.processes.iter().map(|p| p.threads.len()).sum::<usize>() as u32;
+        let backend = w.programs.len();
+        let work = access(3, AccessMode::Mixed(0.5), 1 + g.below(8), Pattern::Random);
+        w.programs.push(vec![Op::Loop { count: 0, body: 2 }, Op::Serve, work]);
+        for prog in &mut w.programs[..backend] {
+            for op in prog.iter_mut() {
+                if let Op::Block { cycles } = *op {
+                    if g.chance(60) {
+                        *op = Op::Io { server, cycles };
+                    }
+                }
+            }
+        }
+        let regions = w.processes[0].regions.clone();
+        let thread = ThreadSpec { name: "backend".into(), class: "backend".into(), core: Some(0), program: backend, daemon: true };
+        vms[0].processes.push(w.processes.len());
+        w.processes.push(ProcessSpec { name: "backend".into(), group: 0, regions, threads: vec![thread] });
+    }
     w.vms = vms;
 }
 

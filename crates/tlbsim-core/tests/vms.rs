@@ -219,14 +219,17 @@ fn fuzz_scenarios_with_vms_are_clean_under_every_policy_and_tagging() {
     let unsafe_by_design = ["none", "abis-gap1", "abis-naive-insert", "latr-early-reuse"];
     for policy in tlbsim_core::coherence::NAMES.iter().filter(|p| !unsafe_by_design.contains(p)) {
         for tagging in ["none", "pcid", "domain", "cr3"] {
-            let mut switches = 0;
+            let (mut switches, mut io) = (0, 0);
             for &seed in &seeds {
                 let (cfg, w) = tlbsim_core::fuzz::scenario(seed, policy, Some(tagging), &[]).unwrap();
                 let v = tlbsim_core::os::run(&cfg, w).unwrap();
                 assert_eq!(violations(&v), 0, "{policy} {tagging} seed {seed}");
                 switches += v["totals"]["vcpu_switches"].as_u64().unwrap();
+                io += v["totals"]["io_completions"].as_u64().unwrap_or(0);
             }
             assert!(switches > 40, "{policy} {tagging}: {switches} VCPU switches");
+            // Half of them send split-driver I/O through a dom0 back-end.
+            assert!(io > 20, "{policy} {tagging}: {io} I/Os completed");
         }
     }
 }

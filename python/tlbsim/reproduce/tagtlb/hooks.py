@@ -67,6 +67,21 @@ def guests_dtlb_mptti(stats: Mapping[str, Any]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def phase_flips(stats: Mapping[str, Any]) -> float | None:
+    """Fig. 11: how often, between consecutive intervals of CPU 1, the guest that misses
+    more (dom1 or dom2, by DTLB MPTTI) changes; None without two intervals of both."""
+    order = []
+    for i in stats.get("intervals", []):
+        if i["cpu"] != 1:
+            continue
+        mptti = {v["vm"]: v["dtlb_mptti"] for v in i["per_vm"] if v["instructions"]}
+        if 1 in mptti and 2 in mptti and mptti[1] != mptti[2]:
+            order.append(mptti[1] > mptti[2])
+    if len(order) < 2:
+        return None
+    return float(sum(a != b for a, b in zip(order, order[1:])))
+
+
 METRICS = {
     "cpu0_flushes": cpu0_flushes,
     "flushes": flushes,
@@ -75,6 +90,7 @@ METRICS = {
     "itlb_mptti": itlb_mptti,
     "cpu1_dtlb_mptti": cpu1_dtlb_mptti,
     "guests_dtlb_mptti": guests_dtlb_mptti,
+    "phase_flips": phase_flips,
 }
 
 
