@@ -165,6 +165,12 @@ def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
             assert r[2] == "0" and r[3] == "0", r
         if r[0] == "none":
             assert int(r[2].replace(",", "")) > 0, r
+    # The partition section: the controller re-partitions and beats the fixed 50/50 split.
+    part = {r[0]: r for r in (line.split() for line in printed.splitlines()) if r and r[0] in ("unpartitioned", "static", "utility")}
+    assert set(part) == {"unpartitioned", "static", "utility"}
+    mean = {k: float(r[-2].replace(",", "")) for k, r in part.items()}
+    assert mean["utility"] < mean["static"], mean
+    assert int(part["utility"][-1].replace(",", "")) > 10 and part["static"][-1] == "0"
     # A second demo reuses every run.
     assert main(["demo", "--out", str(out)]) == 0
     assert f"{total} runs ({total} reused" in capsys.readouterr().out
