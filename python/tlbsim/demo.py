@@ -160,6 +160,17 @@ def partition_summary(out: Path) -> str:
     return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows)
 
 
+def _section(folder: Path, title: str, spec: dict[str, Any], table: Any, legend: str, jobs: int | None) -> None:
+    """One further section of the demo: its sweep into ``folder``, its table, its legend."""
+    import tlbsim
+
+    print("\n" + title)
+    s = tlbsim.sweep(spec, folder, jobs=jobs, progress=sys.stderr.isatty())
+    print(f"{s.total} runs ({s.skipped} reused, {s.ran} run now)\n")
+    print(table(folder))
+    print("\n" + textwrap.fill(legend, width=92))
+
+
 COLUMNS = (
     ("workload", "config.workload.kind", "{}"),
     ("threads", "config.workload.threads", "{}"),
@@ -242,41 +253,29 @@ def main(out: str | Path = "out/demo", jobs: int | None = None) -> int:
         "thousands of operations per simulated second, all threads. Means over the seeds."
     )
     print("\n" + textwrap.fill(legend, width=92))
-    vms = out / "vms"
-    print(
-        "\nTagged TLBs under VMs: vm-mix TPCC-TPCC (dom0 + two TPC-C guests, credit scheduler) on the "
-        "tagtlb-p4 preset, untagged / domain / CR3 tags, VCPUs pinned 0012 or not"
+    _section(
+        out / "vms",
+        "Tagged TLBs under VMs: vm-mix TPCC-TPCC (dom0 + two TPC-C guests, credit scheduler) on the "
+        "tagtlb-p4 preset, untagged / domain / CR3 tags, VCPUs pinned 0012 or not",
+        vm_spec(),
+        vm_summary,
+        "Full TLB flushes (both CPUs) by cause: a CR3 write switching address space within a VM "
+        "(intra-VM) or to another VM's (inter-VM), a guest's full flush done by rewriting CR3 "
+        "(forced), a fifth address space on the 4-entry TMT (capacity). MPTTI: first-level TLB "
+        "misses per 10,000 instructions, averaged over the CPUs.",
+        jobs,
     )
-    v = tlbsim.sweep(vm_spec(), vms, jobs=jobs, progress=sys.stderr.isatty())
-    print(f"{v.total} runs ({v.skipped} reused, {v.ran} run now)\n")
-    print(vm_summary(vms))
-    print(
-        "\n"
-        + textwrap.fill(
-            "Full TLB flushes (both CPUs) by cause: a CR3 write switching address space within a VM "
-            "(intra-VM) or to another VM's (inter-VM), a guest's full flush done by rewriting CR3 "
-            "(forced), a fifth address space on the 4-entry TMT (capacity). MPTTI: first-level TLB "
-            "misses per 10,000 instructions, averaged over the CPUs.",
-            width=92,
-        )
-    )
-    parts = out / "partition"
-    print(
-        "\nWho sets the TLB's service-level quotas: two guests share CPU 1's 64-entry CR3-tagged TLB, "
-        "their demands swapping between phases (dom1 16 pages then 48, dom2 96 then 16)"
-    )
-    p = tlbsim.sweep(partition_spec(), parts, jobs=jobs, progress=sys.stderr.isatty())
-    print(f"{p.total} runs ({p.skipped} reused, {p.ran} run now)\n")
-    print(partition_summary(parts))
-    print(
-        "\n"
-        + textwrap.fill(
-            "DTLB misses per 10,000 instructions of each guest. utility: the controller re-partitions "
-            "every 200,000 instructions from shadow-tag miss curves (tag paper §6.5's proposal, built "
-            "as utility-based cache partitioning); epochs: how often it did. Unpartitioned, a guest's "
-            "whole-TLB bursts beat any quota here; the controller beats the fixed split.",
-            width=92,
-        )
+    _section(
+        out / "partition",
+        "Who sets the TLB's service-level quotas: two guests share CPU 1's 64-entry CR3-tagged TLB, "
+        "their demands swapping between phases (dom1 16 pages then 48, dom2 96 then 16)",
+        partition_spec(),
+        partition_summary,
+        "DTLB misses per 10,000 instructions of each guest. utility: the controller re-partitions "
+        "every 200,000 instructions from shadow-tag miss curves (tag paper §6.5's proposal, built "
+        "as utility-based cache partitioning); epochs: how often it did. Unpartitioned, a guest's "
+        "whole-TLB bursts beat any quota here; the controller beats the fixed split.",
+        jobs,
     )
     rep = report(out)
     print(f"\nreport: {rep.index.resolve()}")

@@ -36,7 +36,7 @@ import html
 import json
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -835,17 +835,29 @@ def _fig_walk_cycles(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, 
     return fig, "Walk cycles per walk", caption
 
 
+def _per_run_panels(frame: pd.DataFrame, runs: dict[str, Any], ylabel: str) -> Iterator[tuple[Any, str, Any]]:
+    """One panel per run of ``runs`` (at most MAX_PANELS), titled by what varies, the
+    first with ``ylabel``: yields (axes, run_id, the run's data); the figure is
+    ``ax.figure``."""
+    ids = sorted(runs)[:MAX_PANELS]
+    varied = _varied(frame) if _has(frame, "run_id") else []
+    names = dict(zip(frame["run_id"].astype(str), _label(frame, varied).astype(str))) if varied else {}
+    _, axes = _panel_figure(len(ids), 1)
+    for j, run_id in enumerate(ids):
+        ax = axes[0, j]
+        ax.set_title(names.get(run_id, run_id), fontsize="medium")
+        ax.grid(linestyle=":", linewidth=0.5)
+        if j == 0:
+            ax.set_ylabel(ylabel)
+        yield ax, run_id, runs[run_id]
+    _legend(axes[0, -1], "domain")
+
+
 def _fig_intervals(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, str]:
     runs = {k: v for k, v in (tables.intervals or {}).items() if v}
     if not runs:
         raise _Skip("no run has intervals (sim.interval_instructions with VMs)")
-    ids = sorted(runs)[:MAX_PANELS]
-    varied = _varied(frame) if _has(frame, "run_id") else []
-    names = dict(zip(frame["run_id"].astype(str), _label(frame, varied).astype(str))) if varied else {}
-    fig, axes = _panel_figure(len(ids), 1)
-    for j, run_id in enumerate(ids):
-        ax = axes[0, j]
-        intervals = runs[run_id]
+    for ax, _, intervals in _per_run_panels(frame, runs, "DTLB misses per 10k instructions"):
         # The CPU most VMs ran on (CPU 1 in the tag paper's 0012 runs).
         cpus = sorted({i["cpu"] for i in intervals})
         cpu = max(cpus, key=lambda c: (len({v["vm"] for i in intervals if i["cpu"] == c for v in i["per_vm"]}), -c))
@@ -858,31 +870,20 @@ def _fig_intervals(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, st
         total = [sum(v["dtlb_mptti"] * v["instructions"] for v in i["per_vm"]) / max(1, i["instructions"]) for i in mine]
         ax.plot([i["end_cycle"] for i in mine], total, label="CPU average", color="#7f7f7f", linestyle=":")
         ax.set_xlabel(f"cycle (CPU {cpu})")
-        if j == 0:
-            ax.set_ylabel("DTLB misses per 10k instructions")
-        ax.set_title(names.get(run_id, run_id), fontsize="medium")
-        ax.grid(linestyle=":", linewidth=0.5)
-    _legend(axes[0, -1], "domain")
     caption = (
         "DTLB MPTTI per domain over time, as the tag paper's Fig. 11: stats.json's intervals "
         "(each CPU's run cut every sim.interval_instructions instructions it retires), on the CPU "
         "the most domains ran on; the dotted line is that CPU's MPTTI over all domains. One panel "
         f"per run (at most {MAX_PANELS})."
     )
-    return fig, "MPTTI over time per domain", caption
+    return ax.figure, "MPTTI over time per domain", caption
 
 
 def _fig_partitions(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, str]:
     runs = {k: v for k, v in (tables.partitions or {}).items() if any(v)}
     if not runs:
         raise _Skip("no run of the utility partition controller (machine.tlb.partition_controller)")
-    ids = sorted(runs)[:MAX_PANELS]
-    varied = _varied(frame) if _has(frame, "run_id") else []
-    names = dict(zip(frame["run_id"].astype(str), _label(frame, varied).astype(str))) if varied else {}
-    fig, axes = _panel_figure(len(ids), 1)
-    for j, run_id in enumerate(ids):
-        ax = axes[0, j]
-        cores = runs[run_id]
+    for ax, _, cores in _per_run_panels(frame, runs, "L1 DTLB entries allotted"):
         # The core whose history names the most domains (CPU 1 in the tag paper's 0012).
         def levels(p: Any) -> int:
             return max((sum(1 for q in e.get("l1d", []) if q) for e in p["history"]), default=0) if p else -1
@@ -895,17 +896,12 @@ def _fig_partitions(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, s
             if any(ys):
                 ax.step(xs, ys, where="post", label=f"dom{vm}", **_style(vm))
         ax.set_xlabel(f"instructions retired (CPU {cpu})")
-        if j == 0:
-            ax.set_ylabel("L1 DTLB entries allotted")
-        ax.set_title(names.get(run_id, run_id), fontsize="medium")
-        ax.grid(linestyle=":", linewidth=0.5)
-    _legend(axes[0, -1], "domain")
     caption = (
         "The utility partition controller's quotas over time: the L1 DTLB entries each domain "
         "(service level) is allotted after each epoch (per_core[].partition.history), on the core "
         f"whose quotas name the most domains. One panel per run (at most {MAX_PANELS})."
     )
-    return fig, "TLB partition quotas over time", caption
+    return ax.figure, "TLB partition quotas over time", caption
 
 
 FIGURES: list[tuple[str, FigureFn]] = [
@@ -1075,31 +1071,31 @@ def report(
     )
 
 
+def _from_stats(root: Path, run_ids: Iterable[Any], part: Callable[[dict[str, Any]], Any]) -> dict[str, Any] | None:
+    """``part(stats.json)`` of each run of ``run_ids`` (read only for those)."""
+    out: dict[str, Any] = {}
+    for run_id in run_ids:
+        path = root / "runs" / str(run_id) / "stats.json"
+        try:
+            out[str(run_id)] = part(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out or None
+
+
 def _intervals(root: Path, frame: pd.DataFrame) -> dict[str, list[Any]] | None:
-    """stats.json's ``intervals`` of the runs that counted them (read only for those)."""
+    """stats.json's ``intervals`` of the runs that counted them."""
     col = "config.sim.interval_instructions"
     if not _has(frame, col):
         return None
-    out: dict[str, list[Any]] = {}
-    for run_id in frame.loc[pd.to_numeric(frame[col], errors="coerce").fillna(0) > 0, "run_id"]:
-        path = root / "runs" / str(run_id) / "stats.json"
-        try:
-            out[str(run_id)] = json.loads(path.read_text()).get("intervals") or []
-        except (OSError, ValueError):
-            continue
-    return out or None
+    chosen = frame.loc[pd.to_numeric(frame[col], errors="coerce").fillna(0) > 0, "run_id"]
+    return _from_stats(root, chosen, lambda s: s.get("intervals") or [])
 
 
 def _partitions(root: Path, frame: pd.DataFrame) -> dict[str, list[Any]] | None:
-    """Each core's ``partition`` of the runs of the utility controller (read only for those)."""
+    """Each core's ``partition`` of the runs of the utility controller."""
     col = "config.machine.tlb.partition_controller"
     if not _has(frame, col):
         return None
-    out: dict[str, list[Any]] = {}
-    for run_id in frame.loc[frame[col].astype(str) == "utility", "run_id"]:
-        path = root / "runs" / str(run_id) / "stats.json"
-        try:
-            out[str(run_id)] = [c.get("partition") for c in json.loads(path.read_text()).get("per_core", [])]
-        except (OSError, ValueError):
-            continue
-    return out or None
+    chosen = frame.loc[frame[col].astype(str) == "utility", "run_id"]
+    return _from_stats(root, chosen, lambda s: [c.get("partition") for c in s.get("per_core", [])])
