@@ -131,12 +131,12 @@ def controller_rows(runs: Mapping[str, Any]) -> dict[str, Any]:
     vmmix = []
     for r in runs.get("controller-vmmix", []):
         test, entries = r.params.get("workload.test"), r.params.get("machine.tlb.l1d.entries")
-        splits = [(s.params.get("machine.tlb.sl_quota_fraction"), cpu1_dtlb_mptti(s.stats)) for s in runs.get("sl", [])
+        splits = [(s.params.get("machine.tlb.sl_quota_fraction"), guests_dtlb_mptti(s.stats)) for s in runs.get("sl", [])
                   if s.params.get("workload.test") == test and s.params.get("machine.tlb.l1d.entries") == entries]
         splits = [x for x in splits if x[1] is not None]
         top = min(splits, key=lambda x: x[1]) if splits else (None, None)
-        vmmix.append({"test": test, "entries": entries, "utility_cpu1_dtlb_mptti": cpu1_dtlb_mptti(r.stats),
-                      "best_static": top[0], "best_static_cpu1_dtlb_mptti": top[1]})
+        vmmix.append({"test": test, "entries": entries, "utility_guests_dtlb_mptti": guests_dtlb_mptti(r.stats),
+                      "best_static": top[0], "best_static_guests_dtlb_mptti": top[1]})
     return {"phases": phases, "best_static": best["run"] if best else None, "vm_mix": vmmix}
 
 
@@ -192,7 +192,7 @@ def outputs(runs: Mapping[str, Any], out: Any, quick: bool) -> list[dict[str, An
         value = f"{p['guests_dtlb_mptti']:10.1f}" if p["guests_dtlb_mptti"] is not None else f"{'n/a':>10}"
         print(f"  {p['run']:<28} {value}   per guest {', '.join(f'{x:.1f}' for x in p['dom_dtlb_mptti'])}{mark}")
     for v in rows["vm_mix"]:
-        u, b = v["utility_cpu1_dtlb_mptti"], v["best_static_cpu1_dtlb_mptti"]
+        u, b = v["utility_guests_dtlb_mptti"], v["best_static_guests_dtlb_mptti"]
         fmt = lambda x: f"{x:.1f}" if x is not None else "n/a"  # noqa: E731
         print(f"  {v['test']} at {v['entries']} entries: utility {fmt(u)}, best static {v['best_static']} {fmt(b)}")
     path = Path(out, "controller_phases.png")
