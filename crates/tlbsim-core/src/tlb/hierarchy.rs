@@ -212,6 +212,15 @@ impl TlbHierarchy {
     /// happen, its misses where the fill goes).
     #[inline(always)]
     fn observe(&mut self, i: usize, e: &TlbEntry) {
+        // Out of line: the lookup path of a run without the controller keeps its shape.
+        if self.partition.is_some() {
+            self.observe_cold(i, e);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn observe_cold(&mut self, i: usize, e: &TlbEntry) {
         if let Some(p) = self.partition.as_mut() {
             p.observe(i, e.vpn.0, size_index(e.size), e.tag, self.sl);
         }
