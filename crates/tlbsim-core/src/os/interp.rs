@@ -114,8 +114,7 @@ impl<P: Coherence> Os<P> {
                 let now = self.clock(core);
                 if !self.release_barrier(pid, now) {
                     // Asleep without a wake-up time: the last to arrive wakes it.
-                    self.threads[thread].state = super::ThreadState::Blocked;
-                    self.cores[core].current = None;
+                    self.park(core, thread);
                 }
             }
             Op::Compute { cycles } => {

@@ -34,8 +34,7 @@ impl<P: Coherence> Os<P> {
         self.advance(thread);
         let now = self.clock(core);
         self.io_requests += 1;
-        self.threads[thread].state = ThreadState::Blocked;
-        self.cores[core].current = None;
+        self.park(core, thread);
         self.threads[server].io_queue.push_back(IoItem::Request { client: thread, cycles });
         self.notify_server(server, now);
     }
@@ -46,10 +45,8 @@ impl<P: Coherence> Os<P> {
         let now = self.clock(core);
         match self.threads[thread].io_queue.pop_front() {
             None => {
-                let t = &mut self.threads[thread];
-                t.serving = true;
-                t.state = ThreadState::Blocked;
-                self.cores[core].current = None;
+                self.threads[thread].serving = true;
+                self.park(core, thread);
             }
             Some(IoItem::Request { client, cycles }) => {
                 self.advance(thread);

@@ -182,8 +182,7 @@ impl<P: Coherence> Os<P> {
         if spinning {
             self.cores[core].waiting += 1;
         } else {
-            self.threads[thread].state = ThreadState::Blocked;
-            self.cores[core].current = None;
+            self.park(core, thread);
         }
         self.mark_dirty(core);
     }

@@ -273,9 +273,14 @@ impl<P: Coherence> Os<P> {
     }
 
 
-    pub(crate) fn block(&mut self, core: usize, thread: usize, until: u64) {
+    /// `thread` leaves `core` asleep, with no wake-up time: whoever it waits for wakes it.
+    pub(crate) fn park(&mut self, core: usize, thread: usize) {
         self.threads[thread].state = ThreadState::Blocked;
         self.cores[core].current = None;
+    }
+
+    pub(crate) fn block(&mut self, core: usize, thread: usize, until: u64) {
+        self.park(core, thread);
         self.schedule_wake(thread, until);
     }
 

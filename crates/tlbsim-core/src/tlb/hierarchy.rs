@@ -263,11 +263,6 @@ impl TlbHierarchy {
         }))
     }
 
-    /// Entries each service level is allotted in structure `i` now (empty: no quotas).
-    pub fn quotas(&self, i: usize) -> &[u32] {
-        &self.quotas[i]
-    }
-
     /// Tag of the running context (what lookups compare and new entries carry).
     #[inline]
     pub fn tag(&self) -> u16 {

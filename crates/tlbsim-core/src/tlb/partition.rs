@@ -72,6 +72,7 @@ pub struct Settings {
 
 /// Stack positions a monitored structure keeps at most (see the module comment).
 const MAX_POSITIONS: u32 = 64;
+const NONE: u8 = u8::MAX;
 /// Epochs recorded in `history`; later ones are counted, not kept.
 const HISTORY_LIMIT: usize = 4096;
 
@@ -109,6 +110,8 @@ pub struct EpochRecord {
 pub struct Controller {
     settings: Settings,
     monitors: Vec<Monitor>,
+    /// Per TLB structure, its monitor's index in `monitors` (`NONE`: not monitored).
+    monitor_of: [u8; 8],
     /// Instructions retired under each level (decayed with the counters).
     instructions: Vec<u64>,
     /// Instructions retired when the running level last changed.
@@ -240,8 +243,17 @@ impl Controller {
     /// A controller for the present structures among the TLB levels (`present_entries[i]`
     /// the entries of structure i, 0 when absent).
     pub fn new(settings: Settings, present_entries: &[(usize, u32)]) -> Controller {
-        let monitors = present_entries.iter().filter(|&&(_, e)| e > 0).map(|&(i, e)| Monitor::new(i, e)).collect();
-        Controller { settings, monitors, instructions: Vec::new(), mark: 0, epochs: 0, history: Vec::new() }
+        let monitors: Vec<Monitor> = present_entries.iter().filter(|&&(_, e)| e > 0).map(|&(i, e)| Monitor::new(i, e)).collect();
+        let mut monitor_of = [NONE; 8];
+        for (mi, m) in monitors.iter().enumerate() {
+            monitor_of[m.structure] = mi as u8;
+        }
+        Controller { settings, monitors, monitor_of, instructions: Vec::new(), mark: 0, epochs: 0, history: Vec::new() }
+    }
+
+    fn monitor(&mut self, structure: usize) -> Option<&mut Monitor> {
+        let mi = self.monitor_of[structure];
+        (mi != NONE).then(|| &mut self.monitors[mi as usize])
     }
 
     pub fn settings(&self) -> &Settings {
@@ -252,12 +264,9 @@ impl Controller {
     /// a context of service level `sl`.
     #[inline(always)]
     pub fn observe(&mut self, structure: usize, vpn: u64, size: u8, tag: u16, sl: u8) {
-        for m in &mut self.monitors {
-            if m.structure == structure {
-                if m.sampled(vpn) {
-                    m.observe(page_key(vpn, size), tag, sl);
-                }
-                return;
+        if let Some(m) = self.monitor(structure) {
+            if m.sampled(vpn) {
+                m.observe(page_key(vpn, size), tag, sl);
             }
         }
     }
@@ -275,13 +284,13 @@ impl Controller {
     /// Structure `structure` was flushed whole: its stacks are emptied; a pending
     /// allocation is returned to be applied.
     pub fn flushed(&mut self, structure: usize) -> Option<Vec<u32>> {
-        let m = self.monitors.iter_mut().find(|m| m.structure == structure)?;
+        let m = self.monitor(structure)?;
         m.flush();
         m.pending.take()
     }
 
     pub fn flushed_tag(&mut self, structure: usize, tag: u16) {
-        if let Some(m) = self.monitors.iter_mut().find(|m| m.structure == structure) {
+        if let Some(m) = self.monitor(structure) {
             m.flush_tag(tag);
         }
     }

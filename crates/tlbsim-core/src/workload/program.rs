@@ -298,6 +298,7 @@ impl Workload {
         // checked against the machine's cores, and wrap around the VCPUs of the VM that runs
         // them (os/virt.rs `cpu_index`).
         let must_end = self.programs_that_must_end();
+        let declared: Vec<&ThreadSpec> = self.processes.iter().flat_map(|p| &p.threads).collect();
         for (gi, prog) in self.programs.iter().enumerate() {
             for (i, op) in prog.iter().enumerate() {
                 let at = || format!("program[{gi}].op[{i}]");
@@ -327,7 +328,6 @@ impl Workload {
                         return Err(format!("{}: core {core} does not exist (the machine has {cores})", at()))
                     }
                     Op::Io { server, .. } => {
-                        let declared: Vec<&ThreadSpec> = self.processes.iter().flat_map(|p| &p.threads).collect();
                         match declared.get(*server as usize) {
                             None => return Err(format!("{}: no thread {server} to serve the request ({} declared)", at(), declared.len())),
                             Some(t) if !self.programs[t.program].contains(&Op::Serve) => {
