@@ -30,6 +30,8 @@ PY_TEST := echo "+ $(VPY) -m pytest python/tests -q"; $(VPY) -m pytest python/te
 # Native shootdown micro-benchmarks on the real kernel (bench/shootdown.c, patterns in
 # bench/patterns.toml): one JSON line per pattern.
 NATIVE_BENCH := target/native/shootdown target/native/tlb_reach target/native/fpr_munmap target/native/munmap_lock
+# Example programs to record and replay (examples/record/, `tlbsim record`).
+RECORD_EXAMPLES := target/native/file_server target/native/gc_barrier
 
 demo: develop
 	$(VENV)/bin/tlbsim demo
@@ -71,7 +73,11 @@ py-test: develop chromium record-plugin
 # `tlbsim record` (python/tlbsim/record.py) runs programs under qemu-x86_64 with the TCG
 # plugin record/tlbsim_record.c. Debian ships no qemu-plugin.h: the plugin declares the
 # API entry points it uses itself.
-record-plugin: qemu-user target/native/tlbsim_record.so
+record-plugin: qemu-user target/native/tlbsim_record.so $(RECORD_EXAMPLES)
+
+target/native/%: examples/record/%.c bench/proc_interrupts.h
+	@mkdir -p $(dir $@)
+	gcc -O2 -Wall -Wextra -pthread -o $@ $<
 
 target/native/tlbsim_record.so: record/tlbsim_record.c
 	@mkdir -p $(dir $@)

@@ -11,7 +11,9 @@
  * or one Instructions record per executed translation block (`fetches=off`), every data
  * access with its size and direction, and the system calls that change the address space
  * or the threads, with their arguments and result (Syscall records), preceded by a File
- * record (device, inode) for a file mapping.
+ * record (device, inode) for a file mapping. Two calls pass what replay needs by pointer;
+ * it is read from guest memory and recorded as an extra argument: sched_setaffinity's mask
+ * (its first 64 CPUs, a fourth argument) and clone3's clone_args.flags (a third).
  *
  * Simplifies: one process-wide lock and buffer, so the file's order is the order in which
  * the callbacks ran (a consistent global order: an access that happens after a syscall in
@@ -24,6 +26,7 @@
  * Arguments: out=PATH (the raw file, already holding the 8-byte magic), fetches=on|off,
  * status=PATH (optional: the instruction count is written there at each flush).
  */
+#define _GNU_SOURCE /* process_vm_readv */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -34,6 +37,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* ---- The QEMU plugin API entry points used (API version 1, QEMU 7.2). ---- */
@@ -121,6 +125,16 @@ static __thread uint64_t my_prev;          /* delta base of this thread's access
 static __thread uint64_t sys_args[8];       /* arguments of the pending system call */
 static __thread struct stat sys_file;        /* file of a pending file mmap */
 static __thread bool sys_has_file;
+static __thread int sys_nargs;               /* arguments recorded for the pending call */
+
+/* Read 8 bytes of the guest at `addr` (QEMU user mode on an x86-64 host maps guest
+ * addresses 1:1 when it can, guest_base 0): process_vm_readv fails cleanly (EFAULT) where a
+ * plain load would crash. Returns false if unreadable. */
+static bool read_guest_u64(uint64_t addr, uint64_t *out)
+{
+    struct iovec local = {out, sizeof *out}, remote = {(void *)(uintptr_t)addr, sizeof *out};
+    return addr != 0 && process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof *out;
+}
 
 static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
 {
@@ -250,7 +264,7 @@ static void on_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 
 static void write_syscall(int64_t nr, int64_t ret)
 {
-    int nargs = tracked_nargs(nr);
+    int nargs = sys_nargs;
     uint8_t *p = begin();
     if (sys_has_file) {
         *p++ = TAG_FILE;
@@ -278,6 +292,13 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t nr, uint6
     uint64_t a[8] = {a1, a2, a3, a4, a5, a6, a7, a8};
     memcpy(sys_args, a, sizeof a);
     sys_has_file = false;
+    sys_nargs = tracked_nargs(nr);
+    /* Arguments passed by pointer that replay needs: sched_setaffinity's mask (its first
+     * 64 CPUs, as a fourth argument) and clone3's clone_args.flags (as a third). */
+    if (nr == 203 && read_guest_u64(a3, &sys_args[3]))
+        sys_nargs = 4;
+    if (nr == 435 && read_guest_u64(a1, &sys_args[2]))
+        sys_nargs = 3;
     /* mmap of a file: MAP_ANONYMOUS is 0x20, the fd the fifth argument. */
     if (nr == 9 && !(a4 & 0x20) && (int64_t)(int32_t)a5 >= 0)
         sys_has_file = fstat((int)a5, &sys_file) == 0;

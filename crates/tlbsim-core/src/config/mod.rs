@@ -343,11 +343,14 @@ pub struct WorkloadConfig {
     /// `scenario` (the OS-mode scenario in `[workload.scenario]`), or a built-in OS-mode
     /// generator: `shootdown-patterns`, `fpr-munmap`, `fpr-evict`, `ycsb`, `apache`,
     /// `vmscale`, `reclaim`, `stm-mprotect`, `mitosis-bench`, `vma-ops`, `mactest`,
-    /// `cowsingle`, `cowmultiple`, `wordcount`, `vm-mix` (`crate::workload::generators`).
+    /// `cowsingle`, `cowmultiple`, `wordcount`, `vm-mix` (`crate::workload::generators`),
+    /// or `recorded` (a `tlbsim record` recording replayed through the OS model,
+    /// `crate::workload::recorded`).
     pub kind: String,
     /// trace: format of every path.
     pub format: TraceFormat,
-    /// trace: one path per simulated thread; thread i is pinned to core i.
+    /// trace: one path per simulated thread; thread i is pinned to core i. recorded: the
+    /// one recording.
     pub paths: Vec<PathBuf>,
     /// Simulate instruction fetches (they still count as instructions when false).
     pub fetches: bool,
@@ -430,6 +433,9 @@ pub struct WorkloadConfig {
     /// OS mode: a co-runner added to the workload (Mitosis §3.2's STREAM interference):
     /// `{ kind = "stream", socket = N }`.
     pub corunner: Option<CorunnerConfig>,
+    /// recorded: cycles per recorded instruction, as a multiple of the machine's CPI (the
+    /// recording has no timing: this scales the time between its events).
+    pub time_scale: f64,
 }
 
 /// A bandwidth-hungry co-runner (`workload.corunner`).
@@ -492,6 +498,7 @@ impl Default for WorkloadConfig {
             memory_limit_mib: 0,
             scenario: None,
             corunner: None,
+            time_scale: 1.0,
         }
     }
 }
@@ -673,6 +680,18 @@ impl Config {
                 }
                 range("workload.instructions_per_access", w.instructions_per_access as u64, 1, 1 << 20)?;
             }
+            // A recording is read (and checked) when the run builds it: only its path here.
+            "recorded" => {
+                if w.paths.len() != 1 {
+                    return Err(Error::config("workload.paths", format!("a recorded workload replays one recording (`tlbsim record --out FILE`), got {} paths", w.paths.len())));
+                }
+                if !w.paths[0].is_file() {
+                    return Err(Error::config("workload.paths", format!("{}: no such recording", w.paths[0].display())));
+                }
+                if !(w.time_scale > 0.0 && w.time_scale <= 1e6) {
+                    return Err(Error::config("workload.time_scale", format!("{}: must be above 0 (1 = the machine's CPI per recorded instruction)", w.time_scale)));
+                }
+            }
             // OS mode: building the workload checks every parameter the kind reads (errors
             // name the key) and the compiled program (`Workload::check`).
             "scenario" => {
@@ -682,7 +701,7 @@ impl Config {
                 crate::workload::build(self)?;
             }
             k => {
-                let kinds: Vec<String> = ["trace", "synthetic", "scenario"]
+                let kinds: Vec<String> = ["trace", "synthetic", "scenario", "recorded"]
                     .iter()
                     .chain(crate::workload::generators::KINDS)
                     .map(|k| format!("{k:?}"))

@@ -135,6 +135,14 @@ impl<P: Coherence> Os<P> {
                 self.charge(core, piece);
             }
             Op::Io { server, cycles } => self.io_request(core, thread, server as usize, cycles),
+            Op::Replay { stream, start, len } => self.exec_replay(core, thread, stream as usize, start, len, until)?,
+            Op::SetRange { slot, va, len } => {
+                self.threads[thread].slots[slot] = (va, len);
+                self.advance(thread);
+            }
+            Op::Spawn { thread: declared } => self.spawn_held(core, thread, declared),
+            Op::Post { token } => self.post(thread, token),
+            Op::Wait { token, count } => self.wait_token(core, thread, token, count, until)?,
             Op::Serve => self.serve(core, thread),
             Op::Block { cycles } => {
                 self.advance(thread);
@@ -184,6 +192,14 @@ impl<P: Coherence> Os<P> {
                 // MAP_FIXED at the address the slot held before (none yet: a plain mmap).
                 let previous = self.threads[thread].slots[slot].0;
                 let fixed_at = (spec.fixed && previous != 0).then_some(previous);
+                if let Some(va) = fixed_at {
+                    // MAP_FIXED replaces what its range overlaps (mmap_region's
+                    // do_vmi_munmap), under the write lock it holds.
+                    let len = spec.bytes.div_ceil(4096) * 4096;
+                    if self.overlaps_mapping(pid, va, len) {
+                        self.unmap_range(core, thread, va, len, false)?;
+                    }
+                }
                 let va = self.mmap_region(core, pid, &spec, fixed_at)?;
                 self.threads[thread].slots[slot] = (va, spec.bytes.div_ceil(4096) * 4096);
                 self.mmap_unlock_after_syscall(core, thread, pid);

@@ -25,6 +25,8 @@ use crate::workload::program::{Backing, MapSpec};
 
 const PAGE: u64 = 4096;
 const HUGE: u64 = 2 << 20;
+/// End of x86-64's 47-bit user address space (TASK_SIZE_MAX, rounded).
+const USER_TOP: u64 = 1 << 47;
 
 impl<P: Coherence> Os<P> {
     /// Node a new data frame comes from for a fault on `core`.
@@ -49,7 +51,9 @@ impl<P: Coherence> Os<P> {
         };
         let va = if let Some(va) = fixed_at {
             // MAP_FIXED: the caller's address (a range a policy holds back included).
-            if va % PAGE != 0 || va + len > MMAP_TOP || vma_map.range(..va + len).next_back().is_some_and(|(_, v)| v.end > va) {
+            // Anywhere in the 47-bit user address space: a recorded program's stack and
+            // mappings may lie above the mmap area this model places mappings in.
+            if va % PAGE != 0 || va + len > USER_TOP || vma_map.range(..va + len).next_back().is_some_and(|(_, v)| v.end > va) {
                 return Err(Error::Sim(format!("process {pid}: MAP_FIXED at {va:#x} for {len} bytes overlaps a mapping (munmap the region first)")));
             }
             va
@@ -111,6 +115,12 @@ impl<P: Coherence> Os<P> {
             }
         }
         Ok(va)
+    }
+
+    /// Whether `[va, va+len)` overlaps a mapping of `pid` (the libraries' reserved range
+    /// included).
+    pub(crate) fn overlaps_mapping(&self, pid: u32, va: u64, len: u64) -> bool {
+        self.procs[pid as usize].vmas.range(..va.saturating_add(len)).next_back().is_some_and(|(_, v)| v.end > va)
     }
 
     fn vma_at(&self, pid: u32, va: u64) -> Option<(u64, Vma)> {
@@ -611,6 +621,12 @@ impl<P: Coherence> Os<P> {
 
     /// munmap (__do_munmap → unmap_region: zap, free_pgtables, tlb_finish_mmu).
     pub(crate) fn sys_munmap(&mut self, core: usize, thread: usize, va: u64, len: u64) -> Result<()> {
+        self.unmap_range(core, thread, va, len, true)
+    }
+
+    /// Unmap `[va, va+len)` of `thread`'s process: munmap's work, which MAP_FIXED also does
+    /// to whatever its range overlaps (there without downgrading `mmap_lock`).
+    pub(crate) fn unmap_range(&mut self, core: usize, thread: usize, va: u64, len: u64, downgrade: bool) -> Result<()> {
         let pid = self.threads[thread].pid;
         if len == 0 {
             return Ok(());
@@ -625,8 +641,10 @@ impl<P: Coherence> Os<P> {
         };
         self.remove_vmas(pid, va, len);
         // The VMAs are detached: the rest runs under mmap_lock for read.
-        let now = self.clock(core);
-        self.mmap_downgrade(thread, pid, now);
+        if downgrade {
+            let now = self.clock(core);
+            self.mmap_downgrade(thread, pid, now);
+        }
         self.zap(core, pid, va, len, &mut gather)?;
         gather.tables = self.pte_free_tables(pid, va, va + len);
         if !contexts.is_empty() {
@@ -934,7 +952,7 @@ impl<P: Coherence> Os<P> {
         // A child whose program the workload marks as a daemon (it sleeps or spins
         // forever) does not keep the run going.
         let daemon = self.w.daemon_programs.contains(&program);
-        self.spawn_thread(child, name, class, daemon, program, target, child_core.is_some(), slots, now);
+        self.spawn_thread(child, name, class, daemon, program, target, child_core.is_some(), slots, now, false);
         // flush_tlb_mm(parent): a full flush of the parent's address space.
         if !gather.pages.is_empty() {
             self.flush(core, parent, FlushReason::Fork, true, gather);

@@ -6,6 +6,7 @@
 //! |---|---|
 //! | `mod.rs` | the state (processes, threads, per-core kernel state), set-up, effects of policy hooks |
 //! | `sched.rs` | the event loop, the scheduler (run queues, time slices, idle, wake-ups), timer ticks |
+//! | `replay.rs` | a recorded program's operations: its access streams, thread starts, completion tokens |
 //! | `asid.rs` | address-space switches: PCID slots and generations, lazy TLB, CR3 loads, full flushes |
 //! | `shootdown.rs` | the flush protocol and its delivery timing (IPI, hardware message, deferred) |
 //! | `checker.rs` | the stale-translation checker |
@@ -58,6 +59,7 @@ mod output;
 mod pte;
 mod sched;
 mod shootdown;
+mod replay;
 mod virt;
 
 use crate::coherence::{Coherence, Effect, Effects, WithPolicy};
@@ -67,7 +69,7 @@ use crate::rng::SplitMix64;
 use crate::sim::{Machine, CLOCK_SHIFT};
 use crate::tlb::TlbEntry;
 use crate::types::{CoreId, Pfn, Vpn};
-use crate::workload::program::Workload;
+use crate::workload::program::{MapSpec, Workload};
 use std::cmp::Reverse;
 use crate::fasthash::{FastMap as HashMap, FastSet};
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
@@ -419,6 +421,14 @@ pub(crate) struct Os<P: Coherence> {
     /// Split-driver I/O (os/io.rs): requests sent, completions delivered.
     pub(crate) io_requests: u64,
     pub(crate) io_completions: u64,
+    /// Completion tokens of `Op::Post`/`Op::Wait` (os/replay.rs): times posted.
+    pub(crate) tokens: Vec<u32>,
+    /// Threads created asleep (`Workload::held_threads`), by declaration index: the
+    /// engine's thread id, until an `Op::Spawn` starts it.
+    pub(crate) held: Vec<(u32, usize)>,
+    /// Clock units (cycles << CLOCK_SHIFT) per recorded instruction: the machine's CPI
+    /// times `workload.time_scale`.
+    pub(crate) replay_cpi: u64,
     /// A thread stopped before a system call because another core is behind it in
     /// simulated time (`Os::ahead_of_others`): its core goes back to the scheduler.
     yield_core: bool,
@@ -577,6 +587,9 @@ impl<P: Coherence> Os<P> {
             steps: 0,
             io_requests: 0,
             io_completions: 0,
+            tokens: Vec::new(),
+            held: Vec::new(),
+            replay_cpi: 0,
             yield_core: false,
             partial: false,
             pages_in_flight: HashMap::default(),
@@ -615,6 +628,7 @@ impl<P: Coherence> Os<P> {
             return Err(Error::config("sim.interval_instructions", "time series are counted per VM: the workload has none (workload.scenario.vm, or kind = \"vm-mix\")"));
         }
         let mut next_core = 0usize;
+        let mut declared = 0usize;
         for pi in 0..os.w.processes.len() {
             let spec = os.w.processes[pi].clone();
             let vm = os.w.vm_of(pi);
@@ -631,6 +645,10 @@ impl<P: Coherence> Os<P> {
                 let va = os.mmap_region(setup_core, pid, r, None)?;
                 slots[ri] = (va, r.bytes.div_ceil(4096) * 4096);
             }
+            let fixed: Vec<(u64, MapSpec)> = os.w.fixed_regions.iter().filter(|r| r.0 == pi).map(|r| (r.1, r.2)).collect();
+            for (va, r) in fixed {
+                os.mmap_region(setup_core, pid, &r, Some(va))?;
+            }
             // Set-up so far ends when the busiest core's clock does.
             let start = if os.w.start_after_setup.contains(&pi) { (0..ncores).map(|c| os.clock(c)).max().unwrap_or(0) } else { 0 };
             for t in &spec.threads {
@@ -643,9 +661,16 @@ impl<P: Coherence> Os<P> {
                             c
                         }
                     };
-                os.spawn_thread(pid, t.name.clone(), t.class.clone(), t.daemon, t.program, core, t.core.is_some(), slots.clone(), start);
+                let held = os.w.held_threads.contains(&(declared as u32));
+                let id = os.spawn_thread(pid, t.name.clone(), t.class.clone(), t.daemon, t.program, core, t.core.is_some(), slots.clone(), start, held);
+                if held {
+                    os.held.push((declared as u32, id));
+                }
+                declared += 1;
             }
         }
+        os.tokens = vec![0; os.w.tokens as usize];
+        os.replay_cpi = (os.m.cpi_fixed as f64 * cfg.workload.time_scale).round() as u64;
         Ok(os)
     }
 
@@ -718,6 +743,7 @@ impl<P: Coherence> Os<P> {
         pinned: bool,
         slots: Vec<(u64, u64)>,
         start: u64,
+        held: bool,
     ) -> usize {
         let id = self.threads.len();
         self.threads.push(Thread {
@@ -754,7 +780,12 @@ impl<P: Coherence> Os<P> {
         if !daemon {
             self.live_workers += 1;
         }
-        self.enqueue(id, core, start);
+        if held {
+            // Asleep until an `Op::Spawn` starts it (os/replay.rs).
+            self.threads[id].state = ThreadState::Blocked;
+        } else {
+            self.enqueue(id, core, start);
+        }
         id
     }
 

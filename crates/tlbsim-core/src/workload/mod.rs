@@ -4,6 +4,7 @@
 
 pub mod generators;
 pub mod program;
+pub mod recorded;
 pub mod scenario;
 pub mod synthetic;
 
@@ -95,6 +96,7 @@ fn build_kind(cfg: &Config) -> Result<program::Workload> {
             })?;
             scenario::compile(spec, cfg.cores(), cfg.machine.sockets)
         }
+        "recorded" => recorded::build(cfg),
         k if generators::KINDS.contains(&k) => generators::build(cfg),
         k => Err(Error::config("workload.kind", format!("{k:?} is not an OS-mode workload"))),
     }

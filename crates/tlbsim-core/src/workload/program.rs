@@ -110,6 +110,36 @@ pub enum Op {
     /// A back-end driver's wait for work (Xen's blkback/netback): take the next request or
     /// completion of this thread's queue, sleeping until there is one.
     Serve,
+    /// Replay `len` entries of the recorded stream `Workload::recorded[stream]` from entry
+    /// `start` (`tlbsim record`'s accesses and instruction counts, see [`Recorded`]).
+    Replay { stream: u32, start: u64, len: u64 },
+    /// Region slot `slot` now names `[va, va + len)`: a recorded system call's own range (the
+    /// `Munmap`, `Mprotect`, ... that follows acts on it; an `Mmap` with `fixed` maps there,
+    /// replacing what it overlaps, as MAP_FIXED does).
+    SetRange { slot: usize, va: u64, len: u64 },
+    /// Start the declared thread `thread` (its index among the workload's threads in
+    /// declaration order; it must be declared `held`): pthread_create's clone.
+    Spawn { thread: u32 },
+    /// Post the completion `token` once (a recorded event other threads wait for).
+    Post { token: u32 },
+    /// Sleep until `token` has been posted `count` times (replay's ordering of a recorded
+    /// program's threads around its system calls, `crate::workload::recorded`).
+    Wait { token: u32, count: u32 },
+}
+
+/// Entries of a recorded stream (`Op::Replay`): the kind in the top two bits, the virtual
+/// address (or, for instruction counts, the count) in the rest.
+pub struct Recorded;
+
+impl Recorded {
+    pub const LOAD: u64 = 0;
+    pub const STORE: u64 = 1 << 62;
+    pub const FETCH: u64 = 2 << 62;
+    /// Instructions retired that are not fetch entries (`tlbsim record --no-fetches`, or
+    /// fetches not simulated): the count in the low bits.
+    pub const INSTRUCTIONS: u64 = 3 << 62;
+    pub const KIND: u64 = 3 << 62;
+    pub const VALUE: u64 = !Self::KIND;
 }
 
 /// How many `CountOp`s running `prog` from its start executes (loops multiplied out; a
@@ -146,7 +176,8 @@ impl Op {
             | Op::Mprotect { slot, .. }
             | Op::MadviseDontneed { slot }
             | Op::Msync { slot }
-            | Op::MigratePages { slot, .. } => Some(*slot),
+            | Op::MigratePages { slot, .. }
+            | Op::SetRange { slot, .. } => Some(*slot),
             _ => None,
         }
     }
@@ -215,6 +246,18 @@ pub struct Workload {
     /// no VM lists is dom0's), and a thread's `core` (and a `Fork`'s or `MigrateThread`'s) is
     /// a VCPU of its VM.
     pub vms: Vec<VmSpec>,
+    /// Recorded streams `Op::Replay` reads (entries packed as [`Recorded`] says).
+    pub recorded: Vec<Vec<u64>>,
+    /// Threads (indices among the declared threads, processes in order) created asleep:
+    /// each first runs when another thread's `Op::Spawn` starts it (a recorded program's
+    /// pthread_create). Empty (the default): every thread runs from the start.
+    pub held_threads: Vec<u32>,
+    /// Regions mapped at fixed addresses before the threads start, in no slot, as (process,
+    /// address, spec): a recorded program's memory that existed before its first recorded
+    /// event (its executable, its stack, what the loader mapped).
+    pub fixed_regions: Vec<(usize, u64, MapSpec)>,
+    /// Completion tokens `Op::Post`/`Op::Wait` name (0..tokens).
+    pub tokens: u32,
 }
 
 /// A virtual machine (domain): its VCPUs, scheduler weight and cap, the physical CPU each
@@ -283,6 +326,39 @@ impl Workload {
         if let Some(&p) = self.daemon_programs.iter().find(|&&p| p >= self.programs.len()) {
             return Err(format!("daemon_programs: no program {p}"));
         }
+        let declared_count = self.processes.iter().map(|p| p.threads.len()).sum::<usize>();
+        if let Some(&t) = self.held_threads.iter().find(|&&t| t as usize >= declared_count) {
+            return Err(format!("held_threads: no thread {t} ({declared_count} declared)"));
+        }
+        for &t in &self.held_threads {
+            let spawns = self.programs.iter().flatten().filter(|op| **op == Op::Spawn { thread: t }).count();
+            if spawns != 1 {
+                return Err(format!("held_threads: thread {t} is started by {spawns} spawn operations (it needs exactly one)"));
+            }
+        }
+        if self.tokens > 0 {
+            let mut posts = vec![0u64; self.tokens as usize];
+            let mut needed = vec![0u64; self.tokens as usize];
+            for op in self.programs.iter().flatten() {
+                match *op {
+                    Op::Post { token } if token < self.tokens => posts[token as usize] += 1,
+                    Op::Wait { token, count } if token < self.tokens => needed[token as usize] = needed[token as usize].max(count as u64),
+                    _ => {}
+                }
+            }
+            if let Some(t) = (0..posts.len()).find(|&t| posts[t] < needed[t]) {
+                return Err(format!("token {t}: waited for {} posts but only {} post operations exist", needed[t], posts[t]));
+            }
+        }
+        for (i, (pi, va, spec)) in self.fixed_regions.iter().enumerate() {
+            if *pi >= self.processes.len() {
+                return Err(format!("fixed_regions[{i}]: no process {pi}"));
+            }
+            if va % 4096 != 0 || va.checked_add(spec.bytes).is_none_or(|e| e > 1 << 47) {
+                return Err(format!("fixed_regions[{i}]: {va:#x}+{:#x} is not a page-aligned user range", spec.bytes));
+            }
+            check_map(&format!("fixed_regions[{i}]"), spec, &self.files)?;
+        }
         for (vi, v) in self.vms.iter().enumerate() {
             if v.vcpus == 0 || v.pin.len() != v.vcpus as usize {
                 return Err(format!("vm[{vi}]: {} VCPUs with {} pin entries", v.vcpus, v.pin.len()));
@@ -326,6 +402,21 @@ impl Workload {
                     }
                     Op::MigrateThread { core } if *core >= cores => {
                         return Err(format!("{}: core {core} does not exist (the machine has {cores})", at()))
+                    }
+                    Op::Replay { stream, start, len } => {
+                        let n = self.recorded.get(*stream as usize).map(|s| s.len() as u64);
+                        if n.is_none_or(|n| start.saturating_add(*len) > n) {
+                            return Err(format!("{}: entries {start}..{} of recorded stream {stream} do not exist", at(), start.saturating_add(*len)));
+                        }
+                    }
+                    Op::SetRange { va, len, .. } if va % 4096 != 0 || *len == 0 || va.checked_add(*len).is_none_or(|e| e > 1 << 47) => {
+                        return Err(format!("{}: range {va:#x}+{len:#x} is not a page-aligned user range", at()))
+                    }
+                    Op::Spawn { thread } if !self.held_threads.contains(thread) => {
+                        return Err(format!("{}: thread {thread} is not held (only a held thread is spawned)", at()))
+                    }
+                    Op::Post { token } | Op::Wait { token, .. } if *token >= self.tokens => {
+                        return Err(format!("{}: no token {token} (the workload has {})", at(), self.tokens))
                     }
                     Op::Io { server, .. } => {
                         match declared.get(*server as usize) {

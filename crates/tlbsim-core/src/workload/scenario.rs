@@ -566,7 +566,7 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
         processes.push(ProcessSpec { name: p.name.clone(), group, regions, threads });
     }
     let Compiler { programs, daemon_programs, .. } = c;
-    let workload = Workload { groups, files, processes, programs, slots, daemon_programs, start_after_setup: Vec::new(), vms };
+    let workload = Workload { groups, files, processes, programs, slots, daemon_programs, vms, ..Default::default() };
     workload.check(cores).map_err(|m| Error::config(KEY, m))?;
     Ok(workload)
 }

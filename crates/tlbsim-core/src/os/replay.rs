@@ -1,0 +1,125 @@
+//! Replay of a recorded program (`workload.kind = "recorded"`, built by
+//! `crate::workload::recorded` from a `tlbsim record` trace): the operations that run its
+//! recorded access streams, start its threads where it created them, and keep its threads
+//! in the recorded order around its system calls.
+//!
+//! Modelled: each recorded access goes through the one access path (TLBs, walks, faults
+//! into `mm.rs`) at its recorded virtual address; each recorded instruction costs the
+//! machine's CPI times `workload.time_scale` (a data access is an operand of an
+//! instruction: it adds only its translation time); a thread a program created with
+//! pthread_create starts asleep and runs from its creator's `Op::Spawn`, on the core the
+//! scheduler gave it. Completion tokens (`Op::Post`, `Op::Wait`) carry the recording's
+//! order between threads: a thread waits for what it depends on and nothing else, spinning
+//! on its core as the recorded thread was running then.
+//!
+//! Simplified: the recording has no timing of its own, so the cycles between events are
+//! the model's; system calls that block (futex, read, nanosleep) were not recorded and take
+//! no time.
+
+use super::Os;
+use crate::coherence::Coherence;
+use crate::error::{Error, Result};
+use crate::types::AccessKind;
+use crate::workload::program::Recorded;
+
+/// A wait longer than this (about ten simulated minutes at 3 GHz) means a token that will
+/// never be posted.
+const MAX_SPIN_CYCLES: u64 = 1 << 41;
+
+impl<P: Coherence> Os<P> {
+    /// Run the `Replay` op at the thread's pc until it is done or `until`.
+    pub(super) fn exec_replay(&mut self, core: usize, thread: usize, stream: usize, start: u64, len: u64, until: u64) -> Result<()> {
+        if self.threads[thread].access_left == 0 {
+            if len == 0 {
+                self.advance(thread);
+                return Ok(());
+            }
+            self.threads[thread].access_left = len;
+        }
+        let cpi = self.replay_cpi;
+        while self.threads[thread].access_left > 0 {
+            if self.clock(core) >= until || self.cores[core].current != Some(thread) || self.cores[core].waiting > 0 {
+                return Ok(());
+            }
+            let left = self.threads[thread].access_left;
+            let entry = self.w.recorded[stream][(start + len - left) as usize];
+            self.threads[thread].access_left = left - 1;
+            let value = entry & Recorded::VALUE;
+            let kind = match entry & Recorded::KIND {
+                Recorded::LOAD => AccessKind::Load,
+                Recorded::STORE => AccessKind::Store,
+                Recorded::FETCH => {
+                    let c = &mut self.m.cores[core];
+                    c.stats.instructions += 1;
+                    c.tlbs.retire(1);
+                    c.clock += cpi;
+                    AccessKind::Fetch
+                }
+                _ => {
+                    let c = &mut self.m.cores[core];
+                    c.stats.instructions += value;
+                    c.tlbs.retire(value);
+                    c.clock += cpi * value;
+                    continue;
+                }
+            };
+            self.threads[thread].accesses += 1;
+            crate::access::access(self, core, value, kind)?;
+        }
+        self.advance(thread);
+        Ok(())
+    }
+
+    /// `Op::Spawn`: pthread_create's clone starts the held thread `declared`.
+    pub(super) fn spawn_held(&mut self, core: usize, thread: usize, declared: u32) {
+        self.advance(thread);
+        self.stats[core].syscalls += 1;
+        self.charge(core, self.costs.syscall);
+        let Some(&(_, id)) = self.held.iter().find(|h| h.0 == declared) else {
+            // Workload::check makes every spawned thread a held one.
+            unreachable!("spawn of thread {declared}, which is not held");
+        };
+        let now = self.clock(core);
+        self.threads[id].start_cycle = now;
+        let target = self.threads[id].core;
+        self.enqueue(id, target, now);
+    }
+
+    /// `Op::Post`: one more posting of `token`.
+    pub(super) fn post(&mut self, thread: usize, token: u32) {
+        self.advance(thread);
+        self.tokens[token as usize] += 1;
+    }
+
+    /// `Op::Wait`: go on if `token` has been posted `count` times, else spin until `until`
+    /// (the op runs again). The thread was running at this point of the recording: it keeps
+    /// its core and its address space loaded (it gets shootdowns); it yields the core to a
+    /// thread queued there (a spin loop with sched_yield).
+    pub(super) fn wait_token(&mut self, core: usize, thread: usize, token: u32, count: u32, until: u64) -> Result<()> {
+        if self.tokens[token as usize] >= count {
+            self.threads[thread].access_left = 0;
+            self.advance(thread);
+            return Ok(());
+        }
+        let now = self.clock(core);
+        let spin = until.saturating_sub(now).max(1);
+        // access_left holds the cycles spun so far on this op.
+        let t = &mut self.threads[thread];
+        t.access_left += spin;
+        if t.access_left > MAX_SPIN_CYCLES {
+            return Err(Error::Sim(format!(
+                "replay: thread {:?} has waited {} cycles for token {token} (posted {} of {count} times): the recording's order cannot be kept",
+                t.name, t.access_left, self.tokens[token as usize]
+            )));
+        }
+        if !self.cores[core].runq.is_empty() {
+            // Another thread waits for this core (perhaps the one to post): a spin loop's
+            // sched_yield.
+            self.cores[core].current = None;
+            self.cores[core].runq.push_back(thread);
+            return Ok(());
+        }
+        self.charge(core, spin);
+        Ok(())
+    }
+}

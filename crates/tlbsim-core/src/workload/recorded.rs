@@ -1,0 +1,721 @@
+//! `workload.kind = "recorded"`: a program recorded by `tlbsim record` (native format v2,
+//! `crate::trace::recorded`), compiled into the OS model's workload, so that its own mmaps,
+//! munmaps and mprotects make its faults, page cache and shootdowns under whichever policy,
+//! placement and tagging the run names.
+//!
+//! Follows: the recording's threads and processes (clone with CLONE_VM makes a thread, a
+//! clone without it, fork and vfork a process), each thread's accesses and instruction
+//! counts in its own order (`Op::Replay`), and its system calls at their recorded addresses
+//! (x86-64 Linux semantics: mmap, munmap, mprotect, madvise(MADV_DONTNEED/MADV_FREE),
+//! msync, brk, mremap, exit, exit_group, sched_setaffinity to one CPU).
+//!
+//! Order between threads. The recording's global order is the real one; replay keeps what
+//! the address space depends on and lets the rest run at the model's speed:
+//! - a system call waits for the calls of other threads recorded before it over any part
+//!   of its range (e.g. an mmap that reuses the addresses another thread unmapped), and a
+//!   fork for every other thread's last call;
+//! - an access waits for the last system call recorded before it that covered its page,
+//!   when another thread made that call (e.g. a worker reading a file the main thread
+//!   mapped);
+//! - a system call waits for the other threads that touched its range since the last call
+//!   over it to reach the point where the call was recorded (e.g. a munmap waits for the
+//!   readers of the range).
+//! These are completion tokens (`Op::Post`, `Op::Wait`) compiled in here; the engine knows
+//! nothing of recordings. A waiting thread spins on its core (it was running at that point
+//! of the recording), so its CPU stays in its address space and gets its shootdowns.
+//!
+//! Simplified:
+//! - memory mapped before the recording's first event (the executable, the stack, the
+//!   dynamic loader's own image) is replayed as anonymous, writable regions at its recorded
+//!   addresses, covering the pages the program touched there (`Workload::fixed_regions`);
+//! - PROT_NONE is read-only (a program that touches it faulted; the faulting access is not in
+//!   the recording, QEMU delivers the signal before the plugin sees the access);
+//! - mremap that moves a mapping is an munmap and a fresh mapping (the pages fault in again
+//!   instead of moving with their page tables);
+//! - clone3's flags are read from the program's memory by the plugin when it can (else a
+//!   thread is assumed, as glibc's pthread_create uses it); QEMU 7.2 refuses clone3, so
+//!   glibc falls back to clone, whose flags are recorded;
+//! - a forked process's own threads are not replayed (an error says so).
+
+use super::program::{Backing, MapSpec, Op, ProcessSpec, Recorded, ThreadSpec, Workload};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::fasthash::FastMap;
+use crate::trace::native::NativeReader;
+use crate::trace::{TraceEvent, TraceSource, DEFAULT_BATCH};
+use crate::types::AccessKind;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+const PAGE: u64 = 4096;
+/// Linux's flags (include/uapi/linux/sched.h, asm-generic/mman*.h, x86-64 values).
+const CLONE_VM: u64 = 0x100;
+const MAP_SHARED: u64 = 0x01;
+const MAP_ANONYMOUS: u64 = 0x20;
+const MAP_POPULATE: u64 = 0x8000;
+const PROT_WRITE: u64 = 0x2;
+const MADV_DONTNEED: u64 = 4;
+const MADV_FREE: u64 = 8;
+const NO_PAGE: u64 = u64::MAX;
+
+/// Build the workload of `cfg.workload.paths[0]`.
+pub fn build(cfg: &Config) -> Result<Workload> {
+    let path = cfg.workload.paths.first().ok_or_else(|| Error::config("workload.paths", "a recorded workload needs the recording's path"))?;
+    build_from(path, cfg.workload.fetches, cfg.cores())
+}
+
+/// Compile the recording at `path`: `fetches` false turns instruction fetches into plain
+/// instruction counts (the ITLB is not simulated); `cores` bounds the CPUs a thread may pin
+/// itself to.
+pub fn build_from(path: &Path, fetches: bool, cores: u32) -> Result<Workload> {
+    let mut reader = NativeReader::open(path)?;
+    let mut b = Builder { fetches, cores: cores.max(1), ..Default::default() };
+    let mut batch = Vec::with_capacity(DEFAULT_BATCH);
+    while reader.next_batch(&mut batch, DEFAULT_BATCH)? > 0 {
+        for ev in &batch {
+            b.event(*ev).map_err(|m| Error::config("workload.paths", format!("{}: event {}: {m}", path.display(), b.events)))?;
+            b.events += 1;
+        }
+    }
+    b.finish().map_err(|m| Error::config("workload.paths", format!("{}: {m}", path.display())))
+}
+
+#[derive(Clone, Copy, Debug)]
+struct MapInfo {
+    writable: bool,
+    shared: bool,
+    backing: Backing,
+}
+
+/// One recorded thread as it is compiled.
+struct ThreadB {
+    tid: u32,
+    /// Builder process index; None while the thread's creating call is not read yet (a new
+    /// thread may record before its parent's clone returns).
+    process: Option<usize>,
+    pending: Vec<TraceEvent>,
+    ops: Vec<Op>,
+    stream: Vec<u64>,
+    chunk_start: u64,
+    /// Per thread of its process: the last of that thread's system calls (its completion
+    /// token) this thread is known to run after (its calls post increasing tokens).
+    seen: FastMap<usize, u32>,
+    /// Completion token of its own last system call.
+    last_done: Option<u32>,
+    exit_token: Option<u32>,
+    last_page: u64,
+    /// Its bit among its process's threads (index mod 64) in the pages' accessor sets.
+    bit: u64,
+    /// Its index among the root process's declared threads (None: a forked process's).
+    declared: Option<u32>,
+    /// The thread of the recording's first event, or a forked process's first thread: runs
+    /// from the start of its process rather than being spawned.
+    first: bool,
+}
+
+#[derive(Default)]
+struct ProcB {
+    threads: Vec<usize>,
+    /// Recorded mappings alive at this point of the recording.
+    live: BTreeMap<u64, (u64, MapInfo)>,
+    /// Every range a recorded call has mapped so far (alive or not).
+    ever_mapped: BTreeMap<u64, (u64, ())>,
+    /// The last system call over each range: (end, its completion token, its thread).
+    last_call: BTreeMap<u64, (u64, (u32, usize))>,
+    /// Pages touched since the last system call over them: the threads (bits) that did.
+    accessors: FastMap<u64, u64>,
+    /// Program break (page-aligned) once known.
+    brk: Option<u64>,
+}
+
+#[derive(Default)]
+struct Builder {
+    fetches: bool,
+    cores: u32,
+    events: u64,
+    threads: Vec<ThreadB>,
+    tids: FastMap<u32, usize>,
+    cur: Option<usize>,
+    procs: Vec<ProcB>,
+    tokens: u32,
+    files: Vec<((u64, u64), u64)>,
+    pending_file: Option<(u64, u64)>,
+    /// Pages the root process touched outside every recorded mapping.
+    image: BTreeSet<u64>,
+    /// Threads declared in the root process so far.
+    declared: u32,
+}
+
+fn align_up(v: u64) -> u64 {
+    v.div_ceil(PAGE) * PAGE
+}
+
+impl Builder {
+    fn new_thread(&mut self, tid: u32) -> usize {
+        let i = self.threads.len();
+        self.threads.push(ThreadB {
+            tid,
+            process: None,
+            pending: Vec::new(),
+            ops: Vec::new(),
+            stream: Vec::new(),
+            chunk_start: 0,
+            seen: FastMap::default(),
+            last_done: None,
+            exit_token: None,
+            last_page: NO_PAGE,
+            bit: 0,
+            declared: None,
+            first: false,
+        });
+        self.tids.insert(tid, i);
+        i
+    }
+
+    fn attach(&mut self, t: usize, process: usize) {
+        let p = &mut self.procs[process];
+        self.threads[t].bit = 1 << (p.threads.len() % 64);
+        self.threads[t].process = Some(process);
+        p.threads.push(t);
+    }
+
+    fn token(&mut self) -> u32 {
+        self.tokens += 1;
+        self.tokens - 1
+    }
+
+    fn flush_chunk(&mut self, t: usize) {
+        let th = &mut self.threads[t];
+        let end = th.stream.len() as u64;
+        if end > th.chunk_start {
+            th.ops.push(Op::Replay { stream: t as u32, start: th.chunk_start, len: end - th.chunk_start });
+            th.chunk_start = end;
+        }
+    }
+
+    fn push_op(&mut self, t: usize, op: Op) {
+        self.flush_chunk(t);
+        self.threads[t].ops.push(op);
+    }
+
+    fn event(&mut self, ev: TraceEvent) -> Result<(), String> {
+        if let TraceEvent::Thread { tid } = ev {
+            let t = match self.tids.get(&tid) {
+                Some(&t) => t,
+                None => {
+                    let t = self.new_thread(tid);
+                    if self.procs.is_empty() {
+                        // The recording's first thread: the root process's first thread.
+                        self.procs.push(ProcB::default());
+                        self.attach(t, 0);
+                        self.threads[t].declared = Some(0);
+                        self.threads[t].first = true;
+                        self.declared = 1;
+                    }
+                    t
+                }
+            };
+            self.cur = Some(t);
+            return Ok(());
+        }
+        let t = match self.cur {
+            Some(t) => t,
+            None => {
+                // Events before any Thread record belong to thread 0.
+                self.event(TraceEvent::Thread { tid: 0 })?;
+                self.cur.expect("just set")
+            }
+        };
+        if self.threads[t].process.is_none() {
+            self.threads[t].pending.push(ev);
+            return Ok(());
+        }
+        self.thread_event(t, ev)
+    }
+
+    fn thread_event(&mut self, t: usize, ev: TraceEvent) -> Result<(), String> {
+        match ev {
+            TraceEvent::Access { va, kind, .. } => self.access(t, va, kind),
+            TraceEvent::Instructions { n } => {
+                self.instructions(t, n);
+                Ok(())
+            }
+            TraceEvent::File { dev, ino } => {
+                self.pending_file = Some((dev, ino));
+                Ok(())
+            }
+            TraceEvent::Syscall { nr, nargs, args, ret } => {
+                let file = self.pending_file.take();
+                let mut a = [0u64; 6];
+                a[..nargs as usize].copy_from_slice(&args[..nargs as usize]);
+                self.syscall(t, nr, nargs, a, ret, file)
+            }
+            TraceEvent::Mmap { start, len, prot, flags } => {
+                self.syscall(t, 9, 6, [start, len, prot as u64, flags as u64 | MAP_ANONYMOUS, u64::MAX, 0], start as i64, None)
+            }
+            TraceEvent::Munmap { start, len } => self.syscall(t, 11, 2, [start, len, 0, 0, 0, 0], 0, None),
+            TraceEvent::Thread { .. } => unreachable!("handled by event()"),
+        }
+    }
+
+    fn instructions(&mut self, t: usize, n: u64) {
+        let th = &mut self.threads[t];
+        // Merge with the previous count of the same chunk.
+        if th.stream.len() as u64 > th.chunk_start {
+            if let Some(last) = th.stream.last_mut() {
+                if *last & Recorded::KIND == Recorded::INSTRUCTIONS && (*last & Recorded::VALUE) + n < Recorded::VALUE {
+                    *last += n;
+                    return;
+                }
+            }
+        }
+        th.stream.push(Recorded::INSTRUCTIONS | n.min(Recorded::VALUE));
+    }
+
+    fn access(&mut self, t: usize, va: u64, kind: AccessKind) -> Result<(), String> {
+        if kind == AccessKind::Fetch && !self.fetches {
+            self.instructions(t, 1);
+            return Ok(());
+        }
+        if va >= 1 << 47 {
+            return Err(format!("thread {}: access to {va:#x}, outside the 47-bit user address space", self.threads[t].tid));
+        }
+        let page = va >> 12;
+        if page != self.threads[t].last_page {
+            self.threads[t].last_page = page;
+            self.new_page(t, page);
+        }
+        let code = match kind {
+            AccessKind::Load => Recorded::LOAD,
+            // A read-modify-write needs the store's permission.
+            AccessKind::Store | AccessKind::Modify => Recorded::STORE,
+            AccessKind::Fetch => Recorded::FETCH,
+        };
+        self.threads[t].stream.push(code | va);
+        Ok(())
+    }
+
+    /// Thread `t` touches `page` (first time since its last access elsewhere, or since a
+    /// system call of its process): wait for the call that made the page what it is, note
+    /// the thread among the page's accessors, and note memory mapped before the recording.
+    fn new_page(&mut self, t: usize, page: u64) {
+        let pi = self.threads[t].process.expect("attached");
+        let va = page << 12;
+        let p = &mut self.procs[pi];
+        let call = p.last_call.range(..=va).next_back().filter(|(_, &(end, _))| end > va).map(|(_, &(_, call))| call);
+        let bit = self.threads[t].bit;
+        *p.accessors.entry(page).or_insert(0) |= bit;
+        if !covers(&p.ever_mapped, va) {
+            // Never mapped by a recorded call: the program had it before the recording
+            // began. (A forked process's was its root's.)
+            self.image.insert(page);
+        }
+        if let Some(call) = call {
+            self.wait_for(t, call);
+        }
+    }
+
+    /// Make `t` wait for the system call `(token, by)` unless it is its own or one it
+    /// already runs after.
+    fn wait_for(&mut self, t: usize, (token, by): (u32, usize)) {
+        if by == t || self.threads[t].seen.get(&by).is_some_and(|&k| k >= token) {
+            return;
+        }
+        self.push_op(t, Op::Wait { token, count: 1 });
+        self.threads[t].seen.insert(by, token);
+    }
+
+    /// Emit thread `t`'s system call `op` over `[va, va+len)` (after `SetRange`), with the
+    /// waits that keep the recorded order, and note it as the last call over the range.
+    fn range_call(&mut self, t: usize, va: u64, len: u64, ops: Vec<Op>) {
+        let pi = self.threads[t].process.expect("attached");
+        let end = va + len;
+        // The calls of other threads over any part of the range, in their recorded order.
+        let calls: Vec<(u32, usize)> = self.procs[pi].last_call.range(..end).filter(|(_, &(e, _))| e > va).map(|(_, &(_, c))| c).collect();
+        for call in calls {
+            self.wait_for(t, call);
+        }
+        // The other threads that touched the range since the last call over it.
+        let p = &mut self.procs[pi];
+        let pages = len / PAGE;
+        let mut mask = 0u64;
+        if pages <= p.accessors.len() as u64 {
+            for page in va >> 12..end >> 12 {
+                if let Some(m) = p.accessors.remove(&page) {
+                    mask |= m;
+                }
+            }
+        } else {
+            p.accessors.retain(|&page, m| {
+                let inside = page >= va >> 12 && page < end >> 12;
+                if inside {
+                    mask |= *m;
+                }
+                !inside
+            });
+        }
+        let others: Vec<usize> = p.threads.iter().copied().filter(|&u| u != t && self.threads[u].bit & mask != 0).collect();
+        let ready = (!others.is_empty()).then(|| self.token());
+        let mut count = 0;
+        for u in others {
+            match self.threads[u].exit_token {
+                // Gone in the recording: its exit is the point to wait for.
+                Some(tok) => self.push_op(t, Op::Wait { token: tok, count: 1 }),
+                None => {
+                    self.push_op(u, Op::Post { token: ready.expect("others") });
+                    count += 1;
+                }
+            }
+        }
+        if count > 0 {
+            self.push_op(t, Op::Wait { token: ready.expect("others"), count });
+        }
+        self.push_op(t, Op::SetRange { slot: 0, va, len });
+        for op in ops {
+            self.push_op(t, op);
+        }
+        let done = self.finish_call(t);
+        let p = &mut self.procs[pi];
+        assign_range(&mut p.last_call, va, end, (done, t));
+        for &u in &p.threads {
+            self.threads[u].last_page = NO_PAGE;
+        }
+    }
+
+    /// Fork copies the whole address space: it waits for every other thread's last call.
+    fn order_whole(&mut self, t: usize) {
+        let pi = self.threads[t].process.expect("attached");
+        let calls: Vec<(u32, usize)> = self.procs[pi].threads.iter().filter_map(|&u| self.threads[u].last_done.map(|k| (k, u))).collect();
+        for call in calls {
+            self.wait_for(t, call);
+        }
+    }
+
+    /// Post the completion of `t`'s call just emitted.
+    fn finish_call(&mut self, t: usize) -> u32 {
+        let done = self.token();
+        self.push_op(t, Op::Post { token: done });
+        self.threads[t].last_done = Some(done);
+        done
+    }
+
+    fn file_id(&mut self, key: (u64, u64), pages: u64) -> u32 {
+        match self.files.iter().position(|f| f.0 == key) {
+            Some(i) => {
+                self.files[i].1 = self.files[i].1.max(pages);
+                i as u32
+            }
+            None => {
+                self.files.push((key, pages));
+                (self.files.len() - 1) as u32
+            }
+        }
+    }
+
+    fn map(&mut self, t: usize, va: u64, len: u64, info: MapInfo, populate: bool) {
+        let spec = MapSpec { bytes: len, backing: info.backing, shared: info.shared, populate, writable: info.writable, fpr: false, fixed: true };
+        self.range_call(t, va, len, vec![Op::Mmap { slot: 0, spec }]);
+        let pi = self.threads[t].process.expect("attached");
+        let p = &mut self.procs[pi];
+        assign_range(&mut p.live, va, va + len, info);
+        assign_range(&mut p.ever_mapped, va, va + len, ());
+    }
+
+    fn unmap(&mut self, t: usize, va: u64, len: u64) {
+        self.range_call(t, va, len, vec![Op::Munmap { slot: 0 }]);
+        let pi = self.threads[t].process.expect("attached");
+        remove_range(&mut self.procs[pi].live, va, va + len);
+    }
+
+    fn syscall(&mut self, t: usize, nr: u16, nargs: u8, a: [u64; 6], ret: i64, file: Option<(u64, u64)>) -> Result<(), String> {
+        let failed = ret < 0 && ret > -4096;
+        match nr {
+            // mmap(addr, len, prot, flags, fd, offset)
+            9 if !failed => {
+                let (va, len) = (ret as u64, align_up(a[1]));
+                if va % PAGE != 0 || len == 0 || va.checked_add(len).is_none_or(|e| e > 1 << 47) {
+                    return Err(format!("thread {}: mmap result {va:#x}+{len:#x} is not a page-aligned user range", self.threads[t].tid));
+                }
+                let backing = match file {
+                    Some(key) if a[3] & MAP_ANONYMOUS == 0 => {
+                        let offset_pages = a[5] / PAGE;
+                        let file = self.file_id(key, offset_pages + len / PAGE);
+                        Backing::File { file, offset_pages }
+                    }
+                    _ => Backing::Anonymous,
+                };
+                let info = MapInfo { writable: a[2] & PROT_WRITE != 0, shared: a[3] & MAP_SHARED != 0, backing };
+                self.map(t, va, len, info, a[3] & MAP_POPULATE != 0);
+            }
+            // munmap(addr, len)
+            11 if !failed && a[1] > 0 => self.unmap(t, a[0] & !(PAGE - 1), align_up(a[1] + a[0] % PAGE)),
+            // mprotect(addr, len, prot)
+            10 if !failed && a[1] > 0 => {
+                let (va, len) = (a[0], align_up(a[1]));
+                let writable = a[2] & PROT_WRITE != 0;
+                self.range_call(t, va, len, vec![Op::Mprotect { slot: 0, writable }]);
+                let pi = self.threads[t].process.expect("attached");
+                set_writable(&mut self.procs[pi].live, va, va + len, writable);
+            }
+            // madvise(addr, len, advice): the advice that zaps pages
+            28 if !failed && a[1] > 0 && (a[2] == MADV_DONTNEED || a[2] == MADV_FREE) => {
+                self.range_call(t, a[0], align_up(a[1]), vec![Op::MadviseDontneed { slot: 0 }]);
+            }
+            // msync(addr, len, flags)
+            26 if !failed && a[1] > 0 => self.range_call(t, a[0], align_up(a[1]), vec![Op::Msync { slot: 0 }]),
+            // brk(addr): the result is the break, moved or not
+            12 if ret > 0 => {
+                let pi = self.threads[t].process.expect("attached");
+                let new = align_up(ret as u64);
+                match self.procs[pi].brk {
+                    None => self.procs[pi].brk = Some(new),
+                    Some(old) if new > old => {
+                        let info = MapInfo { writable: true, shared: false, backing: Backing::Anonymous };
+                        self.map(t, old, new - old, info, false);
+                        self.procs[pi].brk = Some(new);
+                    }
+                    Some(old) if new < old => {
+                        self.unmap(t, new, old - new);
+                        self.procs[pi].brk = Some(new);
+                    }
+                    Some(_) => {}
+                }
+            }
+            // mremap(old, old_size, new_size, flags, new_addr)
+            25 if !failed => {
+                let (old, old_len, new_len, to) = (a[0], align_up(a[1]), align_up(a[2]), ret as u64);
+                let pi = self.threads[t].process.expect("attached");
+                let info = self.procs[pi].live.range(..=old).next_back().filter(|(_, &(end, _))| end > old).map(|(&s, &(_, i))| (s, i));
+                let Some((start, info)) = info else {
+                    return Err(format!("thread {}: mremap of {old:#x}, which no recorded mapping covers", self.threads[t].tid));
+                };
+                let shifted = |at: u64| match info.backing {
+                    Backing::File { file, offset_pages } => Backing::File { file, offset_pages: offset_pages + (at - start) / PAGE },
+                    b => b,
+                };
+                if to == old {
+                    if new_len > old_len {
+                        let backing = shifted(old + old_len);
+                        if let Backing::File { file, offset_pages } = backing {
+                            let f = &mut self.files[file as usize];
+                            f.1 = f.1.max(offset_pages + (new_len - old_len) / PAGE);
+                        }
+                        self.map(t, old + old_len, new_len - old_len, MapInfo { backing, ..info }, false);
+                    } else if new_len < old_len {
+                        self.unmap(t, old + new_len, old_len - new_len);
+                    }
+                } else {
+                    let backing = shifted(old);
+                    self.unmap(t, old, old_len);
+                    if let Backing::File { file, offset_pages } = backing {
+                        let f = &mut self.files[file as usize];
+                        f.1 = f.1.max(offset_pages + new_len / PAGE);
+                    }
+                    self.map(t, to, new_len, MapInfo { backing, ..info }, false);
+                }
+            }
+            // clone(flags, ...), clone3(args, size[, flags]), fork(), vfork()
+            56 | 435 | 57 | 58 if ret > 0 => {
+                let thread = match nr {
+                    56 => a[0] & CLONE_VM != 0,
+                    // The plugin adds clone_args.flags as a third argument when it can read it.
+                    435 => nargs < 3 || a[2] & CLONE_VM != 0,
+                    _ => false,
+                };
+                self.create(t, ret as u32, thread)?;
+            }
+            // exit(status), exit_group(status)
+            60 | 231 => {
+                let tok = self.token();
+                self.push_op(t, Op::Post { token: tok });
+                self.push_op(t, Op::Exit);
+                self.threads[t].exit_token = Some(tok);
+            }
+            // sched_setaffinity(pid, len, mask): the plugin adds the mask's first word.
+            203 if !failed && nargs >= 4 && a[3].count_ones() == 1 => {
+                let target = if a[0] == 0 { Some(t) } else { self.tids.get(&(a[0] as u32)).copied() };
+                let core = a[3].trailing_zeros() % self.cores;
+                if let Some(u) = target.filter(|&u| self.threads[u].process.is_some() && self.threads[u].exit_token.is_none()) {
+                    self.push_op(u, Op::MigrateThread { core });
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Thread `t` created `tid`: a thread of its process (`thread`) or a forked process.
+    fn create(&mut self, t: usize, tid: u32, thread: bool) -> Result<(), String> {
+        let child = match self.tids.get(&tid) {
+            Some(&c) if self.threads[c].process.is_some() => return Err(format!("thread {tid} is created twice")),
+            Some(&c) => c,
+            None => self.new_thread(tid),
+        };
+        let pi = self.threads[t].process.expect("attached");
+        if thread {
+            if pi != 0 {
+                return Err(format!("thread {tid} is created by thread {} of a forked process: threads of forked processes are not replayed", self.threads[t].tid));
+            }
+            self.attach(child, pi);
+            self.threads[child].declared = Some(self.declared);
+            self.push_op(t, Op::Spawn { thread: self.declared });
+            self.declared += 1;
+            // It runs after everything its creator did before the clone.
+            let mut seen = self.threads[t].seen.clone();
+            if let Some(k) = self.threads[t].last_done {
+                seen.insert(t, k);
+            }
+            self.threads[child].seen = seen;
+        } else {
+            let np = self.procs.len();
+            let parent = &self.procs[pi];
+            let (live, ever_mapped, brk) = (parent.live.clone(), parent.ever_mapped.clone(), parent.brk);
+            self.procs.push(ProcB { live, ever_mapped, brk, ..Default::default() });
+            self.attach(child, np);
+            self.threads[child].first = true;
+            self.order_whole(t);
+            self.push_op(t, Op::Fork { program: child, core: None });
+            self.finish_call(t);
+        }
+        // Its events recorded before the clone's return, in their order.
+        for ev in std::mem::take(&mut self.threads[child].pending) {
+            self.thread_event(child, ev)?;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<Workload, String> {
+        if self.threads.is_empty() {
+            return Err("the recording has no events".into());
+        }
+        if let Some(th) = self.threads.iter().find(|th| th.process.is_none()) {
+            return Err(format!("thread {} has events but no recorded clone or fork created it", th.tid));
+        }
+        for t in 0..self.threads.len() {
+            self.flush_chunk(t);
+        }
+        // Memory the program had before the recording: runs of touched pages.
+        let mut fixed_regions = Vec::new();
+        let mut run: Option<(u64, u64)> = None;
+        for &page in self.image.iter().chain(std::iter::once(&NO_PAGE)) {
+            match run {
+                Some((start, end)) if page == end => run = Some((start, end + 1)),
+                _ => {
+                    if let Some((start, end)) = run {
+                        let spec = MapSpec { bytes: (end - start) * PAGE, backing: Backing::Anonymous, shared: false, populate: false, writable: true, fpr: false, fixed: false };
+                        fixed_regions.push((0, start * PAGE, spec));
+                    }
+                    run = (page != NO_PAGE).then_some((page, page + 1));
+                }
+            }
+        }
+        let root: Vec<usize> = self.procs[0].threads.clone();
+        let threads = root
+            .iter()
+            .map(|&t| ThreadSpec { name: format!("tid{}", self.threads[t].tid), class: "recorded".into(), core: None, program: t, daemon: false })
+            .collect();
+        let held_threads = root.iter().filter(|&&t| !self.threads[t].first).map(|&t| self.threads[t].declared.expect("root thread")).collect();
+        let mut w = Workload {
+            processes: vec![ProcessSpec { name: format!("pid{}", self.threads[root[0]].tid), group: 0, regions: Vec::new(), threads }],
+            files: self.files.iter().map(|&((dev, ino), pages)| super::program::FileSpec { name: format!("dev{dev}:ino{ino}"), pages: pages.max(1) }).collect(),
+            slots: 1,
+            held_threads,
+            fixed_regions,
+            tokens: self.tokens,
+            ..Default::default()
+        };
+        for th in self.threads {
+            w.programs.push(th.ops);
+            w.recorded.push(th.stream);
+        }
+        Ok(w)
+    }
+}
+
+/// A value of a range map that knows how to describe a part of its range.
+trait RangeValue: Copy {
+    /// The value for the part of the range starting `pages` pages into it.
+    fn from_page(self, _pages: u64) -> Self {
+        self
+    }
+}
+
+impl RangeValue for (u32, usize) {}
+impl RangeValue for () {}
+impl RangeValue for MapInfo {
+    fn from_page(self, pages: u64) -> Self {
+        match self.backing {
+            Backing::File { file, offset_pages } => MapInfo { backing: Backing::File { file, offset_pages: offset_pages + pages }, ..self },
+            _ => self,
+        }
+    }
+}
+
+/// Remove `[lo, hi)` from a map of ranges (start → (end, value)), splitting those that
+/// straddle it.
+fn remove_range<V: RangeValue>(map: &mut BTreeMap<u64, (u64, V)>, lo: u64, hi: u64) {
+    let hit: Vec<u64> = map.range(..hi).filter(|(_, &(end, _))| end > lo).map(|(&s, _)| s).collect();
+    for s in hit {
+        let (end, v) = map.remove(&s).expect("listed");
+        if s < lo {
+            map.insert(s, (lo, v));
+        }
+        if end > hi {
+            map.insert(hi, (end, v.from_page((hi - s) / PAGE)));
+        }
+    }
+}
+
+/// Set `[lo, hi)` of a map of ranges to `value`.
+fn assign_range<V: RangeValue>(map: &mut BTreeMap<u64, (u64, V)>, lo: u64, hi: u64, value: V) {
+    remove_range(map, lo, hi);
+    map.insert(lo, (hi, value));
+}
+
+/// Whether a map of ranges covers `va`.
+fn covers<V>(map: &BTreeMap<u64, (u64, V)>, va: u64) -> bool {
+    map.range(..=va).next_back().is_some_and(|(_, &(end, _))| end > va)
+}
+
+/// mprotect's effect on the live mappings of `[lo, hi)`.
+fn set_writable(map: &mut BTreeMap<u64, (u64, MapInfo)>, lo: u64, hi: u64, writable: bool) {
+    let hit: Vec<(u64, u64, MapInfo)> = map.range(..hi).filter(|(_, &(end, _))| end > lo).map(|(&s, &(e, i))| (s, e, i)).collect();
+    for (s, e, info) in hit {
+        let at = s.max(lo);
+        remove_range(map, at, e.min(hi));
+        map.insert(at, (e.min(hi), MapInfo { writable, ..info.from_page((at - s) / PAGE) }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_split_and_assign() {
+        let mut m: BTreeMap<u64, (u64, (u32, usize))> = BTreeMap::new();
+        assign_range(&mut m, 0, 100, (1, 0));
+        assign_range(&mut m, 40, 60, (2, 1));
+        let flat = |m: &BTreeMap<u64, (u64, (u32, usize))>| m.iter().map(|(&s, &(e, v))| (s, e, v.0)).collect::<Vec<_>>();
+        assert_eq!(flat(&m), vec![(0, 40, 1), (40, 60, 2), (60, 100, 1)]);
+        remove_range(&mut m, 30, 70);
+        assert_eq!(flat(&m), vec![(0, 30, 1), (70, 100, 1)]);
+    }
+
+    #[test]
+    fn file_offsets_follow_a_split() {
+        let info = MapInfo { writable: true, shared: true, backing: Backing::File { file: 0, offset_pages: 10 } };
+        let mut m = BTreeMap::new();
+        m.insert(0, (8 * PAGE, info));
+        set_writable(&mut m, 2 * PAGE, 4 * PAGE, false);
+        let parts: Vec<(u64, u64, bool, Backing)> = m.iter().map(|(&s, &(e, i))| (s / PAGE, e / PAGE, i.writable, i.backing)).collect();
+        assert_eq!(
+            parts,
+            vec![
+                (0, 2, true, Backing::File { file: 0, offset_pages: 10 }),
+                (2, 4, false, Backing::File { file: 0, offset_pages: 12 }),
+                (4, 8, true, Backing::File { file: 0, offset_pages: 14 }),
+            ]
+        );
+    }
+}

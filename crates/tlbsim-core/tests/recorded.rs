@@ -1,0 +1,137 @@
+//! `workload.kind = "recorded"`: a native v2 recording (as `tlbsim record` writes) compiled
+//! into the OS model's workload and replayed: threads start where their creator cloned
+//! them, mmaps land at their recorded addresses, and the recorded order between threads is
+//! kept around system calls (a munmap waits for the other thread's reads of the range;
+//! a read waits for the other thread's mmap of its page).
+
+use serde_json::json;
+use std::path::Path;
+use tlbsim_core::trace::{NativeWriter, TraceEvent};
+use tlbsim_core::types::AccessKind;
+use tlbsim_core::workload::program::Op;
+use tlbsim_core::workload::recorded::build_from;
+
+const MAIN: u32 = 100;
+const WORKER: u32 = 101;
+const HEAP: u64 = 0x7000_0000_0000;
+const CODE: u64 = 0x40_0000;
+
+fn syscall(nr: u16, args: &[u64], ret: i64) -> TraceEvent {
+    let mut a = [0u64; 6];
+    a[..args.len()].copy_from_slice(args);
+    TraceEvent::Syscall { nr, nargs: args.len() as u8, args: a, ret }
+}
+
+fn load(va: u64) -> TraceEvent {
+    TraceEvent::Access { va, kind: AccessKind::Load, size: 8 }
+}
+
+fn fetch(va: u64) -> TraceEvent {
+    TraceEvent::Access { va, kind: AccessKind::Fetch, size: 4 }
+}
+
+/// Main clones a worker (CLONE_VM) and maps 8 pages, both read the region `rounds` times,
+/// interleaved as the recording saw them; then main unmaps it and both exit. The worker's
+/// first events come before the clone's record (a new thread may run before its creator's
+/// clone returns).
+fn recording(path: &Path, rounds: u64) {
+    let mut w = NativeWriter::new(std::fs::File::create(path).unwrap()).unwrap();
+    let mut ev = vec![TraceEvent::Thread { tid: MAIN }, fetch(CODE)];
+    ev.push(TraceEvent::Thread { tid: WORKER });
+    ev.push(fetch(CODE + 64));
+    ev.push(TraceEvent::Thread { tid: MAIN });
+    ev.push(syscall(56, &[0x3d0f00, 0, 0, 0, 0], WORKER as i64));
+    ev.push(syscall(9, &[0, 8 * 4096, 3, 0x22, u64::MAX, 0], HEAP as i64));
+    for r in 0..rounds {
+        for (tid, page) in [(MAIN, r % 8), (WORKER, (r + 4) % 8)] {
+            ev.push(TraceEvent::Thread { tid });
+            ev.push(fetch(CODE + 4 * r));
+            ev.push(load(HEAP + page * 4096 + 8 * r % 4096));
+            ev.push(TraceEvent::Instructions { n: 3 });
+        }
+    }
+    ev.push(TraceEvent::Thread { tid: MAIN });
+    ev.push(syscall(11, &[HEAP, 8 * 4096], 0));
+    ev.push(syscall(231, &[0], 0));
+    ev.push(TraceEvent::Thread { tid: WORKER });
+    ev.push(syscall(60, &[0], 0));
+    w.write_batch(&ev).unwrap();
+    w.finish().unwrap();
+}
+
+fn run(path: &Path, policy: &str) -> serde_json::Value {
+    let cfg = json!({
+        "machine": {"sockets": 1, "cores_per_socket": 2},
+        "workload": {"kind": "recorded", "paths": [path.to_str().unwrap()]},
+        "os": {"coherence": policy, "checker": true},
+    });
+    tlbsim_core::run(cfg, &[], Path::new(".")).unwrap_or_else(|e| panic!("{e}")).stats
+}
+
+#[test]
+fn a_recording_compiles_to_threads_spawns_fixed_mappings_and_ordering() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("two.tlbsim");
+    recording(&path, 40);
+    let w = build_from(&path, true, 2).unwrap();
+    w.check(2).unwrap();
+    assert_eq!(w.processes.len(), 1);
+    assert_eq!(w.processes[0].threads.len(), 2);
+    assert_eq!(w.held_threads, vec![1], "the worker starts held, spawned by main");
+    let main = &w.programs[0];
+    assert!(main.contains(&Op::Spawn { thread: 1 }));
+    assert!(main.contains(&Op::SetRange { slot: 0, va: HEAP, len: 8 * 4096 }), "mmap at its recorded address");
+    // The code page was mapped before the recording: a fixed region covers it.
+    assert!(w.fixed_regions.iter().any(|&(_, va, spec)| va <= CODE && CODE < va + spec.bytes));
+    // The worker's reads wait for main's mmap; main's munmap waits for the worker's reads.
+    let worker = &w.programs[1];
+    assert!(worker.iter().any(|op| matches!(op, Op::Wait { .. })), "{worker:?}");
+    assert!(worker.iter().any(|op| matches!(op, Op::Post { .. })), "{worker:?}");
+    let munmap = main.iter().position(|op| *op == Op::Munmap { slot: 0 }).unwrap();
+    assert!(matches!(main[munmap - 2], Op::Wait { count: 1, .. }), "{:?}", &main[munmap - 3..=munmap]);
+    // Every recorded access and instruction is in a stream.
+    let entries: usize = w.recorded.iter().map(Vec::len).sum();
+    assert!(entries >= 2 * 40 * 2);
+}
+
+#[test]
+fn replay_gives_the_munmap_its_shootdown_and_no_stale_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("two.tlbsim");
+    recording(&path, 400);
+    let linux = run(&path, "linux");
+    let t = &linux["totals"];
+    // 2 fetches + 400 × (1 fetch + 3) per thread.
+    assert_eq!(t["instructions"], json!(2 * (1 + 400 * 4)));
+    assert_eq!(t["segv_signals"], json!(0), "{t}");
+    assert_eq!(t["violations_security"], json!(0));
+    assert_eq!(t["violations_consistency"], json!(0));
+    // The worker still runs in the address space when main unmaps the region (it waited for
+    // the worker's reads, then the worker goes on to its exit): one remote flush at least.
+    assert!(t["shootdown_ipis_sent"].as_u64().unwrap() >= 1, "{t}");
+    let oracle = run(&path, "oracle");
+    assert_eq!(oracle["totals"]["instructions"], t["instructions"]);
+    assert!(oracle["totals"]["shootdown_ipis_sent"].as_u64().unwrap() <= t["shootdown_ipis_sent"].as_u64().unwrap());
+    // Deterministic.
+    assert_eq!(run(&path, "linux")["totals"], *t);
+}
+
+#[test]
+fn bad_recordings_are_config_errors_that_name_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    // A thread nobody created.
+    let path = dir.path().join("orphan.tlbsim");
+    let mut w = NativeWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
+    w.write_batch(&[TraceEvent::Thread { tid: 1 }, fetch(CODE), TraceEvent::Thread { tid: 2 }, fetch(CODE)]).unwrap();
+    w.finish().unwrap();
+    let e = build_from(&path, true, 2).unwrap_err().to_string();
+    assert!(e.contains("thread 2") && e.contains("no recorded clone"), "{e}");
+    // Truncated: the byte offset is named.
+    let good = dir.path().join("two.tlbsim");
+    recording(&good, 10);
+    let bytes = std::fs::read(&good).unwrap();
+    let cut = dir.path().join("cut.tlbsim");
+    std::fs::write(&cut, &bytes[..bytes.len() - 3]).unwrap();
+    let e = build_from(&cut, true, 2).unwrap_err().to_string();
+    assert!(e.contains("offset"), "{e}");
+}
