@@ -217,3 +217,31 @@ def test_bad_recorded_workload_is_a_config_error(tmp_path: Path) -> None:
     bad.write_bytes(b"TLBSIM\0\x02" + bytes([0x26, 0x7f, 0x00]))
     with pytest.raises(tlbsim.TlbsimError, match=r"byte offset 8"):
         tlbsim.run({"workload": {"kind": "recorded", "paths": [str(bad)]}})
+
+
+def test_tlb_ipis_reads_the_tlb_row(tmp_path: Path, monkeypatch) -> None:
+    fake = tmp_path / "interrupts"
+    fake.write_text("           CPU0       CPU1\n  0:         10          0   IO-APIC   2-edge  timer\n"
+                    " TLB:        120         35   TLB shootdowns\n")
+    monkeypatch.setenv("TLBSIM_PROC_INTERRUPTS", str(fake))
+    assert rec.tlb_ipis() == 155
+    fake.write_text("           CPU0\n  0:         10   IO-APIC   2-edge  timer\n")
+    assert rec.tlb_ipis() is None
+
+
+@NEEDS_QEMU
+def test_compare_sets_real_beside_simulated(tmp_path: Path, monkeypatch, capsys) -> None:
+    # A kernel without the TLB row: the real count is unknown, the replay's is there.
+    fake = tmp_path / "interrupts"
+    fake.write_text("           CPU0\n")
+    monkeypatch.setenv("TLBSIM_PROC_INTERRUPTS", str(fake))
+    from tlbsim.cli import main
+
+    out = tmp_path / "fs.tlbsim"
+    code = main(["record", "--compare", "--cores", "2", "--out", str(out), "--",
+                 str(NATIVE / "file_server"), "2", "30"])
+    assert code == 0
+    text = capsys.readouterr().out
+    m = re.search(r"real n/a .*simulated ([\d,]+) \(linux, 2 cores", text)
+    assert m, text
+    assert int(m.group(1).replace(",", "")) > 0

@@ -463,6 +463,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="record every instruction fetch (else one count per basic block)")
     p.add_argument("--info", metavar="FILE", help="print a recording's threads, events and "
                    "instruction counts instead of recording")
+    p.add_argument("--compare", action="store_true",
+                   help="also run CMD natively counting the kernel's TLB-shootdown IPIs "
+                        "(/proc/interrupts), replay the recording and print both")
+    p.add_argument("--coherence", default="linux", metavar="POLICY",
+                   help="with --compare: the replay's os.coherence (default: %(default)s)")
+    p.add_argument("--cores", type=int, default=None, metavar="N",
+                   help="with --compare: the replay's cores (default: this machine's CPUs)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     p.set_defaults(func=_cmd_record)
 
@@ -583,11 +590,22 @@ def _cmd_record(args: argparse.Namespace) -> int:
         cmd = list(args.cmd)
         if cmd and cmd[0] == "--":
             cmd = cmd[1:]
-        s = rec.record(cmd, args.out, fetches=args.fetches)
+        if args.compare:
+            c = rec.compare(cmd, args.out, fetches=args.fetches, coherence=args.coherence,
+                            cores=args.cores)
+            s = c["recording"]
+        else:
+            s = rec.record(cmd, args.out, fetches=args.fetches)
     except rec.RecordError as err:
         print(f"tlbsim: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     print(rec.format_summary(s))
+    if args.compare:
+        real = c["real_ipis_received"]
+        print(f"TLB-shootdown IPIs received: real {'n/a (no TLB row in /proc/interrupts)' if real is None else f'{real:,}'}"
+              f" (native run, {c['real_seconds']:.2f} s, exit code {c['real_exit_code']}); "
+              f"simulated {c['simulated_ipis_received']:,} ({c['coherence']}, {c['cores']} cores, "
+              f"{c['simulated_shootdowns']:,} shootdowns)")
     ips = s["instructions"] / s["seconds"] if s["seconds"] > 0 else 0.0
     print(f"recorded in {s['seconds']:.2f} s ({ips:,.0f} instructions/s), {s['bytes']:,} bytes "
           f"({s['bytes'] / max(s['instructions'], 1):.3f} bytes/instruction); "

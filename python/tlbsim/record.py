@@ -3,7 +3,9 @@
 write one native trace (format version 2) of all its threads and processes.
 
 Follows: QEMU's ``-plugin file=...,arg=...`` option (qemu-user, Debian package
-``qemu-user``). Simplifies: x86-64 guests only; the plugin writes a raw file next to the
+``qemu-user``). A recording replays through the OS model as ``workload.kind = "recorded"``
+(crates/tlbsim-core/src/workload/recorded.rs); ``compare`` sets a program's real shootdown
+IPIs beside its replay's. Simplifies: x86-64 guests only; the plugin writes a raw file next to the
 output, finished (compressed, end record appended) when the program exits.
 """
 
@@ -58,8 +60,12 @@ def record(cmd: list[str], out: str | os.PathLike, fetches: bool = True,
     t0 = time.monotonic()
     proc = subprocess.Popen([qemu, "-plugin", arg, *cmd])
     try:
-        while proc.poll() is None:
-            time.sleep(0.5)
+        while True:
+            try:
+                proc.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                pass
             if progress:
                 n = int.from_bytes(status.read_bytes()[:8] or b"\0", "little")
                 print(f"\rrecording: {n:,} instructions, {raw.stat().st_size:,} bytes written, "
@@ -78,6 +84,55 @@ def record(cmd: list[str], out: str | os.PathLike, fetches: bool = True,
     raw.unlink()
     status.unlink(missing_ok=True)
     return summary
+
+
+def tlb_ipis() -> int | None:
+    """TLB-shootdown IPIs received so far, summed over CPUs: the ``TLB:`` row of
+    /proc/interrupts (None when the kernel has none). ``TLBSIM_PROC_INTERRUPTS`` names
+    another file to read, as for bench/proc_interrupts.h."""
+    path = os.environ.get("TLBSIM_PROC_INTERRUPTS") or "/proc/interrupts"
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        fields = line.split()
+        if fields and fields[0] == "TLB:":
+            return sum(int(f) for f in fields[1:] if f.isdigit())
+    return None
+
+
+def compare(cmd: list[str], out: str | os.PathLike, fetches: bool = True,
+            coherence: str = "linux", cores: int | None = None, progress: bool = True) -> dict:
+    """Run ``cmd`` natively counting the TLB-shootdown IPIs the kernel receives meanwhile
+    (as bench/shootdown.c does; the whole machine's, so other activity adds to it), record
+    it into ``out``, replay the recording under ``coherence`` on ``cores`` cores (default:
+    this machine's CPUs) and return both counts. The program runs twice: its two runs may
+    differ where its behaviour depends on timing."""
+    if not cmd:
+        raise RecordError("tlbsim record --compare: no command given")
+    before, t0 = tlb_ipis(), time.monotonic()
+    native = subprocess.run(cmd, stdout=subprocess.DEVNULL)
+    seconds, after = time.monotonic() - t0, tlb_ipis()
+    summary = record(cmd, out, fetches=fetches, progress=progress)
+    cores = cores or os.cpu_count() or 1
+    import tlbsim
+
+    totals = tlbsim.run({
+        "machine": {"sockets": 1, "cores_per_socket": cores},
+        "workload": {"kind": "recorded", "paths": [str(out)], "fetches": fetches},
+        "os": {"coherence": coherence},
+    }).stats["totals"]
+    return {
+        "real_ipis_received": None if before is None or after is None else after - before,
+        "real_exit_code": native.returncode,
+        "real_seconds": seconds,
+        "simulated_ipis_received": totals["shootdown_ipis_received"],
+        "simulated_shootdowns": totals["shootdowns_sent"],
+        "coherence": coherence,
+        "cores": cores,
+        "recording": summary,
+    }
 
 
 def info(path: str | os.PathLike, syscalls: bool = False) -> dict:
