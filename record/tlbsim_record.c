@@ -10,7 +10,8 @@
  * every instruction fetch (`fetches=on`, an Access of kind Fetch with the instruction's size)
  * or one Instructions record per executed translation block (`fetches=off`), every data
  * access with its size and direction, and the system calls that change the address space
- * or the threads, with their arguments and result (Syscall records), preceded by a File
+ * or the threads, and the futex waits and wakes and set_tid_address that order them
+ * (replay's sleeps), with their arguments and result (Syscall records), preceded by a File
  * record (device, inode) for a file mapping. Two calls pass what replay needs by pointer;
  * it is read from guest memory and recorded as an extra argument: sched_setaffinity's mask
  * (its first 64 CPUs, a fourth argument) and clone3's clone_args.flags (a third).
@@ -101,7 +102,9 @@ static int tracked_nargs(int64_t nr)
     case 57: return 0;  /* fork */
     case 58: return 0;  /* vfork */
     case 60: return 1;  /* exit */
+    case 202: return 5; /* futex (uaddr, op, val, timeout/val2, uaddr2) */
     case 203: return 3; /* sched_setaffinity */
+    case 218: return 1; /* set_tid_address */
     case 231: return 1; /* exit_group */
     case 435: return 2; /* clone3 */
     default: return -1;
@@ -302,6 +305,15 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t nr, uint6
     /* mmap of a file: MAP_ANONYMOUS is 0x20, the fd the fifth argument. */
     if (nr == 9 && !(a4 & 0x20) && (int64_t)(int32_t)a5 >= 0)
         sys_has_file = fstat((int)a5, &sys_file) == 0;
+    if (nr == 202) {
+        /* A wake is recorded as it enters, so it comes before the return of every wait it
+         * ends (its result, the number woken, is not known then: recorded as 0); a wait as
+         * it returns; the other operations (PI locks) not at all. */
+        uint64_t cmd = a2 & 0x7f;
+        if (cmd == 1 || cmd == 3 || cmd == 4 || cmd == 5 || cmd == 10)
+            write_syscall(nr, 0);
+        return;
+    }
     if (nr == 60 || nr == 231) {
         /* exit and exit_group do not return: record them now, and make the file whole. */
         write_syscall(nr, 0);
@@ -317,6 +329,8 @@ static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t nr, i
     (void)vcpu;
     if (tracked_nargs(nr) < 0 || nr == 60 || nr == 231)
         return;
+    if (nr == 202 && (sys_args[1] & 0x7f) != 0 && (sys_args[1] & 0x7f) != 9)
+        return; /* only futex waits are recorded at their return */
     /* The child side of fork/clone returns 0 here (a forked process): the parent's record
      * (with the child's id) is the event. */
     if ((nr == 56 || nr == 57 || nr == 58 || nr == 435) && ret == 0)

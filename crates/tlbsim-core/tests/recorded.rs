@@ -135,3 +135,70 @@ fn bad_recordings_are_config_errors_that_name_the_problem() {
     let e = build_from(&cut, true, 2).unwrap_err().to_string();
     assert!(e.contains("offset"), "{e}");
 }
+
+#[test]
+fn a_woken_futex_wait_sleeps_until_the_wake_that_ended_it() {
+    // Main clones a worker (CLONE_CHILD_CLEARTID at CTID), then joins it: its futex wait on
+    // CTID returns after the worker's exit. A second worker is woken by main's FUTEX_WAKE.
+    const CTID: u64 = 0x7000_0000_1000;
+    const WORD: u64 = 0x7000_0000_2000;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("join.tlbsim");
+    let mut w = NativeWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
+    let mut ev = vec![TraceEvent::Thread { tid: MAIN }, fetch(CODE)];
+    ev.push(syscall(56, &[0x3d0f00, 0, 0, CTID, 0], WORKER as i64));
+    ev.push(syscall(56, &[0x3d0f00, 0, 0, CTID + 8, 0], 102));
+    ev.push(TraceEvent::Thread { tid: 102 });
+    ev.push(fetch(CODE + 8));
+    ev.push(TraceEvent::Thread { tid: MAIN });
+    ev.push(syscall(202, &[WORD, 0x81, 1, 0, 0], 0)); // FUTEX_WAKE | FUTEX_PRIVATE_FLAG
+    ev.push(TraceEvent::Thread { tid: 102 });
+    ev.push(syscall(202, &[WORD, 0x80, 0, 0, 0], 0)); // FUTEX_WAIT, woken
+    ev.push(syscall(60, &[0], 0));
+    ev.push(TraceEvent::Thread { tid: WORKER });
+    for i in 0..2000 {
+        ev.push(fetch(CODE + 4 * (i % 64)));
+    }
+    ev.push(syscall(60, &[0], 0));
+    ev.push(TraceEvent::Thread { tid: MAIN });
+    ev.push(syscall(202, &[CTID, 0x80, WORKER as u64, 0, 0], 0)); // pthread_join
+    ev.push(fetch(CODE));
+    ev.push(syscall(231, &[0], 0));
+    w.write_batch(&ev).unwrap();
+    w.finish().unwrap();
+    let wl = build_from(&path, true, 2).unwrap();
+    wl.check(2).unwrap();
+    let worker_exit = wl.programs[1].iter().rev().find_map(|op| if let Op::Post { token } = op { Some(*token) } else { None }).unwrap();
+    assert!(wl.programs[0].contains(&Op::Sleep { token: worker_exit, count: 1 }), "{:?}", wl.programs[0]);
+    let wake = wl.programs[0].iter().find_map(|op| if let Op::Post { token } = op { Some(*token) } else { None }).unwrap();
+    assert!(wl.programs[2].contains(&Op::Sleep { token: wake, count: 1 }), "{:?}", wl.programs[2]);
+    // Main sleeps through the worker's 2,000 instructions: the run lasts at least as long.
+    let stats = run(&path, "linux");
+    let main_end = stats["per_thread"].as_array().unwrap().iter().find(|t| t["name"] == json!(format!("tid{MAIN}"))).map(|t| t["end_cycle"].as_u64().unwrap());
+    let worker_end = stats["per_thread"].as_array().unwrap().iter().find(|t| t["name"] == json!(format!("tid{WORKER}"))).map(|t| t["end_cycle"].as_u64().unwrap());
+    assert!(main_end.unwrap() >= worker_end.unwrap(), "{main_end:?} {worker_end:?}");
+}
+
+#[test]
+fn a_cycle_of_waits_is_refused_by_check() {
+    use tlbsim_core::workload::program::{ProcessSpec, ThreadSpec, Workload};
+    let thread = |p: usize| ThreadSpec { name: format!("t{p}"), class: "c".into(), core: None, program: p, daemon: false };
+    let mut w = Workload {
+        processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads: vec![thread(0), thread(1)] }],
+        programs: vec![
+            vec![Op::Wait { token: 0, count: 1 }, Op::Post { token: 1 }],
+            vec![Op::Wait { token: 1, count: 1 }, Op::Post { token: 0 }],
+        ],
+        slots: 1,
+        tokens: 2,
+        ..Default::default()
+    };
+    let e = w.check(2).unwrap_err();
+    assert!(e.contains("cycle"), "{e}");
+    // Posting first breaks the cycle.
+    w.programs[1] = vec![Op::Post { token: 0 }, Op::Wait { token: 1, count: 1 }];
+    w.check(2).unwrap();
+    // A wait for more posts than exist.
+    w.programs[0][0] = Op::Wait { token: 0, count: 2 };
+    assert!(w.check(2).unwrap_err().contains("only 1 post"));
+}

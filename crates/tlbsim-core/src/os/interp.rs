@@ -141,8 +141,9 @@ impl<P: Coherence> Os<P> {
                 self.advance(thread);
             }
             Op::Spawn { thread: declared } => self.spawn_held(core, thread, declared),
-            Op::Post { token } => self.post(thread, token),
+            Op::Post { token } => self.post(core, thread, token),
             Op::Wait { token, count } => self.wait_token(core, thread, token, count, until)?,
+            Op::Sleep { token, count } => self.sleep_token(core, thread, token, count),
             Op::Serve => self.serve(core, thread),
             Op::Block { cycles } => {
                 self.advance(thread);

@@ -421,8 +421,10 @@ pub(crate) struct Os<P: Coherence> {
     /// Split-driver I/O (os/io.rs): requests sent, completions delivered.
     pub(crate) io_requests: u64,
     pub(crate) io_completions: u64,
-    /// Completion tokens of `Op::Post`/`Op::Wait` (os/replay.rs): times posted.
+    /// Completion tokens of `Op::Post`/`Op::Wait`/`Op::Sleep` (os/replay.rs): times posted,
+    /// and the threads asleep on each.
     pub(crate) tokens: Vec<u32>,
+    pub(crate) token_sleepers: HashMap<u32, Vec<usize>>,
     /// Threads created asleep (`Workload::held_threads`), by declaration index: the
     /// engine's thread id, until an `Op::Spawn` starts it.
     pub(crate) held: Vec<(u32, usize)>,
@@ -588,6 +590,7 @@ impl<P: Coherence> Os<P> {
             io_requests: 0,
             io_completions: 0,
             tokens: Vec::new(),
+            token_sleepers: HashMap::default(),
             held: Vec::new(),
             replay_cpi: 0,
             yield_core: false,

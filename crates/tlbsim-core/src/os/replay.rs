@@ -16,7 +16,7 @@
 //! the model's; system calls that block (futex, read, nanosleep) were not recorded and take
 //! no time.
 
-use super::Os;
+use super::{Os, ThreadState};
 use crate::coherence::Coherence;
 use crate::error::{Error, Result};
 use crate::types::AccessKind;
@@ -85,10 +85,29 @@ impl<P: Coherence> Os<P> {
         self.enqueue(id, target, now);
     }
 
-    /// `Op::Post`: one more posting of `token`.
-    pub(super) fn post(&mut self, thread: usize, token: u32) {
+    /// `Op::Post`: one more posting of `token`; the threads asleep on it check again.
+    pub(super) fn post(&mut self, core: usize, thread: usize, token: u32) {
         self.advance(thread);
         self.tokens[token as usize] += 1;
+        if let Some(sleepers) = self.token_sleepers.remove(&token) {
+            let now = self.clock(core);
+            for w in sleepers {
+                if self.threads[w].state == ThreadState::Blocked {
+                    self.schedule_wake(w, now);
+                }
+            }
+        }
+    }
+
+    /// `Op::Sleep`: go on if `token` has been posted `count` times, else sleep until a post
+    /// (the op then runs again): a futex wait, the core free for others or idle.
+    pub(super) fn sleep_token(&mut self, core: usize, thread: usize, token: u32, count: u32) {
+        if self.tokens[token as usize] >= count {
+            self.advance(thread);
+            return;
+        }
+        self.token_sleepers.entry(token).or_default().push(thread);
+        self.park(core, thread);
     }
 
     /// `Op::Wait`: go on if `token` has been posted `count` times, else spin until `until`

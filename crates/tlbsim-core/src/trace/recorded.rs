@@ -28,6 +28,8 @@ pub fn syscall_name(nr: u16) -> Option<&'static str> {
         57 => "fork",
         58 => "vfork",
         60 => "exit",
+        202 => "futex",
+        218 => "set_tid_address",
         203 => "sched_setaffinity",
         231 => "exit_group",
         435 => "clone3",

@@ -122,9 +122,13 @@ pub enum Op {
     Spawn { thread: u32 },
     /// Post the completion `token` once (a recorded event other threads wait for).
     Post { token: u32 },
-    /// Sleep until `token` has been posted `count` times (replay's ordering of a recorded
-    /// program's threads around its system calls, `crate::workload::recorded`).
+    /// Spin until `token` has been posted `count` times (replay's ordering of a recorded
+    /// program's threads around its system calls, `crate::workload::recorded`): the thread
+    /// keeps its core.
     Wait { token: u32, count: u32 },
+    /// Sleep until `token` has been posted `count` times: the thread leaves its core, which
+    /// may idle (a recorded futex wait, woken by another thread's futex wake or exit).
+    Sleep { token: u32, count: u32 },
 }
 
 /// Entries of a recorded stream (`Op::Replay`): the kind in the top two bits, the virtual
@@ -342,13 +346,16 @@ impl Workload {
             for op in self.programs.iter().flatten() {
                 match *op {
                     Op::Post { token } if token < self.tokens => posts[token as usize] += 1,
-                    Op::Wait { token, count } if token < self.tokens => needed[token as usize] = needed[token as usize].max(count as u64),
+                    Op::Wait { token, count } | Op::Sleep { token, count } if token < self.tokens => {
+                        needed[token as usize] = needed[token as usize].max(count as u64)
+                    }
                     _ => {}
                 }
             }
             if let Some(t) = (0..posts.len()).find(|&t| posts[t] < needed[t]) {
                 return Err(format!("token {t}: waited for {} posts but only {} post operations exist", needed[t], posts[t]));
             }
+            self.check_token_order()?;
         }
         for (i, (pi, va, spec)) in self.fixed_regions.iter().enumerate() {
             if *pi >= self.processes.len() {
@@ -415,7 +422,7 @@ impl Workload {
                     Op::Spawn { thread } if !self.held_threads.contains(thread) => {
                         return Err(format!("{}: thread {thread} is not held (only a held thread is spawned)", at()))
                     }
-                    Op::Post { token } | Op::Wait { token, .. } if *token >= self.tokens => {
+                    Op::Post { token } | Op::Wait { token, .. } | Op::Sleep { token, .. } if *token >= self.tokens => {
                         return Err(format!("{}: no token {token} (the workload has {})", at(), self.tokens))
                     }
                     Op::Io { server, .. } => {
@@ -436,6 +443,52 @@ impl Workload {
 }
 
 impl Workload {
+    /// Whether every program can run to its end with the tokens alone deciding: run each
+    /// started program until a `Wait`/`Sleep` whose token is not posted enough, over and
+    /// over; a program still stuck at the end waits in a cycle (whatever the timing).
+    /// Loops run once (their bodies' posts counted once); `Spawn` and `Fork` start programs.
+    fn check_token_order(&self) -> Result<(), String> {
+        let mut posted = vec![0u64; self.tokens as usize];
+        let mut pc = vec![0usize; self.programs.len()];
+        let mut started = vec![false; self.programs.len()];
+        let declared: Vec<usize> = self.processes.iter().flat_map(|p| p.threads.iter().map(|t| t.program)).collect();
+        for (i, &prog) in declared.iter().enumerate() {
+            if !self.held_threads.contains(&(i as u32)) {
+                started[prog] = true;
+            }
+        }
+        loop {
+            let mut progress = false;
+            for p in 0..self.programs.len() {
+                if !started[p] {
+                    continue;
+                }
+                while let Some(op) = self.programs[p].get(pc[p]) {
+                    match *op {
+                        Op::Post { token } => posted[token as usize] += 1,
+                        Op::Wait { token, count } | Op::Sleep { token, count } if posted[token as usize] < count as u64 => break,
+                        Op::Spawn { thread } => {
+                            if let Some(&prog) = declared.get(thread as usize) {
+                                started[prog] = true;
+                            }
+                        }
+                        Op::Fork { program, .. } => started[program] = true,
+                        _ => {}
+                    }
+                    pc[p] += 1;
+                    progress = true;
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+        match (0..self.programs.len()).find(|&p| started[p] && pc[p] < self.programs[p].len()) {
+            Some(p) => Err(format!("program[{p}].op[{}]: {:?} can never be satisfied (the programs wait for each other in a cycle)", pc[p], self.programs[p][pc[p]])),
+            None => Ok(()),
+        }
+    }
+
     /// Per program: whether a thread that is not a daemon runs it (a `ThreadSpec` with
     /// `daemon = false`, or a `Fork` of a program not in `daemon_programs`), so it must end.
     fn programs_that_must_end(&self) -> Vec<bool> {

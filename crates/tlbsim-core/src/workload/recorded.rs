@@ -36,6 +36,12 @@
 //!   thread is assumed, as glibc's pthread_create uses it); QEMU 7.2 refuses clone3, so
 //!   glibc falls back to clone, whose flags are recorded;
 //! - a forked process's own threads are not replayed (an error says so).
+//!
+//! Sleeps: a futex wait that was woken (pthread_join, a mutex or condition variable) sleeps
+//! until the last wake recorded on its word before it returned (a futex wake, or the exit of
+//! the thread whose clear_child_tid it is): `Op::Sleep`, the core free meanwhile. Waits that
+//! timed out or were interrupted, and other blocking calls (read, poll, nanosleep), take no
+//! time.
 
 use super::program::{Backing, MapSpec, Op, ProcessSpec, Recorded, ThreadSpec, Workload};
 use crate::config::Config;
@@ -50,6 +56,16 @@ use std::path::Path;
 const PAGE: u64 = 4096;
 /// Linux's flags (include/uapi/linux/sched.h, asm-generic/mman*.h, x86-64 values).
 const CLONE_VM: u64 = 0x100;
+const CLONE_CHILD_CLEARTID: u64 = 0x0020_0000;
+/// futex operations (include/uapi/linux/futex.h), without the private and clock flags.
+const FUTEX_CMD_MASK: u64 = 0x7f;
+const FUTEX_WAIT: u64 = 0;
+const FUTEX_WAKE: u64 = 1;
+const FUTEX_REQUEUE: u64 = 3;
+const FUTEX_CMP_REQUEUE: u64 = 4;
+const FUTEX_WAKE_OP: u64 = 5;
+const FUTEX_WAIT_BITSET: u64 = 9;
+const FUTEX_WAKE_BITSET: u64 = 10;
 const MAP_SHARED: u64 = 0x01;
 const MAP_ANONYMOUS: u64 = 0x20;
 const MAP_POPULATE: u64 = 0x8000;
@@ -103,6 +119,8 @@ struct ThreadB {
     /// Completion token of its own last system call.
     last_done: Option<u32>,
     exit_token: Option<u32>,
+    /// clear_child_tid: the futex the kernel wakes when the thread exits (pthread_join's).
+    clear_tid: Option<u64>,
     last_page: u64,
     /// Its bit among its process's threads (index mod 64) in the pages' accessor sets.
     bit: u64,
@@ -126,6 +144,9 @@ struct ProcB {
     accessors: FastMap<u64, u64>,
     /// Program break (page-aligned) once known.
     brk: Option<u64>,
+    /// Per futex address: the token of the last wake recorded on it (a futex wake, or the
+    /// exit of a thread whose clear_child_tid it is).
+    futex_wakes: FastMap<u64, u32>,
 }
 
 #[derive(Default)]
@@ -163,6 +184,7 @@ impl Builder {
             seen: FastMap::default(),
             last_done: None,
             exit_token: None,
+            clear_tid: None,
             last_page: NO_PAGE,
             bit: 0,
             declared: None,
@@ -336,24 +358,8 @@ impl Builder {
             self.wait_for(t, call);
         }
         // The other threads that touched the range since the last call over it.
-        let p = &mut self.procs[pi];
-        let pages = len / PAGE;
-        let mut mask = 0u64;
-        if pages <= p.accessors.len() as u64 {
-            for page in va >> 12..end >> 12 {
-                if let Some(m) = p.accessors.remove(&page) {
-                    mask |= m;
-                }
-            }
-        } else {
-            p.accessors.retain(|&page, m| {
-                let inside = page >= va >> 12 && page < end >> 12;
-                if inside {
-                    mask |= *m;
-                }
-                !inside
-            });
-        }
+        let mask = accessor_mask(&mut self.procs[pi].accessors, va, end, true);
+        let p = &self.procs[pi];
         let others: Vec<usize> = p.threads.iter().copied().filter(|&u| u != t && self.threads[u].bit & mask != 0).collect();
         let ready = (!others.is_empty()).then(|| self.token());
         let mut count = 0;
@@ -447,10 +453,12 @@ impl Builder {
                 let info = MapInfo { writable: a[2] & PROT_WRITE != 0, shared: a[3] & MAP_SHARED != 0, backing };
                 self.map(t, va, len, info, a[3] & MAP_POPULATE != 0);
             }
+            // munmap, mprotect, madvise and msync of an unaligned address fail (EINVAL).
+            10 | 11 | 26 | 28 if a[0] % PAGE != 0 || a[1] == 0 || a[0].checked_add(a[1]).is_none_or(|e| e > 1 << 47) => {}
             // munmap(addr, len)
-            11 if !failed && a[1] > 0 => self.unmap(t, a[0] & !(PAGE - 1), align_up(a[1] + a[0] % PAGE)),
+            11 if !failed => self.unmap(t, a[0], align_up(a[1])),
             // mprotect(addr, len, prot)
-            10 if !failed && a[1] > 0 => {
+            10 if !failed => {
                 let (va, len) = (a[0], align_up(a[1]));
                 let writable = a[2] & PROT_WRITE != 0;
                 self.range_call(t, va, len, vec![Op::Mprotect { slot: 0, writable }]);
@@ -458,11 +466,11 @@ impl Builder {
                 set_writable(&mut self.procs[pi].live, va, va + len, writable);
             }
             // madvise(addr, len, advice): the advice that zaps pages
-            28 if !failed && a[1] > 0 && (a[2] == MADV_DONTNEED || a[2] == MADV_FREE) => {
+            28 if !failed && (a[2] == MADV_DONTNEED || a[2] == MADV_FREE) => {
                 self.range_call(t, a[0], align_up(a[1]), vec![Op::MadviseDontneed { slot: 0 }]);
             }
             // msync(addr, len, flags)
-            26 if !failed && a[1] > 0 => self.range_call(t, a[0], align_up(a[1]), vec![Op::Msync { slot: 0 }]),
+            26 if !failed => self.range_call(t, a[0], align_up(a[1]), vec![Op::Msync { slot: 0 }]),
             // brk(addr): the result is the break, moved or not
             12 if ret > 0 => {
                 let pi = self.threads[t].process.expect("attached");
@@ -522,7 +530,9 @@ impl Builder {
                     435 => nargs < 3 || a[2] & CLONE_VM != 0,
                     _ => false,
                 };
-                self.create(t, ret as u32, thread)?;
+                // clone(flags, stack, parent_tid, child_tid, tls)
+                let (flags, ctid) = if nr == 56 { (a[0], a[3]) } else { (0, 0) };
+                self.create(t, ret as u32, thread, flags, ctid)?;
             }
             // exit(status), exit_group(status)
             60 | 231 => {
@@ -530,6 +540,38 @@ impl Builder {
                 self.push_op(t, Op::Post { token: tok });
                 self.push_op(t, Op::Exit);
                 self.threads[t].exit_token = Some(tok);
+                if let Some(addr) = self.threads[t].clear_tid {
+                    // The kernel clears the tid and wakes its futex: pthread_join returns.
+                    let pi = self.threads[t].process.expect("attached");
+                    self.procs[pi].futex_wakes.insert(addr, tok);
+                }
+            }
+            // set_tid_address(tidptr)
+            218 => self.threads[t].clear_tid = Some(a[0]),
+            // futex(uaddr, op, val, timeout/val2, uaddr2): the plugin records wakes when
+            // they enter (before the threads they wake return) and waits when they return.
+            202 if nargs >= 2 => {
+                let pi = self.threads[t].process.expect("attached");
+                match a[1] & FUTEX_CMD_MASK {
+                    FUTEX_WAKE | FUTEX_WAKE_BITSET | FUTEX_REQUEUE | FUTEX_CMP_REQUEUE | FUTEX_WAKE_OP => {
+                        let tok = self.token();
+                        self.push_op(t, Op::Post { token: tok });
+                        let p = &mut self.procs[pi];
+                        p.futex_wakes.insert(a[0], tok);
+                        if a[1] & FUTEX_CMD_MASK != FUTEX_WAKE && a[1] & FUTEX_CMD_MASK != FUTEX_WAKE_BITSET && nargs >= 5 {
+                            // Requeued or second-word waiters are woken through uaddr2.
+                            p.futex_wakes.insert(a[4], tok);
+                        }
+                    }
+                    // Woken (0), not timed out or interrupted: it slept until the last wake
+                    // recorded on the word before its return.
+                    FUTEX_WAIT | FUTEX_WAIT_BITSET if ret == 0 => {
+                        if let Some(&tok) = self.procs[pi].futex_wakes.get(&a[0]) {
+                            self.push_op(t, Op::Sleep { token: tok, count: 1 });
+                        }
+                    }
+                    _ => {}
+                }
             }
             // sched_setaffinity(pid, len, mask): the plugin adds the mask's first word.
             203 if !failed && nargs >= 4 && a[3].count_ones() == 1 => {
@@ -545,7 +587,7 @@ impl Builder {
     }
 
     /// Thread `t` created `tid`: a thread of its process (`thread`) or a forked process.
-    fn create(&mut self, t: usize, tid: u32, thread: bool) -> Result<(), String> {
+    fn create(&mut self, t: usize, tid: u32, thread: bool, nr_flags: u64, ctid: u64) -> Result<(), String> {
         let child = match self.tids.get(&tid) {
             Some(&c) if self.threads[c].process.is_some() => return Err(format!("thread {tid} is created twice")),
             Some(&c) => c,
@@ -557,6 +599,9 @@ impl Builder {
                 return Err(format!("thread {tid} is created by thread {} of a forked process: threads of forked processes are not replayed", self.threads[t].tid));
             }
             self.attach(child, pi);
+            if nr_flags & CLONE_CHILD_CLEARTID != 0 {
+                self.threads[child].clear_tid = Some(ctid);
+            }
             self.threads[child].declared = Some(self.declared);
             self.push_op(t, Op::Spawn { thread: self.declared });
             self.declared += 1;
@@ -630,6 +675,30 @@ impl Builder {
         }
         Ok(w)
     }
+}
+
+/// The threads (bits) that touched `[lo, hi)` since the last call over it, those entries
+/// removed if `remove`.
+fn accessor_mask(accessors: &mut FastMap<u64, u64>, lo: u64, hi: u64, remove: bool) -> u64 {
+    let mut mask = 0u64;
+    let (first, end) = (lo >> 12, hi.div_ceil(PAGE));
+    if end - first <= accessors.len() as u64 {
+        for page in first..end {
+            let m = if remove { accessors.remove(&page) } else { accessors.get(&page).copied() };
+            mask |= m.unwrap_or(0);
+        }
+    } else if remove {
+        accessors.retain(|&page, m| {
+            let inside = page >= first && page < end;
+            if inside {
+                mask |= *m;
+            }
+            !inside
+        });
+    } else {
+        mask = accessors.iter().filter(|(&page, _)| page >= first && page < end).fold(0, |a, (_, &m)| a | m);
+    }
+    mask
 }
 
 /// A value of a range map that knows how to describe a part of its range.
