@@ -53,7 +53,7 @@ impl<P: Coherence> Os<P> {
             // MAP_FIXED: the caller's address (a range a policy holds back included).
             // Anywhere in the 47-bit user address space: a recorded program's stack and
             // mappings may lie above the mmap area this model places mappings in.
-            if va % PAGE != 0 || va + len > USER_TOP || vma_map.range(..va + len).next_back().is_some_and(|(_, v)| v.end > va) {
+            if va % PAGE != 0 || va + len > USER_TOP || self.overlaps_mapping(pid, va, len) {
                 return Err(Error::Sim(format!("process {pid}: MAP_FIXED at {va:#x} for {len} bytes overlaps a mapping (munmap the region first)")));
             }
             va

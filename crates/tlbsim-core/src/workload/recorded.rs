@@ -358,7 +358,7 @@ impl Builder {
             self.wait_for(t, call);
         }
         // The other threads that touched the range since the last call over it.
-        let mask = accessor_mask(&mut self.procs[pi].accessors, va, end, true);
+        let mask = take_accessors(&mut self.procs[pi].accessors, va, end);
         let p = &self.procs[pi];
         let others: Vec<usize> = p.threads.iter().copied().filter(|&u| u != t && self.threads[u].bit & mask != 0).collect();
         let ready = (!others.is_empty()).then(|| self.token());
@@ -677,17 +677,16 @@ impl Builder {
     }
 }
 
-/// The threads (bits) that touched `[lo, hi)` since the last call over it, those entries
-/// removed if `remove`.
-fn accessor_mask(accessors: &mut FastMap<u64, u64>, lo: u64, hi: u64, remove: bool) -> u64 {
+/// The threads (bits) that touched `[lo, hi)` since the last call over it; those entries
+/// are removed (the call being compiled is now the last over the range).
+fn take_accessors(accessors: &mut FastMap<u64, u64>, lo: u64, hi: u64) -> u64 {
     let mut mask = 0u64;
     let (first, end) = (lo >> 12, hi.div_ceil(PAGE));
     if end - first <= accessors.len() as u64 {
         for page in first..end {
-            let m = if remove { accessors.remove(&page) } else { accessors.get(&page).copied() };
-            mask |= m.unwrap_or(0);
+            mask |= accessors.remove(&page).unwrap_or(0);
         }
-    } else if remove {
+    } else {
         accessors.retain(|&page, m| {
             let inside = page >= first && page < end;
             if inside {
@@ -695,8 +694,6 @@ fn accessor_mask(accessors: &mut FastMap<u64, u64>, lo: u64, hi: u64, remove: bo
             }
             !inside
         });
-    } else {
-        mask = accessors.iter().filter(|(&page, _)| page >= first && page < end).fold(0, |a, (_, &m)| a | m);
     }
     mask
 }
