@@ -465,14 +465,23 @@ def reach_rows(pages: np.ndarray, *, thp: bool = True, perf: bool = False, l1: f
     return rows
 
 
+# the synthetic host's data caches: a 48 KiB L1D (768 lines: the step at 768 pages) and a
+# 2 MiB L2 (32768 lines: the step at 32768)
+CACHES = [{"level": 1, "size": 48 << 10, "ways": 12}, {"level": 2, "size": 2 << 20, "ways": 16}]
+
+
 def test_reach_analysis_separates_tlb_knees_from_data_cache_knees() -> None:
     pts = cal.reach_points(reach_rows(PAGES), "GenuineIntel")
     a = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="madvise", control_limit=16384,
-                          llc_bytes=100 << 20)
+                          llc_bytes=100 << 20, caches=CACHES)
     knees = {k["level"]: k for k in a.knees}
-    assert knees["l1"]["entries"] == pytest.approx(96, rel=0.02)
-    assert knees["l2"]["entries"] == pytest.approx(2048, rel=0.02)
-    assert knees["l1"]["cost_ns"] == pytest.approx(2.7, rel=0.05)
+    # four sizes per doubling (19% apart): the knee is placed within that grid
+    assert knees["l1"]["entries"] == pytest.approx(96, rel=0.12)
+    assert knees["l2"]["entries"] == pytest.approx(2048, rel=0.12)
+    assert knees["l1"]["cost_ns"] == pytest.approx(2.7, rel=0.15)
+    assert {k["confidence"] for k in a.knees} <= {"high", "medium"}
+    # the data caches' steps were fitted, not taken for TLBs
+    assert any(b["level"] == "data cache" or b["level"] == 1 for b in a.beyond)
     assert a.memory_ns == pytest.approx(98.0)  # dense 512 MiB minus dense 16 KiB
     assert "5.1x the 100 MiB last-level cache" in a.memory_source
     # two dense footprints make no LLC curve: said, not guessed
@@ -483,12 +492,14 @@ def test_reach_analysis_separates_tlb_knees_from_data_cache_knees() -> None:
     assert b.memory_ns is None and "last-level cache" in b.not_measurable["memory_latency"]
 
 
-def test_reach_analysis_without_huge_pages_says_why() -> None:
+def test_reach_analysis_without_huge_pages_still_finds_the_knees() -> None:
+    # the knees come from the raw 4 KiB curve; only memory latency needs huge pages
     pts = cal.reach_points(reach_rows(PAGES, thp=False), "GenuineIntel")
-    a = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="never", control_limit=16384)
-    assert a.knees == []
-    assert "not measurable here: no transparent huge pages (enabled = never)" in a.not_measurable["tlb_knees_ns"]
-    assert "not measurable here" in a.not_measurable["memory_latency"]
+    a = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="never", control_limit=16384, caches=CACHES)
+    knees = {k["level"]: k["entries"] for k in a.knees}
+    assert knees["l1"] == pytest.approx(96, rel=0.12) and knees["l2"] == pytest.approx(2048, rel=0.12)
+    assert "tlb_knees_ns" not in a.not_measurable
+    assert "not measurable here: no transparent huge pages (enabled = never)" in a.not_measurable["memory_latency"]
 
 
 def test_reach_analysis_uses_perf_walk_counts_where_permitted() -> None:
@@ -535,7 +546,7 @@ def write_preset(tmp_path: Path, h: cal.Host, shoot: dict[str, Any], reach: dict
 
 def test_preset_has_every_fitted_key_with_its_source(tmp_path: Path) -> None:
     pts = cal.reach_points(reach_rows(PAGES), "GenuineIntel")
-    a = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="madvise", control_limit=16384)
+    a = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="madvise", control_limit=16384, caches=CACHES)
     from dataclasses import asdict
 
     out = write_preset(tmp_path, host(), records(synthetic_patterns()), {"analysis": asdict(a)})
@@ -561,7 +572,7 @@ def test_preset_without_tlb_row_one_cpu_and_no_thp(tmp_path: Path) -> None:
     shoot["munmap-4k-alone"] = {"pattern": "munmap-4k-alone", "ops_per_second": 150000.0,
                                 "ipis_not_measurable": "no TLB row in /proc/interrupts"}
     pts = cal.reach_points(reach_rows(PAGES, thp=False), "GenuineIntel")
-    a = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="never", control_limit=16384)
+    a = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="never", control_limit=16384, caches=CACHES)
     from dataclasses import asdict
 
     h = host(cpus_online=1, cpus_allowed=1, cores_per_socket=1, thp="never", tlb_row=False,
@@ -570,7 +581,8 @@ def test_preset_without_tlb_row_one_cpu_and_no_thp(tmp_path: Path) -> None:
     text, cfg = out["text"], out["cfg"]
     assert cfg["machine"]["cores_per_socket"] == 1
     assert "# interrupt: not measurable here: no IPI count (no TLB row in /proc/interrupts)" in text
-    assert "not measured here" in text and "no transparent huge pages" in text
+    assert "# local_latency: not measurable here: no transparent huge pages" in text
+    assert cfg["machine"]["tlb"]["l2"]["entries"] == 2048  # the knees need no huge pages
     assert "syscall" in out["toml"]["costs"]  # munmap-4k-alone alone still fixes the scale
 
 
@@ -659,3 +671,143 @@ def test_build_benchmarks_compiles_once_and_says_what_is_missing(tmp_path: Path,
     with pytest.raises(cal.CalibrateError, match="checkout"):
         cal.bench_sources()
     assert isinstance(cal.CalibrateError("x"), tlbsim.TlbsimError)  # the CLI's exit status 2
+
+
+# ---------------------------------------------------------------------------------------
+# issue 18: knees from the raw curve, on recorded and synthetic curves
+
+DATA = Path(__file__).parent / "data"
+ZEN3_CACHES = [fit.DataCache(1, 32 << 10, 8), fit.DataCache(2, 512 << 10, 8), fit.DataCache(3, 32 << 20, 16)]
+
+
+def _recorded_curve(name: str, page_size: str = "4k") -> tuple[list[float], list[float]]:
+    acc: dict[int, list[float]] = {}
+    for line in (DATA / name).read_text().splitlines():
+        r = json.loads(line)
+        p = r.get("pages_4k", r.get("pages"))
+        if r.get("page_size") == page_size and p and not r.get("dense"):
+            acc.setdefault(int(p), []).append(float(r["ns_per_access"]))
+    pages = sorted(acc)
+    return [float(p) for p in pages], [float(np.median(acc[p])) for p in pages]
+
+
+@pytest.mark.parametrize("name", ["reach_zen3_kvm_dense.jsonl", "reach_zen3_kvm_quick.jsonl"])
+@pytest.mark.parametrize("page_size", ["4k", "2m"])
+def test_knees_of_recorded_zen3_curves(name: str, page_size: str) -> None:
+    """Curves recorded with bench/tlb_reach on this workplace's AMD EPYC (Zen 3) KVM guest:
+    CPUID Fn8000_0005/6 say 64 entries (fully associative) and 2048. The old fit read
+    1641 and 21111 off the quick curve. In this guest the 2 MiB curve has the same TLB knees
+    (the host maps guest memory with 4 KiB pages)."""
+    pages, ns = _recorded_curve(name, page_size)
+    f = fit.fit_tlb_knees(pages, ns, ZEN3_CACHES)
+    knees = {k.level: k for k in f.knees}
+    # the quick curve has sizes 19% apart around 64 (54, 64, 76): the knee is read to that
+    assert knees["l1"].entries == pytest.approx(64, rel=0.15 if "dense" in name else 0.2)
+    assert knees["l2"].entries == pytest.approx(2048, rel=0.15)
+    assert knees["l2"].confidence == "high"
+    assert knees["l1"].interval[0] <= knees["l1"].entries <= knees["l1"].interval[1]
+
+
+def _set_ramp(pages: np.ndarray, entries: int, ways: int) -> np.ndarray:
+    """Misses per read of a cyclic chase over consecutive pages through an LRU TLB of
+    `entries` in `ways`-way sets indexed by the page number: a set whose pages exceed its
+    ways misses on all of them."""
+    sets = entries // ways
+    out = []
+    for p in pages:
+        per_set = np.full(sets, int(p) // sets) + (np.arange(sets) < int(p) % sets)
+        out.append(float(per_set[per_set > ways].sum()) / p)
+    return np.array(out)
+
+
+def _intel_like(pages: np.ndarray, seed: int, noise: float) -> np.ndarray:
+    """A synthetic Ice Lake-SP guest curve: 64-entry 4-way L1 DTLB, 2048-entry 16-way STLB,
+    48 KiB 12-way L1D and 1.25 MiB 20-way L2 (random sets: one hashed line per page),
+    scaled to the levels the issue quotes (1.6 ns at 64 pages, 3.7 at 256, 6.0 at 1,024,
+    21.9 at 4,096), with the walks' page-table lines slowly leaving the caches past the
+    STLB, and multiplicative noise."""
+    l1d = fit.DataCache(1, 48 << 10, 12)
+    l2c = fit.DataCache(2, 1280 << 10, 20)
+    y = (1.6 + 2.1 * _set_ramp(pages, 64, 4) + 2.3 * fit.cache_miss_fraction(pages, l1d)
+         + 13.0 * _set_ramp(pages, 2048, 16) + 3.0 * np.log(np.maximum(pages / 2048, 1.0))
+         + 25.0 * fit.cache_miss_fraction(pages, l2c))
+    rng = np.random.default_rng(seed)
+    return y * (1 + noise * rng.standard_normal(len(pages)))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_knees_of_a_synthetic_intel_curve_with_noise(seed: int) -> None:
+    pages = np.array(fit.geometric_sizes(16, 65536, 6), dtype=float)
+    ns = _intel_like(pages, seed, 0.03)
+    caches = [fit.DataCache(1, 48 << 10, 12), fit.DataCache(2, 1280 << 10, 20)]
+    f = fit.fit_tlb_knees(pages, ns, caches)
+    knees = {k.level: k for k in f.knees}
+    assert knees["l1"].entries == pytest.approx(64, rel=0.15)
+    assert knees["l2"].entries == pytest.approx(2048, rel=0.15)  # not the L1D's 768, not 6144
+    assert knees["l2"].confidence in ("high", "medium")
+
+
+def test_knee_confidence_is_low_where_the_curve_is_flat() -> None:
+    pages = np.array(fit.geometric_sizes(16, 65536, 4), dtype=float)
+    rng = np.random.default_rng(5)
+    ns = 3.0 + 40.0 * fit.miss_rate(pages, 2048) + 0.05 * rng.standard_normal(len(pages))
+    f = fit.fit_tlb_knees(pages, ns, [])
+    # one real knee (2048); whatever is called L1 below it is noise, or the 2048 itself
+    for k in f.knees:
+        if abs(k.entries / 2048 - 1) > 0.15:
+            assert k.confidence == "low" or k.cost < 0.5
+
+
+def test_cache_miss_fraction_is_the_poisson_tail() -> None:
+    c = fit.DataCache(1, 32 << 10, 8)  # 64 sets x 8 ways = 512 lines
+    m = fit.cache_miss_fraction(np.array([64.0, 512.0, 4096.0]), c)
+    assert m[0] < 1e-3 and 0.4 < m[1] < 0.7 and m[2] > 0.999
+
+
+# ---------------------------------------------------------------------------------------
+# issue 18: shootdown costs in a closed loop
+
+
+def test_closed_loop_recovers_known_costs() -> None:
+    """'Real' throughputs simulated with known costs; the closed loop, started from the
+    defaults, finds costs that reproduce them, and those costs are the known ones."""
+    from tlbsim import validate as val
+
+    true = {"interrupt": 3000, "ipi_send": 600, "ipi_delivery_same_socket": 900}
+    defaults = tlbsim.resolve({})["costs"]
+
+    def simulate(costs: dict[str, float]) -> dict[str, float]:
+        out = {}
+        for name in (cal.CLOSED_LOOP_REFERENCE, *cal.CLOSED_LOOP_FIT):
+            over = {**val.pattern_overrides(name, 600), **{f"costs.{k}": v for k, v in costs.items()}}
+            out[name] = float(val.pattern_result(tlbsim.run({}, overrides=over).stats)["ops_per_second"])
+        return out
+
+    real = simulate(true)
+    receiver = true["interrupt"] + defaults["invlpg"] + defaults["ack"]
+    r = cal.fit_costs_closed_loop(simulate, real, defaults, receiver_measured=receiver,
+                                  seed=(26_626.0, 12_279.0), grid=9)
+    assert r["error"] < 1e-3
+    assert r["costs"]["interrupt"] == pytest.approx(3000, rel=0.1)
+    sender = r["costs"]["ipi_send"] + r["costs"]["ipi_delivery_same_socket"]
+    # the sender's part moves the throughput less than the interrupt does (its receiver
+    # prior anchors the interrupt); 600 simulated operations resolve it to about 20%
+    assert sender == pytest.approx(1500, rel=0.2)
+    assert r["seed"]["error"] > 100 * r["error"]  # the issue's open-loop values were far off
+    assert r["fit_patterns"] == list(cal.CLOSED_LOOP_FIT) and not r["at_bound"]
+
+
+def test_closed_loop_needs_its_patterns() -> None:
+    with pytest.raises(ValueError, match="no fitting pattern"):
+        cal.fit_costs_closed_loop(lambda c: {}, {"munmap-4k": 1.0}, tlbsim.resolve({})["costs"])
+
+
+def test_knees_of_the_new_calibrate_quick_curve() -> None:
+    """The curve `tlbsim calibrate --quick` measures now on the Zen 3 guest: coarse, then the
+    candidate knees and the documented sizes (64, 2048) again, each twice, with the coarse
+    sizes there; the median of each size's runs is fitted."""
+    pages, ns = _recorded_curve("reach_zen3_kvm_calibrate.jsonl")
+    f = fit.fit_tlb_knees(pages, ns, ZEN3_CACHES)
+    knees = {k.level: k for k in f.knees}
+    assert knees["l1"].entries == pytest.approx(64, rel=0.1) and knees["l1"].confidence == "high"
+    assert knees["l2"].entries == pytest.approx(2048, rel=0.1) and knees["l2"].confidence == "high"

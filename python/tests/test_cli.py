@@ -351,3 +351,11 @@ def test_ptdump_interleave_and_mitosis(capsys: pytest.CaptureFixture[str]) -> No
     assert len(set(per_socket)) == 1 and per_socket[0] == sum(pages)
     assert all(s["leaf_ptes_remote_fraction"] == 0.0 for s in mitosis["sockets"])
     assert all(lv["remote_pointers"] == 0 for s in mitosis["sockets"] for lv in s["levels"][:-1])
+
+
+def test_validate_without_a_preset_says_to_calibrate_first(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    err = _error_of(capsys, ["validate"])
+    assert "run `tlbsim calibrate` first" in err and "--preset" in err
+    _assert_user_error(err)

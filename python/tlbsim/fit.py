@@ -707,3 +707,275 @@ def llc_round(measured: float, ways: int, line: int = 64) -> int:
         raise ValueError(f"llc_round: need measured >= line*ways > 0, got {measured}, {ways}, {line}")
     sets = 1 << int(math.floor(math.log2(measured / (line * ways))))
     return sets * line * ways
+
+
+# ---------------------------------------------------------------------------------------
+# TLB knees from the raw reach curve, fitted jointly with the data caches (issue 18)
+
+
+@dataclass(frozen=True)
+class DataCache:
+    """A data-cache level the reach chase's lines pass through (sysfs cpu0/cache)."""
+
+    level: int
+    size_bytes: int
+    ways: int
+    line: int = 64
+
+    @property
+    def sets(self) -> int:
+        return max(1, self.size_bytes // (self.line * max(1, self.ways)))
+
+
+def cache_miss_fraction(pages: np.ndarray | Sequence[float], cache: DataCache) -> np.ndarray:
+    """Misses per read of a cyclic chase over ``pages`` lines (one per page, on a line
+    chosen by a hash, so the lines land in random sets) through an LRU cache of S sets x
+    W ways: a set holding more than W of the chain's lines misses on all of them, so the
+    fraction missed is P(X >= W) for X ~ Poisson(P/S) (the size-biased count of the set
+    a random line lands in). Rises from well below the capacity S*W, unlike 1 - C/P."""
+    p = np.asarray(pages, dtype=float)
+    lam = p / cache.sets
+    w = max(1, cache.ways)
+    # P(Poisson(lam) >= w) = 1 - sum_{j<w} e^-lam lam^j / j!
+    term = np.exp(-lam)
+    below = term.copy()
+    for j in range(1, w):
+        term = term * lam / j
+        below = below + term
+    return np.clip(1.0 - below, 0.0, 1.0)
+
+
+@dataclass
+class TlbKnee:
+    """One TLB level found in the raw reach curve, with how sure the fit is of it."""
+
+    level: str  # "l1" or "l2"
+    entries: float  # the size read off the curve (see ``estimator``)
+    onset: float  # the fitted knee (where the fitted misses begin)
+    cost: float  # per access once every access misses this level (curve's unit)
+    step_share: float
+    interval: tuple[float, float]  # knee positions that fit within the noise (4 sigma^2)
+    significance: float  # (SSE without this knee - SSE) / sigma^2
+    confidence: str  # "high", "medium" or "low"
+    estimator: str
+    between: tuple[float, float] = (0.0, 0.0)
+
+
+@dataclass
+class TlbCurveFit:
+    base: float
+    knees: list[TlbKnee]
+    caches: list[dict[str, float]]  # {"level", "capacity_pages", "cost"} per data-cache term
+    growth: float
+    rms: float
+    sigma: float  # residual scale of the (weighted) fit
+    points: int
+
+
+# Per knee, the shapes a TLB of capacity E gives a cyclic chase: all misses at once past E
+# (LRU, fully associative or sets filled evenly), 1 - E/P (random replacement), and the
+# ramp of sets filled at random (a hashed index): a W-way set overflows from well below E,
+# half the pages missing near E (``cache_miss_fraction`` with S = E/W sets), for W = 8, 16.
+KNEE_SHAPES = 4
+_RAMP_WAYS = (8, 16)
+
+
+def _knee_columns(p: np.ndarray, e: float) -> list[np.ndarray]:
+    return [(p > e).astype(float), miss_rate(p, e)] + [
+        cache_miss_fraction(p, DataCache(0, int(round(e * 64)), 1)) if ways == 1 else
+        _ramp(p, e, ways) for ways in _RAMP_WAYS]
+
+
+def _ramp(p: np.ndarray, e: float, ways: int) -> np.ndarray:
+    lam = p * ways / e  # pages per set, S = E / W sets
+    term = np.exp(-lam)
+    below = term.copy()
+    for j in range(1, ways):
+        term = term * lam / j
+        below = below + term
+    return np.clip(1.0 - below, 0.0, 1.0)
+
+
+def _tlb_columns(p: np.ndarray, knees: Sequence[float], cache_cols: np.ndarray, growth: bool) -> np.ndarray:
+    cols = [np.ones_like(p)]
+    for e in knees:
+        cols += _knee_columns(p, e)
+    a = np.column_stack(cols)
+    if cache_cols.size:
+        a = np.hstack([a, cache_cols])
+    if growth and knees:
+        a = np.hstack([a, np.log(np.maximum(p / knees[-1], 1.0))[:, None]])
+    return a
+
+
+def _tlb_solve(p: np.ndarray, y: np.ndarray, w: np.ndarray, knees: Sequence[float], cache_cols: np.ndarray,
+               growth: bool) -> tuple[float, np.ndarray]:
+    a = _tlb_columns(p, knees, cache_cols, growth) * w[:, None]
+    yw = y * w
+    x = np.linalg.lstsq(a, yw, rcond=None)[0]
+    if (x[1:] < 0).any():
+        x = nnls(a, yw, free=[0])
+    r = a @ x - yw
+    return float(r @ r), x
+
+
+def fit_tlb_knees(
+    pages: Sequence[float],
+    values: Sequence[float],
+    caches: Sequence[DataCache] = (),
+    *,
+    l1_range: tuple[float, float] = (8, 1024),
+    l2_min_ratio: float = 4.0,
+    max_knees: int = 4,
+    min_ratio: float = 1.4,
+    min_significance: float = 9.0,
+    min_points_outside: int = 2,
+    cache_window: tuple[float, float] = (0.4, 1.4),
+    weight_floor: float = 0.05,
+) -> TlbCurveFit:
+    """The L1 and L2 TLB knees of a raw reach curve (ns per access of the one-line-per-page
+    chase on 4 KiB pages), fitted jointly with what else raises that curve: the data
+    caches the chase's lines overflow (one term per level in ``caches``, its shape
+    ``cache_miss_fraction`` at the level's known size, only its cost fitted) and further
+    knees past the TLBs (page-table lines leaving the caches; under a hypervisor, the
+    nested walk's host entries), which are fitted but are not TLB levels.
+
+    ``y = base + sum_knees (s*[P>E] + h*(1-E/P)+) + sum_cache c*miss(P)``, every amplitude
+    non-negative, residuals weighted relatively (the first knee is a few ns, the walks
+    tens). Knees are added one at a time, each where it lowers the error most, while it
+    lowers it by at least ``min_significance`` sigma^2 (at most ``max_knees``), and all are
+    refined by coordinate descent. A knee within ``cache_window`` times a data cache's
+    capacity (in pages) is that cache's. Of the others, the L1 knee is the first in
+    ``l1_range``; the L2 knee the first at least ``l2_min_ratio`` times beyond it.
+
+    Each TLB knee comes with the interval of positions whose fit is within 4 sigma^2 of
+    the best (the others held), its significance (how much worse the fit is without it,
+    in sigma^2), and a confidence: high (significance >= 25 and the interval within a
+    factor 1.5), medium (>= 9 and within 3x), low otherwise. The size reported is read as
+    ``knee_size`` does, on the curve with the cache terms taken out.
+    """
+    p = np.asarray(pages, dtype=float)
+    y = np.asarray(values, dtype=float)
+    order = np.argsort(p)
+    p, y = p[order], y[order]
+    if len(p) < 10:
+        raise ValueError(f"need at least 10 sizes to fit TLB knees, got {len(p)}")
+    # one disturbed size (another program ran) must not become a knee
+    y = median_filter(y, 3)
+    # timing noise is relative (a disturbed chase is some percent slower at any size), and
+    # the curve spans 1 ns to hundreds: weigh each residual by 1/y (floor: the curve's base)
+    w = 1.0 / (np.abs(y) + weight_floor * max(float(np.abs(y).max(initial=0.0)), 1e-300))
+    used = [c for c in caches if p[0] < c.sets * c.ways < p[-1] * 4]
+    cache_cols = np.column_stack([cache_miss_fraction(p, c) for c in used]) if used else np.zeros((len(p), 0))
+    sizes = np.unique(p)[:-1]
+    fine = _candidates(p, 12)
+    fine = fine[fine < p[-1]]
+
+    def allowed(ks: Sequence[float]) -> bool:
+        s = sorted(ks)
+        if (p <= s[0]).sum() < min_points_outside or (p > s[-1]).sum() < min_points_outside:
+            return False
+        return all(b >= min_ratio * a for a, b in zip(s, s[1:]))
+
+    def solve(ks: Sequence[float]) -> tuple[float, np.ndarray]:
+        return _tlb_solve(p, y, w, sorted(ks), cache_cols, False)
+
+    knees: list[float] = []
+    sse, _ = _tlb_solve(p, y, w, [], cache_cols, False)
+    profiles: dict[int, list[tuple[float, float]]] = {}
+    while len(knees) < max_knees:
+        trials = [(solve(knees + [float(e)])[0], float(e)) for e in sizes if allowed(knees + [float(e)])]
+        if not trials:
+            break
+        new_sse, e = min(trials)
+        dof = max(1, len(p) - (1 + KNEE_SHAPES * (len(knees) + 1) + cache_cols.shape[1]))
+        if (sse - new_sse) / max(new_sse / dof, 1e-300) < min_significance:
+            break
+        knees = sorted(knees + [e])
+        sse = new_sse
+        for _ in range(2):  # coordinate descent on the fine grid, each knee between its neighbours
+            for k in range(len(knees)):
+                lo = knees[k - 1] if k else 0.0
+                hi = knees[k + 1] if k + 1 < len(knees) else math.inf
+                prof = []
+                below, above = p[p < knees[k]], p[p > knees[k]]
+                lo = max(lo, below[-3] if below.size >= 3 else 0.0)
+                hi = min(hi, above[1] if above.size >= 2 else math.inf)
+                for c in fine[(fine > lo) & (fine < hi)]:
+                    trial = knees[:k] + [float(c)] + knees[k + 1:]
+                    if allowed(trial):
+                        prof.append((solve(trial)[0], float(c)))
+                if prof:
+                    profiles[k] = prof
+                    # between two measured sizes several positions fit alike: the geometric
+                    # middle of those (the knee is somewhere there; this bounds the error)
+                    low = min(s_ for s_, _ in prof)
+                    tie = 1e-6 * low + 1e-12 * float((y * w) @ (y * w))
+                    alike = [c_ for s_, c_ in prof if s_ <= low + tie]
+                    middle = math.sqrt(min(alike) * max(alike))
+                    c_best = min(alike, key=lambda c_: abs(math.log(c_ / middle)))
+                    s_best = next(s_ for s_, c_ in prof if c_ == c_best)
+                    if s_best <= sse + tie:
+                        knees[k], sse = c_best, s_best
+    if not knees:
+        raise ValueError("no knee in the reach curve stands out of its noise")
+    sse, x = solve(knees)
+    ncols = len(x)
+    dof = max(1, len(p) - ncols - len(knees))
+    sigma2 = max(sse / dof, 1e-300)
+    a = _tlb_columns(p, knees, cache_cols, False)
+    r_raw = a @ x - y
+    nk = 1 + KNEE_SHAPES * len(knees)
+    adjusted = y - a[:, nk:] @ x[nk:]
+    simple = ReachFit(base=float(x[0]), knees=[], growth=0.0, rms=0.0, points=len(p))
+    for k, e in enumerate(knees):
+        amps = x[1 + KNEE_SHAPES * k: 1 + KNEE_SHAPES * (k + 1)]
+        cost = float(amps.sum())
+        simple.knees.append(Knee(entries=float(e), cost=cost, step_share=float(amps[0]) / cost if cost > 0 else 0.0))
+    # profiles were taken before the last knees moved: redo them at the final position
+    for k in range(len(knees)):
+        lo = knees[k - 1] if k else 0.0
+        hi = knees[k + 1] if k + 1 < len(knees) else math.inf
+        below, above = p[p < knees[k]], p[p > knees[k]]
+        lo = max(lo, below[-4] if below.size >= 4 else 0.0)
+        hi = min(hi, above[2] if above.size >= 3 else math.inf)
+        profiles[k] = [(solve(knees[:k] + [float(c)] + knees[k + 1:])[0], float(c))
+                       for c in fine[(fine > lo) & (fine < hi)] if allowed(knees[:k] + [float(c)] + knees[k + 1:])]
+
+    def describe(k: int, level: str) -> TlbKnee:
+        e = knees[k]
+        near = [c for s_, c in profiles.get(k, []) if s_ - sse <= 4 * sigma2] or [e]
+        interval = (float(min(near)), float(max(near)))
+        sse_without, _ = solve(knees[:k] + knees[k + 1:]) if len(knees) > 1 else \
+            _tlb_solve(p, y, w, [], cache_cols, False)
+        significance = (sse_without - sse) / sigma2
+        ratio = interval[1] / interval[0]
+        confidence = ("high" if significance >= 25 and ratio <= 1.5 else
+                      "medium" if significance >= 9 and ratio <= 3 else "low")
+        size, how = e, "the fitted capacity (a step, 1 - E/P or a random-set ramp at E)"
+        lo = p[p <= e].max(initial=p[0])
+        hi = p[p > e].min(initial=p[-1])
+        return TlbKnee(level=level, entries=float(size), onset=float(e), cost=simple.knees[k].cost,
+                       step_share=simple.knees[k].step_share, interval=interval,
+                       significance=float(significance), confidence=confidence, estimator=how,
+                       between=(float(lo), float(hi)))
+
+    # A rise at a data cache's capacity (in pages: one line per page) is that cache's, even
+    # where its fitted shape missed it: an LRU-like model of a pseudo-LRU cache rises late.
+    def at_cache(e: float) -> bool:
+        return any(cache_window[0] * c.sets * c.ways <= e <= cache_window[1] * c.sets * c.ways for c in used)
+
+    out: list[TlbKnee] = []
+    tlb = [k for k, e in enumerate(knees) if not at_cache(e)]
+    i1 = next((k for k in tlb if l1_range[0] <= knees[k] <= l1_range[1]), None)
+    if i1 is not None:
+        out.append(describe(i1, "l1"))
+        i2 = next((k for k in tlb if k > i1 and knees[k] >= l2_min_ratio * knees[i1]), None)
+        if i2 is not None:
+            out.append(describe(i2, "l2"))
+    others = [{"level": "data cache" if at_cache(e) else "beyond", "onset": float(e), "cost": simple.knees[k].cost}
+              for k, e in enumerate(knees) if k not in [knees.index(t.onset) for t in out]]
+    cache_terms = [{"level": c.level, "capacity_pages": float(c.sets * c.ways), "cost": float(x[nk + i])}
+                   for i, c in enumerate(used)]
+    return TlbCurveFit(base=float(x[0]), knees=out, caches=cache_terms + others, growth=0.0,
+                       rms=float(math.sqrt(float(r_raw @ r_raw) / len(p))), sigma=math.sqrt(sigma2), points=len(p))
