@@ -734,9 +734,11 @@ def cache_miss_fraction(pages: np.ndarray | Sequence[float], cache: DataCache) -
     fraction missed is P(X >= W) for X ~ Poisson(P/S) (the size-biased count of the set
     a random line lands in). Rises from well below the capacity S*W, unlike 1 - C/P."""
     p = np.asarray(pages, dtype=float)
-    lam = p / cache.sets
-    w = max(1, cache.ways)
-    # P(Poisson(lam) >= w) = 1 - sum_{j<w} e^-lam lam^j / j!
+    return _poisson_tail(p / cache.sets, max(1, cache.ways))
+
+
+def _poisson_tail(lam: np.ndarray, w: int) -> np.ndarray:
+    """P(Poisson(lam) >= w) = 1 - sum_{j<w} e^-lam lam^j / j!"""
     term = np.exp(-lam)
     below = term.copy()
     for j in range(1, w):
@@ -781,19 +783,8 @@ _RAMP_WAYS = (8, 16)
 
 
 def _knee_columns(p: np.ndarray, e: float) -> list[np.ndarray]:
-    return [(p > e).astype(float), miss_rate(p, e)] + [
-        cache_miss_fraction(p, DataCache(0, int(round(e * 64)), 1)) if ways == 1 else
-        _ramp(p, e, ways) for ways in _RAMP_WAYS]
-
-
-def _ramp(p: np.ndarray, e: float, ways: int) -> np.ndarray:
-    lam = p * ways / e  # pages per set, S = E / W sets
-    term = np.exp(-lam)
-    below = term.copy()
-    for j in range(1, ways):
-        term = term * lam / j
-        below = below + term
-    return np.clip(1.0 - below, 0.0, 1.0)
+    # the ramps: P / (E / W) pages per set
+    return [(p > e).astype(float), miss_rate(p, e)] + [_poisson_tail(p * ways / e, ways) for ways in _RAMP_WAYS]
 
 
 def _tlb_columns(p: np.ndarray, knees: Sequence[float], cache_cols: np.ndarray, growth: bool) -> np.ndarray:
@@ -851,8 +842,9 @@ def fit_tlb_knees(
     Each TLB knee comes with the interval of positions whose fit is within 4 sigma^2 of
     the best (the others held), its significance (how much worse the fit is without it,
     in sigma^2), and a confidence: high (significance >= 25 and the interval within a
-    factor 1.5), medium (>= 9 and within 3x), low otherwise. The size reported is read as
-    ``knee_size`` does, on the curve with the cache terms taken out.
+    factor 1.5), medium (>= 9 and within 3x), low otherwise. The size reported is
+    the fitted capacity E of each knee. ``weight_floor``: residuals are weighted by
+    ``1 / (y + weight_floor * max y)`` (relative, without letting the smallest values rule).
     """
     p = np.asarray(pages, dtype=float)
     y = np.asarray(values, dtype=float)
