@@ -811,3 +811,27 @@ def test_knees_of_the_new_calibrate_quick_curve() -> None:
     knees = {k.level: k for k in f.knees}
     assert knees["l1"].entries == pytest.approx(64, rel=0.1) and knees["l1"].confidence == "high"
     assert knees["l2"].entries == pytest.approx(2048, rel=0.1) and knees["l2"].confidence == "high"
+
+
+def test_a_guest_whose_huge_pages_are_split_is_said_so_and_its_llc_comes_from_sysfs() -> None:
+    """On the Zen 3 guest the 2 MiB curve has the 4 KiB curve's L1 knee (64): the host maps
+    the guest's memory with 4 KiB pages. Then the line chase on 2 MiB pages misses the TLB
+    past 8 MiB, so its last knee is not the LLC's: the LLC size is sysfs's, its latency
+    not measured, and memory latency says it includes walks."""
+    rows = [json.loads(line) for line in (DATA / "reach_zen3_kvm_calibrate.jsonl").read_text().splitlines()]
+    points = [{**r, "bytes": r["pages"] * 4096,
+               "anon_huge_kib": max(2048, r["pages"] * 4) if r["page_size"] == "2m" else 0}
+              for r in rows]
+    # a dense curve as this guest measures it: flat in the caches, walks from 8 MiB
+    for mib, ns in ((0.016, 1.3), (1, 4.0), (4, 17.0), (16, 60.0), (64, 150.0), (256, 170.0), (512, 175.0)):
+        b = int(mib * (1 << 20))
+        points.append({"page_size": "2m", "bytes": b, "pages": max(4, b // 4096), "ns_per_access": ns,
+                       "anon_huge_kib": max(2048, b // 1024), "dense": True, "lines": b // 64})
+    caches = [{"level": c.level, "size": c.size_bytes, "ways": c.ways} for c in ZEN3_CACHES]
+    a = cal.analyse_reach(points, perf=False, vendor="AuthenticAMD", thp="madvise", control_limit=0,
+                          llc_bytes=32 << 20, caches=caches)
+    assert any("translated as 4 KiB ones" in n for n in a.notes)
+    assert a.llc_bytes == 32 << 20 and a.llc_ns is None and a.llc_source.startswith("sysfs")
+    assert "includes page walks" in a.memory_source
+    knees = {k["level"]: k["entries"] for k in a.knees}
+    assert knees["l1"] == pytest.approx(64, rel=0.1) and knees["l2"] == pytest.approx(2048, rel=0.1)

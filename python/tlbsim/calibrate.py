@@ -487,6 +487,7 @@ def analyse_reach(points: Sequence[Mapping[str, Any]], *, perf: bool, vendor: st
     # the 2 MiB curve, as before, fails in a guest whose memory the host maps with 4 KiB
     # pages: the 2 MiB arrays then miss the TLBs as the 4 KiB ones do.)
     knees: list[dict[str, Any]] = []
+    split = False  # the 2 MiB pages are translated as 4 KiB ones (a guest on 4 KiB host pages)
     dcs = [fit.DataCache(int(c["level"]), int(c["size"]), int(c["ways"])) for c in (caches or [])]
     if len(ns4) >= 10:
         try:
@@ -508,8 +509,11 @@ def analyse_reach(points: Sequence[Mapping[str, Any]], *, perf: bool, vendor: st
         if ns2 and len(ns2) >= 10:
             try:
                 f2 = fit.fit_tlb_knees(list(ns2), list(ns2.values()), dcs)
+                # the same L1 knee in both curves: the 2 MiB arrays miss the 4 KiB-entry TLB too
+                l1_4k = next((k["entries"] for k in knees if k["level"] == "l1"), None)
                 l1_2m = next((k for k in f2.knees if k.level == "l1" and k.confidence != "low"), None)
-                if l1_2m is not None:
+                if l1_2m is not None and l1_4k is not None and abs(l1_2m.entries / l1_4k - 1) <= 0.25:
+                    split = True
                     out.notes.append(
                         f"the 2 MiB-page curve has a TLB knee too (near {l1_2m.entries:.0f} pages): its huge pages "
                         "are translated as 4 KiB ones (a virtual machine whose memory the host maps with 4 KiB "
@@ -551,12 +555,20 @@ def analyse_reach(points: Sequence[Mapping[str, Any]], *, perf: bool, vendor: st
             f"tlb_reach --dense: every line of a {hi['bytes'] >> 20} MiB array on 2 MiB pages in random order{llc}, "
             f"{hi['ns_per_access']:.1f} ns per read, minus {lo['ns_per_access']:.1f} ns for a "
             f"{lo['bytes'] >> 10} KiB one (L1 hits)")
+        if split:
+            out.memory_source += ("; this includes page walks: here the 2 MiB pages are translated as 4 KiB ones "
+                                  "(see the notes)")
     else:
         why = ("no transparent huge pages" + (f" (enabled = {thp})" if thp else "")) if not dense else \
             "the dense array was not larger than twice the last-level cache"
         out.not_measurable["memory_latency"] = f"not measurable here: {why}"
     # LLC: the last knee of the dense curve (16 KiB .. >= 256 MiB in x2 steps)
-    if len(dense) >= 5:
+    if split and llc_bytes:
+        # past the L2 TLB's reach the line chase walks too: its last knee is not the LLC's
+        out.llc_bytes, out.llc_ns = llc_bytes, None
+        out.llc_source = ("sysfs cpu0 cache (the dense chase cannot measure it here: its 2 MiB pages are "
+                          "translated as 4 KiB ones, so it misses the TLB before it leaves the cache)")
+    elif len(dense) >= 5:
         llc = fit.fit_llc([r["bytes"] for r in dense], [r["ns_per_access"] for r in dense])
         if llc.why is None:
             out.llc_bytes, out.llc_ns = llc.llc_bytes, llc.latency_ns
@@ -810,7 +822,8 @@ def tlb_entries(knees: Sequence[Mapping[str, Any]], host_machine: Mapping[str, A
         weak = k is not None and (conf == "low" or (conf == "medium" and disagrees))
         if k is None or (weak and documented):
             why = (f"the reach fit's knee is of {conf} confidence "
-                   f"({k['entries']:.0f} pages, plausible {k['interval'][0]:.0f}..{k['interval'][1]:.0f})"
+                   f"({k['entries']:.0f} pages, plausible {k['interval'][0]:.0f}..{k['interval'][1]:.0f}"
+                   + (f"; {k['estimator'].split('; ', 1)[1]}" if "; " in k.get("estimator", "") else "") + ")"
                    + (", and disagrees with the documented size" if disagrees else "")
                    if k is not None else "not measured here")
             if documented and doc_entries is not None:
@@ -942,11 +955,16 @@ def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapp
     if an.get("llc_bytes"):
         ways = m["memory"]["llc_ways"]
         size = fit.llc_round(an["llc_bytes"], ways)
+        measured = "measured: " if an.get("llc_ns") is not None else ""
         entries.append(Entry("machine.memory.llc_bytes", size,
-                             f"measured: {an['llc_source']}; rounded down to {ways} ways x a power-of-two "
+                             f"{measured}{an['llc_source']}; rounded down to {ways} ways x a power-of-two "
                              f"number of 64-byte sets"))
-        entries.append(Entry("machine.memory.llc_latency", max(1, round(_cycles(an["llc_ns"], ghz))),
-                             f"measured: the plateau before the LLC knee, {an['llc_ns']:.1f} ns x {ghz} GHz"))
+        if an.get("llc_ns") is not None:
+            entries.append(Entry("machine.memory.llc_latency", max(1, round(_cycles(an["llc_ns"], ghz))),
+                                 f"measured: the plateau before the LLC knee, {an['llc_ns']:.1f} ns x {ghz} GHz"))
+        else:
+            entries.append(Entry("machine.memory.llc_latency", None,
+                                 "not measured here: no LLC plateau in the line chase (see llc_bytes)"))
     else:
         entries.append(Entry("machine.memory.llc_bytes", None,
                              an.get("not_measurable", {}).get("llc", "not measured here")))

@@ -817,7 +817,7 @@ def fit_tlb_knees(
     *,
     l1_range: tuple[float, float] = (8, 1024),
     l2_min_ratio: float = 4.0,
-    max_knees: int = 4,
+    max_knees: int = 6,
     min_ratio: float = 1.4,
     min_significance: float = 9.0,
     min_points_outside: int = 2,
@@ -841,9 +841,9 @@ def fit_tlb_knees(
 
     Each TLB knee comes with the interval of positions whose fit is within 4 sigma^2 of
     the best (the others held), its significance (how much worse the fit is without it,
-    in sigma^2), and a confidence: high (significance >= 25 and the interval within a
-    factor 1.5), medium (>= 9 and within 3x), low otherwise. The size reported is
-    the fitted capacity E of each knee. ``weight_floor``: residuals are weighted by
+    in sigma^2), and a confidence: high (significance >= 25, the interval within a factor
+    1.5 and no other rise within 2x), medium (>= 9 and within 3x), low otherwise. The size
+    reported is the fitted capacity E of each knee. ``weight_floor``: residuals are weighted by
     ``1 / (y + weight_floor * max y)`` (relative, without letting the smallest values rule).
     """
     p = np.asarray(pages, dtype=float)
@@ -934,6 +934,11 @@ def fit_tlb_knees(
         profiles[k] = [(solve(knees[:k] + [float(c)] + knees[k + 1:])[0], float(c))
                        for c in fine[(fine > lo) & (fine < hi)] if allowed(knees[:k] + [float(c)] + knees[k + 1:])]
 
+    # A rise at a data cache's capacity (in pages: one line per page) is that cache's, even
+    # where its fitted shape missed it: an LRU-like model of a pseudo-LRU cache rises late.
+    def at_cache(e: float) -> bool:
+        return any(cache_window[0] * c.sets * c.ways <= e <= cache_window[1] * c.sets * c.ways for c in used)
+
     def describe(k: int, level: str) -> TlbKnee:
         e = knees[k]
         near = [c for s_, c in profiles.get(k, []) if s_ - sse <= 4 * sigma2] or [e]
@@ -945,17 +950,19 @@ def fit_tlb_knees(
         confidence = ("high" if significance >= 25 and ratio <= 1.5 else
                       "medium" if significance >= 9 and ratio <= 3 else "low")
         size, how = e, "the fitted capacity (a step, 1 - E/P or a random-set ramp at E)"
+        # another rise within a factor 2 (not a data cache's): the misses arrive in two
+        # steps, and which one is this TLB's is a guess
+        near = [o for j, o in enumerate(knees) if j != k and not at_cache(o) and max(o, e) / min(o, e) < 2.0]
+        if near and confidence == "high":
+            confidence = "medium"
+        if near:
+            how += f"; another rise at {near[0]:.0f} pages, within 2x: which is this level's is ambiguous"
         lo = p[p <= e].max(initial=p[0])
         hi = p[p > e].min(initial=p[-1])
         return TlbKnee(level=level, entries=float(size), onset=float(e), cost=simple.knees[k].cost,
                        step_share=simple.knees[k].step_share, interval=interval,
                        significance=float(significance), confidence=confidence, estimator=how,
                        between=(float(lo), float(hi)))
-
-    # A rise at a data cache's capacity (in pages: one line per page) is that cache's, even
-    # where its fitted shape missed it: an LRU-like model of a pseudo-LRU cache rises late.
-    def at_cache(e: float) -> bool:
-        return any(cache_window[0] * c.sets * c.ways <= e <= cache_window[1] * c.sets * c.ways for c in used)
 
     out: list[TlbKnee] = []
     tlb = [k for k, e in enumerate(knees) if not at_cache(e)]
