@@ -463,11 +463,13 @@ def format_table(report: Report) -> str:
     return "\n".join(lines)
 
 
-def plot(report: Report, reach: Mapping[str, Any] | None, path: Path) -> None:
+def plot(report: Report, reach: Mapping[str, Any] | None, path: Path,
+         documented: Mapping[str, Any] | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     fig, axes = plt.subplots(1, 3, figsize=(18, 5.5))
     for ax, section in zip(axes[:2], ("ipis_per_op", "relative_throughput")):
@@ -475,14 +477,20 @@ def plot(report: Report, reach: Mapping[str, Any] | None, path: Path) -> None:
         x = np.arange(len(rows))
         real = [r.real if r.real is not None else np.nan for r in rows]
         sim = [r.sim if r.sim is not None else np.nan for r in rows]
-        ax.bar(x - 0.2, real, 0.4, label="real (this host)")
-        ax.bar(x + 0.2, sim, 0.4, label="simulated")
+        # the rows calibrate fitted on are pale: only the others are the verdict
+        alpha = [0.35 if r.role == "fit" else 1.0 for r in rows]
+        for i in range(len(rows)):
+            ax.bar(x[i] - 0.2, real[i], 0.4, color="C0", alpha=alpha[i])
+            ax.bar(x[i] + 0.2, sim[i], 0.4, color="C1", alpha=alpha[i])
+        legend = [Patch(color="C0", label="real (this host)"), Patch(color="C1", label="simulated")]
+        if any(r.role == "fit" for r in rows):
+            legend.append(Patch(color="grey", alpha=0.35, label="pale: fitted on (not judged)"))
         for i, r in enumerate(rows):
             if r.status in (FAIL, ERROR):
                 ax.annotate("x" if r.status == FAIL else "?", (i, 0), ha="center", va="bottom", color="red")
         ax.set_xticks(x, [r.name.split(" / ")[0] for r in rows], rotation=60, ha="right", fontsize=8)
         ax.set_title(SECTION_TITLES[section], fontsize=10)
-        ax.legend(fontsize=8)
+        ax.legend(handles=legend, fontsize=8)
     ax = axes[2]
     ax.set_title(SECTION_TITLES["tlb_knee"], fontsize=10)
     ax.set_xscale("log")
@@ -490,19 +498,30 @@ def plot(report: Report, reach: Mapping[str, Any] | None, path: Path) -> None:
     handles = []
     if reach:
         pts = reach.get("points", [])
-        p4 = {p["pages"]: p["ns_per_access"] for p in pts if p.get("page_size") == "4k" and "pages" in p}
-        p2 = {p["pages"]: p["ns_per_access"] for p in pts if p.get("page_size") == "2m" and "pages" in p}
+        def curve(size: str) -> dict[int, float]:
+            runs: dict[int, list[float]] = {}
+            for p in pts:
+                if p.get("page_size") == size and "pages" in p and not p.get("dense"):
+                    runs.setdefault(p["pages"], []).append(p["ns_per_access"])
+            return {k: float(np.median(v)) for k, v in runs.items()}  # the median of a size's runs, as fitted
+
+        p4, p2 = curve("4k"), curve("2m")
         xs = sorted(p4)
         if xs:
             handles += ax.plot(xs, [p4[p] for p in xs], ".-", ms=3, label="real: ns/access, 4 KiB pages")
-        xs2 = sorted(p for p in p2 if p in p4)
+        xs2 = sorted(p2)
         if xs2:
-            handles += ax.plot(xs2, [max(0.1, p4[p] - p2[p]) for p in xs2], ".-", ms=3,
-                               label="real: 4 KiB minus 2 MiB pages (translation)")
+            handles += ax.plot(xs2, [p2[p] for p in xs2], ".-", ms=3, label="real: ns/access, 2 MiB pages")
         ax.set_yscale("log")
         ax.set_ylabel("ns per access")
         for k in reach.get("analysis", {}).get("knees", []):
             ax.axvline(k["entries"], color="grey", ls=":", lw=1)
+        if documented:
+            for key in ("l1_entries", "l2_entries"):
+                ax.axvline(documented[key], color="red", ls="--", lw=0.8)
+            handles.append(ax.plot([], [], color="red", ls="--", lw=0.8,
+                                   label=f"documented ({documented['microarchitecture']})")[0])
+        handles.append(ax.plot([], [], color="grey", ls=":", lw=1, label="fitted knees")[0])
     sims = [p for p in report.sim.get("reach", []) if "error" not in p]
     if sims:
         ax2 = ax.twinx()
@@ -646,7 +665,7 @@ def validate(preset: str | os.PathLike[str] = "host-calibrated.toml", *,
                  "tlb_knees": knees},
         "warnings": data.get("warnings", []),
     }, indent=1, default=_default) + "\n")
-    plot(report, reach, report.png_path)
+    plot(report, reach, report.png_path, documented)
     return report
 
 
