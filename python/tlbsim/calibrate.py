@@ -193,14 +193,15 @@ def read_host(proc: Path = Path("/proc"), sys_root: Path = Path("/sys")) -> Host
     for index in sorted((cpu_dir / "cpu0/cache").glob("index*")):
         level, size = _read(index / "level"), _read(index / "size")
         m = re.fullmatch(r"(\d+)([KMG]?)", (size or "").strip())
-        if level and level.strip().isdigit() and m and int(level) >= llc_level:
-            llc_level = int(level)
-            llc = int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
+        if not (level and level.strip().isdigit() and m):
+            continue
+        size_bytes = int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
+        if int(level) >= llc_level:
+            llc_level, llc = int(level), size_bytes
         kind = (_read(index / "type") or "").strip()
         ways = (_read(index / "ways_of_associativity") or "").strip()
-        if level and level.strip().isdigit() and m and kind in ("Data", "Unified") and ways.isdigit():
-            data_caches.append({"level": int(level), "size": int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)],
-                                "ways": int(ways)})
+        if kind in ("Data", "Unified") and ways.isdigit():
+            data_caches.append({"level": int(level), "size": size_bytes, "ways": int(ways)})
 
     def _int(key: str) -> int | None:
         v = fields.get(key, "")
@@ -403,7 +404,6 @@ class ReachAnalysis:
 
     curve: str  # which curve the knees were fitted on
     knees: list[dict[str, Any]] = field(default_factory=list)  # l1, l2 (entries, cost_ns, ...)
-    growth_ns: float | None = None
     memory_ns: float | None = None
     memory_source: str = ""
     not_measurable: dict[str, str] = field(default_factory=dict)
@@ -498,7 +498,7 @@ def analyse_reach(points: Sequence[Mapping[str, Any]], *, perf: bool, vendor: st
             out.rms_ns = f.rms
             out.beyond = f.caches
             for k in f.knees:
-                knees.append({"level": k.level, "entries": k.entries, "onset": k.onset, "cost_ns": k.cost,
+                knees.append({"level": k.level, "entries": k.entries, "cost_ns": k.cost,
                               "step_share": k.step_share, "between": list(k.between),
                               "interval": list(k.interval), "significance": k.significance,
                               "confidence": k.confidence,
@@ -619,7 +619,7 @@ def measure_reach(exe: Path, plan: Plan, host: Host, control_limit: int,
     # documents this CPU's TLBs (sampling there cannot bias the fit: a knee that is not
     # there does not appear), each size measured `knee_passes` times (the median counts)
     documented = tlb_geometry.lookup(host.vendor, host.family, host.model_number)
-    centres = [float(k.get("onset", k["entries"])) for k in first.knees] + [float(k["entries"]) for k in first.knees]
+    centres = [float(k["entries"]) for k in first.knees]
     if documented:
         centres += [float(documented.l1_entries), float(documented.l2_entries)]
     for c in centres:
@@ -799,13 +799,13 @@ def ways_for(entries: int, preferred: int) -> int | None:
 
 def tlb_entries(knees: Sequence[Mapping[str, Any]], host_machine: Mapping[str, Any],
                 none_machine: Mapping[str, Any], documented: tlb_geometry.Geometry | None = None,
-                flags: list[str] | None = None) -> list[Entry]:
+                flags: list[str] | None = None, from_documented: list[str] | None = None) -> list[Entry]:
     """machine.tlb.l1d / l2 entries and ways: the measured knee where the fit is of high
     confidence, or of medium confidence and agreeing with the vendor's documented size
     (``documented``); otherwise the documented size, or CPUID (preset host) where there is
     none. Either way a disagreement is flagged (``flags`` gets a line, the key's comment
     says it): which is right is for the user to look at, not for calibrate to decide
-    silently."""
+    silently. ``from_documented`` gets the levels ("l1", "l2") taken from the table."""
     out: list[Entry] = []
     by = {k["level"]: k for k in knees}
     for level in ("l1d", "l2"):
@@ -827,10 +827,10 @@ def tlb_entries(knees: Sequence[Mapping[str, Any]], host_machine: Mapping[str, A
                    + (", and disagrees with the documented size" if disagrees else "")
                    if k is not None else "not measured here")
             if documented and doc_entries is not None:
-                ways = doc_entries if doc_ways == 0 else int(doc_ways or c_ways)
-                ways = ways if ways_for(doc_entries, ways) == ways or ways == doc_entries else \
-                    fit.fit_geometry(doc_entries, ways)[1]
-                e = doc_entries if doc_entries % ways == 0 else fit.fit_geometry(doc_entries, ways)[0]
+                # fully associative (ways 0) is one set of all the entries
+                e, ways = fit.fit_geometry(doc_entries, doc_entries if doc_ways == 0 else int(doc_ways or c_ways))
+                if from_documented is not None:
+                    from_documented.append(lvl)
                 out.append(Entry(f"machine.tlb.{level}.entries", e, f"{why}; {doc_text}"))
                 out.append(Entry(f"machine.tlb.{level}.ways", ways,
                                  "documented" + (" (fully associative)" if ways == e else "")))
@@ -916,11 +916,13 @@ def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapp
     knees = an.get("knees", [])
     documented = tlb_geometry.lookup(host.vendor, host.family, host.model_number)
     flags: list[str] = []
-    entries += tlb_entries(knees, host_cfg["machine"], m, documented, flags)
+    from_documented: list[str] = []
+    entries += tlb_entries(knees, host_cfg["machine"], m, documented, flags, from_documented)
     details["tlb_geometry"] = {
         "documented": asdict(documented) if documented else None,
         "cpu": {"vendor": host.vendor, "family": host.family, "model": host.model_number},
         "flags": flags,
+        "from_documented": from_documented,
     }
     by = {k["level"]: k for k in knees}
     l1 = by.get("l1")
@@ -1157,6 +1159,52 @@ def closed_loop_on_preset(preset: Path, real: Mapping[str, Mapping[str, Any]], d
     return fit_costs_closed_loop(simulate, real_ops, defaults, receiver_measured=receiver_measured, seed=seed)
 
 
+def closed_loop_costs(preset: Path, entries: list[Entry], shoot: Mapping[str, Mapping[str, Any]],
+                      controls: Mapping[str, Mapping[str, Any]] | None, host: Host, details: Mapping[str, Any],
+                      dcost: Mapping[str, float]) -> dict[str, Any] | None:
+    """The closed loop on the written ``preset``, when the fitting patterns were measured
+    with their IPIs: replaces the shootdown-cost ``entries`` (in place) with its costs and
+    returns its record, or ``{"error": ...}`` (the formulas' costs stand), or None (not
+    measurable)."""
+    base = baseline_view(shoot, controls)
+    if not (all(base.get(n, {}).get("ops_per_second") for n in (CLOSED_LOOP_REFERENCE, *CLOSED_LOOP_FIT))
+            and host.tlb_row and all((shoot.get(n, {}).get("shootdown_ipis_received_per_op") or 0) >= 0.5
+                                     for n in CLOSED_LOOP_FIT)):
+        return None
+    values = {e.key: e.value for e in entries}
+    seed = None
+    if values.get("costs.interrupt") is not None and values.get("costs.ipi_send") is not None:
+        seed = (float(values["costs.interrupt"]),
+                float(values["costs.ipi_send"]) + float(values["costs.ipi_delivery_same_socket"]))
+    receiver = (details.get("shootdown_costs") or {}).get("receiver_cycles")
+    try:
+        loop = closed_loop_on_preset(preset, {n: base[n] for n in (CLOSED_LOOP_REFERENCE, *CLOSED_LOOP_FIT)},
+                                     dcost, receiver, seed)
+    except (tlbsim.TlbsimError, ValueError, KeyError) as err:  # keep the formulas' costs, say why
+        return {"error": f"the closed loop could not run: {err}"}
+    held = [p for p in (*fit.SINGLE_PAGE_FLUSH, "munmap-64", "two-processes") if p not in CLOSED_LOOP_FIT]
+    loop["check_patterns"] = held
+    rel = ", ".join(f"{n} {loop['real_relative'][n]:.3f} (simulated {loop['sim_relative'][n]:.3f})"
+                    for n in loop["fit_patterns"])
+    seed_text = (f"; the open-loop formulas gave {loop['seed']['costs']['interrupt']} / "
+                 f"{loop['seed']['costs']['ipi_send'] + loop['seed']['costs']['ipi_delivery_same_socket']} "
+                 f"(error {loop['seed']['error']:.3f})") if "seed" in loop else ""
+    how = (f"fitted in a closed loop: simulated {', '.join(loop['fit_patterns'])} over {CLOSED_LOOP_REFERENCE} "
+           f"until they match the measured {rel}; log-error {loop['error']:.3f}{seed_text}; held out for "
+           f"validate: {', '.join(held)}")
+    if loop["at_bound"]:
+        how += f"; AT ITS PHYSICAL BOUND: {', '.join(loop['at_bound'])}"
+    ratio = dcost["ipi_delivery_cross_socket"] / dcost["ipi_delivery_same_socket"]
+    new_values = {**loop["costs"], "ipi_delivery_cross_socket": round(loop["costs"]["ipi_delivery_same_socket"] * ratio)}
+    for i, e in enumerate(entries):
+        c = e.key.removeprefix("costs.")
+        if e.key.startswith("costs.") and c in new_values:
+            comment = how if c != "ipi_delivery_cross_socket" else \
+                f"not measured (one socket): {ratio:g}x the closed-loop same-socket delivery, the defaults' ratio"
+            entries[i] = Entry(e.key, max(1, int(new_values[c])), comment)
+    return loop
+
+
 def render_toml(entries: Sequence[Entry], header: Sequence[str],
                 notes: Mapping[str, Sequence[str]] | None = None) -> str:
     """The preset as TOML: one table per section, each key with its comment; ``notes``
@@ -1244,50 +1292,11 @@ def calibrate(out: str | os.PathLike[str] = DEFAULT_OUT, *, quick: bool = False,
         raise CalibrateError(f"the preset written to {out} does not load: {err}") from err
     # the shootdown costs, fitted again in a closed loop: simulate the fitting patterns
     # with candidate costs until their relative throughput matches the measured one
-    base = baseline_view(shoot, controls)
-    values = {e.key: e.value for e in entries}
-    dcost = defaults["costs"]
-    if all(base.get(n, {}).get("ops_per_second") for n in (CLOSED_LOOP_REFERENCE, *CLOSED_LOOP_FIT)) \
-            and host.tlb_row and all((shoot.get(n, {}).get("shootdown_ipis_received_per_op") or 0) >= 0.5
-                                     for n in CLOSED_LOOP_FIT):
-        seed = None
-        if values.get("costs.interrupt") is not None and values.get("costs.ipi_send") is not None:
-            seed = (float(values["costs.interrupt"]),
-                    float(values["costs.ipi_send"]) + float(values["costs.ipi_delivery_same_socket"]))
-        receiver = (details.get("shootdown_costs") or {}).get("receiver_cycles")
-        try:
-            loop = closed_loop_on_preset(out, {n: base[n] for n in (CLOSED_LOOP_REFERENCE, *CLOSED_LOOP_FIT)},
-                                         dcost, receiver, seed)
-        except (tlbsim.TlbsimError, ValueError, KeyError) as err:  # keep the formulas' costs, say why
-            loop = {"error": f"the closed loop could not run: {err}"}
+    loop = closed_loop_costs(out, entries, shoot, controls, host, details, defaults["costs"])
+    if loop is not None:
         details["closed_loop"] = loop
-        if "error" in loop:
-            notes.setdefault("costs", []).append(f"Shootdown costs: the formulas' values stand; {loop['error']}.")
-            out.write_text(render_toml(entries, header, notes))
-    if "costs" in details.get("closed_loop", {}):
-        loop = details["closed_loop"]
-        held = [p for p in fit.SHOOTDOWN_PAIRS if p not in CLOSED_LOOP_FIT] + ["two-processes"]
-        details["closed_loop"]["check_patterns"] = held
-        rel = ", ".join(f"{n} {loop['real_relative'][n]:.3f} (simulated {loop['sim_relative'][n]:.3f})"
-                        for n in loop["fit_patterns"])
-        seed_text = (f"; the open-loop formulas gave {loop['seed']['costs']['interrupt']} / "
-                     f"{loop['seed']['costs']['ipi_send'] + loop['seed']['costs']['ipi_delivery_same_socket']} "
-                     f"(error {loop['seed']['error']:.3f})") if "seed" in loop else ""
-        how = (f"fitted in a closed loop: simulated {', '.join(loop['fit_patterns'])} over {CLOSED_LOOP_REFERENCE} "
-               f"until they match the measured {rel}; log-error {loop['error']:.3f}{seed_text}; held out for "
-               f"validate: {', '.join(held)}")
-        if loop["at_bound"]:
-            how += f"; AT ITS PHYSICAL BOUND: {', '.join(loop['at_bound'])}"
-        ratio = dcost["ipi_delivery_cross_socket"] / dcost["ipi_delivery_same_socket"]
-        new_values = {**loop["costs"],
-                      "ipi_delivery_cross_socket": round(loop["costs"]["ipi_delivery_same_socket"] * ratio)}
-        for i, e in enumerate(entries):
-            c = e.key.removeprefix("costs.")
-            if e.key.startswith("costs.") and c in new_values:
-                comment = how if c != "ipi_delivery_cross_socket" else \
-                    f"not measured (one socket): {ratio:g}x the closed-loop same-socket delivery, the defaults' ratio"
-                entries[i] = Entry(e.key, max(1, int(new_values[c])), comment)
         notes.setdefault("costs", []).append(
+            f"Shootdown costs: the formulas' values stand; {loop['error']}." if "error" in loop else
             f"Shootdown costs: the closed loop replaced the formulas' values ({loop['evaluations']} simulated points).")
         out.write_text(render_toml(entries, header, notes))
         tlbsim.resolve(out)

@@ -752,8 +752,7 @@ class TlbKnee:
     """One TLB level found in the raw reach curve, with how sure the fit is of it."""
 
     level: str  # "l1" or "l2"
-    entries: float  # the size read off the curve (see ``estimator``)
-    onset: float  # the fitted knee (where the fitted misses begin)
+    entries: float  # the fitted capacity E (where the fitted misses begin)
     cost: float  # per access once every access misses this level (curve's unit)
     step_share: float
     interval: tuple[float, float]  # knee positions that fit within the noise (4 sigma^2)
@@ -767,8 +766,7 @@ class TlbKnee:
 class TlbCurveFit:
     base: float
     knees: list[TlbKnee]
-    caches: list[dict[str, float]]  # {"level", "capacity_pages", "cost"} per data-cache term
-    growth: float
+    caches: list[dict[str, float]]  # {"level", "capacity_pages", "cost"} per data-cache term, then the other knees
     rms: float
     sigma: float  # residual scale of the (weighted) fit
     points: int
@@ -787,21 +785,16 @@ def _knee_columns(p: np.ndarray, e: float) -> list[np.ndarray]:
     return [(p > e).astype(float), miss_rate(p, e)] + [_poisson_tail(p * ways / e, ways) for ways in _RAMP_WAYS]
 
 
-def _tlb_columns(p: np.ndarray, knees: Sequence[float], cache_cols: np.ndarray, growth: bool) -> np.ndarray:
+def _tlb_columns(p: np.ndarray, knees: Sequence[float], cache_cols: np.ndarray) -> np.ndarray:
     cols = [np.ones_like(p)]
     for e in knees:
         cols += _knee_columns(p, e)
-    a = np.column_stack(cols)
-    if cache_cols.size:
-        a = np.hstack([a, cache_cols])
-    if growth and knees:
-        a = np.hstack([a, np.log(np.maximum(p / knees[-1], 1.0))[:, None]])
-    return a
+    return np.hstack([np.column_stack(cols), cache_cols])
 
 
-def _tlb_solve(p: np.ndarray, y: np.ndarray, w: np.ndarray, knees: Sequence[float], cache_cols: np.ndarray,
-               growth: bool) -> tuple[float, np.ndarray]:
-    a = _tlb_columns(p, knees, cache_cols, growth) * w[:, None]
+def _tlb_solve(p: np.ndarray, y: np.ndarray, w: np.ndarray, knees: Sequence[float],
+               cache_cols: np.ndarray) -> tuple[float, np.ndarray]:
+    a = _tlb_columns(p, knees, cache_cols) * w[:, None]
     yw = y * w
     x = np.linalg.lstsq(a, yw, rcond=None)[0]
     if (x[1:] < 0).any():
@@ -831,8 +824,8 @@ def fit_tlb_knees(
     knees past the TLBs (page-table lines leaving the caches; under a hypervisor, the
     nested walk's host entries), which are fitted but are not TLB levels.
 
-    ``y = base + sum_knees (s*[P>E] + h*(1-E/P)+) + sum_cache c*miss(P)``, every amplitude
-    non-negative, residuals weighted relatively (the first knee is a few ns, the walks
+    ``y = base + sum_knees (s*[P>E] + h*(1-E/P)+ + r8*ramp8_E(P) + r16*ramp16_E(P))
+    + sum_cache c*miss(P)`` (``_knee_columns``), every amplitude non-negative, residuals weighted relatively (the first knee is a few ns, the walks
     tens). Knees are added one at a time, each where it lowers the error most, while it
     lowers it by at least ``min_significance`` sigma^2 (at most ``max_knees``), and all are
     refined by coordinate descent. A knee within ``cache_window`` times a data cache's
@@ -870,11 +863,21 @@ def fit_tlb_knees(
         return all(b >= min_ratio * a for a, b in zip(s, s[1:]))
 
     def solve(ks: Sequence[float]) -> tuple[float, np.ndarray]:
-        return _tlb_solve(p, y, w, sorted(ks), cache_cols, False)
+        return _tlb_solve(p, y, w, sorted(ks), cache_cols)
+
+    def profile(knees: list[float], k: int, below: int, above: int) -> list[tuple[float, float]]:
+        """(error, position) of knee k moved over the fine grid, from ``below`` measured
+        sizes under it to ``above`` over it, staying between its neighbours."""
+        lo = knees[k - 1] if k else 0.0
+        hi = knees[k + 1] if k + 1 < len(knees) else math.inf
+        under, over = p[p < knees[k]], p[p > knees[k]]
+        lo = max(lo, under[-below] if under.size >= below else 0.0)
+        hi = min(hi, over[above - 1] if over.size >= above else math.inf)
+        trials = ([*knees[:k], float(c), *knees[k + 1:]] for c in fine[(fine > lo) & (fine < hi)])
+        return [(solve(t)[0], t[k]) for t in trials if allowed(t)]
 
     knees: list[float] = []
-    sse, _ = _tlb_solve(p, y, w, [], cache_cols, False)
-    profiles: dict[int, list[tuple[float, float]]] = {}
+    sse, _ = solve([])
     while len(knees) < max_knees:
         trials = [(solve(knees + [float(e)])[0], float(e)) for e in sizes if allowed(knees + [float(e)])]
         if not trials:
@@ -887,18 +890,8 @@ def fit_tlb_knees(
         sse = new_sse
         for _ in range(2):  # coordinate descent on the fine grid, each knee between its neighbours
             for k in range(len(knees)):
-                lo = knees[k - 1] if k else 0.0
-                hi = knees[k + 1] if k + 1 < len(knees) else math.inf
-                prof = []
-                below, above = p[p < knees[k]], p[p > knees[k]]
-                lo = max(lo, below[-3] if below.size >= 3 else 0.0)
-                hi = min(hi, above[1] if above.size >= 2 else math.inf)
-                for c in fine[(fine > lo) & (fine < hi)]:
-                    trial = knees[:k] + [float(c)] + knees[k + 1:]
-                    if allowed(trial):
-                        prof.append((solve(trial)[0], float(c)))
+                prof = profile(knees, k, 3, 2)
                 if prof:
-                    profiles[k] = prof
                     # between two measured sizes several positions fit alike: the geometric
                     # middle of those (the knee is somewhere there; this bounds the error)
                     low = min(s_ for s_, _ in prof)
@@ -912,27 +905,15 @@ def fit_tlb_knees(
     if not knees:
         raise ValueError("no knee in the reach curve stands out of its noise")
     sse, x = solve(knees)
-    ncols = len(x)
-    dof = max(1, len(p) - ncols - len(knees))
+    dof = max(1, len(p) - len(x) - len(knees))
     sigma2 = max(sse / dof, 1e-300)
-    a = _tlb_columns(p, knees, cache_cols, False)
-    r_raw = a @ x - y
+    r_raw = _tlb_columns(p, knees, cache_cols) @ x - y
     nk = 1 + KNEE_SHAPES * len(knees)
-    adjusted = y - a[:, nk:] @ x[nk:]
-    simple = ReachFit(base=float(x[0]), knees=[], growth=0.0, rms=0.0, points=len(p))
-    for k, e in enumerate(knees):
-        amps = x[1 + KNEE_SHAPES * k: 1 + KNEE_SHAPES * (k + 1)]
-        cost = float(amps.sum())
-        simple.knees.append(Knee(entries=float(e), cost=cost, step_share=float(amps[0]) / cost if cost > 0 else 0.0))
-    # profiles were taken before the last knees moved: redo them at the final position
-    for k in range(len(knees)):
-        lo = knees[k - 1] if k else 0.0
-        hi = knees[k + 1] if k + 1 < len(knees) else math.inf
-        below, above = p[p < knees[k]], p[p > knees[k]]
-        lo = max(lo, below[-4] if below.size >= 4 else 0.0)
-        hi = min(hi, above[2] if above.size >= 3 else math.inf)
-        profiles[k] = [(solve(knees[:k] + [float(c)] + knees[k + 1:])[0], float(c))
-                       for c in fine[(fine > lo) & (fine < hi)] if allowed(knees[:k] + [float(c)] + knees[k + 1:])]
+    amps = [x[1 + KNEE_SHAPES * k: 1 + KNEE_SHAPES * (k + 1)] for k in range(len(knees))]
+    costs = [float(a.sum()) for a in amps]
+    # the profiles at the final positions (the coordinate descent's were taken before the
+    # other knees last moved)
+    profiles = {k: profile(knees, k, 4, 3) for k in range(len(knees))}
 
     # A rise at a data cache's capacity (in pages: one line per page) is that cache's, even
     # where its fitted shape missed it: an LRU-like model of a pseudo-LRU cache rises late.
@@ -943,13 +924,12 @@ def fit_tlb_knees(
         e = knees[k]
         near = [c for s_, c in profiles.get(k, []) if s_ - sse <= 4 * sigma2] or [e]
         interval = (float(min(near)), float(max(near)))
-        sse_without, _ = solve(knees[:k] + knees[k + 1:]) if len(knees) > 1 else \
-            _tlb_solve(p, y, w, [], cache_cols, False)
+        sse_without, _ = solve(knees[:k] + knees[k + 1:])
         significance = (sse_without - sse) / sigma2
         ratio = interval[1] / interval[0]
         confidence = ("high" if significance >= 25 and ratio <= 1.5 else
                       "medium" if significance >= 9 and ratio <= 3 else "low")
-        size, how = e, "the fitted capacity (a step, 1 - E/P or a random-set ramp at E)"
+        how = "the fitted capacity (a step, 1 - E/P or a random-set ramp at E)"
         # another rise within a factor 2 (not a data cache's): the misses arrive in two
         # steps, and which one is this TLB's is a guess
         near = [o for j, o in enumerate(knees) if j != k and not at_cache(o) and max(o, e) / min(o, e) < 2.0]
@@ -959,22 +939,22 @@ def fit_tlb_knees(
             how += f"; another rise at {near[0]:.0f} pages, within 2x: which is this level's is ambiguous"
         lo = p[p <= e].max(initial=p[0])
         hi = p[p > e].min(initial=p[-1])
-        return TlbKnee(level=level, entries=float(size), onset=float(e), cost=simple.knees[k].cost,
-                       step_share=simple.knees[k].step_share, interval=interval,
+        return TlbKnee(level=level, entries=float(e), cost=costs[k],
+                       step_share=float(amps[k][0]) / costs[k] if costs[k] > 0 else 0.0, interval=interval,
                        significance=float(significance), confidence=confidence, estimator=how,
                        between=(float(lo), float(hi)))
 
-    out: list[TlbKnee] = []
+    chosen: dict[int, str] = {}
     tlb = [k for k, e in enumerate(knees) if not at_cache(e)]
     i1 = next((k for k in tlb if l1_range[0] <= knees[k] <= l1_range[1]), None)
     if i1 is not None:
-        out.append(describe(i1, "l1"))
+        chosen[i1] = "l1"
         i2 = next((k for k in tlb if k > i1 and knees[k] >= l2_min_ratio * knees[i1]), None)
         if i2 is not None:
-            out.append(describe(i2, "l2"))
-    others = [{"level": "data cache" if at_cache(e) else "beyond", "onset": float(e), "cost": simple.knees[k].cost}
-              for k, e in enumerate(knees) if k not in [knees.index(t.onset) for t in out]]
+            chosen[i2] = "l2"
+    others = [{"level": "data cache" if at_cache(e) else "beyond", "onset": float(e), "cost": costs[k]}
+              for k, e in enumerate(knees) if k not in chosen]
     cache_terms = [{"level": c.level, "capacity_pages": float(c.sets * c.ways), "cost": float(x[nk + i])}
                    for i, c in enumerate(used)]
-    return TlbCurveFit(base=float(x[0]), knees=out, caches=cache_terms + others, growth=0.0,
-                       rms=float(math.sqrt(float(r_raw @ r_raw) / len(p))), sigma=math.sqrt(sigma2), points=len(p))
+    return TlbCurveFit(base=float(x[0]), knees=[describe(k, level) for k, level in chosen.items()],
+                       caches=cache_terms + others, rms=float(math.sqrt(float(r_raw @ r_raw) / len(p))), sigma=math.sqrt(sigma2), points=len(p))

@@ -633,12 +633,8 @@ def validate(preset: str | os.PathLike[str] = "host-calibrated.toml", *,
         h = data.get("host") or {}
         g = tlb_geometry.lookup(h.get("vendor", ""), h.get("family"), h.get("model_number"))
         documented = asdict(g) if g else None
-    comments = data.get("preset_comments") or {}
-    from_documented = [lvl for lvl, key in (("l1", "l1d"), ("l2", "l2"))
-                       if "documented for" in comments.get(f"machine.tlb.{key}.entries", "")
-                       and not comments.get(f"machine.tlb.{key}.entries", "").startswith("measured")]
     rows += knee_rows(knees, analysis.get("not_measurable", {}), simulated, sim_error, configured,
-                      documented, from_documented)
+                      documented, geometry.get("from_documented", []))
     real_fpr = real_fpr_rates(data.get("fpr_munmap") or [])
     sim["fpr_munmap"] = {n: simulate_fpr(preset, n, ops) for n in (1, 2)} if len(real_fpr) >= 2 else {}
     rows += lock_rows(real_fpr, sim["fpr_munmap"])
