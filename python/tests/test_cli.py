@@ -180,7 +180,7 @@ def test_bench_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--json", "--accesses", "10000"]) == 0
     report = json.loads(capsys.readouterr().out)
     for key in ("l1_hit_stream_per_s", "walk_stream_per_s", "null_loop_per_s", "l1_hit_over_null",
-                "first_touch_per_s", "champsim_trace_over_decompression"):
+                "first_touch_per_s", "champsim_trace_over_decompression", "champsim_trace_instructions_per_s"):
         assert report[key] > 0
     assert report["accesses"] == 10000
     assert report["first_touch_faults"] == 1000 and report["champsim_trace_instructions"] == 10000

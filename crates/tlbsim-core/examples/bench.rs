@@ -1,4 +1,4 @@
-//! `cargo run --release -p tlbsim-core --example bench [ACCESSES] [all|walk|l1] [flat|cache] [REPLICAS]`:
+//! `cargo run --release -p tlbsim-core --example bench [ACCESSES] [all|walk|l1|touch] [flat|cache] [REPLICAS]`:
 //! the same benchmark as `tlbsim bench`, without Python (the third argument is
 //! `machine.memory.model`, the fourth `tlbsim bench --replicas`).
 fn main() {
@@ -7,6 +7,10 @@ fn main() {
     let replicas = std::env::args().nth(4).and_then(|a| a.parse().ok()).unwrap_or(1);
     if std::env::args().nth(2).as_deref() == Some("walk") {
         println!("{:?}", tlbsim_core::bench::walk_stream(accesses, &model, replicas).expect("bench"));
+        return;
+    }
+    if std::env::args().nth(2).as_deref() == Some("touch") {
+        println!("{:?}", tlbsim_core::bench::first_touch(accesses).expect("bench"));
         return;
     }
     if std::env::args().nth(2).as_deref() == Some("l1") {

@@ -72,6 +72,9 @@ pub struct BenchReport {
     /// alone (1.0 = the simulator is free).
     pub champsim_trace_over_decompression: f64,
     pub champsim_trace_instructions: u64,
+    /// (v) The same run's trace records (instructions) per second, end to end: what
+    /// ChampSim's own speed on a trace is compared with.
+    pub champsim_trace_instructions_per_s: f64,
     /// `machine.memory.model` of streams (i), (ii) and the multicore run.
     pub memory_model: String,
     /// Page-table copies of streams (i) and (ii) ([`BenchOptions::replicas`]).
@@ -152,7 +155,7 @@ pub fn run_bench(opts: &BenchOptions) -> crate::Result<BenchReport> {
     let first_touch_faults = (n / 20).clamp(1000, 1_000_000);
     let (first_touch_per_s, host_bytes_per_touched_page) = first_touch(first_touch_faults)?;
     let champsim_trace_instructions = (n / 2).clamp(10_000, 10_000_000);
-    let champsim_trace_over_decompression = champsim_trace(champsim_trace_instructions)?;
+    let (champsim_trace_over_decompression, champsim_trace_instructions_per_s) = champsim_trace(champsim_trace_instructions)?;
 
     Ok(BenchReport {
         l1_hit_stream_per_s,
@@ -170,6 +173,7 @@ pub fn run_bench(opts: &BenchOptions) -> crate::Result<BenchReport> {
         host_bytes_per_touched_page,
         champsim_trace_over_decompression,
         champsim_trace_instructions,
+        champsim_trace_instructions_per_s,
         memory_model: opts.memory_model.clone(),
         replicas: opts.replicas,
         policy: opts.policy.clone(),
@@ -217,8 +221,9 @@ pub fn first_touch(faults: u64) -> crate::Result<(f64, Option<f64>)> {
 
 /// Stream (v): write a ChampSim trace of `instructions` records (one load each, random over
 /// 1 GiB) compressed with xz, then time decompressing it alone and simulating it end to
-/// end. Returns end-to-end time over decompression time.
-pub fn champsim_trace(instructions: u64) -> crate::Result<f64> {
+/// end. Returns end-to-end time over decompression time, and instructions per second end
+/// to end.
+pub fn champsim_trace(instructions: u64) -> crate::Result<(f64, f64)> {
     use std::io::{Read, Write};
     let dir = std::env::temp_dir().join(format!("tlbsim-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(io)?;
@@ -259,7 +264,7 @@ pub fn champsim_trace(instructions: u64) -> crate::Result<f64> {
     let end_to_end = start.elapsed().as_secs_f64();
     let _ = std::fs::remove_dir_all(&dir);
     out?;
-    Ok(end_to_end / decompress.max(1e-9))
+    Ok((end_to_end / decompress.max(1e-9), instructions as f64 / end_to_end.max(1e-9)))
 }
 
 /// Stream (iii): `apache` with one worker per core on `cores` cores of the `didi-cmp`

@@ -56,52 +56,49 @@ pub enum FrameKind {
     PageTable,
 }
 
-/// Per-frame descriptor (Linux's `struct page`, reduced).
+/// Per-frame descriptor (Linux's `struct page`, reduced): 24 bytes, what every frame in
+/// use needs. The three 64-bit words only some runs use ([`FrameWord`]) live beside it, in
+/// arrays made per 4 MiB block on the first non-zero write, so a run that never sets one
+/// pays nothing for it (a fully touched 1 TiB footprint is 268 M descriptors).
 #[derive(Clone, Copy, Debug)]
 pub struct FrameDesc {
-    pub kind: FrameKind,
-    /// Order of the free buddy block this frame heads, or NOT_FREE_HEAD.
-    order: u8,
+    /// For a page-cache page, its page index in the file; for an anonymous page, the
+    /// virtual page number it was faulted at (Linux's `page->index`, what rmap follows).
+    /// For the head of a free buddy block: its position in its free list (for O(1) removal
+    /// on merge), as Linux reuses a free page's `struct page` fields for its buddy list.
+    pub index: u64,
     /// Owning address space (process) id; `u32::MAX` when free or shared.
     pub owner: u32,
     /// Number of page-table entries mapping this frame.
     pub mapcount: u32,
-    /// For a page-table frame: its slot in the page-table arena.
-    pub pt_slot: u32,
     /// Page-cache identity: 0 for anonymous memory, file id + 1 for a page-cache page.
     pub mapping: u32,
-    /// For a page-cache page, its page index in the file; for an anonymous page, the
-    /// virtual page number it was faulted at (Linux's `page->index`, what rmap follows).
-    pub index: u64,
-    /// LRU position: the stamp of this frame's live entry in its group's reclaim LRU (0 =
-    /// not on an LRU). Older stamps in the queue are stale and skipped.
-    pub lru_stamp: u64,
-    /// Position of a free block's head in its free list (for O(1) removal on merge).
-    free_pos: u32,
+    pub kind: FrameKind,
+    /// Order of the free buddy block this frame heads, or NOT_FREE_HEAD.
+    order: u8,
+}
+
+const _: () = assert!(std::mem::size_of::<FrameDesc>() == 24);
+
+impl FrameDesc {
+    const FREE: FrameDesc = FrameDesc { kind: FrameKind::Free, order: NOT_FREE_HEAD, owner: u32::MAX, mapcount: 0, mapping: 0, index: 0 };
+}
+
+/// The per-frame 64-bit words kept beside the descriptors (0 until set).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameWord {
     /// Room for a coherence policy's per-frame metadata. It survives while the frame sits
     /// in the allocator's free lists.
-    pub technique_word: u64,
+    Technique = 0,
     /// The recycling axis' tracking word (FPR's: flags, context, version). It survives the
     /// free lists; two free buddies' words merge with `PhysMem::merge_tracking`, a split
     /// copies a block's word to both halves, and a claimed block's frames all get its
     /// head's word (a free block's word is its head's).
-    pub tracking_word: u64,
-}
-
-impl FrameDesc {
-    const FREE: FrameDesc = FrameDesc {
-        kind: FrameKind::Free,
-        order: NOT_FREE_HEAD,
-        owner: u32::MAX,
-        mapcount: 0,
-        pt_slot: u32::MAX,
-        mapping: 0,
-        index: 0,
-        lru_stamp: 0,
-        free_pos: 0,
-        technique_word: 0,
-        tracking_word: 0,
-    };
+    Tracking = 1,
+    /// LRU position: the stamp of this frame's live entry in its group's reclaim LRU (0 =
+    /// not on an LRU). Older stamps in the queue are stale and skipped. Cleared when the
+    /// frame is allocated or freed.
+    LruStamp = 2,
 }
 
 struct Node {
@@ -109,6 +106,9 @@ struct Node {
     capacity: u64,
     /// Descriptors per 4 MiB block, made when the block is first split.
     chunks: Vec<Option<Box<[FrameDesc]>>>,
+    /// Per [`FrameWord`], per 4 MiB block: the block's words, made on the first non-zero
+    /// write (absent = all 0).
+    words: [Vec<Option<Box<[u64]>>>; 3],
     /// Free block heads (node-relative indices) per order; the last is taken first.
     free: Vec<Vec<u64>>,
     /// Per CPU: free single frames, the last freed taken first.
@@ -153,6 +153,29 @@ impl Node {
         &mut self.chunks[(i / CHUNK) as usize].as_mut().expect("descriptor of an untouched block")[(i % CHUNK) as usize]
     }
 
+    #[inline]
+    fn word(&self, w: FrameWord, i: u64) -> u64 {
+        match &self.words[w as usize][(i / CHUNK) as usize] {
+            Some(words) => words[(i % CHUNK) as usize],
+            None => 0,
+        }
+    }
+
+    /// Set a word; a block's array is made only when a non-zero value is written to it.
+    #[inline]
+    fn set_word(&mut self, w: FrameWord, i: u64, value: u64) {
+        let block = &mut self.words[w as usize][(i / CHUNK) as usize];
+        match block {
+            Some(words) => words[(i % CHUNK) as usize] = value,
+            None if value == 0 => {}
+            None => {
+                let mut words = vec![0; CHUNK as usize].into_boxed_slice();
+                words[(i % CHUNK) as usize] = value;
+                *block = Some(words);
+            }
+        }
+    }
+
     fn materialize(&mut self, i: u64) {
         let c = &mut self.chunks[(i / CHUNK) as usize];
         if c.is_none() {
@@ -165,7 +188,7 @@ impl Node {
             let pos = self.free[order as usize].len() as u32;
             let d = self.desc_mut(i);
             d.order = order as u8;
-            d.free_pos = pos;
+            d.index = pos as u64;
         } else if self.chunks[(i / CHUNK) as usize].is_some() {
             self.desc_mut(i).order = order as u8;
         }
@@ -173,14 +196,16 @@ impl Node {
     }
 
     fn remove_free(&mut self, i: u64, order: u32) {
-        let pos = self.desc(i).free_pos as usize;
+        let pos = self.desc(i).index as usize;
         let list = &mut self.free[order as usize];
         debug_assert_eq!(list[pos], i);
         list.swap_remove(pos);
         if let Some(&moved) = list.get(pos) {
-            self.desc_mut(moved).free_pos = pos as u32;
+            self.desc_mut(moved).index = pos as u64;
         }
-        self.desc_mut(i).order = NOT_FREE_HEAD;
+        let d = self.desc_mut(i);
+        d.order = NOT_FREE_HEAD;
+        d.index = 0;
     }
 
     /// Take a free block of `order` from the buddy allocator (node-relative index).
@@ -188,12 +213,14 @@ impl Node {
         let j = (order..=MAX_ORDER).find(|&j| !self.free[j as usize].is_empty())?;
         let head = self.free[j as usize].pop().expect("non-empty");
         self.materialize(head);
-        self.desc_mut(head).order = NOT_FREE_HEAD;
-        let word = self.desc(head).tracking_word;
+        let d = self.desc_mut(head);
+        d.order = NOT_FREE_HEAD;
+        d.index = 0;
+        let word = self.word(FrameWord::Tracking, head);
         // Split: the upper halves go back to the free lists, with the block's word.
         for k in (order..j).rev() {
             self.materialize(head + (1 << k));
-            self.desc_mut(head + (1 << k)).tracking_word = word;
+            self.set_word(FrameWord::Tracking, head + (1 << k), word);
             self.push_free(head + (1 << k), k);
         }
         Some(head)
@@ -203,19 +230,19 @@ impl Node {
     /// tracking words, with `merge`).
     fn free_block(&mut self, mut i: u64, order: u32, merge: fn(u64, u64) -> u64) {
         let mut k = order;
-        let mut word = self.desc(i).tracking_word;
+        let mut word = self.word(FrameWord::Tracking, i);
         while k < MAX_ORDER {
             let buddy = i ^ (1 << k);
             if self.desc(buddy).order != k as u8 {
                 break;
             }
             self.remove_free(buddy, k);
-            word = merge(word, self.desc(buddy).tracking_word);
+            word = merge(word, self.word(FrameWord::Tracking, buddy));
             i = i.min(buddy);
             k += 1;
         }
         if self.chunks[(i / CHUNK) as usize].is_some() {
-            self.desc_mut(i).tracking_word = word;
+            self.set_word(FrameWord::Tracking, i, word);
         }
         self.push_free(i, k);
     }
@@ -236,7 +263,9 @@ impl PhysMem {
                 let mut free = vec![Vec::new(); MAX_ORDER as usize + 1];
                 // Lowest addresses first out.
                 free[MAX_ORDER as usize] = (0..capacity / CHUNK).rev().map(|c| c * CHUNK).collect();
-                Node { capacity, chunks: (0..capacity / CHUNK).map(|_| None).collect(), free, pcp: Vec::new(), used: 0, data_used: 0 }
+                let blocks = (capacity / CHUNK) as usize;
+                let words = || (0..blocks).map(|_| None).collect::<Vec<_>>();
+                Node { capacity, chunks: (0..blocks).map(|_| None).collect(), words: [words(), words(), words()], free, pcp: Vec::new(), used: 0, data_used: 0 }
             })
             .collect();
         PhysMem {
@@ -268,11 +297,11 @@ impl PhysMem {
 
     fn claim(&mut self, node: NodeId, i: u64, order: u32, kind: FrameKind, owner: u32) -> Pfn {
         let n = &mut self.nodes[node.0 as usize];
-        let tracking = n.desc(i).tracking_word;
+        let tracking = n.word(FrameWord::Tracking, i);
         for f in i..i + (1 << order) {
-            let d = n.desc_mut(f);
-            let word = d.technique_word;
-            *d = FrameDesc { kind, owner, technique_word: word, tracking_word: tracking, ..FrameDesc::FREE };
+            *n.desc_mut(f) = FrameDesc { kind, owner, ..FrameDesc::FREE };
+            n.set_word(FrameWord::Tracking, f, tracking);
+            n.set_word(FrameWord::LruStamp, f, 0);
         }
         n.used += 1 << order;
         if kind == FrameKind::Data {
@@ -345,8 +374,8 @@ impl PhysMem {
         for f in i..i + (1 << order) {
             let d = n.desc_mut(f);
             debug_assert_ne!(d.kind, FrameKind::Free, "double free of frame {f}");
-            let (word, tracking) = (d.technique_word, d.tracking_word);
-            *d = FrameDesc { technique_word: word, tracking_word: tracking, ..FrameDesc::FREE };
+            *d = FrameDesc::FREE;
+            n.set_word(FrameWord::LruStamp, f, 0);
         }
         n.used -= 1 << order;
         (node, i)
@@ -404,6 +433,30 @@ impl PhysMem {
     #[inline]
     pub fn desc_mut(&mut self, pfn: Pfn) -> &mut FrameDesc {
         self.nodes[(pfn.0 >> NODE_SHIFT) as usize].desc_mut(pfn.0 & INDEX_MASK)
+    }
+
+    /// `pfn`'s word `w` (0 if never set).
+    #[inline]
+    pub fn word(&self, pfn: Pfn, w: FrameWord) -> u64 {
+        self.nodes[(pfn.0 >> NODE_SHIFT) as usize].word(w, pfn.0 & INDEX_MASK)
+    }
+
+    #[inline]
+    pub fn set_word(&mut self, pfn: Pfn, w: FrameWord, value: u64) {
+        self.nodes[(pfn.0 >> NODE_SHIFT) as usize].set_word(w, pfn.0 & INDEX_MASK, value)
+    }
+
+    /// Run `f` on a copy of `pfn`'s word `w` and store what it leaves (so that a hook that
+    /// changes nothing makes no array).
+    #[inline]
+    pub fn update_word<R>(&mut self, pfn: Pfn, w: FrameWord, f: impl FnOnce(&mut u64) -> R) -> R {
+        let mut word = self.word(pfn, w);
+        let before = word;
+        let r = f(&mut word);
+        if word != before {
+            self.set_word(pfn, w, word);
+        }
+        r
     }
 
     /// Frames in use on `node`.
@@ -466,10 +519,12 @@ mod tests {
     fn technique_word_survives_the_free_lists() {
         let mut m = PhysMem::new(1, 4);
         let a = m.alloc_on(CoreId(0), NodeId(0), FrameKind::Data, 1).unwrap();
-        m.desc_mut(a).technique_word = 0xfeed;
+        m.set_word(a, FrameWord::Technique, 0xfeed);
+        m.set_word(a, FrameWord::LruStamp, 5);
         m.free_on(CoreId(0), a);
         let again = m.alloc_on(CoreId(0), NodeId(0), FrameKind::Data, 7).unwrap();
-        assert_eq!((again, m.desc(again).technique_word, m.desc(again).owner), (a, 0xfeed, 7));
+        assert_eq!((again, m.word(again, FrameWord::Technique), m.desc(again).owner), (a, 0xfeed, 7));
+        assert_eq!(m.word(again, FrameWord::LruStamp), 0, "the LRU stamp does not survive a free");
     }
 
     #[test]

@@ -154,11 +154,11 @@ impl PageTables {
         let d = mem.desc_mut(pfn);
         d.kind = FrameKind::PageTable;
         d.owner = owner;
-        Ok(self.install_table(mem, pfn))
+        Ok(self.install_table(pfn))
     }
 
     /// Give the (allocated, zeroed) frame `pfn` an arena slot as an empty table page.
-    fn install_table(&mut self, mem: &mut PhysMem, pfn: Pfn) -> u32 {
+    fn install_table(&mut self, pfn: Pfn) -> u32 {
         let slot = match self.free_slots.pop() {
             Some(slot) => {
                 // A reused slot keeps its children array (all NO_SLOT after free_table).
@@ -172,7 +172,6 @@ impl PageTables {
                 self.pages.len() as u32 - 1
             }
         };
-        mem.desc_mut(pfn).pt_slot = slot;
         self.peak_live = self.peak_live.max(self.live_tables());
         slot
     }

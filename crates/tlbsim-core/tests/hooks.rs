@@ -9,7 +9,6 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use tlbsim_core::coherence::*;
 use tlbsim_core::config::Config;
-use tlbsim_core::memory::FrameDesc;
 use tlbsim_core::tlb::TlbEntry;
 use tlbsim_core::types::{CoreId, Pfn, Vpn};
 use tlbsim_core::workload::program::*;
@@ -150,17 +149,17 @@ impl Coherence for Observer {
     fn on_tick(&mut self, _core: CoreId, _now: u64, _fx: &mut Effects) {
         self.seen.borrow_mut().ticks += 1;
     }
-    fn on_frame_alloc(&mut self, _core: CoreId, _pfn: Pfn, desc: &mut FrameDesc, _usage: FrameUse, _fx: &mut Effects) {
+    fn on_frame_alloc(&mut self, _core: CoreId, _pfn: Pfn, technique_word: &mut u64, _usage: FrameUse, _fx: &mut Effects) {
         let mut s = self.seen.borrow_mut();
         s.frame_allocs += 1;
         // The word written at free survives the free lists.
-        if desc.technique_word == 0xfeed {
+        if *technique_word == 0xfeed {
             s.frames_with_word += 1;
         }
     }
-    fn on_frame_free(&mut self, _core: CoreId, _pfn: Pfn, desc: &mut FrameDesc, _fx: &mut Effects) {
+    fn on_frame_free(&mut self, _core: CoreId, _pfn: Pfn, technique_word: &mut u64, _fx: &mut Effects) {
         self.seen.borrow_mut().frame_frees += 1;
-        desc.technique_word = 0xfeed;
+        *technique_word = 0xfeed;
     }
     fn choose_mmap_va(&mut self, _mm: u32, len: u64, default_va: u64, is_free: &dyn Fn(u64, u64) -> bool) -> u64 {
         let va = match self.cursor {

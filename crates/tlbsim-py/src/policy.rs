@@ -15,7 +15,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use std::sync::{Arc, Mutex};
 use tlbsim_core::coherence::{Coherence, CoreView, Cr3Load, Delivery, Effects, FlushPlan, FlushRequest, FrameUse, FullFlushCause, LocalFlush, OsView};
-use tlbsim_core::memory::FrameDesc;
 use tlbsim_core::types::{CoreId, Pfn, Vpn};
 
 /// The first exception a hook raised, shared with the caller of the run.
@@ -267,20 +266,20 @@ impl Coherence for PyPolicy {
         }
     }
 
-    fn on_frame_alloc(&mut self, core: CoreId, pfn: Pfn, desc: &mut FrameDesc, usage: FrameUse, _fx: &mut Effects) {
+    fn on_frame_alloc(&mut self, core: CoreId, pfn: Pfn, technique_word: &mut u64, usage: FrameUse, _fx: &mut Effects) {
         if self.has.frame_alloc {
-            let word = desc.technique_word;
+            let word = *technique_word;
             if let Some(Some(w)) = self.call("on_frame_alloc", |py| (core.0, pfn.0, word, usage.mm, usage.file).into_pyobject(py), |out| out.extract::<Option<u64>>()) {
-                desc.technique_word = w;
+                *technique_word = w;
             }
         }
     }
 
-    fn on_frame_free(&mut self, core: CoreId, pfn: Pfn, desc: &mut FrameDesc, _fx: &mut Effects) {
+    fn on_frame_free(&mut self, core: CoreId, pfn: Pfn, technique_word: &mut u64, _fx: &mut Effects) {
         if self.has.frame_free {
-            let word = desc.technique_word;
+            let word = *technique_word;
             if let Some(Some(w)) = self.call("on_frame_free", |py| (core.0, pfn.0, word).into_pyobject(py), |out| out.extract::<Option<u64>>()) {
-                desc.technique_word = w;
+                *technique_word = w;
             }
         }
     }

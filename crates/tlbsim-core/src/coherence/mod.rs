@@ -23,7 +23,7 @@
 //! | [`Coherence::on_full_flush`] | a core flushed an address space or everything, with the cause |
 //! | [`Coherence::on_cr3_load`] | every CR3 write, in every tagging mode |
 //! | [`Coherence::on_tick`] | a periodic timer tick per core ([`Coherence::tick_interval`]) |
-//! | [`Coherence::on_frame_alloc`], [`Coherence::on_frame_free`] | a data frame leaves or enters the allocator (with its descriptor's `technique_word`) |
+//! | [`Coherence::on_frame_alloc`], [`Coherence::on_frame_free`] | a data frame leaves or enters the allocator (with its `technique_word`, [`crate::memory::FrameWord::Technique`]) |
 //! | [`Coherence::choose_mmap_va`], [`Coherence::on_range_unmapped`] | placing an mmap; an unmapped range that the policy may hold back |
 //! | [`Coherence::on_demand_fault`] | a demand fault mapped a PTE: fill the faulting core's TLB directly instead of a walk |
 //! | [`Coherence::pte_accessed`], [`Coherence::on_accessed_cleared`] | the OS's view of the A bit, and its clears |
@@ -43,7 +43,6 @@ pub mod template;
 
 use crate::config::{Config, CostsConfig};
 use crate::error::{Error, Result};
-use crate::memory::FrameDesc;
 use crate::tlb::TlbEntry;
 use crate::types::{CoreId, Pfn, Vpn};
 use serde::de::DeserializeOwned;
@@ -405,12 +404,12 @@ pub trait Coherence {
     /// runs or idles).
     fn on_tick(&mut self, _core: CoreId, _now: u64, _fx: &mut Effects) {}
 
-    /// A data frame is allocated for `usage` on `core` (its descriptor's `technique_word`
+    /// A data frame is allocated for `usage` on `core` (its `technique_word`
     /// is what it was when the frame was freed).
-    fn on_frame_alloc(&mut self, _core: CoreId, _pfn: Pfn, _desc: &mut FrameDesc, _usage: FrameUse, _fx: &mut Effects) {}
+    fn on_frame_alloc(&mut self, _core: CoreId, _pfn: Pfn, _technique_word: &mut u64, _usage: FrameUse, _fx: &mut Effects) {}
 
     /// A data frame goes back to the allocator from `core` (after any flush it needed).
-    fn on_frame_free(&mut self, _core: CoreId, _pfn: Pfn, _desc: &mut FrameDesc, _fx: &mut Effects) {}
+    fn on_frame_free(&mut self, _core: CoreId, _pfn: Pfn, _technique_word: &mut u64, _fx: &mut Effects) {}
 
     /// Choose the address of a new `len`-byte mapping of `mm`; `default_va` is Linux's
     /// top-down choice, `is_free(lo, hi)` says whether `[lo, hi)` is unmapped and not held.

@@ -12,7 +12,6 @@
 use super::{linux_on_deliver, Coherence, CoreView, Cr3Load, Delivery, Effects, FlushPlan, FlushRequest, FullFlushCause, LocalFlush, OsView, Policy};
 use crate::config::Config;
 use crate::error::Result;
-use crate::memory::FrameDesc;
 use crate::tlb::TlbEntry;
 use crate::types::{CoreId, Pfn};
 use serde::{Deserialize, Serialize};
@@ -104,7 +103,7 @@ impl Coherence for Template {
     fn on_cr3_load(&mut self, _core: CoreId, _load: &Cr3Load, _fx: &mut Effects) {}
 
     /// A data frame leaves the allocator; its `technique_word` survived the free lists.
-    fn on_frame_alloc(&mut self, _core: CoreId, _pfn: Pfn, _desc: &mut FrameDesc, _usage: super::FrameUse, _fx: &mut Effects) {}
+    fn on_frame_alloc(&mut self, _core: CoreId, _pfn: Pfn, _technique_word: &mut u64, _usage: super::FrameUse, _fx: &mut Effects) {}
 
     /// What stats.json shows under `totals.coherence`.
     fn stats_json(&self) -> serde_json::Value {

@@ -119,7 +119,7 @@ impl<P: Coherence> Os<P> {
             let d = self.m.mem.desc(old);
             let own_data = d.kind != FrameKind::PageTable;
             let family = self.procs[pid as usize].family;
-            let word = self.frames_in_transit.get(&old.0).copied().unwrap_or(d.tracking_word);
+            let word = self.frames_in_transit.get(&old.0).copied().unwrap_or_else(|| self.m.mem.word(old, crate::memory::FrameWord::Tracking));
             if own_data && self.recycling.permits_stale_use(pid, family, word) {
                 self.stale_uses_permitted_by_recycling += 1;
                 return;

@@ -18,7 +18,7 @@ use super::locks::PtlCursor;
 use super::{Gather, Os, Vma, FAULT_AROUND_PAGES, MMAP_TOP};
 use crate::coherence::{Coherence, FlushReason, FrameUse};
 use crate::error::{Error, Result};
-use crate::memory::FrameKind;
+use crate::memory::{FrameKind, FrameWord};
 use crate::page_table::{pte_pfn, PTE_ACCESSED, PTE_DIRTY, PTE_PRESENT, PTE_USER, PTE_WRITABLE};
 use crate::types::{CoreId, NodeId, PageSize, Pfn, Vpn};
 use crate::workload::program::{Backing, MapSpec};
@@ -156,7 +156,9 @@ impl<P: Coherence> Os<P> {
         if self.recycling_on {
             self.settle_claims(core, Some((pfn, self.alloc_context)));
         }
-        self.policy.on_frame_alloc(CoreId(core as u32), pfn, self.m.mem.desc_mut(pfn), FrameUse { mm: if file.is_some() { u32::MAX } else { pid }, file: file.is_some() }, &mut self.fx);
+        let usage = FrameUse { mm: if file.is_some() { u32::MAX } else { pid }, file: file.is_some() };
+        let (policy, fx) = (&mut self.policy, &mut self.fx);
+        self.m.mem.update_word(pfn, FrameWord::Technique, |w| policy.on_frame_alloc(CoreId(core as u32), pfn, w, usage, fx));
         self.apply_effects();
         let group = self.procs[pid as usize].group;
         self.lru_stamp += 1;
@@ -164,8 +166,8 @@ impl<P: Coherence> Os<P> {
         let d = self.m.mem.desc_mut(pfn);
         d.mapping = file.map_or(0, |f| f + 1);
         d.index = index;
-        d.lru_stamp = stamp;
-        let evictable = !self.recycling_on || !self.recycling.reclaim_holds(&d.tracking_word);
+        self.m.mem.set_word(pfn, FrameWord::LruStamp, stamp);
+        let evictable = !self.recycling_on || !self.recycling.reclaim_holds(&self.m.mem.word(pfn, FrameWord::Tracking));
         let g = &mut self.groups[group];
         g.used_pages += 1;
         g.lru.push_back((pfn, stamp));
@@ -208,9 +210,9 @@ impl<P: Coherence> Os<P> {
         let c = CoreId(core as u32);
         let (in_flight_sd, global_in_flight) = self.global_in_flight[core].unwrap_or((usize::MAX, 0));
         if let Some((pfn, context)) = data {
-            let w = &mut self.m.mem.desc_mut(pfn).tracking_word;
-            let before = *w;
-            match self.recycling.on_alloc(c, w, AllocUse { context, global_in_flight }) {
+            let before = self.m.mem.word(pfn, FrameWord::Tracking);
+            let recycling = &mut self.recycling;
+            match self.m.mem.update_word(pfn, FrameWord::Tracking, |w| recycling.on_alloc(c, w, AllocUse { context, global_in_flight })) {
                 AllocAction::GlobalShootdown => transit.push((pfn, before)),
                 AllocAction::JoinGlobal => joined.push((pfn, before)),
                 AllocAction::None => {}
@@ -222,10 +224,10 @@ impl<P: Coherence> Os<P> {
                     if data.is_some_and(|(p, _)| p.0 == f) {
                         continue;
                     }
-                    let w = &mut self.m.mem.desc_mut(Pfn(f)).tracking_word;
-                    let before = *w;
+                    let before = self.m.mem.word(Pfn(f), FrameWord::Tracking);
                     if before != 0 {
-                        match self.recycling.on_alloc(c, w, AllocUse { context: 0, global_in_flight }) {
+                        let recycling = &mut self.recycling;
+                        match self.m.mem.update_word(Pfn(f), FrameWord::Tracking, |w| recycling.on_alloc(c, w, AllocUse { context: 0, global_in_flight })) {
                             AllocAction::GlobalShootdown => transit.push((Pfn(f), before)),
                             AllocAction::JoinGlobal => joined.push((Pfn(f), before)),
                             AllocAction::None => {}
@@ -260,9 +262,11 @@ impl<P: Coherence> Os<P> {
             g.used_pages = g.used_pages.saturating_sub(1 << order);
         }
         for f in pfn.0..pfn.0 + (1 << order) {
-            self.policy.on_frame_free(CoreId(core as u32), Pfn(f), self.m.mem.desc_mut(Pfn(f)), &mut self.fx);
+            let (policy, fx) = (&mut self.policy, &mut self.fx);
+            self.m.mem.update_word(Pfn(f), FrameWord::Technique, |w| policy.on_frame_free(CoreId(core as u32), Pfn(f), w, fx));
             if self.recycling_on {
-                self.recycling.on_free(&mut self.m.mem.desc_mut(Pfn(f)).tracking_word);
+                let recycling = &mut self.recycling;
+                self.m.mem.update_word(Pfn(f), FrameWord::Tracking, |w| recycling.on_free(w));
             }
         }
         self.apply_effects();
@@ -373,7 +377,8 @@ impl<P: Coherence> Os<P> {
                 let node = self.data_node(core);
                 if let Ok(pfn) = self.m.mem.alloc_contiguous(node, 512, FrameKind::Data, pid) {
                     for f in pfn.0..pfn.0 + 512 {
-                        self.policy.on_frame_alloc(CoreId(core as u32), Pfn(f), self.m.mem.desc_mut(Pfn(f)), FrameUse { mm: pid, file: false }, &mut self.fx);
+                        let (policy, fx) = (&mut self.policy, &mut self.fx);
+                        self.m.mem.update_word(Pfn(f), FrameWord::Technique, |w| policy.on_frame_alloc(CoreId(core as u32), Pfn(f), w, FrameUse { mm: pid, file: false }, fx));
                     }
                     self.apply_effects();
                     self.charge(core, self.costs.zero_page * 512);
@@ -668,7 +673,7 @@ impl<P: Coherence> Os<P> {
             let va = vpn.0 << 12;
             let context = contexts.iter().find(|&&(s, e, _)| va >= s && va < e).map_or(0, |c| c.2);
             let skip = context != 0 && old & PTE_PRESENT != 0 && Some(pte_pfn(old)) != self.zero_page && {
-                let word = self.m.mem.desc(pte_pfn(old)).tracking_word;
+                let word = self.m.mem.word(pte_pfn(old), FrameWord::Tracking);
                 self.recycling.skip_unmap_flush(context, word)
             };
             if skip {
@@ -827,7 +832,7 @@ impl<P: Coherence> Os<P> {
             let d = *self.m.mem.desc(old);
             let new = self.alloc_frame_on(core, node, FrameKind::Data, d.owner)?;
             if self.recycling_on {
-                let context = self.recycling.migration_context(d.tracking_word);
+                let context = self.recycling.migration_context(self.m.mem.word(old, FrameWord::Tracking));
                 self.settle_claims(core, Some((new, context)));
             }
             let group = self.frame_group.remove(&old.0);
@@ -841,7 +846,7 @@ impl<P: Coherence> Os<P> {
                 nd.index = d.index;
                 nd.mapping = d.mapping;
                 nd.mapcount = d.mapcount;
-                nd.lru_stamp = stamp;
+                self.m.mem.set_word(new, FrameWord::LruStamp, stamp);
             }
             if let Some(g) = group {
                 self.groups[g as usize].lru.push_back((new, stamp));
@@ -870,7 +875,7 @@ impl<P: Coherence> Os<P> {
                 let od = self.m.mem.desc_mut(old);
                 od.mapcount = 0;
                 od.mapping = 0;
-                od.lru_stamp = 0;
+                self.m.mem.set_word(old, FrameWord::LruStamp, 0);
             }
             per_mm[0].1.frames.push((old, 0));
             self.stats[core].pages_migrated += 1;
@@ -1057,10 +1062,10 @@ impl<P: Coherence> Os<P> {
                 let Some((pfn, stamp)) = self.groups[group].lru.pop_front() else { break };
                 scanned += 1;
                 let d = *self.m.mem.desc(pfn);
-                if d.kind != FrameKind::Data || d.lru_stamp != stamp || self.huge_frames.contains(&pfn.0) {
+                if d.kind != FrameKind::Data || self.m.mem.word(pfn, FrameWord::LruStamp) != stamp || self.huge_frames.contains(&pfn.0) {
                     continue;
                 }
-                let held = self.recycling_on && self.recycling.reclaim_holds(&d.tracking_word);
+                let held = self.recycling_on && self.recycling.reclaim_holds(&self.m.mem.word(pfn, FrameWord::Tracking));
                 if held && !batch_mode {
                     // Kept until the min watermark; a whole pass over held pages ends it.
                     self.groups[group].lru.push_back((pfn, stamp));
@@ -1086,7 +1091,7 @@ impl<P: Coherence> Os<P> {
                 self.charge(core, self.costs.per_page);
                 if referenced {
                     self.lru_stamp += 1;
-                    self.m.mem.desc_mut(pfn).lru_stamp = self.lru_stamp;
+                    self.m.mem.set_word(pfn, FrameWord::LruStamp, self.lru_stamp);
                     self.groups[group].lru.push_back((pfn, self.lru_stamp));
                     continue;
                 }

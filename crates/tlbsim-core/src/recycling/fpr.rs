@@ -485,7 +485,7 @@ mod tests {
     /// merges with a free buddy's by the axis' rule, and a split copies it to both halves.
     #[test]
     fn tracking_word_follows_pcp_lists_merges_and_splits() {
-        use crate::memory::{FrameKind, PhysMem};
+        use crate::memory::{FrameKind, FrameWord, PhysMem};
         use crate::types::{NodeId, Pfn};
         let mut m = PhysMem::with_pcp(1, 4, 1, 1); // per-CPU lists of 1: the second free spills
         m.merge_tracking = merge;
@@ -494,30 +494,30 @@ mod tests {
         assert_eq!((a, b), (Pfn(0), Pfn(1)), "buddies");
         assert!(m.tracked_claims.is_empty(), "fresh frames are untracked");
         // Through the per-CPU list: same frame, same word back, and the claim is reported.
-        m.desc_mut(a).tracking_word = word(0, 7, 3);
+        m.set_word(a, FrameWord::Tracking, word(0, 7, 3));
         m.free_on(CoreId(0), a);
         assert_eq!(m.alloc_on(CoreId(0), NodeId(0), FrameKind::Data, 1).unwrap(), a);
-        assert_eq!(m.desc(a).tracking_word, word(0, 7, 3));
+        assert_eq!(m.word(a, FrameWord::Tracking), word(0, 7, 3));
         assert_eq!(m.tracked_claims, vec![(a, 0)]);
         m.tracked_claims.clear();
         // One tracked buddy merges with an untracked one: the block keeps the context.
-        m.desc_mut(b).tracking_word = 0;
+        m.set_word(b, FrameWord::Tracking, 0);
         m.free(a);
         m.free(b);
         let block = m.alloc_order(NodeId(0), 1, FrameKind::Data, 1).unwrap();
         assert_eq!(block, Pfn(0));
-        assert_eq!(context_of(m.desc(Pfn(0)).tracking_word), 7);
-        assert_eq!(context_of(m.desc(Pfn(1)).tracking_word), 7, "a claimed block's frames all get its word");
+        assert_eq!(context_of(m.word(Pfn(0), FrameWord::Tracking)), 7);
+        assert_eq!(context_of(m.word(Pfn(1), FrameWord::Tracking)), 7, "a claimed block's frames all get its word");
         // Different contexts merge into "always shoot down", version the larger.
-        m.desc_mut(Pfn(0)).tracking_word = word(0, 7, 3);
-        m.desc_mut(Pfn(1)).tracking_word = word(0, 9, 5);
+        m.set_word(Pfn(0), FrameWord::Tracking, word(0, 7, 3));
+        m.set_word(Pfn(1), FrameWord::Tracking, word(0, 9, 5));
         m.free(Pfn(0));
         m.free(Pfn(1));
         // Split: taking one frame of the merged block leaves its buddy with a copy.
         let x = m.alloc_order(NodeId(0), 0, FrameKind::Data, 1).unwrap();
         let y = m.alloc_order(NodeId(0), 0, FrameKind::Data, 1).unwrap();
         for f in [x, y] {
-            let w = m.desc(f).tracking_word;
+            let w = m.word(f, FrameWord::Tracking);
             assert_ne!(w & FLAG_ALWAYS, 0);
             assert_eq!(version_of(w), 5);
         }

@@ -7,7 +7,7 @@
 //!
 //! The engine calls [`Recycling`] at a handful of kernel events, never per access, so a
 //! boxed trait object serves; [`build`] is the registry (one line per scheme). The engine
-//! keeps the per-frame tracking word (`FrameDesc::tracking_word`) through the per-CPU
+//! keeps the per-frame tracking word (`FrameWord::Tracking`) through the per-CPU
 //! lists and the buddy allocator, merging two free buddies' words with the scheme's
 //! [`Recycling::merge_words`] and copying a block's word to both halves on a split.
 //!
