@@ -56,32 +56,51 @@ pub enum FrameKind {
     PageTable,
 }
 
-/// Per-frame descriptor (Linux's `struct page`, reduced): 24 bytes, what every frame in
+/// Per-frame descriptor (Linux's `struct page`, reduced): 20 bytes, what every frame in
 /// use needs. The three 64-bit words only some runs use ([`FrameWord`]) live beside it, in
 /// arrays made per 4 MiB block on the first non-zero write, so a run that never sets one
 /// pays nothing for it (a fully touched 1 TiB footprint is 268 M descriptors).
 #[derive(Clone, Copy, Debug)]
 pub struct FrameDesc {
-    /// For a page-cache page, its page index in the file; for an anonymous page, the
-    /// virtual page number it was faulted at (Linux's `page->index`, what rmap follows).
-    /// For the head of a free buddy block: its position in its free list (for O(1) removal
-    /// on merge), as Linux reuses a free page's `struct page` fields for its buddy list.
-    pub index: u64,
+    /// [`FrameDesc::index`], 48 bits in two halves so that the descriptor is 4-aligned.
+    index_low: u32,
+    index_high: u16,
+    pub kind: FrameKind,
+    /// Order of the free buddy block this frame heads, or NOT_FREE_HEAD.
+    order: u8,
     /// Owning address space (process) id; `u32::MAX` when free or shared.
     pub owner: u32,
     /// Number of page-table entries mapping this frame.
     pub mapcount: u32,
     /// Page-cache identity: 0 for anonymous memory, file id + 1 for a page-cache page.
     pub mapping: u32,
-    pub kind: FrameKind,
-    /// Order of the free buddy block this frame heads, or NOT_FREE_HEAD.
-    order: u8,
 }
 
-const _: () = assert!(std::mem::size_of::<FrameDesc>() == 24);
+const _: () = assert!(std::mem::size_of::<FrameDesc>() == 20);
+
+/// [`FrameDesc::index`] holds this many bits: a 57-bit virtual address has 45 bits of page
+/// number, and a file of 2^48 pages is 1 EiB.
+pub const INDEX_BITS: u32 = 48;
 
 impl FrameDesc {
-    const FREE: FrameDesc = FrameDesc { kind: FrameKind::Free, order: NOT_FREE_HEAD, owner: u32::MAX, mapcount: 0, mapping: 0, index: 0 };
+    const FREE: FrameDesc = FrameDesc { kind: FrameKind::Free, order: NOT_FREE_HEAD, owner: u32::MAX, mapcount: 0, mapping: 0, index_low: 0, index_high: 0 };
+
+    /// For a page-cache page, its page index in the file; for an anonymous page, the
+    /// virtual page number it was faulted at (Linux's `page->index`, what rmap follows).
+    /// For the head of a free buddy block: its position in its free list (for O(1) removal
+    /// on merge), as Linux reuses a free page's `struct page` fields for its buddy list.
+    #[inline]
+    pub fn index(&self) -> u64 {
+        self.index_low as u64 | (self.index_high as u64) << 32
+    }
+
+    /// Set [`FrameDesc::index`] (below 2^[`INDEX_BITS`]).
+    #[inline]
+    pub fn set_index(&mut self, index: u64) {
+        debug_assert!(index < 1 << INDEX_BITS, "page index {index:#x} wider than {INDEX_BITS} bits");
+        self.index_low = index as u32;
+        self.index_high = (index >> 32) as u16;
+    }
 }
 
 /// The per-frame 64-bit words kept beside the descriptors (0 until set).
@@ -188,7 +207,7 @@ impl Node {
             let pos = self.free[order as usize].len() as u32;
             let d = self.desc_mut(i);
             d.order = order as u8;
-            d.index = pos as u64;
+            d.set_index(pos as u64);
         } else if self.chunks[(i / CHUNK) as usize].is_some() {
             self.desc_mut(i).order = order as u8;
         }
@@ -196,16 +215,16 @@ impl Node {
     }
 
     fn remove_free(&mut self, i: u64, order: u32) {
-        let pos = self.desc(i).index as usize;
+        let pos = self.desc(i).index() as usize;
         let list = &mut self.free[order as usize];
         debug_assert_eq!(list[pos], i);
         list.swap_remove(pos);
         if let Some(&moved) = list.get(pos) {
-            self.desc_mut(moved).index = pos as u64;
+            self.desc_mut(moved).set_index(pos as u64);
         }
         let d = self.desc_mut(i);
         d.order = NOT_FREE_HEAD;
-        d.index = 0;
+        d.set_index(0);
     }
 
     /// Take a free block of `order` from the buddy allocator (node-relative index).
@@ -215,7 +234,7 @@ impl Node {
         self.materialize(head);
         let d = self.desc_mut(head);
         d.order = NOT_FREE_HEAD;
-        d.index = 0;
+        d.set_index(0);
         let word = self.word(FrameWord::Tracking, head);
         // Split: the upper halves go back to the free lists, with the block's word.
         for k in (order..j).rev() {

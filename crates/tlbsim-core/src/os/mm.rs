@@ -165,7 +165,7 @@ impl<P: Coherence> Os<P> {
         let stamp = self.lru_stamp;
         let d = self.m.mem.desc_mut(pfn);
         d.mapping = file.map_or(0, |f| f + 1);
-        d.index = index;
+        d.set_index(index);
         self.m.mem.set_word(pfn, FrameWord::LruStamp, stamp);
         let evictable = !self.recycling_on || !self.recycling.reclaim_holds(&self.m.mem.word(pfn, FrameWord::Tracking));
         let g = &mut self.groups[group];
@@ -255,7 +255,7 @@ impl<P: Coherence> Os<P> {
             return;
         }
         if d.mapping != 0 {
-            self.page_cache.remove(&(d.mapping - 1, d.index));
+            self.page_cache.remove(&(d.mapping - 1, d.index()));
         }
         if let Some(g) = self.frame_group.remove(&pfn.0) {
             let g = &mut self.groups[g as usize];
@@ -385,7 +385,7 @@ impl<P: Coherence> Os<P> {
                     let group = self.procs[pid as usize].group;
                     self.groups[group].used_pages += 512;
                     self.frame_group.insert(pfn.0, group as u32);
-                    self.m.mem.desc_mut(pfn).index = huge >> 12;
+                    self.m.mem.desc_mut(pfn).set_index(huge >> 12);
                     self.huge_frames.insert(pfn.0);
                     return self.map_page(core, pid, huge, pfn, PageSize::Size2M, vma.writable, write);
                 }
@@ -589,7 +589,7 @@ impl<P: Coherence> Os<P> {
         for i in 0..512u64 {
             self.map_page(core, pid, base + i * PAGE, Pfn(pfn.0 + i), PageSize::Size4K, pte & PTE_WRITABLE != 0, pte & PTE_DIRTY != 0)?;
             if i > 0 {
-                self.m.mem.desc_mut(Pfn(pfn.0 + i)).index = (base >> 12) + i;
+                self.m.mem.desc_mut(Pfn(pfn.0 + i)).set_index((base >> 12) + i);
             }
         }
         // The head frame's mapcount was 1 for the PMD and got 1 more from the loop.
@@ -843,7 +843,7 @@ impl<P: Coherence> Os<P> {
             let stamp = self.lru_stamp;
             {
                 let nd = self.m.mem.desc_mut(new);
-                nd.index = d.index;
+                nd.set_index(d.index());
                 nd.mapping = d.mapping;
                 nd.mapcount = d.mapcount;
                 self.m.mem.set_word(new, FrameWord::LruStamp, stamp);
@@ -852,7 +852,7 @@ impl<P: Coherence> Os<P> {
                 self.groups[g as usize].lru.push_back((new, stamp));
             }
             if d.mapping != 0 {
-                self.page_cache.insert((d.mapping - 1, d.index), new);
+                self.page_cache.insert((d.mapping - 1, d.index()), new);
             }
             for (p, at) in self.mappings(old) {
                 let l = self.pte_lookup(p, at).expect("rmap found it mapped");
@@ -1000,7 +1000,7 @@ impl<P: Coherence> Os<P> {
         for p in self.procs.iter().filter(|p| p.alive) {
             let candidates: Vec<u64> = if d.mapping == 0 {
                 if d.owner != u32::MAX && (d.owner as usize) < self.procs.len() && self.procs[d.owner as usize].family == p.family {
-                    vec![d.index << 12]
+                    vec![d.index() << 12]
                 } else {
                     vec![]
                 }
@@ -1008,8 +1008,8 @@ impl<P: Coherence> Os<P> {
                 p.vmas
                     .iter()
                     .filter_map(|(&s, v)| match v.backing {
-                        Backing::File { file, offset_pages } if file + 1 == d.mapping && d.index >= offset_pages => {
-                            let va = s + (d.index - offset_pages) * PAGE;
+                        Backing::File { file, offset_pages } if file + 1 == d.mapping && d.index() >= offset_pages => {
+                            let va = s + (d.index() - offset_pages) * PAGE;
                             (va < v.end).then_some(va)
                         }
                         _ => None,
