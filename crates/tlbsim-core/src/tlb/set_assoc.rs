@@ -230,6 +230,10 @@ pub struct Tlb {
     /// key resets it (a new non-global entry may now outrank a global one it pointed at).
     memo_query: u64,
     memo_way: usize,
+    /// The exact key of the last lookup that scanned its set and missed, while the
+    /// structure has not changed since (any placement or removal clears it): an insert of
+    /// that key, the usual next step after a miss, knows no way holds it without a scan.
+    missed: u64,
 }
 
 impl Tlb {
@@ -327,6 +331,7 @@ impl Tlb {
             sl_count: [0; 256],
             memo_query: INVALID,
             memo_way: 0,
+            missed: INVALID,
         })
     }
 
@@ -362,7 +367,10 @@ impl Tlb {
             return None;
         }
         let start = (units as usize & self.set_mask) * self.ways;
-        let w = self.find_in_set(start, exact, global)?;
+        let Some(w) = self.find_in_set(start, exact, global) else {
+            self.missed = exact;
+            return None;
+        };
         self.memo_query = exact;
         self.memo_way = w;
         self.touch(w);
@@ -742,7 +750,9 @@ impl Tlb {
     #[inline(always)]
     fn scan_for_insert(&self, start: usize, key: u64) -> Slot {
         let keys = &self.keys[start..start + self.ways];
-        let same = if self.wide {
+        let same = if key == self.missed {
+            None
+        } else if self.wide {
             // An exact query for `key` finds exactly the way holding `key` (for a global key
             // the "exact" and "global" keys coincide).
             self.index_find(key).map(|w| w - start)
@@ -812,6 +822,7 @@ impl Tlb {
         self.size_count[entry.size as usize] += 1;
         self.globals += (key & KEY_GLOBAL_BIT != 0) as u32;
         self.keys[w] = key;
+        self.missed = INVALID;
         self.index_insert(key, w);
         if self.wide {
             self.fps[w] = fingerprint(key);
@@ -835,6 +846,7 @@ impl Tlb {
         self.size_count[self.slots[w].size as usize] -= 1;
         self.index_remove(self.keys[w], w);
         self.keys[w] = INVALID;
+        self.missed = INVALID;
         self.valid -= 1;
         self.sl_count[self.slots[w].sl as usize] -= 1;
     }
