@@ -210,9 +210,9 @@ impl<P: Coherence> Os<P> {
         let c = CoreId(core as u32);
         let (in_flight_sd, global_in_flight) = self.global_in_flight[core].unwrap_or((usize::MAX, 0));
         if let Some((pfn, context)) = data {
-            let before = self.m.mem.word(pfn, FrameWord::Tracking);
             let recycling = &mut self.recycling;
-            match self.m.mem.update_word(pfn, FrameWord::Tracking, |w| recycling.on_alloc(c, w, AllocUse { context, global_in_flight })) {
+            let (before, action) = self.m.mem.update_word(pfn, FrameWord::Tracking, |w| (*w, recycling.on_alloc(c, w, AllocUse { context, global_in_flight })));
+            match action {
                 AllocAction::GlobalShootdown => transit.push((pfn, before)),
                 AllocAction::JoinGlobal => joined.push((pfn, before)),
                 AllocAction::None => {}
@@ -846,8 +846,8 @@ impl<P: Coherence> Os<P> {
                 nd.set_index(d.index());
                 nd.mapping = d.mapping;
                 nd.mapcount = d.mapcount;
-                self.m.mem.set_word(new, FrameWord::LruStamp, stamp);
             }
+            self.m.mem.set_word(new, FrameWord::LruStamp, stamp);
             if let Some(g) = group {
                 self.groups[g as usize].lru.push_back((new, stamp));
             }
@@ -875,8 +875,8 @@ impl<P: Coherence> Os<P> {
                 let od = self.m.mem.desc_mut(old);
                 od.mapcount = 0;
                 od.mapping = 0;
-                self.m.mem.set_word(old, FrameWord::LruStamp, 0);
             }
+            self.m.mem.set_word(old, FrameWord::LruStamp, 0);
             per_mm[0].1.frames.push((old, 0));
             self.stats[core].pages_migrated += 1;
             self.charge(core, self.costs.copy_page + self.costs.per_page);

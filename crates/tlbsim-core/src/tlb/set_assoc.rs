@@ -944,23 +944,25 @@ fn lru_way(stamps: &[u64]) -> usize {
     if stamps.len() > 128 {
         return argmin(stamps);
     }
+    // The common associativities as fixed-length arrays, so that the min unrolls into
+    // compares and conditional moves.
     match stamps.len() {
-        2 => lru_n::<2>(stamps),
-        4 => lru_n::<4>(stamps),
-        8 => lru_n::<8>(stamps),
-        16 => lru_n::<16>(stamps),
-        _ => {
-            let m = stamps.iter().enumerate().map(|(i, &s)| (s << 7) | i as u64).min().unwrap_or(0);
-            (m & 127) as usize
-        }
+        2 => lru_min(fixed::<2>(stamps)),
+        4 => lru_min(fixed::<4>(stamps)),
+        8 => lru_min(fixed::<8>(stamps)),
+        16 => lru_min(fixed::<16>(stamps)),
+        _ => lru_min(stamps),
     }
 }
 
-/// `lru_way` of a set of the common associativities: a fixed-length loop that compiles to
-/// unrolled compares and conditional moves.
 #[inline(always)]
-fn lru_n<const N: usize>(stamps: &[u64]) -> usize {
-    let stamps: &[u64; N] = stamps.try_into().expect("set length");
+fn fixed<const N: usize>(stamps: &[u64]) -> &[u64; N] {
+    stamps.try_into().expect("set length")
+}
+
+/// The way of the smallest (stamp << 7 | way) of a set (never empty).
+#[inline(always)]
+fn lru_min(stamps: &[u64]) -> usize {
     let mut m = stamps[0] << 7;
     for (i, &s) in stamps.iter().enumerate().skip(1) {
         m = m.min((s << 7) | i as u64);
