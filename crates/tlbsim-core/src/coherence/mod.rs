@@ -136,6 +136,7 @@ fn params<T: DeserializeOwned + Default + Serialize>(cfg: &Config, name: &str) -
 /// Why the page tables changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlushReason {
+    /// munmap, and exit's teardown of the address space.
     Munmap,
     Mprotect,
     MadviseDontneed,
@@ -146,6 +147,11 @@ pub enum FlushReason {
     Reclaim,
     /// A policy asked for it (an [`Effect::Flush`], e.g. an allocation-time shootdown).
     Policy,
+}
+
+impl FlushReason {
+    /// Names in stats.json (`shootdowns_sent_by_reason`), in declaration order.
+    pub const NAMES: [&'static str; 9] = ["munmap", "mprotect", "madvise_dontneed", "msync", "copy_on_write", "fork", "migration", "reclaim", "policy"];
 }
 
 /// One flush request: a batch of page-table changes to one address space (mmu_gather's

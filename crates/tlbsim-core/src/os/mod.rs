@@ -107,6 +107,8 @@ pub(crate) const INTRA_VM: usize = 8;
 #[derive(Clone, Debug, Default)]
 pub(crate) struct OsCoreStats {
     pub shootdowns_sent: u64,
+    /// `shootdowns_sent` by the request's reason (`FlushReason as usize`).
+    pub shootdowns_sent_by_reason: [u64; crate::coherence::FlushReason::NAMES.len()],
     pub shootdown_ipis_sent: u64,
     pub shootdown_ipis_received: u64,
     /// Requests that reached this core by a hardware message (no interrupt).

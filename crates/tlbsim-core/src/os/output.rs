@@ -42,6 +42,8 @@ fn os_fields(s: &OsCoreStats) -> Map<String, Value> {
     put("pages_migrated", s.pages_migrated);
     put("idle_cycles", s.idle_cycles);
     m.insert("full_flushes_by_cause".into(), by_cause(&s.full_flushes_by_cause));
+    let names = crate::coherence::FlushReason::NAMES;
+    m.insert("shootdowns_sent_by_reason".into(), Value::Object(names.iter().zip(s.shootdowns_sent_by_reason).map(|(n, v)| ((*n).into(), json!(v))).collect()));
     let by_call: Map<String, Value> = super::SYSCALLS
         .iter()
         .enumerate()
@@ -66,6 +68,9 @@ fn sum(all: &[OsCoreStats]) -> OsCoreStats {
             violations_security, violations_consistency, stale_entries_marked, stale_uses_in_lazy_window, context_switches, syscalls, segv_signals, spurious_faults, cow_faults,
             file_faults, page_cache_misses, io_sleeps, pages_reclaimed, pages_migrated, idle_cycles);
         for (a, b) in t.full_flushes_by_cause.iter_mut().zip(s.full_flushes_by_cause) {
+            *a += b;
+        }
+        for (a, b) in t.shootdowns_sent_by_reason.iter_mut().zip(s.shootdowns_sent_by_reason) {
             *a += b;
         }
         for i in 0..super::SYSCALLS.len() {

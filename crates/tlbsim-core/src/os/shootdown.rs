@@ -200,6 +200,7 @@ impl<P: Coherence> Os<P> {
         let n = plan.targets.len() as u32;
         if n > 0 {
             self.stats[core].shootdowns_sent += 1;
+            self.stats[core].shootdowns_sent_by_reason[req.reason as usize] += 1;
             let h = &mut self.stats[core].targets_hist;
             let b = (n as usize).min(h.len() - 1);
             h[b] += 1;

@@ -750,26 +750,42 @@ fn vmscale(cfg: &Config) -> Result<Workload> {
 /// PBZIP2 block size: "500k block size" (ABIS §5.3), bzip2's k = 1,000 bytes.
 const PBZIP2_BLOCK: u64 = 500_000;
 
-/// ABIS §5.3: PBZIP2 compresses a file (the Linux 4.4 tar) in 500k blocks split among
-/// its threads, in a container whose memory limit (300 MB) "causes the invalidation of
-/// long-lived idle mappings as inactive memory is reclaimed". Here: one process in a
-/// memory group of `memory_limit_mib` (default half the input; ABIS: 300 MB for a ~630 MB
-/// tar), `threads` compressor threads (default one per core, unpinned, class "compress").
-/// The input of `region_bytes` bytes is a file mapped private read-only **[inferred]**:
-/// PBZIP2 reads it into anonymous memory and ABIS swaps to ZRAM; clean file pages make
-/// the same idle long-lived mappings for reclaim to take, with or without a swap model.
-/// Thread t compresses blocks t, t + threads, ...: it reads the block sequentially,
-/// works in its private bzip2 work area (400k + 8 × block size, bzip2's documented
-/// compression memory) with `block / 64` random reads and writes **[inferred]**, computes
-/// `compute_cycles` (default 5,000,000 **[inferred]**: bzip2's ~300 cycles per byte would
-/// be 150,000,000; scaled down 30× so a default run is short), and writes the compressed
-/// block (1/7 of its size **[inferred]**, a kernel tar's bzip2 ratio) into an anonymous
-/// output buffer the writer would drain. One operation = one block; `ops` = passes over
-/// the file (default 1).
+/// ABIS §5.3: PBZIP2 compresses a file (the Linux 4.4 tar) in 500k blocks, "configured ...
+/// to read the input file into RAM and split it between processors" (pbzip2 `-r`), in a
+/// container whose memory limit (300 MB) "causes the invalidation of long-lived idle
+/// mappings as inactive memory is reclaimed". Here: one process in a memory group of
+/// `memory_limit_mib` (default half the input; ABIS: 300 MB for the ~630 MB tar **[inferred]**
+/// size of linux-4.4.tar), so that reclaim swaps out input blocks that wait for their turn.
+/// - The reader (pbzip2's producer, class "read", the first thread) reads the `region_bytes`
+///   bytes of the file through a private read-only mapping, one 500k block at a time, and
+///   copies each into its own buffer: an anonymous mapping per block, because each block is
+///   a `new char[]` of 500,000 bytes, above glibc's initial mmap threshold (128 KiB), and no
+///   free has yet raised the threshold while the reader runs. Then it unmaps the file (the
+///   page-cache pages stay, unmapped, for reclaim to drop without a flush), starts the
+///   compressors and exits (pbzip2's main thread waits in join).
+/// - `threads` compressor threads (default one per core, unpinned, class "compress"), held
+///   until the reader is done. Compressor t takes blocks t, t + threads, ... **[inferred]**
+///   (pbzip2 hands blocks out from a queue; a static split gives each thread as many): it
+///   reads its block (a swapped-out page comes back by a fault), works in its private bzip2
+///   work area (400k + 8 × block size, bzip2's documented compression memory; written
+///   whole before the first block, as bzip2 fills its arrays before it reads them) with
+///   `block / 64` random reads and writes **[inferred]**, computes `compute_cycles` (default
+///   5,000,000 **[inferred]**: bzip2's ~300 cycles per byte would be 150,000,000; scaled
+///   down 30× so a default run is short), writes the compressed block (1/7 of its size
+///   **[inferred]**, a kernel tar's bzip2 ratio) into a new output buffer, hands it to the
+///   writer, and frees the input block: munmap, as glibc returns an mmap'd chunk.
+/// - The writer (pbzip2's file writer, class "write", runs from the start) takes the
+///   compressed blocks in order, sleeping until the next one is ready, reads each out (its
+///   write() to the output file) and frees it: munmap, since the buffer (block × 1.01 + 600
+///   bytes, bzip2's bound) is above the mmap threshold that the first free raised to the
+///   block's size. Only the compressed bytes are touched, so the buffer is mapped that long.
+/// One operation = one block read, compressed or written; `ops` = passes of the compressors
+/// over the blocks (default 1; a block is freed after its last pass, its output written once). Not modelled: the
+/// output file's page cache.
 fn reclaim(cfg: &Config) -> Result<Workload> {
     let w = &cfg.workload;
-    // Blocks are unrolled (each reads its own offset): 64 GiB is 137,439 blocks.
-    check_range("workload.region_bytes", w.region_bytes, PAGE, 1 << 36)?;
+    // One region per block: 16 GiB is 34,360 blocks.
+    check_range("workload.region_bytes", w.region_bytes, PAGE, 1 << 34)?;
     check_range("workload.stride", w.stride, 1, 1 << 30)?;
     let threads = threads_or_cores(cfg) as u64;
     let passes = ops_or(cfg, 1);
@@ -777,49 +793,80 @@ fn reclaim(cfg: &Config) -> Result<Workload> {
     let limit_mib = memory_limit_mib_or_half(cfg)?;
     let input = w.region_bytes;
     let blocks = input.div_ceil(PBZIP2_BLOCK);
-    let output = input.div_ceil(7).max(1);
     let work = 400_000 + 8 * PBZIP2_BLOCK;
+    let block_len = |block: u64| PBZIP2_BLOCK.min(input - block * PBZIP2_BLOCK);
     let mut b = Builder::default();
     b.group("root", 0);
     let group = b.group("pbzip2", limit_mib * 256);
     let file = b.file("linux-4.4.tar", input.div_ceil(PAGE));
-    let (input_slot, output_slot) = (0, 1);
-    let mut regions = vec![file_map(file, 0, input, false, false), anon(output, true)];
+    let out_len = |block: u64| block_len(block).div_ceil(7);
+    let (file_slot, work_base) = (0, 1);
+    let block_base = work_base + threads as usize;
+    let output_base = block_base + blocks as usize;
+    let mut regions = vec![file_map(file, 0, input, false, false)];
     regions.extend((0..threads).map(|_| anon(work, true)));
+    regions.extend((0..blocks).map(|block| anon(block_len(block), true)));
+    regions.extend((0..blocks).map(|block| anon(out_len(block), true)));
     let process = b.process("pbzip2", group, regions);
+    let seq = |slot: usize, mode: AccessMode, offset: u64, len: u64| Op::Access {
+        slot,
+        pattern: Pattern::Sequential,
+        mode,
+        count: len.div_ceil(w.stride),
+        offset,
+        len,
+        stride: w.stride,
+    };
+    // The reader: thread 0; the compressors are threads 2.., held until it ends.
+    let mut read = Vec::new();
+    for block in 0..blocks {
+        let (start, len) = (block * PBZIP2_BLOCK, block_len(block));
+        read.push(seq(file_slot, AccessMode::Read, start, len));
+        read.push(seq(block_base + block as usize, AccessMode::Write, 0, len));
+        read.push(Op::CountOp);
+    }
+    read.push(Op::Munmap { slot: file_slot });
+    read.extend((2..threads + 2).map(|t| Op::Spawn { thread: t as u32 }));
+    read.push(Op::Exit);
+    let reader = b.program(read);
+    b.thread(process, "read", "read", None, reader, false);
+    // The writer: thread 1; token `block` = block's output is ready.
+    let mut write = Vec::new();
+    for block in 0..blocks {
+        let slot = output_base + block as usize;
+        write.extend([Op::Sleep { token: block as u32, count: 1 }, seq(slot, AccessMode::Read, 0, out_len(block)), Op::Munmap { slot }, Op::CountOp]);
+    }
+    write.push(Op::Exit);
+    let writer = b.program(write);
+    b.thread(process, "write", "write", None, writer, false);
     for t in 0..threads {
-        let work_slot = 2 + t as usize;
-        let mut pass = Vec::new();
-        for block in (t..blocks).step_by(threads as usize) {
-            let start = block * PBZIP2_BLOCK;
-            let len = PBZIP2_BLOCK.min(input - start);
-            let (out_start, out_len) = (start / 7, len.div_ceil(7));
-            pass.push(Op::Access {
-                slot: input_slot,
-                pattern: Pattern::Sequential,
-                mode: AccessMode::Read,
-                count: len.div_ceil(w.stride),
-                offset: start,
-                len,
-                stride: w.stride,
-            });
-            pass.push(Op::Access { slot: work_slot, pattern: Pattern::Random, mode: AccessMode::Mixed(0.5), count: len / 64, offset: 0, len: 0, stride: 8 });
-            pass.push(Op::Compute { cycles });
-            let out_len = out_len.min(output - out_start);
-            pass.push(Op::Access {
-                slot: output_slot,
-                pattern: Pattern::Sequential,
-                mode: AccessMode::Write,
-                count: out_len.div_ceil(w.stride),
-                offset: out_start,
-                len: out_len,
-                stride: w.stride,
-            });
-            pass.push(Op::CountOp);
+        let work_slot = work_base + t as usize;
+        // bzip2 writes its arrays before it reads them (the block, then the sort's), and
+        // glibc hands the same arena memory to every later block: the first block writes
+        // the whole work area. (A read of an untouched page would map the zero page, and
+        // the write after it would copy it with a flush, which bzip2 never does.)
+        let mut prog = vec![seq(work_slot, AccessMode::Write, 0, work)];
+        for pass in 0..passes {
+            for block in (t..blocks).step_by(threads as usize) {
+                let len = block_len(block);
+                let block_slot = block_base + block as usize;
+                prog.push(seq(block_slot, AccessMode::Read, 0, len));
+                prog.push(Op::Access { slot: work_slot, pattern: Pattern::Random, mode: AccessMode::Mixed(0.5), count: len / 64, offset: 0, len: 0, stride: 8 });
+                prog.push(Op::Compute { cycles });
+                if pass + 1 == passes {
+                    prog.push(seq(output_base + block as usize, AccessMode::Write, 0, out_len(block)));
+                    prog.push(Op::Post { token: block as u32 });
+                    prog.push(Op::Munmap { slot: block_slot });
+                }
+                prog.push(Op::CountOp);
+            }
         }
-        let prog = b.program([times(passes, pass), vec![Op::Exit]].concat());
+        prog.push(Op::Exit);
+        let prog = b.program(prog);
         b.thread(process, &format!("compress{t}"), "compress", None, prog, false);
     }
+    b.w.held_threads = (2..threads as u32 + 2).collect();
+    b.w.tokens = blocks as u32;
     Ok(b.finish())
 }
 
