@@ -391,3 +391,36 @@ fn migration_flushes_once_per_batch() {
         assert_eq!(v["totals"]["syscalls_by_call"]["migrate_pages"]["calls"], 1);
     }
 }
+
+/// `os.kernel_interrupts`: a sibling that spends its time in long system calls (populating
+/// mmaps of 256 pages) acknowledges core 0's munmap shootdowns when they arrive under
+/// `arrival` (mainline Linux takes the interrupt inside the kernel), and only when each call
+/// returns under `return` (FPR §II): the initiator waits far longer per shootdown.
+/// (Without locks: with them, the sibling's mmap would hold core 0's munmap at the lock.)
+#[test]
+fn kernel_interrupts_at_arrival_do_not_wait_for_the_system_call_to_return() {
+    let mut populated = anon(256 * 4096);
+    populated.populate = true;
+    let sibling = looped(0, vec![Op::Mmap { slot: 1, spec: populated }, Op::Munmap { slot: 1 }]);
+    let wait_per_shootdown = |mode: &str| {
+        let tree = serde_json::json!({
+            "machine": {"sockets": 1, "cores_per_socket": 2},
+            "os": {"coherence": "linux", "kernel_interrupts": mode, "locks": false},
+        });
+        let cfg = Config::resolve(tree, &[], std::path::Path::new(".")).unwrap();
+        let v = tlbsim_core::os::run(&cfg, two_threads(munmap_4k(300), Some(sibling.clone()))).unwrap();
+        assert_eq!(v["totals"]["violations_security"], 0, "{mode}");
+        assert_eq!(v["totals"]["violations_consistency"], 0, "{mode}");
+        let c0 = &v["per_core"][0];
+        let sent = c0["shootdowns_sent"].as_u64().unwrap();
+        assert!(sent > 100, "{mode}: {sent}");
+        (c0["shootdown_cycles_initiator_wait"].as_u64().unwrap() as f64 / sent as f64, v["per_core"][1]["shootdowns_taken_on_kernel_exit"].as_u64().unwrap())
+    };
+    let (on_return, taken_late) = wait_per_shootdown("return");
+    let (at_arrival, taken_late_arrival) = wait_per_shootdown("arrival");
+    assert!(taken_late > 0 && taken_late_arrival == 0, "{taken_late} {taken_late_arrival} waits {on_return} {at_arrival}");
+    assert!(at_arrival * 4.0 < on_return, "wait per shootdown: {at_arrival} at arrival, {on_return} on return");
+    let bad = serde_json::json!({"os": {"kernel_interrupts": "later"}});
+    let err = Config::resolve(bad, &[], std::path::Path::new(".")).unwrap_err().to_string();
+    assert!(err.contains("os.kernel_interrupts"), "{err}");
+}

@@ -269,6 +269,12 @@ pub struct OsConfig {
     /// such as ABIS' 4.5, flushed every page as it unmapped it (try_to_unmap_one's
     /// ptep_clear_flush): 1.
     pub migrate_batch: u32,
+    /// When a core takes a shootdown interrupt that arrives while it runs kernel code (a
+    /// system call or a page fault, which the model runs whole): `return`, on its return to
+    /// user space (FPR §II's lazy shootdowns of kernel-mode targets), or `arrival`, at once,
+    /// as mainline Linux (ABIS' 4.5 included) takes it with interrupts enabled: the
+    /// initiator has its ack at arrival plus the handler, whose cycles lengthen the path.
+    pub kernel_interrupts: String,
     /// Scheduler time slice in cycles (assumed: 3 ms at 3 GHz, CFS's order of magnitude).
     pub time_slice: u64,
     /// Kernel locks: each address space's `mmap_lock` (a reader-writer semaphore held
@@ -294,6 +300,7 @@ impl Default for OsConfig {
             checker: true,
             flush_ceiling: 33,
             migrate_batch: 512,
+            kernel_interrupts: "return".into(),
             time_slice: 9_000_000,
             locks: true,
             fpr: Default::default(),
@@ -644,6 +651,9 @@ impl Config {
         crate::coherence::check(self)?;
         range("os.flush_ceiling", self.os.flush_ceiling as u64, 0, 1 << 20)?;
         range("os.migrate_batch", self.os.migrate_batch as u64, 1, 1 << 20)?;
+        if !matches!(self.os.kernel_interrupts.as_str(), "return" | "arrival") {
+            return Err(Error::config("os.kernel_interrupts", format!("{:?}: use \"return\" or \"arrival\"", self.os.kernel_interrupts)));
+        }
         range("os.time_slice", self.os.time_slice, 1, 1 << 50)?;
         let w = &self.workload;
         match w.kind.as_str() {

@@ -364,6 +364,9 @@ pub(crate) struct Os<P: Coherence> {
     pub ceiling: u32,
     /// `os.migrate_batch`: pages migration unmaps per TLB flush.
     pub migrate_batch: u64,
+    /// `os.kernel_interrupts = "arrival"`: an interrupt that arrives during a kernel path is
+    /// acknowledged at its arrival (plus the handler), not when the path returns.
+    pub kernel_interrupts_at_arrival: bool,
     pub time_slice: u64,
     pub quantum: u64,
     pub tick_interval: Option<u64>,
@@ -541,6 +544,7 @@ impl<P: Coherence> Os<P> {
             costs,
             ceiling: cfg.os.flush_ceiling,
             migrate_batch: cfg.os.migrate_batch as u64,
+            kernel_interrupts_at_arrival: cfg.os.kernel_interrupts == "arrival",
             time_slice: cfg.os.time_slice,
             quantum: match cfg.sim.quantum_cycles {
                 // A quarter of the engine's lookahead. At the lookahead, halving still moved

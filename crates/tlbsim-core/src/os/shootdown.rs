@@ -394,7 +394,11 @@ impl<P: Coherence> Os<P> {
         let sd = irq.shootdown;
         let start = self.clock(core);
         let (kernel_from, kernel_to) = self.cores[core].kernel_span;
-        if irq.arrival >= kernel_from && irq.arrival < kernel_to && start >= kernel_to {
+        let in_kernel = irq.arrival >= kernel_from && irq.arrival < kernel_to && start >= kernel_to;
+        // Taken inside the kernel path: acknowledged as of its arrival. The flush is applied
+        // now, before the core's next user access, which is what its TLB would have seen.
+        let taken_at = if in_kernel && self.kernel_interrupts_at_arrival { Some(irq.arrival) } else { None };
+        if in_kernel && taken_at.is_none() {
             self.stats[core].shootdowns_taken_on_kernel_exit += 1;
         }
         let targets = self.shootdowns[sd].targets as u64;
@@ -408,7 +412,7 @@ impl<P: Coherence> Os<P> {
         self.deliver(core, sd, irq.target);
         let spent = self.clock(core) - start;
         self.stats[core].shootdown_cycles_target += spent;
-        let done_at = self.clock(core);
+        let done_at = taken_at.map_or(self.clock(core), |at| at + spent);
         self.ack(sd, done_at);
     }
 
