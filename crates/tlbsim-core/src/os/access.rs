@@ -96,7 +96,7 @@ impl<P: Coherence> AccessEnv for Os<P> {
         self.direct_filled = false;
         let fault_start = self.clock(core);
         let mapped = self.page_fault(core, thread, pid, va, kind.is_write(), present)?;
-        self.cores[core].kernel_span = (fault_start, self.clock(core));
+        self.set_kernel_span(core, fault_start);
         if !mapped {
             self.stats[core].segv_signals += 1;
             self.charge(core, self.costs.signal);

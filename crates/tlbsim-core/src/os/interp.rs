@@ -84,7 +84,7 @@ impl<P: Coherence> Os<P> {
             // Page tables (and migration targets) the call claimed may leave a context.
             self.settle_claims(core, None);
         }
-        self.cores[core].kernel_span = (start, self.clock(core));
+        self.set_kernel_span(core, start);
         Ok(())
     }
 

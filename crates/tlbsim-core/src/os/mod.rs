@@ -279,8 +279,11 @@ pub(crate) struct CoreOs {
     pub cr3_root: u32,
     pub lazy: bool,
     /// The last stretch of kernel work run whole on this core (a system call, a page
-    /// fault): `[start, end)` in cycles.
+    /// fault): `[start, end)` in cycles. With `os.kernel_interrupts = "arrival"`, the
+    /// stretches of one engine step are joined, from the first one's start.
     pub kernel_span: (u64, u64),
+    /// Clock at the start of the current engine step of this core.
+    pub step_start: u64,
     /// PCID slots: (address space, tlb_gen caught up with); u32::MAX = empty.
     pub pcid: [(u32, u64); PCID_SLOTS],
     pub pcid_current: usize,
@@ -506,6 +509,7 @@ impl<P: Coherence> Os<P> {
                 cr3_root: u32::MAX,
                 lazy: false,
                 kernel_span: (0, 0),
+                step_start: 0,
                 pcid: [(u32::MAX, 0); PCID_SLOTS],
                 pcid_current: 0,
                 pcid_next: 0,

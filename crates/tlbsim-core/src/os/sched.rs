@@ -106,7 +106,14 @@ impl<P: Coherence> Os<P> {
             // Under a hypervisor, a VCPU waiting for this CPU is work too.
             let hv_work = self.virt.as_ref().is_some_and(|v| v.hv.has_waiting(c));
             let key = if co.waiting == 0 && (co.current.is_some() || !co.runq.is_empty() || hv_work) {
-                clock
+                // Interrupts taken at arrival: a core whose kernel path ran past an
+                // interrupt's arrival is stepped as of the arrival, to take it (run_core
+                // takes due interrupts first), so that its ack does not wait until every
+                // other core has reached its clock.
+                match co.pending.front() {
+                    Some(i) if self.kernel_interrupts_at_arrival => clock.min(i.arrival),
+                    _ => clock,
+                }
             } else {
                 let irq = co.pending.front().map_or(u64::MAX, |i| clock.max(i.arrival));
                 // An idle core also wakes for the policy's timer tick.
@@ -197,6 +204,7 @@ impl<P: Coherence> Os<P> {
                 },
             };
             let until = limit.min(next_irq.max(now + 1)).min(self.cores[core].next_tick.max(now + 1)).min(self.hypervisor_deadline(core).max(now + 1));
+            self.cores[core].step_start = now;
             self.step_thread(core, thread, until)?;
             self.interval_check(core);
             if std::mem::take(&mut self.yield_core) {

@@ -379,6 +379,17 @@ impl<P: Coherence> Os<P> {
         }
     }
 
+    /// A kernel path of `core` ran from `start` to now. With interrupts taken at arrival,
+    /// the paths of one engine step are joined: an interrupt that arrived during any of them
+    /// (or between them: the core would have taken it at once) counts as taken at arrival.
+    pub(super) fn set_kernel_span(&mut self, core: usize, start: u64) {
+        let now = self.clock(core);
+        let c = &mut self.cores[core];
+        let (from, to) = c.kernel_span;
+        let joined = self.kernel_interrupts_at_arrival && to > c.step_start && from <= start;
+        c.kernel_span = (if joined { from } else { start }, now);
+    }
+
     /// Take every interrupt (and hardware message) already due on a running core.
     pub(super) fn take_due_interrupts(&mut self, core: usize) {
         while let Some(irq) = self.cores[core].pending.front().copied() {
