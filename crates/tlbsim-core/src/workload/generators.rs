@@ -747,59 +747,58 @@ fn vmscale(cfg: &Config) -> Result<Workload> {
 
 // ---- reclaim ----
 
-/// PBZIP2 block size: "500k block size" (ABIS §5.3), bzip2's k = 1,000 bytes.
+/// PBZIP2's BWT block size: "500k block size" (ABIS §5.3, `-5`), bzip2's k = 1,000 bytes.
 const PBZIP2_BLOCK: u64 = 500_000;
 
-/// ABIS §5.3: PBZIP2 compresses a file (the Linux 4.4 tar) in 500k blocks, "configured ...
-/// to read the input file into RAM and split it between processors" (pbzip2 `-r`), in a
-/// container whose memory limit (300 MB) "causes the invalidation of long-lived idle
-/// mappings as inactive memory is reclaimed". Here: one process in a memory group of
-/// `memory_limit_mib` (default half the input; ABIS: 300 MB for the ~630 MB tar **[inferred]**
-/// size of linux-4.4.tar), so that reclaim swaps out input blocks that wait for their turn.
-/// - The reader (pbzip2's producer, class "read", the first thread) reads the `region_bytes`
-///   bytes of the file through a private read-only mapping, one 500k block at a time, and
-///   copies each into its own buffer: an anonymous mapping per block, because each block is
-///   a `new char[]` of 500,000 bytes, above glibc's initial mmap threshold (128 KiB), and no
-///   free has yet raised the threshold while the reader runs. Then it unmaps the file (the
-///   page-cache pages stay, unmapped, for reclaim to drop without a flush), starts the
-///   compressors and exits (pbzip2's main thread waits in join).
-/// - `threads` compressor threads (default one per core, unpinned, class "compress"), held
-///   until the reader is done. Compressor t takes blocks t, t + threads, ... **[inferred]**
-///   (pbzip2 hands blocks out from a queue; a static split gives each thread as many): it
-///   reads its block (a swapped-out page comes back by a fault), works in its private bzip2
-///   work area (400k + 8 × block size, bzip2's documented compression memory; written
-///   whole before the first block, as bzip2 fills its arrays before it reads them) with
-///   `block / 64` random reads and writes **[inferred]**, computes `compute_cycles` (default
-///   5,000,000 **[inferred]**: bzip2's ~300 cycles per byte would be 150,000,000; scaled
-///   down 30× so a default run is short), writes the compressed block (1/7 of its size
-///   **[inferred]**, a kernel tar's bzip2 ratio) into a new output buffer, hands it to the
-///   writer, and frees the input block: munmap, as glibc returns an mmap'd chunk.
-/// - The writer (pbzip2's file writer, class "write", runs from the start) takes the
-///   compressed blocks in order, sleeping until the next one is ready, reads each out (its
-///   write() to the output file) and frees it: munmap, since the buffer (block × 1.01 + 600
-///   bytes, bzip2's bound) is above the mmap threshold that the first free raised to the
-///   block's size. Only the compressed bytes are touched, so the buffer is mapped that long.
-/// One operation = one block read, compressed or written; `ops` = passes of the compressors
-/// over the blocks (default 1; a block is freed after its last pass, its output written once). Not modelled: the
-/// output file's page cache.
+/// ABIS §5.3: PBZIP2 compresses a file (the Linux 4.4 tar), "configured ... to read the
+/// input file into RAM and split it between processors using 500k block size" (pbzip2 `-r
+/// -5`), in a container whose memory limit (300 MB) "causes the invalidation of long-lived
+/// idle mappings as inactive memory is reclaimed". Here: one process in a memory group of
+/// `memory_limit_mib` (default half the input; ABIS: 300 MB for the ~630 MB tar
+/// **[inferred]** size of linux-4.4.tar). What pbzip2 1.1 does with `-r` (its main()):
+/// the file block is the input divided by the number of compressor threads
+/// (`blockSize = InFileSize / numCPU`), and bzip2 compresses each file block in BWT blocks
+/// of 500k.
+/// - The producer (class "read", pbzip2's main thread) reads the `region_bytes` bytes of the
+///   file through a private read-only mapping, one file block at a time, into a buffer of
+///   its own (a `new char[blockSize]`, far above glibc's mmap threshold: an anonymous
+///   mapping), and queues it. Then it unmaps the file (the page-cache pages stay, unmapped,
+///   for reclaim to drop without a flush) and exits (pbzip2's main thread waits in join).
+/// - `threads` compressor threads (default one per core, unpinned, class "compress") each
+///   sleep until their file block is queued (pbzip2's consumers wait on the FIFO), so most
+///   of them are off their cores while the producer reads. Compressor t takes blocks t,
+///   t + threads, ... (one, unless the division left a remainder). Per 500k BWT block it
+///   reads the input (a swapped-out page comes back by a fault), works in its bzip2 work
+///   area (400k + 8 × 500k, bzip2's documented compression memory; written whole before
+///   the first, as bzip2 fills its arrays before it reads them) with `500k / 64` random
+///   reads and writes **[inferred]**, computes `compute_cycles` (default 5,000,000
+///   **[inferred]**: bzip2's ~300 cycles per byte would be 150,000,000; scaled down 30× so
+///   a default run is short), and writes the compressed data (1/7 of the input
+///   **[inferred]**, a kernel tar's bzip2 ratio) into the block's output buffer. Then it
+///   hands the output to the writer and frees the input block (munmap).
+/// - The writer (class "write", pbzip2's fileWriter) takes the outputs in order, sleeping
+///   until the next one is ready, reads each out (its write() to the output file) and frees
+///   it (munmap). Only the compressed bytes are mapped: the rest of bzip2's bound
+///   (block × 1.01 + 600) is never touched.
+/// One operation = one file block read or written, or one 500k BWT block compressed; `ops`
+/// is not used. Not modelled: the output file's page cache.
 fn reclaim(cfg: &Config) -> Result<Workload> {
     let w = &cfg.workload;
-    // One region per block: 16 GiB is 34,360 blocks.
-    check_range("workload.region_bytes", w.region_bytes, PAGE, 1 << 34)?;
+    check_range("workload.region_bytes", w.region_bytes, PAGE, 1 << 40)?;
     check_range("workload.stride", w.stride, 1, 1 << 30)?;
     let threads = threads_or_cores(cfg) as u64;
-    let passes = ops_or(cfg, 1);
     let cycles = compute_cycles_or(cfg, 5_000_000);
     let limit_mib = memory_limit_mib_or_half(cfg)?;
     let input = w.region_bytes;
-    let blocks = input.div_ceil(PBZIP2_BLOCK);
+    let block_size = (input / threads).max(1);
+    let blocks = input.div_ceil(block_size);
     let work = 400_000 + 8 * PBZIP2_BLOCK;
-    let block_len = |block: u64| PBZIP2_BLOCK.min(input - block * PBZIP2_BLOCK);
+    let block_len = |block: u64| block_size.min(input - block * block_size);
+    let out_len = |block: u64| block_len(block).div_ceil(7);
     let mut b = Builder::default();
     b.group("root", 0);
     let group = b.group("pbzip2", limit_mib * 256);
     let file = b.file("linux-4.4.tar", input.div_ceil(PAGE));
-    let out_len = |block: u64| block_len(block).div_ceil(7);
     let (file_slot, work_base) = (0, 1);
     let block_base = work_base + threads as usize;
     let output_base = block_base + blocks as usize;
@@ -817,56 +816,58 @@ fn reclaim(cfg: &Config) -> Result<Workload> {
         len,
         stride: w.stride,
     };
-    // The reader: thread 0; the compressors are threads 2.., held until it ends.
+    // Tokens: `block` = its input is queued; `blocks + block` = its output is ready.
+    let (queued, compressed) = (|block: u64| block as u32, |block: u64| (blocks + block) as u32);
     let mut read = Vec::new();
     for block in 0..blocks {
-        let (start, len) = (block * PBZIP2_BLOCK, block_len(block));
-        read.push(seq(file_slot, AccessMode::Read, start, len));
+        let len = block_len(block);
+        read.push(seq(file_slot, AccessMode::Read, block * block_size, len));
         read.push(seq(block_base + block as usize, AccessMode::Write, 0, len));
+        read.push(Op::Post { token: queued(block) });
         read.push(Op::CountOp);
     }
     read.push(Op::Munmap { slot: file_slot });
-    read.extend((2..threads + 2).map(|t| Op::Spawn { thread: t as u32 }));
     read.push(Op::Exit);
     let reader = b.program(read);
     b.thread(process, "read", "read", None, reader, false);
-    // The writer: thread 1; token `block` = block's output is ready.
     let mut write = Vec::new();
     for block in 0..blocks {
         let slot = output_base + block as usize;
-        write.extend([Op::Sleep { token: block as u32, count: 1 }, seq(slot, AccessMode::Read, 0, out_len(block)), Op::Munmap { slot }, Op::CountOp]);
+        write.extend([Op::Sleep { token: compressed(block), count: 1 }, seq(slot, AccessMode::Read, 0, out_len(block)), Op::Munmap { slot }, Op::CountOp]);
     }
     write.push(Op::Exit);
     let writer = b.program(write);
     b.thread(process, "write", "write", None, writer, false);
     for t in 0..threads {
         let work_slot = work_base + t as usize;
-        // bzip2 writes its arrays before it reads them (the block, then the sort's), and
-        // glibc hands the same arena memory to every later block: the first block writes
-        // the whole work area. (A read of an untouched page would map the zero page, and
-        // the write after it would copy it with a flush, which bzip2 never does.)
-        let mut prog = vec![seq(work_slot, AccessMode::Write, 0, work)];
-        for pass in 0..passes {
-            for block in (t..blocks).step_by(threads as usize) {
-                let len = block_len(block);
-                let block_slot = block_base + block as usize;
-                prog.push(seq(block_slot, AccessMode::Read, 0, len));
-                prog.push(Op::Access { slot: work_slot, pattern: Pattern::Random, mode: AccessMode::Mixed(0.5), count: len / 64, offset: 0, len: 0, stride: 8 });
+        let mut prog = Vec::new();
+        for block in (t..blocks).step_by(threads as usize) {
+            prog.push(Op::Sleep { token: queued(block), count: 1 });
+            if prog.len() == 1 {
+                prog.push(seq(work_slot, AccessMode::Write, 0, work));
+            }
+            let (len, block_slot, out_slot) = (block_len(block), block_base + block as usize, output_base + block as usize);
+            let mut at = 0;
+            while at < len {
+                let piece = PBZIP2_BLOCK.min(len - at);
+                let (out_at, out_piece) = (at / 7, piece.div_ceil(7).min(out_len(block) - at / 7));
+                prog.push(seq(block_slot, AccessMode::Read, at, piece));
+                prog.push(Op::Access { slot: work_slot, pattern: Pattern::Random, mode: AccessMode::Mixed(0.5), count: piece / 64, offset: 0, len: 0, stride: 8 });
                 prog.push(Op::Compute { cycles });
-                if pass + 1 == passes {
-                    prog.push(seq(output_base + block as usize, AccessMode::Write, 0, out_len(block)));
-                    prog.push(Op::Post { token: block as u32 });
-                    prog.push(Op::Munmap { slot: block_slot });
+                if out_piece > 0 {
+                    prog.push(seq(out_slot, AccessMode::Write, out_at, out_piece));
                 }
                 prog.push(Op::CountOp);
+                at += piece;
             }
+            prog.push(Op::Post { token: compressed(block) });
+            prog.push(Op::Munmap { slot: block_slot });
         }
         prog.push(Op::Exit);
         let prog = b.program(prog);
         b.thread(process, &format!("compress{t}"), "compress", None, prog, false);
     }
-    b.w.held_threads = (2..threads as u32 + 2).collect();
-    b.w.tokens = blocks as u32;
+    b.w.tokens = 2 * blocks as u32;
     Ok(b.finish())
 }
 
