@@ -45,6 +45,10 @@ impl<P: Coherence> Os<P> {
     }
 
     fn exec_op(&mut self, core: usize, thread: usize, op: Op, until: u64) -> Result<()> {
+        if !matches!(op, Op::Compute { .. }) {
+            // The core does something other cores may see: its computation is over.
+            self.cores[core].leap = None;
+        }
         let system_call = matches!(
             op,
             Op::Fork { .. } | Op::Mmap { .. } | Op::Munmap { .. } | Op::Mprotect { .. } | Op::MadviseDontneed { .. } | Op::Msync { .. } | Op::MigratePages { .. }
@@ -118,21 +122,29 @@ impl<P: Coherence> Os<P> {
                 }
             }
             Op::Compute { cycles } => {
-                // Runs in pieces that end at the step's limit, so a long computation does
-                // not carry the core past interrupts due meanwhile.
+                // Runs in pieces: to the step's limit, or past it as a leap up to what is due
+                // on the core (`Leap`, `leap_until`).
                 let now = self.clock(core);
+                // Computation since the last thing other cores could see.
+                let raw = self.m.cores[core].clock;
+                let from = self.cores[core].leap.filter(|l| l.end_raw == raw && l.thread == thread).map_or(now, |l| l.from);
                 let t = &mut self.threads[thread];
                 if t.access_left == 0 {
                     t.access_left = cycles;
                 }
-                let piece = t.access_left.min(until.saturating_sub(now).max(1));
+                let bound = until.max(self.cores[core].leap_until);
+                let piece = t.access_left.min(bound.saturating_sub(now).max(1));
                 t.access_left -= piece;
-                if t.access_left == 0 {
+                let finished = t.access_left == 0;
+                if finished {
                     t.pc += 1;
                 }
                 self.m.cores[core].stats.instructions += piece;
                 self.m.cores[core].tlbs.retire(piece);
                 self.charge(core, piece);
+                let end_raw = self.m.cores[core].clock;
+                let pc = self.threads[thread].pc;
+                self.cores[core].leap = Some(super::Leap { thread, pc, end_raw, from, floor: now, finished });
             }
             Op::Io { server, cycles } => self.io_request(core, thread, server as usize, cycles),
             Op::Replay { stream, start, len } => self.exec_replay(core, thread, stream as usize, start, len, until)?,

@@ -23,7 +23,8 @@
 //!
 //! Time: every core has a cycle clock. The core furthest behind among those with work runs
 //! next, for at most `sim.quantum_cycles` past the next core's clock (or until an
-//! interrupt is due), so cores are never more than a quantum apart. Interrupts carry an
+//! interrupt is due), so cores are never more than a quantum apart; a computation alone
+//! leaps further (`Leap`). Interrupts carry an
 //! arrival time and are taken in arrival order: a running target when its clock reaches
 //! it (a target already past it takes it at once: the skew the quantum bounds); an idle
 //! core, or one spinning for acks, is scheduled at the arrival; the spinner resumes at
@@ -284,6 +285,11 @@ pub(crate) struct CoreOs {
     pub kernel_span: (u64, u64),
     /// Clock at the start of the current engine step of this core.
     pub step_start: u64,
+    /// The compute leap this core's last step ended with, while nothing else has happened
+    /// on the core since (see `Leap`).
+    pub leap: Option<Leap>,
+    /// How far a compute piece of the current step may leap (0: not at all).
+    pub leap_until: u64,
     /// PCID slots: (address space, tlb_gen caught up with); u32::MAX = empty.
     pub pcid: [(u32, u64); PCID_SLOTS],
     pub pcid_current: usize,
@@ -301,6 +307,36 @@ pub(crate) struct CoreOs {
     pub next_involuntary_flush: u64,
     /// Domain tags: per VM, the address space whose entries its tag holds here.
     pub domain_mm: Vec<(u32, u32)>,
+}
+
+/// The computation a core's clock is at the end of: the `Compute` pieces it ran since it
+/// last did anything else. A thread computing in user mode touches no memory, lock or
+/// kernel state, so other cores cannot tell where in it the core's clock is, except by what
+/// they send it:
+/// - an interrupt that arrived within it is taken as of its arrival (`handle_irq`: exact,
+///   where a core past the arrival took it at once: late by up to its step's overshoot);
+/// - a thread woken onto its run queue cuts its last piece back to the moment the woken
+///   thread would preempt it (`cut_leap`).
+/// So a computation's piece may leap past the engine's step limit (`leap_until`): a long
+/// computation costs a few engine steps instead of one per quantum. A leap is bounded by
+/// everything due on the core itself: its next interrupt, policy tick, involuntary flush,
+/// the end of its time slice when a thread waits, and its TLB partitioning epoch. Native
+/// runs only: under a hypervisor a VCPU's time is the hypervisor's.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Leap {
+    pub thread: usize,
+    /// The thread's pc after the last piece (past the operation if it finished it).
+    pub pc: usize,
+    /// The core's raw clock (cycles << CLOCK_SHIFT) at the end of the last piece, moved on
+    /// by the interrupts taken within the computation. It holds while the clock is there.
+    pub end_raw: u64,
+    /// Cycle the computation started at, then the end of the last interrupt taken within
+    /// it: the earliest the next interrupt can be taken at.
+    pub from: u64,
+    /// Cycle the last piece started at, or `from` if later: the earliest a cut can go back to.
+    pub floor: u64,
+    /// The last piece finished its operation.
+    pub finished: bool,
 }
 
 /// Deferred frees of a page-table change, released when its flush completes.
@@ -442,6 +478,8 @@ pub(crate) struct Os<P: Coherence> {
     /// A thread stopped before a system call because another core is behind it in
     /// simulated time (`Os::ahead_of_others`): its core goes back to the scheduler.
     yield_core: bool,
+    /// An interrupt handler just gave a spinning initiator its last ack.
+    initiator_resumed: bool,
     /// The run was stopped through its control before every thread finished.
     partial: bool,
     /// (address space, page) → how many flush requests not yet done include the page
@@ -510,6 +548,8 @@ impl<P: Coherence> Os<P> {
                 lazy: false,
                 kernel_span: (0, 0),
                 step_start: 0,
+                leap: None,
+                leap_until: 0,
                 pcid: [(u32::MAX, 0); PCID_SLOTS],
                 pcid_current: 0,
                 pcid_next: 0,
@@ -604,6 +644,7 @@ impl<P: Coherence> Os<P> {
             held: Vec::new(),
             replay_cpi: 0,
             yield_core: false,
+            initiator_resumed: false,
             partial: false,
             pages_in_flight: HashMap::default(),
             frames_in_transit: HashMap::default(),

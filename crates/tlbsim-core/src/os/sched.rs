@@ -1,7 +1,7 @@
 //! The event loop and the scheduler: per-core run queues, time slices, blocking and
 //! wake-ups, idle cores, and the policy's periodic timer ticks (docs/OS_MODEL.md "Time").
 
-use super::{Os, ThreadState};
+use super::{Leap, Os, ThreadState};
 use crate::coherence::Coherence;
 use crate::error::{Error, Result};
 use crate::sim::CLOCK_SHIFT;
@@ -29,6 +29,7 @@ impl<P: Coherence> Os<P> {
             None => return self.enqueue_off_cpu(thread, core, at),
         };
         self.mark_dirty(core);
+        self.cut_leap(core, at);
         let c = &mut self.cores[core];
         c.runq.push_back(thread);
         if c.current.is_none() && c.waiting == 0 && c.runq.len() == 1 {
@@ -110,8 +111,10 @@ impl<P: Coherence> Os<P> {
                 // interrupt's arrival is stepped as of the arrival, to take it (run_core
                 // takes due interrupts first), so that its ack does not wait until every
                 // other core has reached its clock.
+                // So is a core whose computation (`Leap`) an interrupt arrived in.
+                let in_leap = co.leap.is_some_and(|l| l.end_raw == self.m.cores[c].clock && co.current == Some(l.thread));
                 match co.pending.front() {
-                    Some(i) if self.kernel_interrupts_at_arrival => clock.min(i.arrival),
+                    Some(i) if self.kernel_interrupts_at_arrival || in_leap => clock.min(i.arrival),
                     _ => clock,
                 }
             } else {
@@ -152,7 +155,15 @@ impl<P: Coherence> Os<P> {
     fn run_core(&mut self, core: usize, limit: u64) -> Result<()> {
         let spinning_on_entry = self.cores[core].waiting > 0;
         loop {
+            self.initiator_resumed = false;
             self.take_due_interrupts(core);
+            if self.initiator_resumed && self.cores[core].waiting == 0 {
+                // The initiator runs again from its last ack, likely behind this core's
+                // clock: the scheduler's limit for this core changes. Running on to the old
+                // one let this core get up to 64 quanta ahead of an initiator that was
+                // spinning, and take its next interrupt that late.
+                return Ok(());
+            }
             if self.cores[core].waiting == 0 {
                 self.take_due_ticks(core);
             }
@@ -205,12 +216,57 @@ impl<P: Coherence> Os<P> {
             };
             let until = limit.min(next_irq.max(now + 1)).min(self.cores[core].next_tick.max(now + 1)).min(self.hypervisor_deadline(core).max(now + 1));
             self.cores[core].step_start = now;
+            self.cores[core].leap_until = self.leap_bound(core, now, next_irq);
             self.step_thread(core, thread, until)?;
             self.interval_check(core);
             if std::mem::take(&mut self.yield_core) {
                 return Ok(());
             }
         }
+    }
+
+    /// How far a compute piece starting at `now` may leap (`Leap`): up to everything due on
+    /// the core itself. 0 under a hypervisor.
+    fn leap_bound(&self, core: usize, now: u64, next_irq: u64) -> u64 {
+        if self.virt.is_some() {
+            return 0;
+        }
+        let c = &self.cores[core];
+        let mut bound = next_irq.min(c.next_tick).min(c.next_involuntary_flush);
+        if !c.runq.is_empty() {
+            // Someone waits: the thread is preempted at the end of its slice.
+            bound = bound.min(c.slice_end);
+        }
+        bound.min(now.saturating_add(self.m.cores[core].tlbs.instructions_before_epoch())).max(now)
+    }
+
+    /// A thread woken onto `core`'s run queue at `at`, while the core's clock is past `at`
+    /// at the end of a computation (`Leap`): its last piece is cut back to where the woken
+    /// thread preempts it (at `at`, or at the end of the running thread's slice), which is
+    /// where the core would have noticed it had it computed in quantum-long pieces.
+    fn cut_leap(&mut self, core: usize, at: u64) {
+        let Some(leap) = self.cores[core].leap else { return };
+        if self.m.cores[core].clock != leap.end_raw || self.cores[core].current != Some(leap.thread) || self.threads[leap.thread].pc != leap.pc {
+            return;
+        }
+        let to = at.max(leap.floor).max(self.cores[core].slice_end);
+        let end = leap.end_raw >> CLOCK_SHIFT;
+        if to >= end {
+            return;
+        }
+        let back = end - to;
+        let t = &mut self.threads[leap.thread];
+        if leap.finished {
+            t.pc -= 1;
+        }
+        let pc = t.pc;
+        t.access_left += back;
+        let mc = &mut self.m.cores[core];
+        mc.stats.instructions -= back;
+        mc.tlbs.unretire(back);
+        mc.clock -= back << CLOCK_SHIFT;
+        self.cores[core].leap = Some(Leap { end_raw: mc.clock, pc, finished: false, ..leap });
+        self.mark_dirty(core);
     }
 
     /// Whether some other core, or a pending wake-up or lock hand-over, is earlier in
@@ -341,6 +397,7 @@ impl<P: Coherence> Os<P> {
                 }
                 // ABIS §7: the MMU drops every entry on its own; re-caching sets A bits again.
                 self.full_flush_all(core, crate::coherence::FullFlushCause::Involuntary);
+                self.cores[core].leap = None;
             }
         }
         let Some(interval) = self.tick_interval else { return };
@@ -351,6 +408,7 @@ impl<P: Coherence> Os<P> {
         while self.cores[core].next_tick <= now {
             self.cores[core].next_tick += interval;
         }
+        self.cores[core].leap = None;
         self.policy.on_tick(CoreId(core as u32), now, &mut self.fx);
         self.apply_effects();
         self.apply_deferred(core);

@@ -19,6 +19,7 @@
 //! disagrees with the page table.
 
 use super::{Cause, Gather, Os, PolicyTlb, Req};
+use crate::sim::CLOCK_SHIFT;
 use crate::coherence::{Coherence, CoreView, Delivery, FlushPlan, FlushReason, FlushRequest, LocalFlush, OsView};
 use crate::types::{CoreId, Pfn, Vpn};
 use std::rc::Rc;
@@ -408,8 +409,13 @@ impl<P: Coherence> Os<P> {
         let in_kernel = irq.arrival >= kernel_from && irq.arrival < kernel_to && start >= kernel_to;
         // Taken inside the kernel path: acknowledged as of its arrival. The flush is applied
         // now, before the core's next user access, which is what its TLB would have seen.
-        let taken_at = if in_kernel && self.kernel_interrupts_at_arrival { Some(irq.arrival) } else { None };
-        if in_kernel && taken_at.is_none() {
+        // Arrived within the computation the core is still at the end of (`Leap`): taken as
+        // of its arrival (or of the end of the interrupt taken before it), the computation
+        // pushed back by the handler.
+        let leap = self.cores[core].leap.filter(|l| l.end_raw == self.m.cores[core].clock && self.cores[core].current == Some(l.thread) && irq.arrival < l.end_raw >> CLOCK_SHIFT);
+        let in_kernel_at_arrival = in_kernel && self.kernel_interrupts_at_arrival;
+        let taken_at = if in_kernel_at_arrival { Some(irq.arrival) } else { leap.map(|l| irq.arrival.max(l.from)) };
+        if in_kernel && !in_kernel_at_arrival {
             self.stats[core].shootdowns_taken_on_kernel_exit += 1;
         }
         let targets = self.shootdowns[sd].targets as u64;
@@ -424,6 +430,10 @@ impl<P: Coherence> Os<P> {
         let spent = self.clock(core) - start;
         self.stats[core].shootdown_cycles_target += spent;
         let done_at = taken_at.map_or(self.clock(core), |at| at + spent);
+        if let Some(l) = leap {
+            let end_raw = self.m.cores[core].clock;
+            self.cores[core].leap = Some(super::Leap { end_raw, from: done_at, floor: l.floor.max(done_at), ..l });
+        }
         self.ack(sd, done_at);
     }
 
@@ -443,6 +453,7 @@ impl<P: Coherence> Os<P> {
                 self.set_clock(initiator, resume);
                 self.cores[initiator].waiting -= 1;
                 if self.cores[initiator].waiting == 0 {
+                    self.initiator_resumed = true;
                     self.on_initiator_resumed(initiator, resume);
                 }
             }

@@ -189,6 +189,19 @@ impl TlbHierarchy {
 
     /// The core retired `n` instructions (the partition controller's clock).
     #[inline(always)]
+    /// Instructions that can retire before the next partition epoch ends (about u64::MAX
+    /// without partitioning): the OS engine's compute leaps stop short of it, so that an
+    /// epoch ends where it would have in pieces.
+    pub fn instructions_before_epoch(&self) -> u64 {
+        self.next_epoch.saturating_sub(self.retired).saturating_sub(1)
+    }
+
+    /// Take back `n` retired instructions that did not run after all (a compute leap cut
+    /// short; it never crosses an epoch).
+    pub fn unretire(&mut self, n: u64) {
+        self.retired -= n;
+    }
+
     pub fn retire(&mut self, n: u64) {
         self.retired += n;
         if self.retired >= self.next_epoch {

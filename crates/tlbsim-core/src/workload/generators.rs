@@ -773,9 +773,9 @@ const PBZIP2_BLOCK: u64 = 500_000;
 ///   reads the input (a swapped-out page comes back by a fault), works in its bzip2 work
 ///   area (400k + 8 × 500k, bzip2's documented compression memory; written whole before
 ///   the first, as bzip2 fills its arrays before it reads them) with `500k / 64` random
-///   reads and writes **[inferred]**, computes `compute_cycles` (default 5,000,000
-///   **[inferred]**: bzip2's ~300 cycles per byte would be 150,000,000; scaled down 30× so
-///   a default run is short), and writes the compressed data (1/7 of the input
+///   reads and writes **[inferred]**, computes `compute_cycles` (default 150,000,000
+///   **[inferred]**: bzip2's ~300 cycles per byte; the engine runs it as a few leaps, so
+///   it is no longer scaled down, as it was, 30×, until session 17), and writes the compressed data (1/7 of the input
 ///   **[inferred]**, a kernel tar's bzip2 ratio) into the block's output buffer. Then it
 ///   hands the output to the writer and frees the input block (munmap).
 /// - The writer (class "write", pbzip2's fileWriter) takes the outputs in order, sleeping
@@ -790,7 +790,7 @@ fn reclaim(cfg: &Config) -> Result<Workload> {
     check_range("workload.region_bytes", w.region_bytes, PAGE, 1 << 36)?;
     check_range("workload.stride", w.stride, 1, 1 << 30)?;
     let threads = threads_or_cores(cfg) as u64;
-    let cycles = compute_cycles_or(cfg, 5_000_000);
+    let cycles = compute_cycles_or(cfg, 150_000_000);
     let limit_mib = memory_limit_mib_or_half(cfg)?;
     let input = w.region_bytes;
     let block_size = (input / threads).max(1);
