@@ -498,3 +498,28 @@ fn spinning_sibling_patterns_do_not_depend_on_the_quantum() {
         assert!((default / half - 1.0).abs() < 0.01, "{pattern}: {default} at the default quantum, {half} at 62");
     }
 }
+
+#[test]
+fn reclaim_flushes_before_writing_each_dirty_page_and_batches_clean_ones() {
+    // 1,024 pages touched under a 256-page limit, with a sibling computing on the other
+    // core. Dirty anonymous pages go to swap, each after a shootdown of its own
+    // (try_to_unmap_flush_dirty); clean file pages are dropped 32 to a shootdown.
+    let reclaim = |ops: Vec<Op>| {
+        let mut w = two_threads(ops, Some(spin()));
+        w.groups = vec![GroupSpec { name: "limited".into(), limit_pages: 256 }];
+        w.files = vec![FileSpec { name: "f".into(), pages: 1024 }];
+        let v = run("linux", w);
+        assert_eq!(v["totals"]["violations_security"], 0);
+        assert_eq!(v["totals"]["violations_consistency"], 0);
+        let t = &v["totals"];
+        (t["shootdowns_sent_by_reason"]["reclaim"].as_f64().unwrap(), t["pages_reclaimed"].as_f64().unwrap())
+    };
+    let (dirty_shootdowns, dirty_pages) = reclaim(vec![Op::Mmap { slot: 0, spec: anon(1024 * 4096) }, write(0, 1024), Op::CountOp, Op::Exit]);
+    assert!(dirty_pages > 500.0, "{dirty_pages} pages reclaimed");
+    assert!(dirty_shootdowns > 0.9 * dirty_pages, "{dirty_shootdowns} shootdowns for {dirty_pages} dirty pages");
+    let mut file = shared_file(0, 1024);
+    file.writable = false;
+    let (clean_shootdowns, clean_pages) = reclaim(vec![Op::Mmap { slot: 0, spec: file }, read(0, 1024), Op::CountOp, Op::Exit]);
+    assert!(clean_pages > 500.0, "{clean_pages} pages reclaimed");
+    assert!(clean_shootdowns > 0.0 && clean_shootdowns < clean_pages / 16.0, "{clean_shootdowns} shootdowns for {clean_pages} clean pages");
+}

@@ -1038,8 +1038,9 @@ impl<P: Coherence> Os<P> {
     /// batches of 32 from the LRU's cold end; a referenced page (A bit set in any mapping)
     /// has its A bits cleared without a flush (x86 ptep_clear_flush_young does not flush)
     /// and gets a second chance; an unreferenced one is unmapped everywhere (one flush
-    /// request per address space per batch, try_to_unmap_flush), written back if dirty or
-    /// anonymous (to swap), and freed.
+    /// request per address space per batch, try_to_unmap_flush; a page whose PTE was dirty
+    /// sends the flushes pending so far before its write-out, try_to_unmap_flush_dirty),
+    /// written back if dirty or anonymous (to swap), and freed.
     ///
     /// With a recycling axis (FPR §IV-B), pages it holds (in a recycling context) are not
     /// evicted while free memory is above the min watermark; below it, one huge batch
@@ -1120,7 +1121,8 @@ impl<P: Coherence> Os<P> {
                     };
                     g.page(Vpn(va >> 12), old_pte);
                 }
-                if dirty || (d.mapping == 0 && !maps.is_empty()) {
+                let writes = dirty || (d.mapping == 0 && !maps.is_empty());
+                if writes && batch_mode {
                     self.charge(core, self.costs.write_page);
                 }
                 self.m.mem.desc_mut(pfn).mapcount = 0;
@@ -1156,6 +1158,19 @@ impl<P: Coherence> Os<P> {
                         }
                     }
                     _ => self.free_frame(core, pfn, 0),
+                }
+                if dirty {
+                    // try_to_unmap_flush_dirty (Linux 4.3+, shrink_page_list): a page whose
+                    // PTE was dirty may have writable TLB entries, which must be gone before
+                    // its write-out starts: every flush pending so far is sent now. So each
+                    // dirty page evicted costs a shootdown of its own (ABIS §5.3: "nearly
+                    // 200k shootdowns regardless of the number of threads").
+                    for (p, g) in per_mm.drain(..) {
+                        self.flush(core, p, FlushReason::Reclaim, false, g);
+                    }
+                }
+                if writes {
+                    self.charge(core, self.costs.write_page);
                 }
             }
             // The batch's flushes (before any early end below: its PTEs are already cleared).
