@@ -126,8 +126,7 @@ impl<P: Coherence> Os<P> {
                 // on the core (`Leap`, `leap_until`).
                 let now = self.clock(core);
                 // Computation since the last thing other cores could see.
-                let raw = self.m.cores[core].clock;
-                let from = self.cores[core].leap.filter(|l| l.end_raw == raw && l.thread == thread).map_or(now, |l| l.from);
+                let from = self.live_leap(core).map_or(now, |l| l.from);
                 let t = &mut self.threads[thread];
                 if t.access_left == 0 {
                     t.access_left = cycles;

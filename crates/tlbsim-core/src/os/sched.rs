@@ -112,7 +112,7 @@ impl<P: Coherence> Os<P> {
                 // takes due interrupts first), so that its ack does not wait until every
                 // other core has reached its clock.
                 // So is a core whose computation (`Leap`) an interrupt arrived in.
-                let in_leap = co.leap.is_some_and(|l| l.end_raw == self.m.cores[c].clock && co.current == Some(l.thread));
+                let in_leap = self.live_leap(c).is_some();
                 match co.pending.front() {
                     Some(i) if self.kernel_interrupts_at_arrival || in_leap => clock.min(i.arrival),
                     _ => clock,
@@ -225,6 +225,12 @@ impl<P: Coherence> Os<P> {
         }
     }
 
+    /// The computation `core`'s clock is still at the end of (`Leap`): nothing else has
+    /// happened on the core since, and its thread still runs there.
+    pub(super) fn live_leap(&self, core: usize) -> Option<Leap> {
+        self.cores[core].leap.filter(|l| l.end_raw == self.m.cores[core].clock && self.cores[core].current == Some(l.thread))
+    }
+
     /// How far a compute piece starting at `now` may leap (`Leap`): up to everything due on
     /// the core itself. 0 under a hypervisor.
     fn leap_bound(&self, core: usize, now: u64, next_irq: u64) -> u64 {
@@ -245,10 +251,7 @@ impl<P: Coherence> Os<P> {
     /// thread preempts it (at `at`, or at the end of the running thread's slice), which is
     /// where the core would have noticed it had it computed in quantum-long pieces.
     fn cut_leap(&mut self, core: usize, at: u64) {
-        let Some(leap) = self.cores[core].leap else { return };
-        if self.m.cores[core].clock != leap.end_raw || self.cores[core].current != Some(leap.thread) || self.threads[leap.thread].pc != leap.pc {
-            return;
-        }
+        let Some(leap) = self.live_leap(core).filter(|l| self.threads[l.thread].pc == l.pc) else { return };
         let to = at.max(leap.floor).max(self.cores[core].slice_end);
         let end = leap.end_raw >> CLOCK_SHIFT;
         if to >= end {

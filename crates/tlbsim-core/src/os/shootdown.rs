@@ -412,7 +412,7 @@ impl<P: Coherence> Os<P> {
         // Arrived within the computation the core is still at the end of (`Leap`): taken as
         // of its arrival (or of the end of the interrupt taken before it), the computation
         // pushed back by the handler.
-        let leap = self.cores[core].leap.filter(|l| l.end_raw == self.m.cores[core].clock && self.cores[core].current == Some(l.thread) && irq.arrival < l.end_raw >> CLOCK_SHIFT);
+        let leap = self.live_leap(core).filter(|l| irq.arrival < l.end_raw >> CLOCK_SHIFT);
         let in_kernel_at_arrival = in_kernel && self.kernel_interrupts_at_arrival;
         let taken_at = if in_kernel_at_arrival { Some(irq.arrival) } else { leap.map(|l| irq.arrival.max(l.from)) };
         if in_kernel && !in_kernel_at_arrival {

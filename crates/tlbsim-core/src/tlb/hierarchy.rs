@@ -187,8 +187,6 @@ impl TlbHierarchy {
         })
     }
 
-    /// The core retired `n` instructions (the partition controller's clock).
-    #[inline(always)]
     /// Instructions that can retire before the next partition epoch ends (about u64::MAX
     /// without partitioning): the OS engine's compute leaps stop short of it, so that an
     /// epoch ends where it would have in pieces.
@@ -202,6 +200,8 @@ impl TlbHierarchy {
         self.retired -= n;
     }
 
+    /// The core retired `n` instructions (the partition controller's clock).
+    #[inline(always)]
     pub fn retire(&mut self, n: u64) {
         self.retired += n;
         if self.retired >= self.next_epoch {
