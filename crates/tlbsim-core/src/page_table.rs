@@ -23,6 +23,10 @@ pub const PTE_DIRTY: u64 = 1 << 6;
 /// PS: this entry at level 2 or 3 maps a huge page.
 pub const PTE_HUGE: u64 = 1 << 7;
 pub const PTE_GLOBAL: u64 = 1 << 8;
+/// Software bit (one of x86's available bits 9-11): a NUMA-hinting PTE made PROT_NONE by
+/// AutoNUMA's scan (`os/numa.rs`; Linux's `_PAGE_PROTNONE`). The walker treats it as not
+/// present; the kernel still sees the page mapped to its frame.
+pub const PTE_PROTNONE: u64 = 1 << 9;
 pub const PTE_PFN_MASK: u64 = 0x000F_FFFF_FFFF_F000;
 
 #[inline]

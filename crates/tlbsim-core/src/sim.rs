@@ -17,7 +17,7 @@ use crate::stats::{self, CoreStats};
 use crate::tlb::hierarchy::{NoTlbListener, TlbHierarchy, TlbListener};
 use crate::tlb::{Tlb, TlbEntry, TlbGeometry};
 use crate::trace::{TraceEvent, TraceSource};
-use crate::types::{AccessKind, CoreId, NodeId, PageSize, Vpn};
+use crate::types::{AccessKind, CoreId, NodeId, PageSize, Pfn, Vpn};
 use crate::walk::{self, NoWalkListener, WalkListener, WalkMemory, WalkOutcome};
 use serde_json::json;
 
@@ -65,6 +65,9 @@ pub struct Machine {
     pt_levels: u32,
     data_placement: crate::config::Placement,
     thp: bool,
+    /// `os.thp_failure_rate` as a threshold out of 2^53, and the stream it draws from
+    /// (None: every 2 MiB allocation with a free block succeeds).
+    thp_failure: Option<(u64, crate::rng::SplitMix64)>,
     interleave_next: u32,
     fault_cycles: u64,
     pub(crate) cpi_fixed: u64,
@@ -115,6 +118,8 @@ impl Machine {
             pt_levels: cfg.os.pt_levels,
             data_placement: crate::config::Placement::parse("os.data_placement", &cfg.os.data_placement, sockets)?,
             thp: cfg.os.thp,
+            thp_failure: (cfg.os.thp_failure_rate > 0.0)
+                .then(|| ((cfg.os.thp_failure_rate * (1u64 << 53) as f64) as u64, crate::rng::SplitMix64::derive(cfg.seed, 0x7468_7066))),
             interleave_next: 0,
             fault_cycles: cfg.sim.fault_cycles,
             cpi_fixed: (m.base_cpi * (1u64 << CLOCK_SHIFT) as f64).round() as u64,
@@ -181,10 +186,10 @@ impl Machine {
         let flags = PTE_WRITABLE | PTE_USER;
         // The PD entry for this 2 MiB region must be empty: no 4 KiB table under it.
         let huge_ok = self.thp && !self.pt.has_page_table(space.root, space.levels, va);
-        let (pfn, va, size) = if huge_ok {
-            (self.mem.alloc_contiguous(data_node, 512, FrameKind::Data, space.id)?, va & !((2 << 20) - 1), PageSize::Size2M)
-        } else {
-            (self.mem.alloc_on(CoreId(core as u32), data_node, FrameKind::Data, space.id)?, va & !0xfff, PageSize::Size4K)
+        let huge = if huge_ok { self.huge_block(core, data_node, space.id) } else { None };
+        let (pfn, va, size) = match huge {
+            Some(pfn) => (pfn, va & !((2 << 20) - 1), PageSize::Size2M),
+            None => (self.mem.alloc_on(CoreId(core as u32), data_node, FrameKind::Data, space.id)?, va & !0xfff, PageSize::Size4K),
         };
         let mut ctx = PtCtx { pt: &mut self.pt, mem: &mut self.mem, levels: space.levels };
         self.backend.map(&mut ctx, space.id, space.root, va, pfn, size, flags, socket)?;
@@ -192,6 +197,18 @@ impl Machine {
         let replicas = self.take_replica_write_cycles(core, 0);
         self.cores[core].clock += replicas << CLOCK_SHIFT;
         Ok(())
+    }
+
+    /// A 2 MiB block of data frames on `node` for a THP fault by `core`, or None: no free
+    /// block, or (`os.thp_failure_rate`) the machine's fragmentation left none. The fault
+    /// falls back to a 4 KiB page, counted in `thp_fallbacks`.
+    pub(crate) fn huge_block(&mut self, core: usize, node: NodeId, owner: u32) -> Option<Pfn> {
+        let fragmented = self.thp_failure.as_mut().is_some_and(|(threshold, rng)| rng.below(1 << 53) < *threshold);
+        let block = if fragmented { None } else { self.mem.alloc_contiguous(node, 512, FrameKind::Data, owner).ok() };
+        if block.is_none() {
+            self.cores[core].stats.thp_fallbacks += 1;
+        }
+        block
     }
 
     /// Simulate one memory access by `core` in `space` (trace mode). The hot path.

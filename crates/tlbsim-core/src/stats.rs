@@ -51,6 +51,9 @@ pub struct CoreStats {
     /// Dirty-bit 0→1 transitions (on walks and on writes that hit clean entries).
     pub dirty_bits_set: u64,
     pub page_faults: u64,
+    /// THP faults that found no 2 MiB block (none free, or `os.thp_failure_rate`) and
+    /// mapped a 4 KiB page instead.
+    pub thp_fallbacks: u64,
     pub full_flushes: u64,
     /// Walks that met a page-walk-cache entry pointing to a freed page-table page (the
     /// checker reports each as a security violation in OS mode).
@@ -67,7 +70,7 @@ pub fn totals(cores: &[CoreStats]) -> CoreStats {
         macro_rules! add { ($($f:ident),*) => { $( t.$f += c.$f; )* } }
         add!(instructions, accesses, l1_tlb_hits, l1_tlb_misses, l2_tlb_hits, l2_tlb_misses, walks, dirty_walks,
             walk_cycles, pwc_hits, pt_accesses_local, pt_accesses_remote, pt_cache_hits,
-            accessed_bits_set, dirty_bits_set, page_faults, full_flushes, stale_pwc_uses, translation_cycles);
+            accessed_bits_set, dirty_bits_set, page_faults, thp_fallbacks, full_flushes, stale_pwc_uses, translation_cycles);
         t.cycles += c.cycles;
     }
     t

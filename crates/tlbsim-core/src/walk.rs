@@ -14,7 +14,7 @@
 
 use crate::memory::node_of;
 use crate::page_table::{
-    level_index, pte_pfn, PageTables, PTE_ACCESSED, PTE_DIRTY, PTE_HUGE, PTE_PRESENT, PTE_WRITABLE,
+    level_index, pte_pfn, PageTables, PTE_ACCESSED, PTE_DIRTY, PTE_HUGE, PTE_PRESENT, PTE_PROTNONE, PTE_WRITABLE,
 };
 use crate::stats::CoreStats;
 use crate::tlb::hierarchy::{TlbHierarchy, PWC_PD, PWC_PDPT, PWC_PML4};
@@ -119,7 +119,8 @@ pub fn walk<W: WalkListener>(
         cycles += read_cost(memsys, pt.pfn_of(slot), index, stats);
         let entry = pt.entry_mut(slot, index);
         let pte = *entry;
-        if pte & PTE_PRESENT == 0 {
+        // A PROT_NONE (NUMA-hinting) leaf faults as not present.
+        if pte & (PTE_PRESENT | PTE_PROTNONE) != PTE_PRESENT {
             stats.walk_cycles += cycles;
             return (WalkOutcome::Fault { present: false }, cycles);
         }

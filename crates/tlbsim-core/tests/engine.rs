@@ -120,6 +120,28 @@ fn huge_pages_cut_walks() {
 }
 
 #[test]
+fn fragmentation_makes_thp_fall_back_to_small_pages_at_its_rate() {
+    let o = ["workload.fetches=false", "workload.region_bytes=268435456", "workload.accesses=200000", "os.thp=true"];
+    let whole = run(json!({}), &o);
+    assert_eq!(u(&whole["totals"], "thp_fallbacks"), 0);
+    // 128 aligned 2 MiB regions: each first fault tries a 2 MiB block once; a region that
+    // fell back has a 4 KiB table, so its later faults map 4 KiB pages.
+    let half = run(json!({}), &[&o[..], &["os.thp_failure_rate=0.5"]].concat());
+    let fell = u(&half["totals"], "thp_fallbacks");
+    assert!((40..=88).contains(&fell), "{fell} of 128 fell back at rate 0.5");
+    assert!(u(&half["totals"], "page_faults") > 128 + fell, "the regions that fell back fault page by page");
+    assert!(u(&half["per_structure"]["l1d_2m"], "hits") > 0);
+    let all = run(json!({}), &[&o[..], &["os.thp_failure_rate=1"]].concat());
+    assert_eq!(u(&all["totals"], "thp_fallbacks"), 128);
+    assert_eq!(u(&all["per_structure"]["l1d_2m"], "hits"), 0);
+    // Every 2 MiB allocation failing is a run with 4 KiB pages.
+    let small = run(json!({}), &o[..3]);
+    for key in ["walks", "page_faults", "walk_cycles", "l2_tlb_misses"] {
+        assert_eq!(u(&all["totals"], key), u(&small["totals"], key), "{key}");
+    }
+}
+
+#[test]
 fn five_level_walks_read_one_more_level() {
     let o = [
         "workload.fetches=false",

@@ -83,6 +83,35 @@ fn mitosis_replicas_are_clean_under_every_policy() {
     }
 }
 
+/// AutoNUMA's PROT_NONE scans and hinting-fault migrations, every few thousand cycles so
+/// that they meet every other page-table change of the scenarios: no stale use under any
+/// policy, with one tree or Mitosis' replicas.
+#[test]
+fn numa_balancing_is_clean_under_every_policy() {
+    let numa = ["os.numa_balancing=true", "os.numa_scan_delay_ms=0.002", "os.numa_scan_period_ms=0.004", "os.numa_scan_size_mb=1"];
+    let fpr = vec!["os.fpr.enabled=true".to_string(), "os.fpr.all_mmaps=true".into()];
+    for (i, policy) in ["linux", "abis", "latr", "oracle", "didi"].into_iter().enumerate() {
+        for (j, extra) in [vec![], vec!["os.pt_placement=\"mitosis\"".to_string()], fpr.clone()].into_iter().enumerate() {
+            let mut o = opts(policy, None, 40, 0x4e55 + (i * 3 + j) as u64);
+            o.overrides = [numa.iter().map(|s| s.to_string()).collect(), extra].concat();
+            let r = fuzz(&o).unwrap();
+            assert!(clean(&r), "{policy} {:?}: {:#?}", o.overrides, r.first_failure);
+        }
+    }
+    // The scenarios do meet scans, hinting faults and migrations.
+    let (mut scans, mut faults, mut moved) = (0, 0, 0);
+    for seed in 0..20 {
+        let overrides: Vec<String> = numa.iter().map(|s| s.to_string()).collect();
+        let (cfg, w) = tlbsim_core::fuzz::scenario(0x4e55 + seed, "linux", None, &overrides).unwrap();
+        let stats = tlbsim_core::os::run(&cfg, w).unwrap();
+        let n = &stats["totals"]["numa_balancing"];
+        scans += n["scans"].as_u64().unwrap();
+        faults += n["hint_faults"].as_u64().unwrap();
+        moved += n["pages_migrated"].as_u64().unwrap();
+    }
+    assert!(scans > 20 && faults > 100 && moved > 10, "{scans} scans, {faults} hinting faults, {moved} pages moved");
+}
+
 #[test]
 fn abis_with_a_version_gap_of_one_is_caught() {
     let r = fuzz(&opts("abis-gap1", None, 100, 0xab15)).unwrap();

@@ -145,13 +145,15 @@ pub enum FlushReason {
     Fork,
     Migration,
     Reclaim,
+    /// AutoNUMA's scan made a range PROT_NONE (change_prot_numa; os/numa.rs).
+    NumaHint,
     /// A policy asked for it (an [`Effect::Flush`], e.g. an allocation-time shootdown).
     Policy,
 }
 
 impl FlushReason {
     /// Names in stats.json (`shootdowns_sent_by_reason`), in declaration order.
-    pub const NAMES: [&'static str; 9] = ["munmap", "mprotect", "madvise_dontneed", "msync", "copy_on_write", "fork", "migration", "reclaim", "policy"];
+    pub const NAMES: [&'static str; 10] = ["munmap", "mprotect", "madvise_dontneed", "msync", "copy_on_write", "fork", "migration", "reclaim", "numa_hint", "policy"];
 }
 
 /// One flush request: a batch of page-table changes to one address space (mmu_gather's

@@ -252,6 +252,28 @@ pub struct OsConfig {
     pub pt_levels: u32,
     /// Map anonymous memory with 2 MiB pages where a whole aligned 2 MiB region is free.
     pub thp: bool,
+    /// Fraction of 2 MiB allocations for THP that find no free 2 MiB block, as on a
+    /// fragmented machine (Mitosis §8.2 Fig. 11's "heavy fragmentation"; the paper gives no
+    /// rate). Each such fault falls back to a 4 KiB page, as THP does (`thp_fallbacks`).
+    /// A stated input: how memory becomes fragmented is not modelled. Default 0.
+    pub thp_failure_rate: f64,
+    /// AutoNUMA, Linux's NUMA balancing (kernel/sched/fair.c task_numa_work, mm/memory.c
+    /// do_numa_page): each process's address space is scanned, `numa_scan_size_mb` per
+    /// `numa_scan_period_ms`, its PTEs made PROT_NONE (a TLB flush per range); the next
+    /// access to such a page takes a NUMA hinting fault, and a page two successive faults
+    /// found on another node than theirs moves to it. Page tables never move (Mitosis
+    /// §3.1, observation 4).
+    pub numa_balancing: bool,
+    /// First scan after a process starts (`numa_balancing_scan_delay_ms`, Linux: 1000).
+    pub numa_scan_delay_ms: f64,
+    /// Shortest time between scans (`numa_balancing_scan_period_min_ms`, Linux: 1000).
+    /// Each scan adapts the period as `update_task_scan_period` does, from the hinting
+    /// faults since the last: longer while they are mostly local, shorter while remote.
+    pub numa_scan_period_ms: f64,
+    /// Longest (`numa_balancing_scan_period_max_ms`, Linux: 60000).
+    pub numa_scan_period_max_ms: f64,
+    /// Address space made PROT_NONE per scan (`numa_balancing_scan_size_mb`, Linux: 256).
+    pub numa_scan_size_mb: u64,
     /// Where data frames come from: `first-touch` (the faulting core's node), `interleave`
     /// (round-robin over the nodes) or `fixed:N` (node N; Mitosis' remote-data setups).
     pub data_placement: String,
@@ -295,6 +317,12 @@ impl Default for OsConfig {
             pt_placement: "first-touch".into(),
             pt_levels: 4,
             thp: false,
+            thp_failure_rate: 0.0,
+            numa_balancing: false,
+            numa_scan_delay_ms: 1000.0,
+            numa_scan_period_ms: 1000.0,
+            numa_scan_period_max_ms: 60000.0,
+            numa_scan_size_mb: 256,
             data_placement: "first-touch".into(),
             coherence: "linux".into(),
             checker: true,
@@ -651,6 +679,16 @@ impl Config {
         crate::coherence::check(self)?;
         range("os.flush_ceiling", self.os.flush_ceiling as u64, 0, 1 << 20)?;
         range("os.migrate_batch", self.os.migrate_batch as u64, 1, 1 << 20)?;
+        if !(0.0..=1.0).contains(&self.os.thp_failure_rate) {
+            return Err(Error::config("os.thp_failure_rate", format!("{}: must be a fraction from 0 to 1", self.os.thp_failure_rate)));
+        }
+        positive("os.numa_scan_delay_ms", self.os.numa_scan_delay_ms)?;
+        positive("os.numa_scan_period_ms", self.os.numa_scan_period_ms)?;
+        positive("os.numa_scan_period_max_ms", self.os.numa_scan_period_max_ms)?;
+        if self.os.numa_scan_period_max_ms < self.os.numa_scan_period_ms {
+            return Err(Error::config("os.numa_scan_period_max_ms", format!("{} is below os.numa_scan_period_ms ({})", self.os.numa_scan_period_max_ms, self.os.numa_scan_period_ms)));
+        }
+        range("os.numa_scan_size_mb", self.os.numa_scan_size_mb, 1, 1 << 30)?;
         if !matches!(self.os.kernel_interrupts.as_str(), "return" | "arrival") {
             return Err(Error::config("os.kernel_interrupts", format!("{:?}: use \"return\" or \"arrival\"", self.os.kernel_interrupts)));
         }

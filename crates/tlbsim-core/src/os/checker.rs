@@ -186,6 +186,10 @@ pub(crate) fn entry_is_stale(e: &crate::tlb::TlbEntry, vpn: Vpn, cur: Option<u64
     use crate::page_table::{pte_pfn, PTE_WRITABLE};
     use crate::tlb::set_assoc::FLAG_WRITABLE;
     let Some(pte) = cur else { return true };
+    if pte & crate::page_table::PTE_PROTNONE != 0 {
+        // A NUMA-hinting PTE grants no access.
+        return true;
+    }
     let frame = Pfn(e.pfn.0 + (vpn.0 - e.vpn.0));
     let cur_frame = Pfn(pte_pfn(pte).0 + (vpn.0 & (pte_size_pages(pte, e) - 1)));
     frame != cur_frame || (e.flags & FLAG_WRITABLE != 0 && pte & PTE_WRITABLE == 0)

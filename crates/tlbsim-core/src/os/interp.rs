@@ -34,6 +34,17 @@ impl<P: Coherence> Os<P> {
                 self.exit_thread(core, thread);
                 return Ok(());
             }
+            if self.numa.is_some() && self.threads[thread].syscall_resume == 0 && self.numa_scan_due(core, thread) {
+                // AutoNUMA's task work, on the way back to user space: it changes page
+                // tables, so it waits as a system call does for cores behind it.
+                self.cores[core].leap = None;
+                if self.ahead_of_others(core) {
+                    self.yield_core = true;
+                    return Ok(());
+                }
+                self.numa_scan(core, thread)?;
+                continue;
+            }
             let op = self.w.programs[prog][pc].clone();
             self.exec_op(core, thread, op, until)?;
         }

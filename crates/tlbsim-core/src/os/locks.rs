@@ -77,6 +77,14 @@ pub(crate) struct RwSem {
     pub vma_locked: Vec<(u64, u64)>,
 }
 
+impl RwSem {
+    /// Whether `mmap_read_trylock` succeeds at `now`: no writer holds it or waits for it,
+    /// and the last writer had released it by then.
+    pub(super) fn read_free(&self, now: u64) -> bool {
+        self.writer.is_none() && self.waiters.is_empty() && now >= self.write_free_at
+    }
+}
+
 /// A spinlock's latest hold, in simulated cycles.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct SpinLock {

@@ -187,7 +187,7 @@ impl<P: Coherence> Os<P> {
 
     /// One frame from `core`'s per-CPU list of `node`; a refill from the buddy allocator
     /// runs under the node's zone lock.
-    fn alloc_frame_on(&mut self, core: usize, node: NodeId, kind: FrameKind, owner: u32) -> Result<Pfn> {
+    pub(super) fn alloc_frame_on(&mut self, core: usize, node: NodeId, kind: FrameKind, owner: u32) -> Result<Pfn> {
         let before = self.m.mem.zone_frames_moved;
         let pfn = self.m.mem.alloc_on(CoreId(core as u32), node, kind, owner)?;
         let moved = self.m.mem.zone_frames_moved - before;
@@ -253,6 +253,9 @@ impl<P: Coherence> Os<P> {
         let d = *self.m.mem.desc(pfn);
         if d.kind == FrameKind::Free {
             return;
+        }
+        if let Some(numa) = self.numa.as_mut() {
+            numa.forget(pfn);
         }
         if d.mapping != 0 {
             self.page_cache.remove(&(d.mapping - 1, d.index()));
@@ -351,6 +354,12 @@ impl<P: Coherence> Os<P> {
         if present {
             return self.write_protect_fault(core, pid, page, &vma).map(|_| true);
         }
+        if self.numa.is_some() {
+            if let Some(leaf) = self.pte_lookup(pid, page).filter(|l| l.pte & crate::page_table::PTE_PROTNONE != 0) {
+                self.numa_hint_fault(core, pid, page, leaf)?;
+                return Ok(true);
+            }
+        }
         let vpn = page >> 12;
         if self.procs[pid as usize].swapped.remove(&vpn) {
             // Swap-in (do_swap_page): read the page back into a new frame.
@@ -375,7 +384,7 @@ impl<P: Coherence> Os<P> {
             let huge = page & !(HUGE - 1);
             if huge >= start && huge + HUGE <= vma.end && !self.m.pt.has_page_table(self.procs[pid as usize].root, self.pt_levels, huge) {
                 let node = self.data_node(core);
-                if let Ok(pfn) = self.m.mem.alloc_contiguous(node, 512, FrameKind::Data, pid) {
+                if let Some(pfn) = self.m.huge_block(core, node, pid) {
                     for f in pfn.0..pfn.0 + 512 {
                         let (policy, fx) = (&mut self.policy, &mut self.fx);
                         self.m.mem.update_word(Pfn(f), FrameWord::Technique, |w| policy.on_frame_alloc(CoreId(core as u32), Pfn(f), w, FrameUse { mm: pid, file: false }, fx));
@@ -561,7 +570,7 @@ impl<P: Coherence> Os<P> {
     }
 
     /// The first page at or after `page` and below `end` that `pid` maps, with its leaf.
-    fn next_leaf(&self, pid: u32, mut page: u64, end: u64) -> Option<(u64, crate::page_table::Leaf)> {
+    pub(super) fn next_leaf(&self, pid: u32, mut page: u64, end: u64) -> Option<(u64, crate::page_table::Leaf)> {
         while page < end {
             if let Some(leaf) = self.pte_lookup(pid, page) {
                 return Some((page, leaf));
@@ -829,31 +838,9 @@ impl<P: Coherence> Os<P> {
                 page += if leaf.level == 2 { HUGE - (page & (HUGE - 1)) } else { PAGE };
                 continue;
             }
-            let d = *self.m.mem.desc(old);
-            let new = self.alloc_frame_on(core, node, FrameKind::Data, d.owner)?;
-            if self.recycling_on {
-                let context = self.recycling.migration_context(self.m.mem.word(old, FrameWord::Tracking));
-                self.settle_claims(core, Some((new, context)));
-            }
-            let group = self.frame_group.remove(&old.0);
-            if let Some(g) = group {
-                self.frame_group.insert(new.0, g);
-            }
-            self.lru_stamp += 1;
-            let stamp = self.lru_stamp;
-            {
-                let nd = self.m.mem.desc_mut(new);
-                nd.set_index(d.index());
-                nd.mapping = d.mapping;
-                nd.mapcount = d.mapcount;
-            }
-            self.m.mem.set_word(new, FrameWord::LruStamp, stamp);
-            if let Some(g) = group {
-                self.groups[g as usize].lru.push_back((new, stamp));
-            }
-            if d.mapping != 0 {
-                self.page_cache.insert((d.mapping - 1, d.index()), new);
-            }
+            let owner = self.m.mem.desc(old).owner;
+            let new = self.alloc_frame_on(core, node, FrameKind::Data, owner)?;
+            self.take_frame_identity(core, old, new);
             for (p, at) in self.mappings(old) {
                 let l = self.pte_lookup(p, at).expect("rmap found it mapped");
                 let flags = l.pte & !crate::page_table::PTE_PFN_MASK;
@@ -871,12 +858,7 @@ impl<P: Coherence> Os<P> {
                 g.page(Vpn(at >> 12), old_pte);
             }
             // The old frame is freed once the caller's flush is over.
-            {
-                let od = self.m.mem.desc_mut(old);
-                od.mapcount = 0;
-                od.mapping = 0;
-            }
-            self.m.mem.set_word(old, FrameWord::LruStamp, 0);
+            self.drop_frame_identity(old);
             per_mm[0].1.frames.push((old, 0));
             self.stats[core].pages_migrated += 1;
             self.charge(core, self.costs.copy_page + self.costs.per_page);
@@ -892,6 +874,44 @@ impl<P: Coherence> Os<P> {
         }
         self.flush_migrated(core, per_mm);
         Ok(None)
+    }
+
+    /// Migration: `new`, just allocated, takes over what `old` is (its recycling context,
+    /// memory group and LRU place, page-cache index, map count); `old`'s PTEs still point
+    /// to it (`mappings` finds them) until the caller rewrites them.
+    pub(crate) fn take_frame_identity(&mut self, core: usize, old: Pfn, new: Pfn) {
+        let d = *self.m.mem.desc(old);
+        if self.recycling_on {
+            let context = self.recycling.migration_context(self.m.mem.word(old, FrameWord::Tracking));
+            self.settle_claims(core, Some((new, context)));
+        }
+        let group = self.frame_group.remove(&old.0);
+        if let Some(g) = group {
+            self.frame_group.insert(new.0, g);
+        }
+        self.lru_stamp += 1;
+        let stamp = self.lru_stamp;
+        {
+            let nd = self.m.mem.desc_mut(new);
+            nd.set_index(d.index());
+            nd.mapping = d.mapping;
+            nd.mapcount = d.mapcount;
+        }
+        self.m.mem.set_word(new, FrameWord::LruStamp, stamp);
+        if let Some(g) = group {
+            self.groups[g as usize].lru.push_back((new, stamp));
+        }
+        if d.mapping != 0 {
+            self.page_cache.insert((d.mapping - 1, d.index()), new);
+        }
+    }
+
+    /// Migration: the old frame, no longer mapped, waits to be freed.
+    pub(crate) fn drop_frame_identity(&mut self, old: Pfn) {
+        let od = self.m.mem.desc_mut(old);
+        od.mapcount = 0;
+        od.mapping = 0;
+        self.m.mem.set_word(old, FrameWord::LruStamp, 0);
     }
 
     /// One flush request per address space of a migration batch; whether any left the core

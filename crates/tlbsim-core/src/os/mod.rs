@@ -56,6 +56,7 @@ mod interp;
 pub(crate) mod io;
 mod locks;
 mod mm;
+mod numa;
 mod output;
 mod pte;
 mod sched;
@@ -445,6 +446,9 @@ pub(crate) struct Os<P: Coherence> {
     pub frame_group: HashMap<u64, u32>,
     /// Heads of mapped 2 MiB data pages.
     pub huge_frames: FastSet<u64>,
+    /// AutoNUMA (`os.numa_balancing`; os/numa.rs), None when off.
+    numa: Option<Box<numa::NumaBalancing>>,
+    numa_stats: numa::NumaStats,
     /// While a demand fault runs: the addresses it mapped (for direct TLB fills).
     pub fault_mapped: Option<Vec<u64>>,
     /// The last demand fault filled the faulting core's TLB with the faulting page.
@@ -628,6 +632,8 @@ impl<P: Coherence> Os<P> {
             zero_page: None,
             frame_group: HashMap::default(),
             huge_frames: Default::default(),
+            numa: numa::NumaBalancing::new(cfg),
+            numa_stats: Default::default(),
             fault_mapped: None,
             direct_filled: false,
             live_workers: 0,

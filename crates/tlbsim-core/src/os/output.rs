@@ -120,6 +120,19 @@ impl<P: Coherence> Os<P> {
         v["totals"]["page_tables"] = self.m.backend.stats_json();
         // Freed table pages whose flush had not completed when the run ended (still live).
         v["totals"]["page_table_pages_awaiting_flush"] = json!(self.shootdowns.iter().filter(|s| !s.done).map(|s| s.tables.len()).sum::<usize>());
+        if self.numa.is_some() {
+            // /proc/vmstat's names where Linux has one (numa_pte_updates, ...).
+            let n = &self.numa_stats;
+            v["totals"]["numa_balancing"] = json!({
+                "scans": n.scans,
+                "scans_skipped_locked": n.scans_skipped_locked,
+                "pte_updates": n.pte_updates,
+                "hint_faults": n.hint_faults,
+                "hint_faults_local": n.hint_faults_local,
+                "pages_migrated": n.pages_migrated,
+                "migrations_flushed": n.migrations_flushed,
+            });
+        }
         if let Some(dump) = &self.ptdump {
             let mut dump = dump.clone();
             // Processes still alive at the end (daemons, a stopped run).

@@ -1,0 +1,93 @@
+//! AutoNUMA (`os.numa_balancing`, os/numa.rs): data pages move to the node of the thread
+//! that uses them, page tables stay; shared pages pass the two-stage filter; the scan
+//! period backs off while faults are local. (Its safety under every policy:
+//! tests/os_property.rs `numa_balancing_is_clean_under_every_policy`.)
+
+use serde_json::{json, Value};
+use tlbsim_core::config::Config;
+
+fn run(v: Value) -> Value {
+    let cfg = Config::resolve(v, &[], std::path::Path::new(".")).unwrap();
+    tlbsim_core::sim::run(&cfg).unwrap()
+}
+
+fn worker(name: &str, core: u32, loops: u64) -> Value {
+    json!({"name": name, "core": core, "program": [
+        {"op": "loop", "count": loops, "body": [
+            {"op": "access", "region": "heap", "pattern": "random", "mode": "mixed", "write_fraction": 0.3, "count": 1000},
+            {"op": "count"}]},
+        {"op": "exit"}]})
+}
+
+/// A 4 MiB heap populated by a thread on socket 0 (data and page tables on node 0), then
+/// used by `workers`, on a 2-socket machine with scans every `period_ms` or more.
+fn heap(numa: bool, period_ms: f64, workers: Vec<Value>) -> Value {
+    let mut threads = vec![json!({"name": "init", "core": 0, "program": [{"op": "exit"}]})];
+    threads.extend(workers);
+    run(json!({
+        "machine": {"sockets": 2, "cores_per_socket": 2},
+        "os": {"numa_balancing": numa, "numa_scan_delay_ms": 0.05, "numa_scan_period_ms": period_ms},
+        "workload": {"kind": "scenario", "scenario": {"process": [
+            {"name": "app", "region": [{"name": "heap", "bytes": 4 << 20, "populate": true}], "thread": threads}]}},
+    }))
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+fn clean(s: &Value) {
+    assert_eq!(u(&s["totals"]["violations_security"]) + u(&s["totals"]["violations_consistency"]), 0, "stale translations used");
+}
+
+#[test]
+fn data_moves_to_its_only_user_and_page_tables_stay() {
+    let off = heap(false, 0.5, vec![worker("remote", 2, 200)]);
+    assert_eq!(u(&off["totals"]["memory_per_node"][0]["data_pages"]), 1024);
+    assert!(off["totals"].get("numa_balancing").is_none());
+    let on = heap(true, 0.5, vec![worker("remote", 2, 200)]);
+    clean(&on);
+    let n = &on["totals"]["numa_balancing"];
+    assert!(u(&n["scans"]) >= 1);
+    // Every page is PROT_NONE after the first scan; its first hinting fault moves it (a
+    // first fault is private).
+    assert_eq!(u(&n["pages_migrated"]), 1024, "{n}");
+    assert!(u(&n["hint_faults"]) >= 1024);
+    let nodes = &on["totals"]["memory_per_node"];
+    assert_eq!((u(&nodes[0]["data_pages"]), u(&nodes[1]["data_pages"])), (0, 1024));
+    // Mitosis §3.1 observation 4: page tables are never migrated.
+    assert_eq!(nodes[0]["page_table_pages"], off["totals"]["memory_per_node"][0]["page_table_pages"]);
+    assert_eq!(u(&nodes[1]["page_table_pages"]), 0);
+    assert_eq!(u(&on["totals"]["pt_accesses_local"]), 0, "the walks still read node 0's tables");
+}
+
+#[test]
+fn a_page_used_from_both_nodes_moves_only_after_two_faults_from_one() {
+    let s = heap(true, 0.1, vec![worker("near", 1, 200), worker("remote", 2, 200)]);
+    clean(&s);
+    let n = &s["totals"]["numa_balancing"];
+    let remote_faults = u(&n["hint_faults"]) - u(&n["hint_faults_local"]);
+    let moved = u(&n["pages_migrated"]);
+    assert!(remote_faults > 10_000, "{n}");
+    // A fault from the other node than the page's last one does not move it.
+    assert!(moved * 2 < remote_faults, "{n}");
+    assert!(moved > 1024, "pages still move back and forth: {n}");
+    // The scans' flushes reach the other core running the process.
+    assert!(u(&s["totals"]["shootdowns_sent_by_reason"]["numa_hint"]) > 0);
+    assert!(u(&s["totals"]["shootdown_ipis_sent"]) > 0);
+}
+
+#[test]
+fn the_scan_period_backs_off_while_faults_are_local() {
+    // A thread on node 0 alone: its faults are local, so each scan lengthens the period.
+    let s = heap(true, 0.1, vec![worker("near", 1, 2000)]);
+    clean(&s);
+    let n = &s["totals"]["numa_balancing"];
+    assert_eq!(u(&n["pages_migrated"]), 0);
+    assert_eq!(u(&n["hint_faults"]), u(&n["hint_faults_local"]));
+    let cycles = u(&s["per_thread"][1]["end_cycle"]);
+    // At the fixed minimum period (0.1 ms, 300,000 cycles at 3 GHz) there would be one scan
+    // per period.
+    let at_min = cycles / 300_000;
+    assert!(u(&n["scans"]) * 2 < at_min, "{} scans in {cycles} cycles: {n}", u(&n["scans"]));
+}
