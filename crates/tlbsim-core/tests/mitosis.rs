@@ -8,7 +8,7 @@ use tlbsim_core::memory::{node_of, PhysMem};
 use tlbsim_core::page_table::{make_pte, pte_pfn, PageTables, PTE_ACCESSED, PTE_DIRTY, PTE_PRESENT, PTE_USER, PTE_WRITABLE};
 use tlbsim_core::placement::mitosis::{MigrationFree, Mitosis, MitosisParams, ReplicaSet};
 use tlbsim_core::placement::native::{Native, Placement};
-use tlbsim_core::placement::{PageTableBackend, PtCtx};
+use tlbsim_core::placement::{PageTableBackend, PtCtx, PtOptions};
 use tlbsim_core::rng::SplitMix64;
 use tlbsim_core::types::{NodeId, PageSize, Pfn};
 
@@ -50,8 +50,8 @@ fn every_replica_translates_like_a_single_tree() {
         let mut mitosis = Mitosis::new(&params, SOCKETS).unwrap();
         let mut native = Native::new(Placement::FirstTouch, SOCKETS);
         let (mut w, mut r) = (World::new(), World::new());
-        let mut root = mitosis.create(&mut w.ctx(), MM, 0).unwrap();
-        let rroot = native.create(&mut r.ctx(), MM, 0).unwrap();
+        let mut root = mitosis.create(&mut w.ctx(), MM, 0, &PtOptions::default()).unwrap();
+        let rroot = native.create(&mut r.ctx(), MM, 0, &PtOptions::default()).unwrap();
         let mut mapped: Vec<u64> = Vec::new();
         let mut pending_free = Vec::new();
         for step in 0..3000 {
@@ -151,7 +151,7 @@ fn all_sockets_replicate_on_their_own_nodes() {
     let params = MitosisParams { replicas: ReplicaSet::Named("all".into()), ..Default::default() };
     let mut mitosis = Mitosis::new(&params, SOCKETS).unwrap();
     let mut w = World::new();
-    let root = mitosis.create(&mut w.ctx(), MM, 1).unwrap();
+    let root = mitosis.create(&mut w.ctx(), MM, 1, &PtOptions::default()).unwrap();
     assert_eq!(node_of(w.pt.pfn_of(root)), NodeId(1), "the creating socket's replica is primary");
     let va = 0x7f00_1234_5000;
     mitosis.map(&mut w.ctx(), MM, root, va, Pfn(99), PageSize::Size4K, PTE_USER, 3).unwrap();
@@ -273,4 +273,131 @@ fn a_migrated_process_takes_its_page_tables_along() {
     let left = |s: &serde_json::Value| s["totals"]["page_table_pages"].as_u64().unwrap() - s["totals"]["page_table_pages_awaiting_flush"].as_u64().unwrap();
     assert_eq!(left(&eager), 1);
     assert_eq!(left(&lazy), 2);
+}
+
+/// Per-process masks (`PtOptions::replica_sockets`) against the native backend: three
+/// address spaces of one backend, masked to socket 1 only, to all sockets, and left on the
+/// system-wide mask ([0, 2]); through random maps and writes every copy of each translates
+/// like a single tree, and each keeps its copies on its own mask's sockets only.
+#[test]
+fn per_process_masks_translate_like_a_single_tree() {
+    let params = MitosisParams { replicas: ReplicaSet::Sockets(vec![0, 2]), reserve_pages: 8, migration_free: MigrationFree::Eager };
+    let mut mitosis = Mitosis::new(&params, SOCKETS).unwrap();
+    let mut native = Native::new(Placement::FirstTouch, SOCKETS);
+    let (mut w, mut r) = (World::new(), World::new());
+    // (mm, options, sockets its tables may live on, copies)
+    let spaces: [(u32, PtOptions, Vec<u32>, usize); 4] = [
+        (1, PtOptions { replica_sockets: Some(vec![1]) }, vec![1], 1),
+        (2, PtOptions { replica_sockets: Some((0..SOCKETS).collect()) }, (0..SOCKETS).collect(), 4),
+        (3, PtOptions::default(), vec![0, 2], 2),
+        (4, PtOptions { replica_sockets: Some(vec![]) }, (0..SOCKETS).collect(), 1),
+    ];
+    let mut roots = Vec::new();
+    for (mm, opts, _, copies) in &spaces {
+        let root = mitosis.create(&mut w.ctx(), *mm, 3, opts).unwrap();
+        let rroot = native.create(&mut r.ctx(), *mm, 3, &PtOptions::default()).unwrap();
+        assert_eq!(mitosis.trees(*mm, root).len(), *copies, "mm {mm}: copies");
+        roots.push((root, rroot));
+    }
+    let mut rng = SplitMix64::new(7);
+    let mut mapped: Vec<Vec<u64>> = vec![Vec::new(); spaces.len()];
+    for step in 0..4000 {
+        let i = rng.below(spaces.len() as u64) as usize;
+        let mm = spaces[i].0;
+        let (root, rroot) = roots[i];
+        if rng.below(4) > 0 || mapped[i].is_empty() {
+            let va = va_of(&mut rng);
+            let pfn = Pfn(rng.below(1 << 20));
+            let socket = rng.below(SOCKETS as u64) as u32;
+            let a = mitosis.map(&mut w.ctx(), mm, root, va, pfn, PageSize::Size4K, PTE_WRITABLE | PTE_USER, socket).unwrap();
+            let b = native.map(&mut r.ctx(), mm, rroot, va, pfn, PageSize::Size4K, PTE_WRITABLE | PTE_USER, socket).unwrap();
+            assert_eq!(a, b, "old entry at step {step}");
+            mapped[i].push(va);
+        } else {
+            let va = mapped[i][rng.below(mapped[i].len() as u64) as usize];
+            let l = mitosis.lookup(&w.pt, mm, root, LEVELS, va).unwrap();
+            let rl = native.lookup(&r.pt, mm, rroot, LEVELS, va).unwrap();
+            let new = l.pte ^ PTE_WRITABLE;
+            assert_eq!(mitosis.write(&mut w.ctx(), mm, va, &l, new), native.write(&mut r.ctx(), mm, va, &rl, new));
+        }
+    }
+    for (i, (mm, _, allowed, copies)) in spaces.iter().enumerate() {
+        let (root, rroot) = roots[i];
+        let trees = mitosis.trees(*mm, root);
+        assert_eq!(trees.len(), *copies);
+        for &va in &mapped[i] {
+            let want = r.pt.lookup(rroot, LEVELS, va).map(|l| l.pte & !AD);
+            for &t in &trees {
+                assert_eq!(w.pt.lookup(t, LEVELS, va).map(|l| l.pte & !AD), want, "mm {mm}, replica {t}, va {va:#x}");
+            }
+        }
+        // Every table page of every copy on a socket of the mask (a "none" mask: first
+        // touch, any socket); a replica's pages all on the socket whose cores load it.
+        for &t in &trees {
+            let mut pages = Vec::new();
+            collect(&w.pt, t, LEVELS, &mut pages);
+            let nodes: std::collections::BTreeSet<u32> = pages.iter().map(|&p| node_of(w.pt.pfn_of(p)).0).collect();
+            assert!(nodes.iter().all(|n| allowed.contains(n)), "mm {mm}: tables on {nodes:?}, mask {allowed:?}");
+            if *copies > 1 {
+                assert_eq!(nodes.len(), 1, "mm {mm}: a replica lives on one socket");
+            }
+        }
+    }
+    let pages = |mm: u32, root: u32| {
+        let mut n = 0;
+        for t in mitosis.trees(mm, root) {
+            let mut v = Vec::new();
+            collect(&w.pt, t, LEVELS, &mut v);
+            n += v.len();
+        }
+        n
+    };
+    // mm 2 (all sockets) holds four copies of what mm 1 (socket 1) holds one of, for the
+    // same kind of mapping: a replica per socket, every socket's copy complete.
+    let one = pages(1, roots[0].0);
+    assert!(one > 4);
+    for s in 0..SOCKETS {
+        let t = mitosis.root_for(2, roots[1].0, s);
+        assert_eq!(node_of(w.pt.pfn_of(t)), NodeId(s), "socket {s} loads its own copy of mm 2");
+    }
+    assert_eq!(mitosis.stats_json()["address_spaces_with_own_mask"], json!(3));
+}
+
+/// Every table page of the tree under `slot`.
+fn collect(pt: &PageTables, slot: u32, level: u32, out: &mut Vec<u32>) {
+    out.push(slot);
+    if level == 1 {
+        return;
+    }
+    for index in 0..512 {
+        let e = pt.entry(slot, index);
+        if e & PTE_PRESENT != 0 && e & tlbsim_core::page_table::PTE_HUGE == 0 {
+            collect(pt, pt.child_slot(slot, index), level - 1, out);
+        }
+    }
+}
+
+fn try_run(v: serde_json::Value) -> tlbsim_core::error::Result<serde_json::Value> {
+    let cfg = Config::resolve(v, &[], std::path::Path::new("."))?;
+    tlbsim_core::sim::run(&cfg)
+}
+
+/// A process mask naming a socket the machine lacks is a config error naming the key.
+#[test]
+fn a_process_mask_out_of_range_names_its_key() {
+    let err = try_run(json!({
+        "machine": {"sockets": 2, "cores_per_socket": 1},
+        "os": {"pt_placement": "mitosis"},
+        "workload": {"kind": "scenario", "scenario": {"process": [
+            {"name": "a", "thread": [{"name": "t", "program": [{"op": "exit"}]}]},
+            {"name": "b", "mitosis_replicas": [0, 2], "thread": [{"name": "t", "program": [{"op": "exit"}]}]}]}},
+    }))
+    .unwrap_err();
+    match err {
+        tlbsim_core::error::Error::Config { key, message } => {
+            assert_eq!(key, "workload.scenario.process[1].mitosis_replicas");
+            assert!(message.contains("socket 2 does not exist"), "{message}");
+        }
+        e => panic!("{e}"),
+    }
 }

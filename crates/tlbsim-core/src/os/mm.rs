@@ -913,7 +913,8 @@ impl<P: Coherence> Os<P> {
         let parent = self.threads[thread].pid;
         let family = self.procs[parent as usize].family;
         let group = self.procs[parent as usize].group;
-        let child = self.create_process(group, Some(family), core)?;
+        let page_tables = self.procs[parent as usize].page_tables.clone();
+        let child = self.create_process(group, Some(family), core, page_tables)?;
         let vmas: Vec<(u64, Vma)> = self.procs[parent as usize].vmas.iter().map(|(&s, v)| (s, v.clone())).collect();
         self.procs[child as usize].vmas = vmas
             .iter()

@@ -192,6 +192,8 @@ pub(crate) struct Process {
     pub pid: u32,
     /// Arena slot of the primary root table (the tree the kernel walks in software).
     pub root: u32,
+    /// The workload's per-process page-table options (the backend's), inherited by a fork.
+    pub page_tables: crate::placement::PtOptions,
     /// Roots some socket's cores loaded for this process before the backend gave that
     /// socket another (a replica made by migration): with CR3 tags, entries filled under
     /// them must go when a core loads the new one.
@@ -573,6 +575,9 @@ impl<P: Coherence> Os<P> {
         let ipi = cfg.costs.ipi_delivery_same_socket.min(cfg.costs.ipi_delivery_cross_socket);
         let lookahead = policy.min_latency(&cfg.costs).map_or(ipi, |l| l.min(ipi));
         let ptdump = cfg.sim.ptdump.then(|| crate::placement::PtDump::new(cfg.machine.sockets, cfg.os.pt_levels));
+        for (pi, p) in w.processes.iter().enumerate() {
+            p.page_tables.check(&format!("workload.process[{pi}] ({:?}): its page-table options", p.name), cfg.machine.sockets)?;
+        }
         let mut os = Os {
             m,
             ptdump,
@@ -692,7 +697,7 @@ impl<P: Coherence> Os<P> {
             let base = os.virt.as_ref().map_or(0, |v| v.vm_base[vm]);
             let first_core = base + spec.threads.first().and_then(|t| t.core).map_or(next_core % cpus, |c| c as usize);
             let setup_core = os.home_cpu(first_core);
-            let pid = os.create_process(spec.group, None, setup_core)?;
+            let pid = os.create_process(spec.group, None, setup_core, spec.page_tables.clone())?;
             os.procs[pid as usize].vm = vm as u32;
             let mut slots: Vec<(u64, u64)> = vec![(0, 0); os.w.slots];
             for (ri, r) in spec.regions.iter().enumerate() {
@@ -752,10 +757,10 @@ impl<P: Coherence> Os<P> {
         self.m.cores[core].clock += cycles << CLOCK_SHIFT;
     }
 
-    pub(crate) fn create_process(&mut self, group: usize, family: Option<u32>, core: usize) -> Result<u32> {
+    pub(crate) fn create_process(&mut self, group: usize, family: Option<u32>, core: usize, page_tables: crate::placement::PtOptions) -> Result<u32> {
         let pid = self.procs.len() as u32;
         let socket = self.m.cores[core].socket;
-        let space = self.m.new_address_space(pid, socket)?;
+        let space = self.m.new_address_space_with(pid, socket, &page_tables)?;
         if self.recycling_on {
             let key = self.recycling.table_reuse_key(pid, family.unwrap_or(pid));
             self.m.pt.set_reuse_key(pid, key);
@@ -768,6 +773,7 @@ impl<P: Coherence> Os<P> {
         self.procs.push(Process {
             pid,
             root: space.root,
+            page_tables,
             former_roots: Vec::new(),
             vmas,
             held: BTreeMap::new(),
