@@ -375,14 +375,29 @@ pub(crate) struct Group {
     pub only_held: bool,
 }
 
+/// `sim.ptdump_at_op` / `sim.ptdump_thread`: which thread's operation takes the dump, and
+/// when it was taken.
+pub(crate) struct PtDumpAt {
+    /// Engine index of the thread.
+    pub thread: usize,
+    /// The operation whose completion takes the dump (1 = the first).
+    pub op: u64,
+    /// (process, cycle of the thread's core) once taken.
+    pub taken: Option<(u32, u64)>,
+}
+
 /// The whole OS-mode simulation, generic over the coherence policy.
 /// System calls counted in `syscalls_by_call` (OsCoreStats::syscall_calls), in index order.
 pub(crate) const SYSCALLS: [&str; 7] = ["mmap", "munmap", "mprotect", "madvise", "msync", "fork", "migrate_pages"];
 
 pub(crate) struct Os<P: Coherence> {
     pub m: Machine,
-    /// `sim.ptdump`: page-table placement of each process as it exits.
+    /// `sim.ptdump`: page-table placement of each process as it exits (or of one process
+    /// at one moment, with `ptdump_at`).
     pub ptdump: Option<crate::placement::PtDump>,
+    /// `sim.ptdump_at_op`: the dump is of the process of one thread, taken when that thread
+    /// completes its Nth operation (instead of at each exit).
+    pub ptdump_at: Option<PtDumpAt>,
     pub policy: P,
     /// The recycling axis (`crate::recycling`): called at allocations, frees, mmaps and
     /// munmaps, never per access.
@@ -574,13 +589,14 @@ impl<P: Coherence> Os<P> {
         // IPI latencies, and whatever the policy's own paths need.
         let ipi = cfg.costs.ipi_delivery_same_socket.min(cfg.costs.ipi_delivery_cross_socket);
         let lookahead = policy.min_latency(&cfg.costs).map_or(ipi, |l| l.min(ipi));
-        let ptdump = cfg.sim.ptdump.then(|| crate::placement::PtDump::new(cfg.machine.sockets, cfg.os.pt_levels));
+        let ptdump = (cfg.sim.ptdump || cfg.sim.ptdump_at_op > 0).then(|| crate::placement::PtDump::new(cfg.machine.sockets, cfg.os.pt_levels));
         for (pi, p) in w.processes.iter().enumerate() {
             p.page_tables.check(&format!("workload.process[{pi}] ({:?}): its page-table options", p.name), cfg.machine.sockets)?;
         }
         let mut os = Os {
             m,
             ptdump,
+            ptdump_at: None,
             policy,
             recycling_on: recycling.enabled(),
             recycling,
@@ -728,6 +744,9 @@ impl<P: Coherence> Os<P> {
                 declared += 1;
             }
         }
+        if cfg.sim.ptdump_at_op > 0 {
+            os.ptdump_at = Some(PtDumpAt { thread: os.ptdump_thread(&cfg.sim.ptdump_thread)?, op: cfg.sim.ptdump_at_op, taken: None });
+        }
         os.tokens = vec![0; os.w.tokens as usize];
         os.replay_cpi = (os.m.cpi_fixed as f64 * cfg.workload.time_scale).round() as u64;
         Ok(os)
@@ -755,6 +774,44 @@ impl<P: Coherence> Os<P> {
     /// Charge `cycles` of kernel or user work to `core`.
     pub(crate) fn charge(&mut self, core: usize, cycles: u64) {
         self.m.cores[core].clock += cycles << CLOCK_SHIFT;
+    }
+
+    /// `sim.ptdump_thread`: the engine index of the first thread the workload declares
+    /// under that name ("": the first thread).
+    fn ptdump_thread(&self, name: &str) -> Result<usize> {
+        if self.threads.is_empty() {
+            return Err(Error::config("sim.ptdump_at_op", "the workload declares no thread"));
+        }
+        if name.is_empty() {
+            return Ok(0);
+        }
+        self.threads.iter().position(|t| t.name == name).ok_or_else(|| {
+            let mut names: Vec<&str> = Vec::new();
+            for t in &self.threads {
+                if !names.contains(&t.name.as_str()) {
+                    names.push(&t.name);
+                }
+            }
+            let shown = names.iter().take(12).map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ");
+            let more = if names.len() > 12 { format!(" and {} more", names.len() - 12) } else { String::new() };
+            Error::config("sim.ptdump_thread", format!("no thread named {name:?}; the workload's threads are {shown}{more}"))
+        })
+    }
+
+    /// `sim.ptdump_at_op`: `thread` has just completed an operation; the dump is taken if it
+    /// is the one asked for.
+    #[cold]
+    pub(crate) fn ptdump_at_op(&mut self, core: usize, thread: usize) {
+        let Some(at) = self.ptdump_at.as_mut() else { return };
+        if at.thread != thread || at.taken.is_some() || self.threads[thread].ops_completed != at.op {
+            return;
+        }
+        let pid = self.threads[thread].pid;
+        let now = self.m.cores[core].clock >> CLOCK_SHIFT;
+        at.taken = Some((pid, now));
+        if let Some(dump) = self.ptdump.as_mut() {
+            dump.add(&self.m.pt, self.m.backend.as_ref(), pid, self.procs[pid as usize].root);
+        }
     }
 
     pub(crate) fn create_process(&mut self, group: usize, family: Option<u32>, core: usize, page_tables: crate::placement::PtOptions) -> Result<u32> {
