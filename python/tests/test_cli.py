@@ -353,6 +353,89 @@ def test_ptdump_interleave_and_mitosis(capsys: pytest.CaptureFixture[str]) -> No
     assert all(lv["remote_pointers"] == 0 for s in mitosis["sockets"] for lv in s["levels"][:-1])
 
 
+_GROWING = """
+[machine]
+sockets = 2
+cores_per_socket = 2
+memory = { node_mib = 256 }
+[os]
+pt_placement = "mitosis"
+[workload]
+kind = "scenario"
+[[workload.scenario.process]]
+name = "idle"
+thread = [{ name = "first", core = 3, program = [{ op = "compute", cycles = 1000 }, { op = "count" }, { op = "exit" }] }]
+[[workload.scenario.process]]
+name = "grower"
+mitosis_replicas = [0]
+[[workload.scenario.process.thread]]
+name = "grow"
+core = 0
+program = [
+  { op = "loop", count = 12, body = [
+    { op = "mmap", region = "chunk", bytes = 4194304, populate = true },
+    { op = "count" },
+  ] },
+  { op = "exit" },
+]
+"""
+
+
+def _leaf_pages(dump: dict) -> list[int]:
+    return [s["levels"][-1]["pages"] for s in dump["sockets"]]
+
+
+def test_ptdump_at_op(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Issue 14: `--at-op N --thread NAME` dumps that thread's process when it completes
+    operation N. The process maps 4 MiB more per operation, so at op 2 it has fewer leaf
+    tables than at op 12 or at exit; its mask ([0]) keeps them all on socket 0."""
+    config = tmp_path / "grow.toml"
+    config.write_text(_GROWING)
+    dumps = {}
+    for op in (2, 12):
+        assert main(["ptdump", str(config), "--json", "--at-op", str(op), "--thread", "grow"]) == 0
+        dumps[op] = json.loads(capsys.readouterr().out)
+    assert main(["ptdump", str(config), "--json"]) == 0
+    at_exit = json.loads(capsys.readouterr().out)
+    early, late = dumps[2], dumps[12]
+    assert (early["at_op"], early["thread"], early["process"], early["pid"]) == (2, "grow", "grower", 1)
+    assert early["cycle"] < late["cycle"]
+    assert [s["socket"] for s in early["sockets"]] == [0, 1]
+    assert set(early["sockets"][0]["levels"][0]) >= {"level", "pages", "local_pointers", "remote_pointers"}
+    assert "at_op" not in at_exit
+    # One tree on socket 0 (mask [0]): 2 to 3 leaf tables per 4 MiB.
+    assert _leaf_pages(early)[1] == 0 and 4 <= _leaf_pages(early)[0] <= 6
+    assert _leaf_pages(late)[1] == 0 and _leaf_pages(late)[0] >= 24
+    # At exit both processes (the idle one has no leaf table): the same leaves as at op 12.
+    assert _leaf_pages(at_exit) == _leaf_pages(late)
+    assert early["sockets"] != at_exit["sockets"]
+    # The text form says which process, thread and operation; the default thread is the
+    # workload's first.
+    assert main(["ptdump", str(config), "--at-op", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "process 'idle' (pid 0) when thread 'first' completed operation 1" in out
+    assert "L1" in out and "remote leaf PTEs" in out
+
+
+def test_ptdump_at_op_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "grow.toml"
+    config.write_text(_GROWING)
+    err = _error_of(capsys, ["ptdump", str(config), "--at-op", "13", "--thread", "grow"])
+    assert "no page-table dump was taken" in err and "completed 12 operation(s)" in err
+    _assert_user_error(err)
+    err = _error_of(capsys, ["ptdump", str(config), "--at-op", "1", "--thread", "nope"])
+    assert "sim.ptdump_thread" in err and '"nope"' in err and '"grow"' in err
+    _assert_user_error(err)
+    err = _error_of(capsys, ["ptdump", str(config), "--thread", "grow"])
+    assert "--at-op" in err
+    err = _error_of(capsys, ["ptdump", "--at-op", "1", "--set", 'workload.kind="synthetic"'])
+    assert "sim.ptdump_at_op" in err and "OS mode" in err
+    config.write_text(_GROWING.replace("mitosis_replicas = [0]", "mitosis_replicas = [0, 5]"))
+    err = _error_of(capsys, ["ptdump", str(config), "--at-op", "1"])
+    assert "workload.scenario.process[1].mitosis_replicas" in err and "socket 5 does not exist" in err
+    _assert_user_error(err)
+
+
 def test_validate_without_a_preset_says_to_calibrate_first(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)

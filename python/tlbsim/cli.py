@@ -131,12 +131,32 @@ def ptdump_table(dump: dict[str, Any]) -> str:
 def _cmd_ptdump(args: argparse.Namespace) -> int:
     config = Path(args.config) if args.config else None
     show = sys.stderr.isatty() and not args.json
-    result, interrupted = _run_watched(config, (args.set or []) + ["sim.ptdump=true"], show)
+    overrides = (args.set or []) + ["sim.ptdump=true"]
+    if args.thread is not None and args.at_op is None:
+        raise tlbsim.TlbsimError("--thread names the thread whose operations --at-op counts: give --at-op N too")
+    if args.at_op is not None:
+        if args.at_op < 1:
+            raise tlbsim.TlbsimError(f"--at-op {args.at_op}: operations are counted from 1")
+        overrides.append(f"sim.ptdump_at_op={args.at_op}")
+        if args.thread is not None:
+            overrides.append(f"sim.ptdump_thread={json.dumps(args.thread)}")
+    result, interrupted = _run_watched(config, overrides, show)
     dump = result.stats.get("page_table_dump")
     if dump is None:
         raise tlbsim.TlbsimError("the run produced no page_table_dump")
+    at_op = "at_op" in dump
+    if at_op and not dump.get("taken"):
+        # The thread never completed operation N: no dump (exit status 2).
+        raise tlbsim.TlbsimError(dump.get("message", "no page-table dump was taken"))
     if args.json:
-        print(json.dumps({"sockets": dump["sockets"]}))
+        out: dict[str, Any] = {"sockets": dump["sockets"]}
+        if at_op:
+            out.update({k: dump[k] for k in ("at_op", "thread", "process", "pid", "cycle")})
+        print(json.dumps(out))
+    elif at_op:
+        print(f"page tables of process {dump['process']!r} (pid {dump['pid']}) when thread "
+              f"{dump['thread']!r} completed operation {dump['at_op']} (cycle {dump['cycle']:,})")
+        print(ptdump_table(dump))
     else:
         print(f"page tables of {dump['address_spaces']} address space(s), each as its last thread exited")
         print(ptdump_table(dump))
@@ -367,7 +387,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help='one JSON object: {"sockets": [{"socket", "levels": [{"level", "pages", '
                         '"local_pointers", "remote_pointers", "pointers_to"}], "leaf_ptes", '
-                        '"leaf_ptes_remote_fraction"}]}')
+                        '"leaf_ptes_remote_fraction"}]}; with --at-op also "at_op", "thread", '
+                        '"process", "pid" and "cycle" (when the dump was taken)')
+    p.add_argument("--at-op", type=int, metavar="N",
+                   help="OS mode: dump the page tables of one process when its thread (--thread) "
+                        "completes its Nth operation (the workload's { op = \"count\" }), instead of "
+                        "every process as it exits; the run still goes on to its end "
+                        "(sets sim.ptdump_at_op). A thread that never completes N operations: "
+                        "error, exit status 2")
+    p.add_argument("--thread", metavar="NAME",
+                   help="the thread --at-op counts, by its name in the workload (the first of that "
+                        "name); default: the workload's first thread (sets sim.ptdump_thread)")
     p.set_defaults(func=_cmd_ptdump)
 
     p = sub.add_parser(

@@ -185,6 +185,7 @@ fn workload(g: &mut Gen, cores: u32, nodes: u32) -> Workload {
                 region(g, kept_pages),
             ],
             threads,
+            page_tables: Default::default(),
         });
     }
     Workload {
@@ -238,7 +239,7 @@ fn put_in_vms(g: &mut Gen, w: &mut Workload, cores: u32) {
         let regions = w.processes[0].regions.clone();
         let thread = ThreadSpec { name: "backend".into(), class: "backend".into(), core: Some(0), program: backend, daemon: true };
         vms[0].processes.push(w.processes.len());
-        w.processes.push(ProcessSpec { name: "backend".into(), group: 0, regions, threads: vec![thread] });
+        w.processes.push(ProcessSpec { name: "backend".into(), group: 0, regions, threads: vec![thread], page_tables: Default::default() });
     }
     w.vms = vms;
 }

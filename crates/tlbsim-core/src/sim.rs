@@ -130,8 +130,13 @@ impl Machine {
     /// A new, empty address space `id` created by a core of `socket`, its root placed by
     /// the page-table backend.
     pub fn new_address_space(&mut self, id: u32, socket: u32) -> Result<AddressSpace> {
+        self.new_address_space_with(id, socket, &crate::placement::PtOptions::default())
+    }
+
+    /// [`Machine::new_address_space`] with the process's per-process page-table options.
+    pub fn new_address_space_with(&mut self, id: u32, socket: u32, opts: &crate::placement::PtOptions) -> Result<AddressSpace> {
         let mut ctx = PtCtx { pt: &mut self.pt, mem: &mut self.mem, levels: self.pt_levels };
-        let root = self.backend.create(&mut ctx, id, socket)?;
+        let root = self.backend.create(&mut ctx, id, socket, opts)?;
         self.socket_roots = (0..self.mem.nodes()).map(|s| self.backend.root_for(id, root, s)).collect();
         Ok(AddressSpace { id, root, levels: self.pt_levels })
     }

@@ -116,8 +116,8 @@ fn leaving_the_context_shoots_down_once_per_global_counter() {
     let plain = MapSpec { fpr: false, ..fpr_pages };
     let w = Workload {
         processes: vec![
-            ProcessSpec { name: "a".into(), group: 0, regions: vec![], threads: vec![ThreadSpec { name: "a".into(), class: "a".into(), core: Some(0), program: 0, daemon: false }] },
-            ProcessSpec { name: "b".into(), group: 0, regions: vec![], threads: vec![ThreadSpec { name: "b".into(), class: "b".into(), core: Some(0), program: 1, daemon: false }] },
+            ProcessSpec { name: "a".into(), group: 0, regions: vec![], threads: vec![ThreadSpec { name: "a".into(), class: "a".into(), core: Some(0), program: 0, daemon: false }], page_tables: Default::default() },
+            ProcessSpec { name: "b".into(), group: 0, regions: vec![], threads: vec![ThreadSpec { name: "b".into(), class: "b".into(), core: Some(0), program: 1, daemon: false }], page_tables: Default::default() },
         ],
         programs: vec![
             vec![Op::Mmap { slot: 0, spec: fpr_pages }, Op::Munmap { slot: 0 }, Op::Exit],
@@ -146,6 +146,7 @@ fn a_migrated_page_stays_in_its_context() {
             group: 0,
             regions: vec![],
             threads: vec![ThreadSpec { name: "t".into(), class: "t".into(), core: Some(0), program: 0, daemon: false }],
+            page_tables: Default::default(),
         }],
         programs: vec![vec![Op::Mmap { slot: 0, spec: pages }, Op::MigratePages { slot: 0, node: 1 }, Op::Munmap { slot: 0 }, Op::Exit]],
         slots: 1,

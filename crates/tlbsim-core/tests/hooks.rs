@@ -42,7 +42,7 @@ fn workload(ops: u64, pages: u64) -> Workload {
     let measure = looped(ops, vec![Op::Mmap { slot: 1, spec: anon(pages * 4096) }, write(1, pages), write(0, 4), Op::Munmap { slot: 1 }, Op::CountOp]);
     let sibling = looped(0, vec![write(0, 4), Op::Compute { cycles: 2000 }]);
     let other = looped(50, vec![write(0, 2), Op::Compute { cycles: 20_000 }, Op::Block { cycles: 30_000 }]);
-    let proc = |name: &str, threads| ProcessSpec { name: name.into(), group: 0, regions: vec![anon(16 * 4096)], threads };
+    let proc = |name: &str, threads| ProcessSpec { name: name.into(), group: 0, regions: vec![anon(16 * 4096)], threads, page_tables: Default::default() };
     Workload {
         processes: vec![
             proc(

@@ -35,7 +35,7 @@ fn run_on(sockets: u32, policy: &str, locks: bool, programs: Vec<Vec<Op>>, regio
     let threads = (0..programs.len())
         .map(|i| ThreadSpec { name: format!("t{i}"), class: "w".into(), core: Some(i as u32), program: i, daemon: false })
         .collect();
-    let w = Workload { processes: vec![ProcessSpec { name: "p".into(), group: 0, regions, threads }], programs, slots, ..Default::default() };
+    let w = Workload { processes: vec![ProcessSpec { name: "p".into(), group: 0, regions, threads, page_tables: Default::default() }], programs, slots, ..Default::default() };
     tlbsim_core::os::run(&cfg, w).unwrap()
 }
 

@@ -39,7 +39,7 @@ fn two_threads(ops: Vec<Op>, sibling: Option<Vec<Op>>) -> Workload {
     Workload {
         groups: vec![],
         files: vec![],
-        processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads }],
+        processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads, page_tables: Default::default() }],
         programs,
         slots: 2,
         ..Default::default()
@@ -310,7 +310,7 @@ fn three_threads(programs: Vec<Vec<Op>>) -> Workload {
         .map(|i| ThreadSpec { name: format!("t{i}"), class: "t".into(), core: Some(i as u32), program: i, daemon: false })
         .collect();
     Workload {
-        processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads }],
+        processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads, page_tables: Default::default() }],
         programs,
         slots: 1,
         ..Default::default()
@@ -448,7 +448,7 @@ fn one_core(programs: Vec<Vec<Op>>) -> Value {
     let threads = (0..programs.len())
         .map(|i| ThreadSpec { name: format!("t{i}"), class: "t".into(), core: Some(0), program: i, daemon: false })
         .collect();
-    let w = Workload { processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads }], programs, slots: 1, ..Default::default() };
+    let w = Workload { processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads, page_tables: Default::default() }], programs, slots: 1, ..Default::default() };
     tlbsim_core::os::run(&cfg("linux"), w).unwrap()
 }
 

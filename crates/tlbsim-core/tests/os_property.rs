@@ -213,6 +213,7 @@ fn none_is_caught_when_a_cached_page_is_unmapped_or_write_protected() {
                     ThreadSpec { name: "worker".into(), class: "w".into(), core: Some(rng.below(cores as u64 - 1) as u32), program: 0, daemon: false },
                     ThreadSpec { name: "victim".into(), class: "v".into(), core: Some(cores - 1), program: 1, daemon: true },
                 ],
+                page_tables: Default::default(),
             }],
             programs: vec![worker, victim],
             slots: 1,

@@ -184,7 +184,7 @@ fn a_cycle_of_waits_is_refused_by_check() {
     use tlbsim_core::workload::program::{ProcessSpec, ThreadSpec, Workload};
     let thread = |p: usize| ThreadSpec { name: format!("t{p}"), class: "c".into(), core: None, program: p, daemon: false };
     let mut w = Workload {
-        processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads: vec![thread(0), thread(1)] }],
+        processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads: vec![thread(0), thread(1)], page_tables: Default::default() }],
         programs: vec![
             vec![Op::Wait { token: 0, count: 1 }, Op::Post { token: 1 }],
             vec![Op::Wait { token: 1, count: 1 }, Op::Post { token: 0 }],

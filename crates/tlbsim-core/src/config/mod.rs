@@ -357,8 +357,18 @@ pub struct SimConfig {
     pub quantum_cycles: u64,
     /// Add `page_table_dump` to stats.json: where page-table pages and their pointers live
     /// (Mitosis Fig. 3 and 4; `tlbsim ptdump`). Each process is dumped as its last thread
-    /// exits, before its memory is torn down; trace mode's space at the end of the run.
+    /// exits, before its memory is torn down (or one process at one operation:
+    /// `ptdump_at_op`); trace mode's space at the end of the run.
     pub ptdump: bool,
+    /// OS mode: take the page-table dump when thread `ptdump_thread` completes its Nth
+    /// operation (`{ op = "count" }`), of that thread's process only, instead of each
+    /// process at its exit; the run then goes on to its end. Implies `ptdump`. A thread
+    /// that never completes N operations leaves a dump with `taken = false` and a
+    /// `message` saying so. 0 (default): off.
+    pub ptdump_at_op: u64,
+    /// The thread `ptdump_at_op` counts, by the name the workload gives it (the first
+    /// thread of that name in declaration order). "" (default): the workload's first thread.
+    pub ptdump_thread: String,
     /// OS mode with VMs: add `intervals` to stats.json, each CPU's run cut every this many
     /// instructions it retires, with per VM its instructions, TLB misses and full flushes
     /// by cause (the tag paper's Fig. 11 plots them over time). 0 (default): none.
@@ -367,7 +377,7 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { fault_cycles: 0, batch: 4096, quantum_cycles: 0, ptdump: false, interval_instructions: 0 }
+        SimConfig { fault_cycles: 0, batch: 4096, quantum_cycles: 0, ptdump: false, ptdump_at_op: 0, ptdump_thread: String::new(), interval_instructions: 0 }
     }
 }
 
@@ -676,6 +686,15 @@ impl Config {
         }
         range("sim.batch", self.sim.batch as u64, 1, 1 << 20)?;
         range("sim.quantum_cycles", self.sim.quantum_cycles, 0, 1 << 40)?;
+        if self.sim.ptdump_at_op > 0 && !crate::workload::is_os_mode(&self.workload.kind) {
+            return Err(Error::config(
+                "sim.ptdump_at_op",
+                format!("operations are counted in OS mode only: workload.kind = {:?} has none (use sim.ptdump for a dump at the end)", self.workload.kind),
+            ));
+        }
+        if !self.sim.ptdump_thread.is_empty() && self.sim.ptdump_at_op == 0 {
+            return Err(Error::config("sim.ptdump_thread", "names the thread whose operations sim.ptdump_at_op counts: set sim.ptdump_at_op too"));
+        }
         crate::coherence::check(self)?;
         range("os.flush_ceiling", self.os.flush_ceiling as u64, 0, 1 << 20)?;
         range("os.migrate_batch", self.os.migrate_batch as u64, 1, 1 << 20)?;

@@ -120,6 +120,9 @@ impl<P: Coherence> Os<P> {
             }
             Op::CountOp => {
                 self.threads[thread].ops_completed += 1;
+                if self.ptdump_at.is_some() {
+                    self.ptdump_at_op(core, thread);
+                }
                 self.advance(thread);
             }
             Op::Barrier => {

@@ -933,7 +933,8 @@ impl<P: Coherence> Os<P> {
         let parent = self.threads[thread].pid;
         let family = self.procs[parent as usize].family;
         let group = self.procs[parent as usize].group;
-        let child = self.create_process(group, Some(family), core)?;
+        let page_tables = self.procs[parent as usize].page_tables.clone();
+        let child = self.create_process(group, Some(family), core, page_tables)?;
         let vmas: Vec<(u64, Vma)> = self.procs[parent as usize].vmas.iter().map(|(&s, v)| (s, v.clone())).collect();
         self.procs[child as usize].vmas = vmas
             .iter()
@@ -989,7 +990,7 @@ impl<P: Coherence> Os<P> {
     /// tables; flush_tlb_mm with freed tables reaches every CPU still in the mask.
     pub(crate) fn exit_process(&mut self, core: usize, pid: u32) {
         self.procs[pid as usize].alive = false;
-        if let Some(dump) = self.ptdump.as_mut() {
+        if let Some(dump) = self.ptdump.as_mut().filter(|_| self.ptdump_at.is_none()) {
             dump.add(&self.m.pt, self.m.backend.as_ref(), pid, self.procs[pid as usize].root);
         }
         let ranges: Vec<(u64, u64)> = self.procs[pid as usize].vmas.iter().filter(|(_, v)| !v.reserved).map(|(&s, v)| (s, v.end - s)).collect();

@@ -193,6 +193,8 @@ pub(crate) struct Process {
     pub pid: u32,
     /// Arena slot of the primary root table (the tree the kernel walks in software).
     pub root: u32,
+    /// The workload's per-process page-table options (the backend's), inherited by a fork.
+    pub page_tables: crate::placement::PtOptions,
     /// Roots some socket's cores loaded for this process before the backend gave that
     /// socket another (a replica made by migration): with CR3 tags, entries filled under
     /// them must go when a core loads the new one.
@@ -374,14 +376,29 @@ pub(crate) struct Group {
     pub only_held: bool,
 }
 
+/// `sim.ptdump_at_op` / `sim.ptdump_thread`: which thread's operation takes the dump, and
+/// when it was taken.
+pub(crate) struct PtDumpAt {
+    /// Engine index of the thread.
+    pub thread: usize,
+    /// The operation whose completion takes the dump (1 = the first).
+    pub op: u64,
+    /// (process, cycle of the thread's core) once taken.
+    pub taken: Option<(u32, u64)>,
+}
+
 /// The whole OS-mode simulation, generic over the coherence policy.
 /// System calls counted in `syscalls_by_call` (OsCoreStats::syscall_calls), in index order.
 pub(crate) const SYSCALLS: [&str; 7] = ["mmap", "munmap", "mprotect", "madvise", "msync", "fork", "migrate_pages"];
 
 pub(crate) struct Os<P: Coherence> {
     pub m: Machine,
-    /// `sim.ptdump`: page-table placement of each process as it exits.
+    /// `sim.ptdump`: page-table placement of each process as it exits (or of one process
+    /// at one moment, with `ptdump_at`).
     pub ptdump: Option<crate::placement::PtDump>,
+    /// `sim.ptdump_at_op`: the dump is of the process of one thread, taken when that thread
+    /// completes its Nth operation (instead of at each exit).
+    pub ptdump_at: Option<PtDumpAt>,
     pub policy: P,
     /// The recycling axis (`crate::recycling`): called at allocations, frees, mmaps and
     /// munmaps, never per access.
@@ -576,10 +593,14 @@ impl<P: Coherence> Os<P> {
         // IPI latencies, and whatever the policy's own paths need.
         let ipi = cfg.costs.ipi_delivery_same_socket.min(cfg.costs.ipi_delivery_cross_socket);
         let lookahead = policy.min_latency(&cfg.costs).map_or(ipi, |l| l.min(ipi));
-        let ptdump = cfg.sim.ptdump.then(|| crate::placement::PtDump::new(cfg.machine.sockets, cfg.os.pt_levels));
+        let ptdump = (cfg.sim.ptdump || cfg.sim.ptdump_at_op > 0).then(|| crate::placement::PtDump::new(cfg.machine.sockets, cfg.os.pt_levels));
+        for (pi, p) in w.processes.iter().enumerate() {
+            p.page_tables.check(&format!("workload.process[{pi}] ({:?}): its page-table options", p.name), cfg.machine.sockets)?;
+        }
         let mut os = Os {
             m,
             ptdump,
+            ptdump_at: None,
             policy,
             recycling_on: recycling.enabled(),
             recycling,
@@ -698,7 +719,7 @@ impl<P: Coherence> Os<P> {
             let base = os.virt.as_ref().map_or(0, |v| v.vm_base[vm]);
             let first_core = base + spec.threads.first().and_then(|t| t.core).map_or(next_core % cpus, |c| c as usize);
             let setup_core = os.home_cpu(first_core);
-            let pid = os.create_process(spec.group, None, setup_core)?;
+            let pid = os.create_process(spec.group, None, setup_core, spec.page_tables.clone())?;
             os.procs[pid as usize].vm = vm as u32;
             let mut slots: Vec<(u64, u64)> = vec![(0, 0); os.w.slots];
             for (ri, r) in spec.regions.iter().enumerate() {
@@ -729,6 +750,9 @@ impl<P: Coherence> Os<P> {
                 declared += 1;
             }
         }
+        if cfg.sim.ptdump_at_op > 0 {
+            os.ptdump_at = Some(PtDumpAt { thread: os.ptdump_thread(&cfg.sim.ptdump_thread)?, op: cfg.sim.ptdump_at_op, taken: None });
+        }
         os.tokens = vec![0; os.w.tokens as usize];
         os.replay_cpi = (os.m.cpi_fixed as f64 * cfg.workload.time_scale).round() as u64;
         Ok(os)
@@ -758,10 +782,48 @@ impl<P: Coherence> Os<P> {
         self.m.cores[core].clock += cycles << CLOCK_SHIFT;
     }
 
-    pub(crate) fn create_process(&mut self, group: usize, family: Option<u32>, core: usize) -> Result<u32> {
+    /// `sim.ptdump_thread`: the engine index of the first thread the workload declares
+    /// under that name ("": the first thread).
+    fn ptdump_thread(&self, name: &str) -> Result<usize> {
+        if self.threads.is_empty() {
+            return Err(Error::config("sim.ptdump_at_op", "the workload declares no thread"));
+        }
+        if name.is_empty() {
+            return Ok(0);
+        }
+        self.threads.iter().position(|t| t.name == name).ok_or_else(|| {
+            let mut names: Vec<&str> = Vec::new();
+            for t in &self.threads {
+                if !names.contains(&t.name.as_str()) {
+                    names.push(&t.name);
+                }
+            }
+            let shown = names.iter().take(12).map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ");
+            let more = if names.len() > 12 { format!(" and {} more", names.len() - 12) } else { String::new() };
+            Error::config("sim.ptdump_thread", format!("no thread named {name:?}; the workload's threads are {shown}{more}"))
+        })
+    }
+
+    /// `sim.ptdump_at_op`: `thread` has just completed an operation; the dump is taken if it
+    /// is the one asked for.
+    #[cold]
+    pub(crate) fn ptdump_at_op(&mut self, core: usize, thread: usize) {
+        let Some(at) = self.ptdump_at.as_mut() else { return };
+        if at.thread != thread || at.taken.is_some() || self.threads[thread].ops_completed != at.op {
+            return;
+        }
+        let pid = self.threads[thread].pid;
+        let now = self.m.cores[core].clock >> CLOCK_SHIFT;
+        at.taken = Some((pid, now));
+        if let Some(dump) = self.ptdump.as_mut() {
+            dump.add(&self.m.pt, self.m.backend.as_ref(), pid, self.procs[pid as usize].root);
+        }
+    }
+
+    pub(crate) fn create_process(&mut self, group: usize, family: Option<u32>, core: usize, page_tables: crate::placement::PtOptions) -> Result<u32> {
         let pid = self.procs.len() as u32;
         let socket = self.m.cores[core].socket;
-        let space = self.m.new_address_space(pid, socket)?;
+        let space = self.m.new_address_space_with(pid, socket, &page_tables)?;
         if self.recycling_on {
             let key = self.recycling.table_reuse_key(pid, family.unwrap_or(pid));
             self.m.pt.set_reuse_key(pid, key);
@@ -774,6 +836,7 @@ impl<P: Coherence> Os<P> {
         self.procs.push(Process {
             pid,
             root: space.root,
+            page_tables,
             former_roots: Vec::new(),
             vmas,
             held: BTreeMap::new(),

@@ -135,11 +135,41 @@ impl<P: Coherence> Os<P> {
         }
         if let Some(dump) = &self.ptdump {
             let mut dump = dump.clone();
-            // Processes still alive at the end (daemons, a stopped run).
-            for p in self.procs.iter().filter(|p| p.alive) {
-                dump.add(&self.m.pt, self.m.backend.as_ref(), p.pid, p.root);
+            match &self.ptdump_at {
+                None => {
+                    // Processes still alive at the end (daemons, a stopped run).
+                    for p in self.procs.iter().filter(|p| p.alive) {
+                        dump.add(&self.m.pt, self.m.backend.as_ref(), p.pid, p.root);
+                    }
+                    v["page_table_dump"] = dump.json();
+                }
+                Some(at) => {
+                    // One process, when the thread completed operation `at.op`; none if it
+                    // never did (the dump then counts nothing and says why).
+                    let t = &self.threads[at.thread];
+                    let mut d = dump.json();
+                    d["at_op"] = json!(at.op);
+                    d["thread"] = json!(t.name);
+                    d["taken"] = json!(at.taken.is_some());
+                    match at.taken {
+                        Some((pid, cycle)) => {
+                            d["pid"] = json!(pid);
+                            d["process"] = json!(self.w.processes.get(pid as usize).map_or_else(|| format!("pid{pid}"), |p| p.name.clone()));
+                            d["cycle"] = json!(cycle);
+                        }
+                        None => {
+                            d["message"] = json!(format!(
+                                "no page-table dump was taken: thread {:?} completed {} operation(s), fewer than sim.ptdump_at_op = {}{}",
+                                t.name,
+                                t.ops_completed,
+                                at.op,
+                                if self.partial { " (the run was stopped early)" } else { "" }
+                            ));
+                        }
+                    }
+                    v["page_table_dump"] = d;
+                }
             }
-            v["page_table_dump"] = dump.json();
         }
         if self.recycling_on {
             let mut r = self.recycling.stats_json();

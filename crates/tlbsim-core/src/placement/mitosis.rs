@@ -4,8 +4,12 @@
 //!
 //! Modelled:
 //! - A replication mask per address space (`replicas`: `"all"`, `"none"` or a list of
-//!   sockets; §5.4's per-process nodemask set through numactl, given system-wide here). A
-//!   process with replicas has one tree per socket of its mask: every upper-level entry of
+//!   sockets), system-wide (§6.1); a process may have its own instead
+//!   ([`PtOptions::replica_sockets`]: a scenario process's `mitosis_replicas`, §6.2's
+//!   per-process replication set given through numactl), fixed when its address space is
+//!   created and inherited by fork (a mask changed at run time, which §6.2's system call
+//!   allows, is not modelled; nor is its empty mask meaning "the default": "none" here is a
+//!   single tree, and the default is to give no mask). A process with replicas has one tree per socket of its mask: every upper-level entry of
 //!   a replica points to that replica's own lower-level page, leaf entries are identical
 //!   (§5.2). The primary tree (the one the OS walks in software) is the replica of the
 //!   creating socket, or the mask's first socket when that socket is not in the mask.
@@ -41,7 +45,7 @@
 //! copy to the buddy allocator (the per-socket cache is only refilled from it); the zeroing
 //! of a new table page is not charged (nor is it without Mitosis).
 
-use super::{Migration, PageTableBackend, PtCtx};
+use super::{Migration, PageTableBackend, PtCtx, PtOptions};
 use crate::error::{Error, Result};
 use crate::memory::{node_of, FrameKind, PhysMem};
 use crate::page_table::{level_index, leaf_level, make_pte, Leaf, PageTables, NO_SLOT, PTE_ACCESSED, PTE_DIRTY, PTE_HUGE, PTE_PRESENT};
@@ -93,8 +97,15 @@ impl Default for MitosisParams {
 impl MitosisParams {
     /// The replication mask as a list of sockets (empty: none), checked against `sockets`.
     pub fn mask(&self, sockets: u32) -> Result<Vec<u32>> {
-        let key = "os.mitosis.replicas";
-        match &self.replicas {
+        self.replicas.sockets("os.mitosis.replicas", sockets)
+    }
+}
+
+impl ReplicaSet {
+    /// The mask as a sorted list of sockets (empty: none), checked against a machine of
+    /// `sockets` sockets; errors name `key`.
+    pub fn sockets(&self, key: &str, sockets: u32) -> Result<Vec<u32>> {
+        match self {
             ReplicaSet::Named(s) if s == "all" => Ok((0..sockets).collect()),
             ReplicaSet::Named(s) if s == "none" => Ok(Vec::new()),
             ReplicaSet::Named(s) => Err(Error::config(key, format!("{s:?}: use \"all\", \"none\" or a list of sockets"))),
@@ -135,11 +146,17 @@ struct MmReplicas {
     roots: Vec<u32>,
     /// Socket of the primary tree.
     primary: u32,
+    /// Where a single tree's new tables go: the mask's one socket, or `None` (a mask of
+    /// none: first-touch, the faulting socket).
+    single_socket: Option<u32>,
 }
 
 pub struct Mitosis {
     nodes: u32,
+    /// The system-wide mask (`[os.mitosis] replicas`).
     mask: Vec<u32>,
+    /// Address spaces created with a mask of their own (`PtOptions::replica_sockets`).
+    own_masks: u64,
     reserve_pages: u32,
     migration_free: MigrationFree,
     /// Per socket: its page-table cache (free frames on that node).
@@ -160,6 +177,7 @@ impl Mitosis {
         Ok(Mitosis {
             nodes: sockets,
             mask: params.mask(sockets)?,
+            own_masks: 0,
             reserve_pages: params.reserve_pages,
             migration_free: params.migration_free,
             reserves: vec![Vec::new(); sockets as usize],
@@ -299,16 +317,31 @@ impl Mitosis {
 }
 
 impl PageTableBackend for Mitosis {
-    fn create(&mut self, ctx: &mut PtCtx<'_>, mm: u32, socket: u32) -> Result<u32> {
+    fn create(&mut self, ctx: &mut PtCtx<'_>, mm: u32, socket: u32, opts: &PtOptions) -> Result<u32> {
+        // The process's own mask, else the system-wide one.
+        let own;
+        let mask: &[u32] = match &opts.replica_sockets {
+            Some(list) => {
+                opts.check("ProcessSpec.page_tables.replica_sockets", self.nodes)?;
+                let mut v = list.clone();
+                v.sort_unstable();
+                v.dedup();
+                self.own_masks += 1;
+                own = v;
+                &own
+            }
+            None => &self.mask,
+        };
+        let single_socket = if mask.len() == 1 { Some(mask[0]) } else { None };
         let mut roots = vec![NO_SLOT; self.nodes as usize];
-        let (primary, root) = if self.mask.len() <= 1 {
+        let (primary, root) = if mask.len() <= 1 {
             // No replication: one tree, placed first-touch (or on the one masked socket).
-            let s = self.mask.first().copied().unwrap_or(socket);
+            let s = single_socket.unwrap_or(socket);
             (s, self.alloc_table(ctx, mm, s)?)
         } else {
-            let primary = if self.mask.contains(&socket) { socket } else { self.mask[0] };
+            let primary = if mask.contains(&socket) { socket } else { mask[0] };
             let mut order = vec![primary];
-            order.extend(self.mask.iter().copied().filter(|&s| s != primary));
+            order.extend(mask.iter().copied().filter(|&s| s != primary));
             let mut slots = Vec::new();
             self.alloc_ring(ctx, mm, &order, &mut slots)?;
             for (&s, &slot) in order.iter().zip(&slots) {
@@ -321,7 +354,7 @@ impl PageTableBackend for Mitosis {
         if self.mms.len() <= i {
             self.mms.resize_with(i + 1, || None);
         }
-        self.mms[i] = Some(MmReplicas { roots, primary });
+        self.mms[i] = Some(MmReplicas { roots, primary, single_socket });
         Ok(root)
     }
 
@@ -343,14 +376,14 @@ impl PageTableBackend for Mitosis {
     }
 
     fn map(&mut self, ctx: &mut PtCtx<'_>, mm: u32, root: u32, va: u64, pfn: Pfn, size: PageSize, flags: u64, socket: u32) -> Result<u64> {
-        let (replicated, primary) = {
+        let (replicated, primary, single_socket) = {
             let m = self.mm(mm);
-            (m.roots.iter().filter(|&&r| r != NO_SLOT).count() > 1, m.primary)
+            (m.roots.iter().filter(|&&r| r != NO_SLOT).count() > 1, m.primary, m.single_socket)
         };
         if !replicated {
             // One tree: its tables on the faulting socket (first-touch), or the mask's one
             // socket; still through that socket's page-table cache.
-            let place = self.mask.first().copied().filter(|_| self.mask.len() == 1).unwrap_or(socket);
+            let place = single_socket.unwrap_or(socket);
             let leaf = leaf_level(size);
             let mut slot = root;
             for level in (leaf + 1..=ctx.levels).rev() {
@@ -518,6 +551,10 @@ impl PageTableBackend for Mitosis {
         let mut v = serde_json::to_value(&self.stats).unwrap_or_default();
         v["backend"] = serde_json::json!("mitosis");
         v["mask"] = serde_json::json!(self.mask);
+        if self.own_masks > 0 {
+            // Only when a workload gave processes masks of their own (stats unchanged otherwise).
+            v["address_spaces_with_own_mask"] = serde_json::json!(self.own_masks);
+        }
         v["reserve_frames_held"] = serde_json::json!(self.reserves.iter().map(|r| r.len()).collect::<Vec<_>>());
         v["replicated_address_spaces"] =
             serde_json::json!(self.mms.iter().flatten().filter(|m| m.roots.iter().filter(|&&r| r != NO_SLOT).count() > 1).count());

@@ -33,6 +33,33 @@ pub struct Migration {
     pub freed: Vec<u32>,
 }
 
+/// Per-process page-table options of a workload (`ProcessSpec::page_tables`), handed to the
+/// backend as the process's address space is created ([`PageTableBackend::create`]); a
+/// forked child inherits its parent's. Generic: the engine only carries them, each backend
+/// takes what applies to it and ignores the rest. Default: every option unset (the
+/// backend's own, system-wide setting).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PtOptions {
+    /// Sockets that hold a copy of this process's page tables, for a backend that keeps
+    /// copies (Mitosis' per-process replication mask, set through numactl in its §6):
+    /// empty = a single tree. `None`: the backend's system-wide setting. Backends with one
+    /// tree per process ignore it.
+    pub replica_sockets: Option<Vec<u32>>,
+}
+
+impl PtOptions {
+    /// Check the options against a machine of `sockets` sockets; errors name `key` (the
+    /// workload key that set them) and the option.
+    pub fn check(&self, key: &str, sockets: u32) -> Result<()> {
+        if let Some(list) = &self.replica_sockets {
+            if let Some(&bad) = list.iter().find(|&&s| s >= sockets) {
+                return Err(Error::config(key, format!("socket {bad} does not exist (the machine has {sockets} sockets, 0..{})", sockets - 1)));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The page tables and frames a backend works on, and the tree depth.
 pub struct PtCtx<'a> {
     pub pt: &'a mut PageTables,
@@ -41,9 +68,10 @@ pub struct PtCtx<'a> {
 }
 
 pub trait PageTableBackend {
-    /// The address space `mm` is created by a core of `socket`: allocate its root table.
-    /// Returns the primary root's arena slot (the tree the OS walks in software).
-    fn create(&mut self, ctx: &mut PtCtx<'_>, mm: u32, socket: u32) -> Result<u32>;
+    /// The address space `mm` is created by a core of `socket`, with the process's
+    /// per-process options `opts`: allocate its root table. Returns the primary root's
+    /// arena slot (the tree the OS walks in software).
+    fn create(&mut self, ctx: &mut PtCtx<'_>, mm: u32, socket: u32, opts: &PtOptions) -> Result<u32>;
 
     /// Root a core of `socket` loads (CR3) for `mm` whose primary root is `primary`.
     fn root_for(&self, _mm: u32, primary: u32, _socket: u32) -> u32 {

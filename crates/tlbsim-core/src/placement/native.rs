@@ -5,7 +5,7 @@
 //! allocation of page-tables on a particular socket"). The root table follows the same
 //! rule. Writes go to the one tree.
 
-use super::{PageTableBackend, PtCtx};
+use super::{PageTableBackend, PtCtx, PtOptions};
 use crate::error::{Error, Result};
 use crate::page_table::{Leaf, PageTables};
 use crate::types::{NodeId, PageSize, Pfn};
@@ -64,7 +64,8 @@ impl Native {
 }
 
 impl PageTableBackend for Native {
-    fn create(&mut self, ctx: &mut PtCtx<'_>, mm: u32, socket: u32) -> Result<u32> {
+    /// One tree per process: `opts.replica_sockets` does not apply (ignored).
+    fn create(&mut self, ctx: &mut PtCtx<'_>, mm: u32, socket: u32, _opts: &PtOptions) -> Result<u32> {
         let node = self.placement.node(socket, self.nodes, &mut self.interleave_next);
         ctx.pt.alloc_table(ctx.mem, node, mm)
     }

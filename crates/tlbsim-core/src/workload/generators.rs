@@ -1609,7 +1609,7 @@ impl Builder {
     }
 
     fn process(&mut self, name: &str, group: usize, regions: Vec<MapSpec>) -> usize {
-        self.w.processes.push(ProcessSpec { name: name.into(), group, regions, threads: Vec::new() });
+        self.w.processes.push(ProcessSpec { name: name.into(), group, regions, threads: Vec::new(), page_tables: Default::default() });
         self.w.processes.len() - 1
     }
 

@@ -80,6 +80,7 @@ fn add_corunner(cfg: &Config, c: &crate::config::CorunnerConfig, w: &mut program
                 daemon: true,
             })
             .collect(),
+        page_tables: Default::default(),
     });
     w.slots = w.slots.max(c.threads as usize);
     if c.after_setup {

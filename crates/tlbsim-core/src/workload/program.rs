@@ -209,6 +209,9 @@ pub struct ProcessSpec {
     /// Regions mapped before the threads start (slot i = regions[i]).
     pub regions: Vec<MapSpec>,
     pub threads: Vec<ThreadSpec>,
+    /// Per-process page-table options for the backend (a replication mask); default: the
+    /// backend's system-wide setting. Inherited by forked children.
+    pub page_tables: crate::placement::PtOptions,
 }
 
 /// A memory cgroup: a limit in 4 KiB pages (0 = unlimited) that reclaim enforces.

@@ -661,7 +661,7 @@ impl Builder {
             .collect();
         let held_threads = root.iter().filter(|&&t| !self.threads[t].first).map(|&t| self.threads[t].declared.expect("root thread")).collect();
         let mut w = Workload {
-            processes: vec![ProcessSpec { name: format!("pid{}", self.threads[root[0]].tid), group: 0, regions: Vec::new(), threads }],
+            processes: vec![ProcessSpec { name: format!("pid{}", self.threads[root[0]].tid), group: 0, regions: Vec::new(), threads, page_tables: Default::default() }],
             files: self.files.iter().map(|&((dev, ino), pages)| super::program::FileSpec { name: format!("dev{dev}:ino{ino}"), pages: pages.max(1) }).collect(),
             slots: 1,
             held_threads,

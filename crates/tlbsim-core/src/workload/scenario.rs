@@ -62,6 +62,10 @@
 //!   one (Xen's blkback: `{ op = "loop", count = 0, body = [{ op = "serve" }, ...] }` in a
 //!   daemon of dom0). os/io.rs.
 //!
+//! A process may take `mitosis_replicas = "all" | "none" | [sockets]`: its own page-table
+//! replication mask under `os.pt_placement = "mitosis"` (overriding `[os.mitosis]
+//! replicas`; inherited by its fork children; ignored by the other backends).
+//!
 //! Virtual machines (`[[workload.scenario.vm]]`, the hypervisor axis, `crate::hypervisor`)
 //! hold their own processes; VM i is domain i in declaration order, the first one dom0,
 //! and top-level processes belong to dom0. Keys: name*, vcpus (default 1), weight (default
@@ -181,6 +185,12 @@ pub struct ScenarioProcess {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub region: Vec<ScenarioRegion>,
     pub thread: Vec<ScenarioThread>,
+    /// This process's page-table replication mask (`"all"`, `"none"` or a list of
+    /// sockets), overriding `[os.mitosis] replicas` for it and its forked children (Mitosis
+    /// §6.2's per-process replication set, given through numactl). Only `os.pt_placement = "mitosis"` replicates;
+    /// other backends ignore it. None: the system-wide mask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mitosis_replicas: Option<crate::placement::mitosis::ReplicaSet>,
 }
 
 /// A pre-mapped region of a process.
@@ -563,7 +573,12 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
                 daemon: t.daemon,
             });
         }
-        processes.push(ProcessSpec { name: p.name.clone(), group, regions, threads });
+        let replica_sockets = match &p.mitosis_replicas {
+            None => None,
+            Some(r) => Some(r.sockets(&format!("{pkey}.mitosis_replicas"), nodes)?),
+        };
+        let page_tables = crate::placement::PtOptions { replica_sockets };
+        processes.push(ProcessSpec { name: p.name.clone(), group, regions, threads, page_tables });
     }
     let Compiler { programs, daemon_programs, .. } = c;
     let workload = Workload { groups, files, processes, programs, slots, daemon_programs, vms, ..Default::default() };

@@ -18,6 +18,7 @@ pub fn remap_under_a_reader(region: MapSpec) -> Workload {
                 ThreadSpec { name: "remap".into(), class: "remap".into(), core: Some(0), program: 0, daemon: false },
                 ThreadSpec { name: "reader".into(), class: "reader".into(), core: Some(1), program: 1, daemon: true },
             ],
+            page_tables: Default::default(),
         }],
         programs: vec![remap, reader],
         slots: 1,
