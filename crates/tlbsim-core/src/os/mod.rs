@@ -851,6 +851,10 @@ impl<P: Coherence> Os<P> {
             mmap_lock: Default::default(),
             barrier_waiting: Vec::new(),
         });
+        let now = self.clock(core);
+        if let Some(numa) = self.numa.as_mut() {
+            numa.process_created(pid, now);
+        }
         Ok(pid)
     }
 

@@ -72,7 +72,7 @@ pub(crate) struct NumaBalancing {
 
 #[derive(Clone, Copy, Default)]
 struct NumaProc {
-    /// When the next scan is due (0: the process has not run yet).
+    /// When the next scan is due.
     next_scan: u64,
     /// Where the next scan starts (`mm->numa_scan_offset`).
     offset: u64,
@@ -158,6 +158,12 @@ impl NumaBalancing {
         &mut self.procs[i]
     }
 
+    /// init_numa_balancing: a new process's first scan is due the delay after its creation.
+    pub(crate) fn process_created(&mut self, pid: u32, now: u64) {
+        let delay = self.delay;
+        *self.proc(pid) = NumaProc { next_scan: now + delay, ..NumaProc::default() };
+    }
+
     /// A frame was freed: its next user starts with no fault history.
     #[inline]
     pub(crate) fn forget(&mut self, pfn: Pfn) {
@@ -174,13 +180,9 @@ impl<P: Coherence> Os<P> {
         let now = self.clock(core);
         let pid = self.threads[thread].pid;
         let Some(numa) = self.numa.as_mut() else { return false };
-        let delay = numa.delay;
         let p = numa.proc(pid);
         if let Some((t, _, _)) = p.in_progress {
             return t == thread;
-        }
-        if p.next_scan == 0 {
-            p.next_scan = now + delay;
         }
         now >= p.next_scan
     }

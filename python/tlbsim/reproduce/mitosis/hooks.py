@@ -7,7 +7,8 @@ all workers: ``main_phase_cycles_per_op``); ``footprint_pages``:
 data pages plus page-table pages (every copy) at their peaks, Table 4's memory;
 ``<call>_cycles_per_call``: the kernel cycles of one mmap / mprotect / munmap (Table 5);
 ``max_remote_leaf_fraction``: Fig. 4's worst socket, the share of leaf PTEs a walker there
-reads from another socket's memory (``page_table_dump``).
+reads from another socket's memory (``page_table_dump``); ``page_table_pages_off_node0``:
+page-table pages on sockets other than 0, where the initializing thread put them all.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ def _per_call(call: str):
     return metric
 
 
+def page_table_pages_off_node0(stats: Mapping[str, Any]) -> float:
+    return float(sum(n["page_table_pages"] for n in stats["totals"]["memory_per_node"][1:]))
+
+
 def max_remote_leaf_fraction(stats: Mapping[str, Any]) -> float:
     return max(s["leaf_ptes_remote_fraction"] for s in stats["page_table_dump"]["sockets"])
 
@@ -55,4 +60,5 @@ METRICS = {
     "mprotect_cycles_per_call": _per_call("mprotect"),
     "munmap_cycles_per_call": _per_call("munmap"),
     "max_remote_leaf_fraction": max_remote_leaf_fraction,
+    "page_table_pages_off_node0": page_table_pages_off_node0,
 }
