@@ -123,8 +123,20 @@ impl<const SAFE: bool> Coherence for Latr<SAFE> {
         // data stays valid in the page cache). A page still mapped elsewhere (copy-on-write
         // sharing after fork, the zero page) could be freed by its other user's own path
         // meanwhile (see "Simplified").
-        let present = req.old_ptes.iter().filter(|&&p| p & crate::page_table::PTE_PRESENT != 0).count();
-        if req.reason == FlushReason::Munmap && !req.global && present == req.frames.len() + req.page_cache_pages as usize {
+        // Counted page by page: a recycling axis (FPR) may free frames of pages it took out
+        // of the request (they stay in their context), so the request's frames need not
+        // be its pages'.
+        let lazy = req.reason == FlushReason::Munmap && !req.global && {
+            let freed: crate::fasthash::FastSet<u64> = req.frames.iter().map(|f| f.0).collect();
+            let present = req.old_ptes.iter().filter(|&&p| p & crate::page_table::PTE_PRESENT != 0);
+            let (mut pages, mut theirs) = (0, 0);
+            for &p in present {
+                pages += 1;
+                theirs += freed.contains(&crate::page_table::pte_pfn(p).0) as usize;
+            }
+            pages == theirs + req.page_cache_pages as usize
+        };
+        if lazy {
             self.lazy_requests += 1;
             plan.delivery = Some(Delivery::Deferred);
         } else {
