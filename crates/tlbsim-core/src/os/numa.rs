@@ -181,10 +181,18 @@ impl<P: Coherence> Os<P> {
         let pid = self.threads[thread].pid;
         let Some(numa) = self.numa.as_mut() else { return false };
         let p = numa.proc(pid);
-        if let Some((t, _, _)) = p.in_progress {
-            return t == thread;
+        match p.in_progress {
+            Some((t, _, _)) if t == thread => true,
+            // Another thread's scan waits for its acks; one whose thread exited meanwhile
+            // is dropped (the next period's scan starts from where it stopped).
+            Some((t, _, _)) => {
+                if self.threads[t].state == super::ThreadState::Exited {
+                    p.in_progress = None;
+                }
+                false
+            }
+            None => now >= p.next_scan,
         }
-        now >= p.next_scan
     }
 
     /// Run (or go on with) the process's scan on `core`: `task_numa_work`.
@@ -215,7 +223,7 @@ impl<P: Coherence> Os<P> {
             let next = self.procs[pid as usize]
                 .vmas
                 .range(..)
-                .find(|(&s, v)| v.end > start && s.max(start) < v.end && !v.reserved && scannable(v))
+                .find(|(_, v)| v.end > start && !v.reserved && scannable(v))
                 .map(|(&s, v)| (s, v.end));
             let Some((vma_start, vma_end)) = next else {
                 // Past the last VMA: the next scan starts over (reset_ptenuma_scan).
