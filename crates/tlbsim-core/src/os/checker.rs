@@ -38,6 +38,23 @@ impl<P: Coherence> Os<P> {
     }
 
 
+    /// Mark, on every core but `except`, the entries of `pid` that translate each page to
+    /// the given frame (a translation just unmapped without a flush; other stale ones are
+    /// left to the flush in flight that covers the page).
+    pub(super) fn mark_stale_caching(&mut self, pid: u32, pages: &[(Vpn, Pfn)], except: usize) {
+        for core in 0..self.cores.len() {
+            if core == except {
+                continue;
+            }
+            let Some(tag) = self.tag_on(core, pid) else { continue };
+            for &(vpn, frame) in pages {
+                let caches = |e: &crate::tlb::TlbEntry| Pfn(e.pfn.0 + (vpn.0 - e.vpn.0)) == frame;
+                let n = self.m.cores[core].tlbs.mark_stale_if(vpn, tag, &caches);
+                self.stats[core].stale_entries_marked += n as u64;
+            }
+        }
+    }
+
     /// After a global request: every entry of every core not flushed entirely that
     /// disagrees with its address space's page table.
     pub(super) fn mark_stale_everywhere(&mut self, flushed: &[usize]) {

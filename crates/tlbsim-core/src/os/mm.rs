@@ -678,6 +678,7 @@ impl<P: Coherence> Os<P> {
     /// (each later use is judged by the axis' rule, `permits_stale_use`).
     fn skip_recycled_flushes(&mut self, core: usize, pid: u32, contexts: &[(u64, u64, u32)], gather: &mut Gather) {
         let (mut skipped, mut kept_pages, mut kept_ptes) = (Vec::new(), Vec::new(), Vec::new());
+        let mut skipped_frames = Vec::new();
         for (&vpn, &old) in gather.pages.iter().zip(&gather.old_ptes) {
             let va = vpn.0 << 12;
             let context = contexts.iter().find(|&&(s, e, _)| va >= s && va < e).map_or(0, |c| c.2);
@@ -687,6 +688,7 @@ impl<P: Coherence> Os<P> {
             };
             if skip {
                 skipped.push(vpn);
+                skipped_frames.push(old);
             } else {
                 kept_pages.push(vpn);
                 kept_ptes.push(old);
@@ -717,7 +719,22 @@ impl<P: Coherence> Os<P> {
         self.charge(core, self.costs.invlpg * skipped.len() as u64);
         self.apply_effects();
         if self.checker {
-            self.mark_stale(pid, &skipped, &[], &[core]);
+            // A page a flush still in flight covers (a copy-on-write break a moment ago)
+            // may be cached by a core under the translation that flush removes, and used
+            // until it arrives: that is the flush's to judge when it completes. Marked now
+            // is only what caches the frame this munmap unmapped.
+            let (mut now, mut in_flight) = (Vec::new(), Vec::new());
+            for (&vpn, &old) in skipped.iter().zip(&skipped_frames) {
+                if self.pages_in_flight.contains_key(&(pid, vpn.0)) {
+                    in_flight.push((vpn, pte_pfn(old)));
+                } else {
+                    now.push(vpn);
+                }
+            }
+            self.mark_stale(pid, &now, &[], &[core]);
+            if !in_flight.is_empty() {
+                self.mark_stale_caching(pid, &in_flight, core);
+            }
         }
     }
 
