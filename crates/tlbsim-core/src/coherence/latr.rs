@@ -68,13 +68,13 @@ pub struct Latr<const SAFE: bool> {
     /// Ranges held back: (mm, start, end, epoch at the hold).
     held: Vec<(u32, u64, u64, u64)>,
     lazy_requests: u64,
-    synchronous_requests: [u64; 10],
+    synchronous_requests: [u64; FlushReason::NAMES.len()],
     ranges_held: u64,
     ranges_released: u64,
     peak_ranges_held: u64,
 }
 
-const REASONS: [(FlushReason, &str); 10] = [
+const REASONS: [(FlushReason, &str); FlushReason::NAMES.len()] = [
     (FlushReason::Munmap, "munmap"),
     (FlushReason::Mprotect, "mprotect"),
     (FlushReason::MadviseDontneed, "madvise"),
@@ -103,7 +103,7 @@ impl<const SAFE: bool> Policy for Latr<SAFE> {
             not_yet_ticked: cores,
             held: Vec::new(),
             lazy_requests: 0,
-            synchronous_requests: [0; 10],
+            synchronous_requests: [0; FlushReason::NAMES.len()],
             ranges_held: 0,
             ranges_released: 0,
             peak_ranges_held: 0,

@@ -23,8 +23,8 @@ use crate::page_table::{pte_pfn, PTE_ACCESSED, PTE_DIRTY, PTE_PRESENT, PTE_USER,
 use crate::types::{CoreId, NodeId, PageSize, Pfn, Vpn};
 use crate::workload::program::{Backing, MapSpec};
 
-const PAGE: u64 = 4096;
-const HUGE: u64 = 2 << 20;
+pub(super) const PAGE: u64 = 4096;
+pub(super) const HUGE: u64 = 2 << 20;
 /// End of x86-64's 47-bit user address space (TASK_SIZE_MAX, rounded).
 const USER_TOP: u64 = 1 << 47;
 
@@ -678,7 +678,7 @@ impl<P: Coherence> Os<P> {
     /// (each later use is judged by the axis' rule, `permits_stale_use`).
     fn skip_recycled_flushes(&mut self, core: usize, pid: u32, contexts: &[(u64, u64, u32)], gather: &mut Gather) {
         let (mut skipped, mut kept_pages, mut kept_ptes) = (Vec::new(), Vec::new(), Vec::new());
-        let mut skipped_frames = Vec::new();
+        let mut skipped_ptes = Vec::new();
         for (&vpn, &old) in gather.pages.iter().zip(&gather.old_ptes) {
             let va = vpn.0 << 12;
             let context = contexts.iter().find(|&&(s, e, _)| va >= s && va < e).map_or(0, |c| c.2);
@@ -688,7 +688,7 @@ impl<P: Coherence> Os<P> {
             };
             if skip {
                 skipped.push(vpn);
-                skipped_frames.push(old);
+                skipped_ptes.push(old);
             } else {
                 kept_pages.push(vpn);
                 kept_ptes.push(old);
@@ -724,7 +724,7 @@ impl<P: Coherence> Os<P> {
             // until it arrives: that is the flush's to judge when it completes. Marked now
             // is only what caches the frame this munmap unmapped.
             let (mut now, mut in_flight) = (Vec::new(), Vec::new());
-            for (&vpn, &old) in skipped.iter().zip(&skipped_frames) {
+            for (&vpn, &old) in skipped.iter().zip(&skipped_ptes) {
                 if self.pages_in_flight.contains_key(&(pid, vpn.0)) {
                     in_flight.push((vpn, pte_pfn(old)));
                 } else {

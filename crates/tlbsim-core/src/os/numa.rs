@@ -45,6 +45,7 @@
 //! their memory, `numa_preferred_nid`, NUMA groups) is not modelled: threads stay where
 //! the workload pins them.
 
+use super::mm::{HUGE, PAGE};
 use super::{Gather, Os};
 use crate::coherence::{Coherence, FlushReason};
 use crate::config::Config;
@@ -54,7 +55,6 @@ use crate::memory::FrameKind;
 use crate::page_table::{make_pte, pte_pfn, Leaf, PTE_PFN_MASK, PTE_PROTNONE};
 use crate::types::{NodeId, Pfn, Vpn};
 
-const PAGE: u64 = 4096;
 
 /// AutoNUMA's state: its parameters in cycles and pages, per process its scan, per frame
 /// its last hinting fault.
@@ -216,7 +216,6 @@ impl<P: Coherence> Os<P> {
                 (scan_pages as i64, 8 * scan_pages as i64)
             }
         };
-        let start_span = now;
         let mut start = self.numa.as_ref().map_or(0, |n| n.procs[pid as usize].offset);
         loop {
             // The VMA at or after `start` that the scan may change.
@@ -231,8 +230,7 @@ impl<P: Coherence> Os<P> {
                 break;
             };
             let from = start.max(vma_start);
-            let huge = 2 << 20;
-            let end = ((from + (pages.max(1) as u64) * PAGE).div_ceil(huge) * huge).min(vma_end);
+            let end = ((from + (pages.max(1) as u64) * PAGE).div_ceil(HUGE) * HUGE).min(vma_end);
             let (changed, waits) = self.change_prot_numa(core, pid, from, end);
             let span = ((end - from) / PAGE) as i64;
             if changed > 0 {
@@ -247,7 +245,7 @@ impl<P: Coherence> Os<P> {
                     let p = numa.proc(pid);
                     p.offset = start;
                     p.in_progress = Some((thread, pages, virt));
-                    self.set_kernel_span(core, start_span);
+                    self.set_kernel_span(core, now);
                     return Ok(());
                 }
                 break;
@@ -257,7 +255,7 @@ impl<P: Coherence> Os<P> {
             }
         }
         self.numa.as_mut().expect("numa balancing on").proc(pid).offset = start;
-        self.set_kernel_span(core, start_span);
+        self.set_kernel_span(core, now);
         Ok(())
     }
 
@@ -272,7 +270,7 @@ impl<P: Coherence> Os<P> {
         while let Some((at, leaf)) = self.next_leaf(pid, page, end) {
             page = at;
             if leaf.level != 1 {
-                page = (page & !((2 << 20) - 1)) + (2 << 20);
+                page = (page & !(HUGE - 1)) + HUGE;
                 continue;
             }
             page += PAGE;
@@ -335,10 +333,8 @@ impl<P: Coherence> Os<P> {
             return Ok(());
         };
         self.take_frame_identity(core, old, new);
-        if let Some(n) = self.numa.as_mut() {
-            n.last_fault.remove(&old.0);
-            n.last_fault.insert(new.0, (thread, node));
-        }
+        // The old frame forgets its faults when it is freed (`forget`).
+        self.numa.as_mut().expect("numa balancing on").last_fault.insert(new.0, (thread, node));
         let old_pte = self.pte_write(core, pid, page, &leaf, make_pte(new, restored & !PTE_PFN_MASK));
         self.ptl_release(core, &mut ptl);
         self.drop_frame_identity(old);

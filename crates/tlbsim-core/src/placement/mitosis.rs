@@ -319,18 +319,16 @@ impl Mitosis {
 impl PageTableBackend for Mitosis {
     fn create(&mut self, ctx: &mut PtCtx<'_>, mm: u32, socket: u32, opts: &PtOptions) -> Result<u32> {
         // The process's own mask, else the system-wide one.
-        let own;
-        let mask: &[u32] = match &opts.replica_sockets {
+        let mask = match &opts.replica_sockets {
             Some(list) => {
                 opts.check("ProcessSpec.page_tables.replica_sockets", self.nodes)?;
-                let mut v = list.clone();
-                v.sort_unstable();
-                v.dedup();
+                let mut own = list.clone();
+                own.sort_unstable();
+                own.dedup();
                 self.own_masks += 1;
-                own = v;
-                &own
+                own
             }
-            None => &self.mask,
+            None => self.mask.clone(),
         };
         let single_socket = if mask.len() == 1 { Some(mask[0]) } else { None };
         let mut roots = vec![NO_SLOT; self.nodes as usize];
