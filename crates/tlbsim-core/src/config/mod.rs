@@ -388,7 +388,8 @@ pub struct WorkloadConfig {
     /// `scenario` (the OS-mode scenario in `[workload.scenario]`), or a built-in OS-mode
     /// generator: `shootdown-patterns`, `fpr-munmap`, `fpr-evict`, `ycsb`, `apache`,
     /// `vmscale`, `reclaim`, `stm-mprotect`, `mitosis-bench`, `vma-ops`, `mactest`,
-    /// `cowsingle`, `cowmultiple`, `wordcount`, `vm-mix` (`crate::workload::generators`),
+    /// `cowsingle`, `cowmultiple`, `wordcount`, `vm-mix`, `parsec-like`
+    /// (`crate::workload::generators`),
     /// or `recorded` (a `tlbsim record` recording replayed through the OS model,
     /// `crate::workload::recorded`).
     pub kind: String,
@@ -402,7 +403,7 @@ pub struct WorkloadConfig {
     /// synthetic: number of threads (pinned to cores 0..threads), sharing one address
     /// space. fpr-munmap: N of the case (I/O, compute or mixed threads, FPR Fig. 6);
     /// apache: worker threads; vmscale: tasks (threads or processes, as the test runs
-    /// them); reclaim: compressor threads; stm-mprotect, mactest, cowmultiple: threads;
+    /// them); reclaim: compressor threads; parsec-like dedup: threads in each middle stage (`-t`, 0 = 4); stm-mprotect, mactest, cowmultiple: threads;
     /// wordcount: map workers. 0 = one per core.
     pub threads: u32,
     /// synthetic: `random`, `sequential` or `strided`. shootdown-patterns: the name of a
@@ -410,7 +411,7 @@ pub struct WorkloadConfig {
     pub pattern: String,
     /// synthetic: bytes of the region each thread accesses. vmscale, reclaim: the whole
     /// working set (vmscale splits it among the tasks, as vm-scalability sizes each task
-    /// `mem / nr_task`; reclaim: the size of the file compressed).
+    /// `mem / nr_task`; reclaim: the size of the file compressed; parsec-like dedup: the input).
     pub region_bytes: u64,
     /// synthetic: accesses per thread.
     pub accesses: u64,
@@ -443,7 +444,7 @@ pub struct WorkloadConfig {
     /// mitosis-bench: `gups`, `btree`, `hashjoin`, `xsbench`, `canneal`, `memcached`,
     /// `redis` or `graph500`. vma-ops: `mmap`, `mprotect` or `munmap`. stm-mprotect:
     /// `genome`, `vacation` or `labyrinth` (STAMP's transactions; empty: the generic ones).
-    /// vm-mix: `tpcc-tpcc` (default) or `tpcc-vortex`.
+    /// vm-mix: `tpcc-tpcc` (default) or `tpcc-vortex`. parsec-like: `dedup`.
     pub test: String,
     /// vm-mix: where the VCPUs run: `none` (default: anywhere) or `0012` (dom0's two VCPUs
     /// pinned to CPU 0, dom1's and dom2's to CPU 1; the tag paper's TPCC-*-0012).

@@ -165,6 +165,18 @@ impl<P: Coherence> Os<P> {
                 self.threads[thread].slots[slot] = (va, len);
                 self.advance(thread);
             }
+            Op::SubRange { slot, of, offset, len } => {
+                let (va, held) = self.threads[thread].slots[of];
+                if offset + len > held {
+                    return Err(Error::Sim(format!(
+                        "thread {:?}: bytes {offset:#x}..{:#x} of region slot {of} do not exist (it holds {held:#x} bytes)",
+                        self.threads[thread].name,
+                        offset + len
+                    )));
+                }
+                self.threads[thread].slots[slot] = (va + offset, len);
+                self.advance(thread);
+            }
             Op::Spawn { thread: declared } => self.spawn_held(core, thread, declared),
             Op::Post { token } => self.post(core, thread, token),
             Op::Wait { token, count } => self.wait_token(core, thread, token, count, until)?,

@@ -29,6 +29,8 @@
 //! - `vm-mix`: the tag paper §5: dom0 and two guests under the hypervisor, a TPC-C-like
 //!   OLTP guest beside another one or a vortex-like one (`test = "tpcc-tpcc" |
 //!   "tpcc-vortex"`, `pinning = "none" | "0012"`), as instruction streams.
+//! - `parsec-like`: ABIS §5.4: PARSEC programs as they use memory, through a model of
+//!   glibc's malloc (`test = "dedup"`; `crate::workload::parsec`).
 //!
 //! Sizes default small (`ops`, `region_bytes`, ...), so that a default run takes seconds.
 //! Anything a paper does not say and a generator had to choose is marked **[inferred]**.
@@ -40,7 +42,7 @@ use serde::Deserialize;
 
 /// The generator kinds, as `workload.kind` names them.
 pub const KINDS: &[&str] =
-    &["shootdown-patterns", "fpr-munmap", "fpr-evict", "ycsb", "apache", "vmscale", "reclaim", "stm-mprotect", "mitosis-bench", "vma-ops", "mactest", "cowsingle", "cowmultiple", "wordcount", "vm-mix"];
+    &["shootdown-patterns", "fpr-munmap", "fpr-evict", "ycsb", "apache", "vmscale", "reclaim", "stm-mprotect", "mitosis-bench", "vma-ops", "mactest", "cowsingle", "cowmultiple", "wordcount", "vm-mix", "parsec-like"];
 
 const PAGE: u64 = 4096;
 /// A spinning daemon's compute step: short (one engine quantum, `sim.quantum_cycles`'s
@@ -70,6 +72,7 @@ pub fn build(cfg: &Config) -> Result<Workload> {
         "cowmultiple" => cow_micro(cfg, true)?,
         "wordcount" => wordcount(cfg)?,
         "vm-mix" => vm_mix(cfg)?,
+        "parsec-like" => super::parsec::parsec_like(cfg)?,
         k => return Err(Error::config("workload.kind", format!("{k:?} is not a generator: use one of {}", KINDS.join(", ")))),
     };
     w.check(cfg.cores())
@@ -1701,7 +1704,7 @@ fn memory_limit_mib_or_half(cfg: &Config) -> Result<u64> {
     Ok(mib)
 }
 
-fn check_range(key: &str, v: u64, lo: u64, hi: u64) -> Result<()> {
+pub(super) fn check_range(key: &str, v: u64, lo: u64, hi: u64) -> Result<()> {
     if v < lo || v > hi {
         return Err(Error::config(key, format!("{v} is out of range: allowed {lo} to {hi}")));
     }

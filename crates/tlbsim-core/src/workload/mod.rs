@@ -3,7 +3,9 @@
 //! [`program::Workload`] that the OS model (`crate::os`) interprets.
 
 pub mod generators;
+pub mod parsec;
 pub mod program;
+pub mod ptmalloc;
 pub mod recorded;
 pub mod scenario;
 pub mod synthetic;

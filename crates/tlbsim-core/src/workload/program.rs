@@ -117,6 +117,10 @@ pub enum Op {
     /// `Munmap`, `Mprotect`, ... that follows acts on it; an `Mmap` with `fixed` maps there,
     /// replacing what it overlaps, as MAP_FIXED does).
     SetRange { slot: usize, va: u64, len: u64 },
+    /// Region slot `slot` now names `[offset, offset + len)` bytes of region slot `of`'s
+    /// current range: a pointer into memory the thread already holds, e.g. the tail of a
+    /// malloc heap the allocator gives back (`crate::workload::ptmalloc`). Page-aligned.
+    SubRange { slot: usize, of: usize, offset: u64, len: u64 },
     /// Start the declared thread `thread` (its index among the workload's threads in
     /// declaration order; it must be declared `held`): pthread_create's clone.
     Spawn { thread: u32 },
@@ -182,6 +186,8 @@ impl Op {
             | Op::Msync { slot }
             | Op::MigratePages { slot, .. }
             | Op::SetRange { slot, .. } => Some(*slot),
+            // Both slots must exist: the higher one counts.
+            Op::SubRange { slot, of, .. } => Some((*slot).max(*of)),
             _ => None,
         }
     }
@@ -421,6 +427,9 @@ impl Workload {
                     }
                     Op::SetRange { va, len, .. } if va % 4096 != 0 || *len == 0 || va.checked_add(*len).is_none_or(|e| e > 1 << 47) => {
                         return Err(format!("{}: range {va:#x}+{len:#x} is not a page-aligned user range", at()))
+                    }
+                    Op::SubRange { offset, len, .. } if offset % 4096 != 0 || len % 4096 != 0 || *len == 0 || offset.checked_add(*len).is_none() => {
+                        return Err(format!("{}: sub-range {offset:#x}+{len:#x} is not a page-aligned, non-empty range", at()))
                     }
                     Op::Spawn { thread } if !self.held_threads.contains(thread) => {
                         return Err(format!("{}: thread {thread} is not held (only a held thread is spawned)", at()))

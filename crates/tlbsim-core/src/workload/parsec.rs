@@ -1,0 +1,377 @@
+//! `workload.kind = "parsec-like"`: PARSEC 3.0 programs as they use memory (ABIS §5.4,
+//! Fig. 8), so that their page faults and shootdowns come from what the program and its
+//! allocator do, not from a rate. `workload.test` picks the program:
+//!
+//! - **`dedup`** (PARSEC's pthreads encoder, pkgs/kernels/dedup/src/encoder.c; the
+//!   `-t threads` pipeline Fragment → FragmentRefine → Deduplicate → Compress → Reorder,
+//!   one thread at each end and `threads` in each middle stage):
+//!   - *Fragment* reads the input `region_bytes` (native: 672 MB) into buffers of
+//!     MAXBUF = 128 MB (each a malloc above the mmap threshold: a mapping of its own) and
+//!     cuts them into coarse chunks ANCHOR_JUMP = 2 MB apart.
+//!   - *Refine* reads each coarse chunk (Rabin fingerprints) and cuts it into fine chunks at
+//!     anchors: a 32-byte window whose fingerprint has its low 12 bits clear (rabin.h's
+//!     NWINDOW and RabinMask), so a fine chunk is 32 bytes plus a geometric length of mean
+//!     4 KiB; one `chunk_t` (192 bytes) is malloc'd per fine chunk, in the refiner's arena.
+//!   - *Deduplicate* reads each fine chunk (SHA-1) and looks it up; a duplicate skips
+//!     compression.
+//!   - *Compress* runs zlib's compress() on each unique chunk (sub_Compress): malloc of the
+//!     output buffer (`n + n/512 + 12` bytes), deflateInit's five allocations (the state,
+//!     5,936 bytes; window, prev, head and pending_buf, 64 KiB each, zlib 1.2.8 at level 6
+//!     with memLevel 8), the compression (head is cleared whole, the window holds the input,
+//!     prev 2 bytes per position, pending_buf the output and the symbol buffers), deflateEnd's
+//!     frees in its order (pending_buf, head, prev, window, state), and realloc of the
+//!     output to its compressed size. Then it drops its reference to the 128 MB buffer; the
+//!     last one frees it (munmap).
+//!   - *Reorder* writes the chunks out in input order (write() reads the compressed bytes)
+//!     and frees each output buffer: a free into the compressing thread's arena, from
+//!     another thread.
+//!   - Every malloc and free goes through [`super::ptmalloc`] (glibc 2.23: one arena per
+//!     thread, heap_trim giving back the top beyond 128 KiB with madvise(MADV_DONTNEED)).
+//!     So the shootdowns are heap trims, and the faults are the trimmed pages used again.
+//!   - Pipeline order: stage queues become completion tokens. Coarse chunk `c` goes to
+//!     refiner, deduplicator and compressor `c % threads` (the program's queues hand out
+//!     groups of 20 items to whichever thread asks; round-robin is the even share). A
+//!     compressor starts its chunk `j + 2` only after the writer has freed the outputs of its
+//!     chunk `j`, and the writer frees those only after the compressor has finished its
+//!     chunk `j + 1`: the order of each arena's calls that the allocator model assumed. The
+//!     real queues give about that order when the writer keeps up.
+//!   - One operation = one unique fine chunk compressed.
+//!
+//! CPU work between memory accesses, per byte **[inferred]** (public zlib and OpenSSL
+//! figures for a ~3 GHz core): Rabin 4 cycles, SHA-1 10, deflate level 6 40, write() 2;
+//! read() of the input 1. Duplicate chunks: 20% **[inferred]**; compressed size: half
+//! **[inferred]**. Sequential passes over data touch every `stride` bytes (default 64);
+//! the allocator's buffers are touched once per page (their memset and fill cost is in
+//! the cycles), so that the run stays affordable.
+//!
+//! Simplified: the hash table and its locks; the output file's page cache; fine chunks of
+//! one coarse chunk all go to one deduplicator and compressor (the program sends them in
+//! groups of 20 to the next stage's queue).
+
+use super::program::{AccessMode, MapSpec, Op, Pattern, ProcessSpec, ThreadSpec, Workload};
+use super::ptmalloc::{Arena, Released, HEAP_BYTES};
+use crate::config::Config;
+use crate::error::{Error, Result};
+
+const PAGE: u64 = 4096;
+/// MAXBUF (dedupdef.h): the read buffer.
+const READ_BUFFER: u64 = 128 << 20;
+/// ANCHOR_JUMP (dedupdef.h): coarse chunks are this far apart.
+const COARSE: u64 = 2 << 20;
+/// rabin.h NWINDOW: the shortest fine chunk.
+const WINDOW: u64 = 32;
+/// 1 / P(anchor at a byte): RabinMask = 0xfff.
+const MEAN_ANCHOR_GAP: f64 = 4096.0;
+/// sizeof(chunk_t) on x86-64 with pthreads (header with mutex and condition variable, SHA-1,
+/// two mbuffers, a reference, the sequence number), rounded.
+const CHUNK_T: u64 = 192;
+/// zlib 1.2.8 deflateInit2_ at level 6, windowBits 15, memLevel 8: sizeof(deflate_state),
+/// then window (2 × 32 KiB), prev (32 Ki × 2 bytes), head (32 Ki × 2 bytes), pending_buf
+/// (lit_bufsize 16 Ki × 4 bytes).
+const DEFLATE_STATE: u64 = 5_936;
+const DEFLATE_BUFFER: u64 = 64 << 10;
+/// Where pending_buf's symbol buffers start (d_buf at lit_bufsize bytes, l_buf at 3 ×).
+const D_BUF: u64 = 16 << 10;
+const L_BUF: u64 = 48 << 10;
+
+/// Cycles per byte **[inferred]**: see the module header.
+const RABIN_CPB: u64 = 4;
+const SHA1_CPB: u64 = 10;
+const DEFLATE_CPB: u64 = 40;
+const WRITE_CPB: u64 = 2;
+const READ_CPB: u64 = 1;
+/// Memset or copy of a buffer the model touches per page: 16 bytes per cycle.
+const FILL_BYTES_PER_CYCLE: u64 = 16;
+/// Duplicate share and compression ratio **[inferred]**.
+const DUPLICATE_PERCENT: u64 = 20;
+const COMPRESSED_PERCENT: u64 = 50;
+
+pub fn parsec_like(cfg: &Config) -> Result<Workload> {
+    match cfg.workload.test.as_str() {
+        "dedup" => dedup(cfg),
+        t => Err(Error::config("workload.test", format!("{t:?} is not a parsec-like program: use \"dedup\""))),
+    }
+}
+
+/// Region slots of the dedup process: compressor arenas, refiner arenas, then the read buffers.
+struct Slots {
+    n: usize,
+}
+
+impl Slots {
+    fn compress_arena(&self, k: usize) -> usize {
+        k
+    }
+    fn refine_arena(&self, r: usize) -> usize {
+        self.n + r
+    }
+    fn buffer(&self, b: usize) -> usize {
+        2 * self.n + b
+    }
+    /// A scratch slot for madvise ranges (per thread, so any thread may use the same one).
+    fn scratch(&self, buffers: usize) -> usize {
+        2 * self.n + buffers
+    }
+}
+
+/// One fine chunk: where it lies in its read buffer, and whether it is a duplicate.
+#[derive(Clone, Copy)]
+struct Fine {
+    offset: u64,
+    len: u64,
+    duplicate: bool,
+}
+
+fn dedup(cfg: &Config) -> Result<Workload> {
+    let w = &cfg.workload;
+    let n = if w.threads == 0 { 4 } else { w.threads as usize };
+    let input = w.region_bytes / PAGE * PAGE;
+    super::generators::check_range("workload.region_bytes", input, COARSE, 1 << 36)?;
+    super::generators::check_range("workload.stride", w.stride, 1, 1 << 20)?;
+    let stride = w.stride;
+    let buffers = input.div_ceil(READ_BUFFER) as usize;
+    let coarse_chunks = input.div_ceil(COARSE) as usize;
+    let slots = Slots { n };
+    let scratch = slots.scratch(buffers);
+
+    // Tokens: coarse chunks read (in order), chunks written (in order), and per thread of
+    // the middle stages its chunks done.
+    let (fragmented, written) = (0u32, 1u32);
+    let refined = |r: usize| 2 + r as u32;
+    let deduped = |d: usize| 2 + (n + d) as u32;
+    let compressed = |k: usize| 2 + (2 * n + k) as u32;
+
+    // Fine chunks of each coarse chunk, from the run's seed.
+    let mut rng = crate::rng::SplitMix64::derive(cfg.seed, 0xded0_0000);
+    let mut fine: Vec<Vec<Fine>> = Vec::with_capacity(coarse_chunks);
+    for c in 0..coarse_chunks {
+        let start = c as u64 * COARSE;
+        let end = (start + COARSE).min(input);
+        let mut v = Vec::new();
+        let mut at = start;
+        while at < end {
+            let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+            let gap = WINDOW + (-(1.0 - u).ln() * MEAN_ANCHOR_GAP) as u64;
+            let len = gap.min(end - at);
+            let duplicate = rng.below(100) < DUPLICATE_PERCENT;
+            v.push(Fine { offset: at % READ_BUFFER, len, duplicate });
+            at += len;
+        }
+        fine.push(v);
+    }
+    let buffer_of = |c: usize| (c as u64 * COARSE / READ_BUFFER) as usize;
+    let last_chunk_of_buffer = |b: usize| ((((b as u64 + 1) * READ_BUFFER).min(input) - 1) / COARSE) as usize;
+
+    let pass = |slot: usize, mode: AccessMode, offset: u64, len: u64, stride: u64| Op::Access {
+        slot,
+        pattern: Pattern::Sequential,
+        mode,
+        count: len.div_ceil(stride).max(1),
+        offset,
+        len,
+        stride,
+    };
+    // Touch [offset, offset + len) of an arena once per page it spans.
+    let touch = |slot: usize, offset: u64, len: u64| {
+        let first = offset / PAGE * PAGE;
+        let end = (offset + len).div_ceil(PAGE) * PAGE;
+        pass(slot, AccessMode::Write, first, end - first, PAGE)
+    };
+    let madvise = |ops: &mut Vec<Op>, arena: usize, released: Released| {
+        if let Some((offset, len)) = released {
+            ops.push(Op::SubRange { slot: scratch, of: arena, offset, len });
+            ops.push(Op::MadviseDontneed { slot: scratch });
+        }
+    };
+    let compute = |cycles: u64| Op::Compute { cycles: cycles.max(1) };
+
+    let mut fragment = Vec::new();
+    let mut refine = vec![Vec::new(); n];
+    let mut dedupe = vec![Vec::new(); n];
+    let mut compress = vec![Vec::new(); n];
+    let mut writer = Vec::new();
+
+    // Fragment: read each buffer whole, then hand out its coarse chunks.
+    for b in 0..buffers {
+        let len = (input - b as u64 * READ_BUFFER).min(READ_BUFFER);
+        fragment.push(pass(slots.buffer(b), AccessMode::Write, 0, len, stride));
+        fragment.push(compute(len * READ_CPB));
+        for _ in (b as u64 * READ_BUFFER / COARSE)..((b as u64 * READ_BUFFER + len).div_ceil(COARSE)) {
+            fragment.push(Op::Post { token: fragmented });
+        }
+    }
+    fragment.push(Op::Exit);
+
+    // Refine and deduplicate: per coarse chunk, on thread c % n.
+    let mut refine_arenas: Vec<Arena> = (0..n).map(|_| Arena::new()).collect();
+    for (c, chunks) in fine.iter().enumerate() {
+        let (t, buffer) = (c % n, slots.buffer(buffer_of(c)));
+        let start = c as u64 * COARSE % READ_BUFFER;
+        let len: u64 = chunks.iter().map(|f| f.len).sum();
+        let ops = &mut refine[t];
+        ops.push(Op::Sleep { token: fragmented, count: c as u32 + 1 });
+        ops.push(pass(buffer, AccessMode::Read, start, len, stride));
+        ops.push(compute(len * RABIN_CPB));
+        let arena = &mut refine_arenas[t];
+        let first = arena.malloc(CHUNK_T).ok_or_else(|| heap_full("refine"))?;
+        for _ in 1..chunks.len() {
+            arena.malloc(CHUNK_T).ok_or_else(|| heap_full("refine"))?;
+        }
+        ops.push(touch(slots.refine_arena(t), first, chunks.len() as u64 * (CHUNK_T + 16)));
+        ops.push(Op::Post { token: refined(t) });
+
+        let ops = &mut dedupe[t];
+        ops.push(Op::Sleep { token: refined(t), count: (c / n) as u32 + 1 });
+        ops.push(pass(buffer, AccessMode::Read, start, len, stride));
+        ops.push(compute(len * SHA1_CPB));
+        ops.push(Op::Post { token: deduped(t) });
+    }
+    for t in 0..n {
+        refine[t].push(Op::Exit);
+        dedupe[t].push(Op::Exit);
+    }
+
+    // Compress and write, in the order each compressor's arena sees its calls (module
+    // header): compress j, compress j + 1, the writer's frees of j, compress j + 2, ...
+    let mut arenas: Vec<Arena> = (0..n).map(|_| Arena::new()).collect();
+    // Per coarse chunk, its outputs (arena offset, compressed length) for the writer.
+    let mut outputs: Vec<Vec<Option<(u64, u64)>>> = vec![Vec::new(); coarse_chunks];
+    let chunks_of = |k: usize| if k < coarse_chunks { (coarse_chunks - k).div_ceil(n) } else { 0 };
+    let compress_chunk = |c: usize, arena: &mut Arena, ops: &mut Vec<Op>, outputs: &mut Vec<Option<(u64, u64)>>| -> Result<()> {
+        let k = c % n;
+        let slot = slots.compress_arena(k);
+        let buffer = slots.buffer(buffer_of(c));
+        let j = c / n;
+        ops.push(Op::Sleep { token: deduped(k), count: j as u32 + 1 });
+        if c >= 2 * n {
+            ops.push(Op::Sleep { token: written, count: (c - 2 * n) as u32 + 1 });
+        }
+        for f in &fine[c] {
+            if f.duplicate {
+                outputs.push(None);
+                continue;
+            }
+            let full = |a: &mut Arena, bytes: u64| a.malloc(bytes).ok_or_else(|| heap_full("compress"));
+            let out = full(arena, f.len + f.len / 512 + 12)?;
+            let state = full(arena, DEFLATE_STATE)?;
+            let window = full(arena, DEFLATE_BUFFER)?;
+            let prev = full(arena, DEFLATE_BUFFER)?;
+            let head = full(arena, DEFLATE_BUFFER)?;
+            let pending = full(arena, DEFLATE_BUFFER)?;
+            let packed = (f.len * COMPRESSED_PERCENT / 100).max(1);
+            let symbols = (f.len.min(D_BUF - 1) / 2).max(1);
+            ops.push(touch(slot, state, DEFLATE_STATE));
+            ops.push(touch(slot, head, DEFLATE_BUFFER));
+            ops.push(pass(buffer, AccessMode::Read, f.offset, f.len, stride));
+            ops.push(touch(slot, window, f.len.min(DEFLATE_BUFFER)));
+            ops.push(touch(slot, prev, (2 * f.len).min(DEFLATE_BUFFER)));
+            ops.push(touch(slot, pending, packed.min(D_BUF)));
+            ops.push(touch(slot, pending + D_BUF, 2 * symbols));
+            ops.push(touch(slot, pending + L_BUF, symbols));
+            ops.push(touch(slot, out, packed));
+            ops.push(compute(f.len * DEFLATE_CPB + (DEFLATE_STATE + DEFLATE_BUFFER + f.len) / FILL_BYTES_PER_CYCLE));
+            for chunk in [pending, head, prev, window, state] {
+                let released = arena.free(chunk);
+                madvise(ops, slot, released);
+            }
+            let released = arena.shrink(out, packed);
+            madvise(ops, slot, released);
+            ops.push(Op::CountOp);
+            outputs.push(Some((out, packed)));
+        }
+        ops.push(Op::Post { token: compressed(k) });
+        // The last reference to a read buffer goes with its last coarse chunk: free (munmap)
+        // once every compressor is past that buffer's chunks.
+        let b = buffer_of(c);
+        if c == last_chunk_of_buffer(b) {
+            for other in (0..n).filter(|&o| o != k) {
+                let done = (b * (READ_BUFFER / COARSE) as usize..=c).filter(|x| x % n == other).count();
+                let before = (0..b * (READ_BUFFER / COARSE) as usize).filter(|x| x % n == other).count();
+                if done > 0 {
+                    ops.push(Op::Sleep { token: compressed(other), count: (before + done) as u32 });
+                }
+            }
+            ops.push(Op::Munmap { slot: buffer });
+        }
+        Ok(())
+    };
+    let write_chunk = |c: usize, arena: &mut Arena, ops: &mut Vec<Op>, outputs: &[Option<(u64, u64)>]| {
+        let k = c % n;
+        let j = c / n;
+        ops.push(Op::Sleep { token: compressed(k), count: (j + 2).min(chunks_of(k)) as u32 });
+        let slot = slots.compress_arena(k);
+        let mut bytes = 0;
+        for out in outputs {
+            match out {
+                Some((offset, packed)) => {
+                    ops.push(pass(slot, AccessMode::Read, offset + 16, *packed, stride));
+                    bytes += packed;
+                    let released = arena.free(*offset);
+                    madvise(ops, slot, released);
+                }
+                // A duplicate: its SHA-1 is written instead.
+                None => bytes += 20,
+            }
+        }
+        ops.push(compute(bytes * WRITE_CPB));
+        ops.push(Op::Post { token: written });
+    };
+    // Arena k's calls: compress(k), compress(k + n), then write(j) before compress(j + 2n).
+    for c in 0..coarse_chunks {
+        let k = c % n;
+        let j = c / n;
+        if j < 2 {
+            let mut out = Vec::new();
+            compress_chunk(c, &mut arenas[k], &mut compress[k], &mut out)?;
+            outputs[c] = out;
+        }
+    }
+    for c in 0..coarse_chunks {
+        let k = c % n;
+        let next = c + 2 * n;
+        let taken = std::mem::take(&mut outputs[c]);
+        write_chunk(c, &mut arenas[k], &mut writer, &taken);
+        if next < coarse_chunks {
+            let mut out = Vec::new();
+            compress_chunk(next, &mut arenas[k], &mut compress[k], &mut out)?;
+            outputs[next] = out;
+        }
+    }
+    for ops in compress.iter_mut() {
+        ops.push(Op::Exit);
+    }
+    writer.push(Op::Exit);
+
+    let mut w_out = Workload::default();
+    let arena_region = MapSpec { fpr: false, fixed: false, bytes: HEAP_BYTES, backing: super::program::Backing::Anonymous, shared: false, populate: false, writable: true };
+    let mut regions = vec![arena_region.clone(); 2 * n];
+    for b in 0..buffers {
+        let len = (input - b as u64 * READ_BUFFER).min(READ_BUFFER);
+        regions.push(MapSpec { bytes: len, ..arena_region.clone() });
+    }
+    let mut threads = Vec::new();
+    let mut add = |name: String, class: &str, ops: Vec<Op>| {
+        w_out.programs.push(ops);
+        threads.push(ThreadSpec { name, class: class.into(), core: None, program: w_out.programs.len() - 1, daemon: false });
+    };
+    add("fragment".into(), "fragment", fragment);
+    for (t, ops) in refine.into_iter().enumerate() {
+        add(format!("refine{t}"), "refine", ops);
+    }
+    for (t, ops) in dedupe.into_iter().enumerate() {
+        add(format!("dedup{t}"), "dedup", ops);
+    }
+    for (t, ops) in compress.into_iter().enumerate() {
+        add(format!("compress{t}"), "compress", ops);
+    }
+    add("reorder".into(), "reorder", writer);
+    w_out.groups.push(super::program::GroupSpec { name: "root".into(), limit_pages: 0 });
+    w_out.processes.push(ProcessSpec { name: "dedup".into(), group: 0, regions, threads, page_tables: Default::default() });
+    w_out.tokens = 2 + 3 * n as u32;
+    w_out.slots = scratch + 1;
+    Ok(w_out)
+}
+
+fn heap_full(stage: &str) -> Error {
+    Error::config("workload.region_bytes", format!("dedup's {stage} arena outgrew its 64 MiB heap: use a smaller input"))
+}
