@@ -3,6 +3,9 @@
 ``remote_targets_per_shootdown``: remote cores a shootdown reached, per shootdown sent
 (ABIS §5.3: "a shootdown is sent on average to 10 remote cores in ABIS, and to 18 cores
 using baseline Linux").
+``shootdowns_per_request``: shootdowns sent per request the Apache workers served (ABIS
+§5.2: in the baseline "the amount of sent TLB shootdowns becomes almost identical to the
+number of requests that Apache serves").
 """
 
 from __future__ import annotations
@@ -16,6 +19,12 @@ def remote_targets_per_shootdown(stats: Mapping[str, Any]) -> float | None:
     return float(t.get("shootdown_ipis_received", 0)) / sent if sent > 0 else None
 
 
+def shootdowns_per_request(stats: Mapping[str, Any]) -> float | None:
+    served = float(stats.get("per_class", {}).get("worker", {}).get("ops_completed", 0))
+    return float(stats["totals"].get("shootdowns_sent", 0)) / served if served > 0 else None
+
+
 METRICS = {
     "remote_targets_per_shootdown": remote_targets_per_shootdown,
+    "shootdowns_per_request": shootdowns_per_request,
 }
