@@ -199,3 +199,58 @@ fn a_migrated_pte_keeps_linux_young_bit_in_software_and_is_not_flushed_twice() {
     // ... and the next migration of the untouched page needs none.
     assert!(plan(&mut p, false).is_empty());
 }
+
+/// ABIS §5.2 as run with `test = "mpm_event"`: 14 cores, the server on 0-7 and wrk on 8-13,
+/// 6 wrk threads of `ops` requests each.
+fn mpm_event(coherence: &str, ops: u64) -> serde_json::Value {
+    let cfg = serde_json::json!({
+        "machine": {"preset": "abis-haswell-2s", "sockets": 2, "cores_per_socket": 7},
+        "os": {"coherence": coherence, "kernel_interrupts": "arrival"},
+        "workload": {"kind": "apache", "test": "mpm_event", "ops": ops},
+    });
+    tlbsim_core::run(cfg, &[], std::path::Path::new(".")).unwrap().stats
+}
+
+#[test]
+fn apache_mpm_event_hands_requests_to_idle_workers_and_linux_shoots_down_about_once_per_request() {
+    let linux = mpm_event("linux", 200);
+    let requests = 6 * 200;
+    let u = |v: &serde_json::Value| v.as_u64().unwrap();
+    assert_eq!(u(&linux["per_class"]["client"]["ops_completed"]), requests);
+    // A worker counts a request after its munmap, past the response: the run ends when wrk
+    // has its last responses, perhaps before the last workers count theirs.
+    let served = u(&linux["per_class"]["worker"]["ops_completed"]);
+    assert!(served <= requests && served + 10 > requests, "served {served} of {requests}");
+    // Every request maps the file and unmaps it.
+    for call in ["mmap", "munmap"] {
+        let calls = u(&linux["totals"]["syscalls_by_call"][call]["calls"]);
+        assert!(calls >= served && calls <= requests, "{calls} {call} calls");
+    }
+    // The listener hands each request to whichever worker is idle: a process's requests
+    // are served by many of its workers, on several cores.
+    let threads = linux["per_thread"].as_array().unwrap();
+    let served: Vec<&serde_json::Value> = threads.iter().filter(|t| t["process"] == 0 && t["class"] == "worker" && u(&t["ops_completed"]) > 0).collect();
+    assert!(served.len() > 5, "{} workers of process 0 served requests", served.len());
+    let mut cores: Vec<u64> = served.iter().map(|t| u(&t["core"])).collect();
+    cores.sort();
+    cores.dedup();
+    assert!(cores.len() > 3, "process 0's requests were served on cores {cores:?}");
+    // wrk runs on its own cores, where the server's shootdowns never go.
+    for t in threads.iter().filter(|t| t["class"] == "client") {
+        assert!(u(&t["core"]) >= 8, "{t}");
+    }
+    for c in 8..14 {
+        let core = &linux["per_core"][c];
+        assert_eq!(u(&core["shootdown_ipis_received"]), 0, "core {c}");
+        assert_eq!(u(&core["page_faults"]), 0, "core {c}");
+    }
+    // ABIS §5.2: "the amount of sent TLB shootdowns becomes almost identical to the number
+    // of requests that Apache serves": other cores run the process's other threads.
+    let sent = u(&linux["totals"]["shootdowns_sent"]);
+    assert!(sent as f64 > 0.6 * requests as f64 && sent <= requests, "linux sent {sent} shootdowns for {requests} requests");
+    // The file's PTEs are private to the worker that served the request: ABIS flushes them
+    // locally.
+    let abis = mpm_event("abis", 200);
+    let abis_sent = u(&abis["totals"]["shootdowns_sent"]);
+    assert!(abis_sent * 10 < sent, "abis sent {abis_sent}, linux {sent}");
+}

@@ -523,3 +523,50 @@ fn reclaim_flushes_before_writing_each_dirty_page_and_batches_clean_ones() {
     assert!(clean_pages > 500.0, "{clean_pages} pages reclaimed");
     assert!(clean_shootdowns > 0.0 && clean_shootdowns < clean_pages / 16.0, "{clean_shootdowns} shootdowns for {clean_pages} clean pages");
 }
+
+// ---- Op::Take: a counting semaphore ----
+
+/// Threads of one process on core 0, in order, each running its program; token 0 exists.
+fn on_core_0(programs: Vec<Vec<Op>>) -> Workload {
+    let threads = (0..programs.len())
+        .map(|i| ThreadSpec { name: format!("t{i}"), class: format!("t{i}"), core: Some(0), program: i, daemon: false })
+        .collect();
+    Workload {
+        processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads, page_tables: Default::default() }],
+        programs,
+        slots: 1,
+        tokens: 1,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_take_sleeps_off_its_core_until_a_post_and_each_post_is_taken_once() {
+    // Two takers run first on the producer's core: had a take held the core (spinning),
+    // the producer would run only at the end of their time slice (9 M cycles).
+    let take = || vec![Op::Take { token: 0 }, Op::CountOp];
+    let a = [take(), take(), vec![Op::Exit]].concat();
+    let b = [take(), vec![Op::Exit]].concat();
+    let post = vec![Op::Compute { cycles: 1_000 }, Op::Post { token: 0 }];
+    let producer = [post.clone(), post.clone(), post, vec![Op::Exit]].concat();
+    let w = on_core_0(vec![a, b, producer]);
+    w.check(2).unwrap();
+    let v = run("linux", w);
+    let done: Vec<u64> = (0..2).map(|t| v["per_thread"][t]["ops_completed"].as_u64().unwrap()).collect();
+    assert_eq!(done, vec![2, 1], "three posts, three takes");
+    let makespan = v["run"]["makespan_cycles"].as_u64().unwrap();
+    assert!(makespan < 1_000_000, "the takers left the core to the producer: makespan {makespan}");
+}
+
+#[test]
+fn a_take_needs_a_post_somewhere_and_an_existing_token() {
+    let never = on_core_0(vec![vec![Op::Take { token: 0 }, Op::Exit]]);
+    let e = never.check(2).unwrap_err();
+    assert!(e.contains("token 0"), "{e}");
+    let mut missing = on_core_0(vec![vec![Op::Post { token: 0 }, Op::Take { token: 1 }, Op::Exit]]);
+    let e = missing.check(2).unwrap_err();
+    assert!(e.contains("no token 1"), "{e}");
+    // A post in the taker's own program before it (loops run once in the check).
+    missing.programs[0][1] = Op::Take { token: 0 };
+    missing.check(2).unwrap();
+}

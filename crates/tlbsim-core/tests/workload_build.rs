@@ -163,6 +163,32 @@ fn apache_spreads_workers_over_processes() {
 }
 
 #[test]
+fn apache_mpm_event_has_listeners_workers_and_a_load_generator_on_its_own_cores() {
+    // 14 cores: wrk's 6 threads on the last 6, the 3 children (a listener and 25 workers
+    // each) on the first 8.
+    let w = workload(json!({"machine": {"sockets": 2, "cores_per_socket": 7}, "workload": {"kind": "apache", "test": "mpm_event", "ops": 100}}));
+    assert_eq!(w.processes.len(), 4);
+    assert_eq!(w.tokens, 12);
+    for p in &w.processes[..3] {
+        assert_eq!(p.threads.len(), 26);
+        assert_eq!(p.threads.iter().filter(|t| t.class == "listener").count(), 1);
+        assert!(p.threads.iter().all(|t| t.daemon && t.core.is_some_and(|c| c < 8)));
+        let worker = &w.programs[p.threads[1].program];
+        // Idle, take a connection off the queue, serve it with a mapping of the file.
+        assert!(matches!(worker[1], Op::Post { .. }) && matches!(worker[2], Op::Take { .. }), "{worker:?}");
+        assert_eq!(worker.iter().filter(|op| matches!(op, Op::Mmap { .. })).count(), 1);
+        assert_eq!(worker.iter().filter(|op| matches!(op, Op::Munmap { .. })).count(), 1);
+    }
+    let wrk = &w.processes[3];
+    let cores: Vec<u32> = wrk.threads.iter().map(|t| t.core.unwrap()).collect();
+    assert_eq!(cores, vec![8, 9, 10, 11, 12, 13]);
+    for t in &wrk.threads {
+        assert!(!t.daemon);
+        assert_eq!(counted_ops(&w.programs[t.program]), Some(100), "each wrk thread makes `ops` requests");
+    }
+}
+
+#[test]
 fn reclaim_runs_under_a_memory_limit_and_counts_blocks() {
     // pbzip2 -r: 4,000,000 bytes over 2 compressors are 2 file blocks of 2,000,000 bytes,
     // each compressed in 4 BWT blocks of 500,000.
@@ -386,6 +412,9 @@ fn generator_parameter_errors_name_the_key() {
         (json!({"workload": {"kind": "vmscale"}}), "workload.test", "cow-seq"),
         (json!({"workload": {"kind": "vmscale", "test": "migrate"}}), "machine.sockets", "2 or more sockets"),
         (json!({"workload": {"kind": "apache", "threads": 2, "processes": 3}}), "workload.processes", "each process needs a worker"),
+        (json!({"workload": {"kind": "apache", "test": "prefork"}}), "workload.test", "mpm_event"),
+        (json!({"machine": {"cores_per_socket": 6}, "workload": {"kind": "apache", "test": "mpm_event"}}), "workload.client_cores", "leaves none"),
+        (json!({"machine": {"cores_per_socket": 8}, "workload": {"kind": "apache", "test": "mpm_event", "processes": 7}}), "workload.processes", "wrk's 6 threads"),
         (json!({"workload": {"kind": "stm-mprotect", "file_pages": 1}}), "workload.file_pages", "out of range"),
         (json!({"workload": {"kind": "fpr-munmap", "threads": 5000}}), "workload.threads", "out of range"),
         (json!({"workload": {"kind": "nonsense"}}), "workload.kind", "\"stm-mprotect\""),

@@ -402,9 +402,11 @@ pub struct WorkloadConfig {
     pub fetches: bool,
     /// synthetic: number of threads (pinned to cores 0..threads), sharing one address
     /// space. fpr-munmap: N of the case (I/O, compute or mixed threads, FPR Fig. 6);
-    /// apache: worker threads; vmscale: tasks (threads or processes, as the test runs
-    /// them); reclaim: compressor threads; parsec-like dedup: threads in each middle stage (`-t`, 0 = 4); stm-mprotect, mactest, cowmultiple: threads;
-    /// wordcount: map workers. 0 = one per core.
+    /// apache: worker threads (`test = "mpm_event"`: per child process, ThreadsPerChild,
+    /// 0 = 25); vmscale: tasks (threads or processes, as the test runs
+    /// them); reclaim: compressor threads; parsec-like dedup: threads in each middle stage
+    /// (`-t`, 0 = 4); stm-mprotect, mactest, cowmultiple: threads;
+    /// wordcount: map workers. 0 = one per core (unless said otherwise).
     pub threads: u32,
     /// synthetic: `random`, `sequential` or `strided`. shootdown-patterns: the name of a
     /// pattern of bench/patterns.toml (e.g. `munmap-4k`).
@@ -444,7 +446,9 @@ pub struct WorkloadConfig {
     /// mitosis-bench: `gups`, `btree`, `hashjoin`, `xsbench`, `canneal`, `memcached`,
     /// `redis` or `graph500`. vma-ops: `mmap`, `mprotect` or `munmap`. stm-mprotect:
     /// `genome`, `vacation` or `labyrinth` (STAMP's transactions; empty: the generic ones).
-    /// vm-mix: `tpcc-tpcc` (default) or `tpcc-vortex`. parsec-like: `dedup`.
+    /// vm-mix: `tpcc-tpcc` (default) or `tpcc-vortex`. apache: `mpm_event` (the event MPM's
+    /// listener, worker queue and a load generator on cores of its own; empty: the default
+    /// model of workers serving requests back to back). parsec-like: `dedup`.
     pub test: String,
     /// vm-mix: where the VCPUs run: `none` (default: anywhere) or `0012` (dom0's two VCPUs
     /// pinned to CPU 0, dom1's and dom2's to CPU 1; the tag paper's TPCC-*-0012).
@@ -456,8 +460,12 @@ pub struct WorkloadConfig {
     /// quarter of the tables.
     pub table_cache: u64,
     /// apache: server processes the worker threads are spread over (mpm_event runs several
-    /// processes of several threads, ABIS §5.2). 0 = 2 (1 if there is one worker).
+    /// processes of several threads, ABIS §5.2). 0 = 2 (1 if there is one worker);
+    /// `test = "mpm_event"`: the child processes, 0 = 3 (StartServers' default).
     pub processes: u32,
+    /// apache `test = "mpm_event"`: the cores the load generator (wrk) is isolated on, the
+    /// machine's last ones; the server runs on the others. 0 = 6, one per wrk thread.
+    pub client_cores: u32,
     /// apache: pages of the file every request maps (0 = 3, an 11 KB default page);
     /// stm-mprotect: pages of the transactional heap (0 = 64); fpr-munmap: pages of the
     /// device file each I/O step maps one random page of (0 = 1: always the same page);
@@ -465,7 +473,7 @@ pub struct WorkloadConfig {
     /// thread writes (0 = 16); wordcount: pages of the input file (0 = 4,096).
     pub file_pages: u64,
     /// Cycles of one compute step: fpr-munmap (a compute operation; 0 = 10,000, FPR's
-    /// 1 CF = 10K ops), apache (request processing besides the file; 0 = 20,000),
+    /// 1 CF = 10K ops), apache (a worker's request processing besides the file; 0 = 20,000),
     /// reclaim (compressing one block; 0 = 5,000,000), stm-mprotect (a transaction's
     /// work; 0 = 2,000), mactest (a reader's work between reads; 0 = 2,000), cowmultiple
     /// (a round's work; 0 = 20,000), wordcount (processing one 32 KiB task; 0 = 100,000).
@@ -539,6 +547,7 @@ impl Default for WorkloadConfig {
             ycsb: "c".into(),
             table_cache: 0,
             processes: 0,
+            client_cores: 0,
             file_pages: 0,
             compute_cycles: 0,
             memory_limit_mib: 0,

@@ -181,6 +181,7 @@ impl<P: Coherence> Os<P> {
             Op::Post { token } => self.post(core, thread, token),
             Op::Wait { token, count } => self.wait_token(core, thread, token, count, until)?,
             Op::Sleep { token, count } => self.sleep_token(core, thread, token, count),
+            Op::Take { token } => self.take_token(core, thread, token),
             Op::Serve => self.serve(core, thread),
             Op::Block { cycles } => {
                 self.advance(thread);

@@ -490,6 +490,10 @@ pub(crate) struct Os<P: Coherence> {
     /// and the threads asleep on each.
     pub(crate) tokens: Vec<u32>,
     pub(crate) token_sleepers: HashMap<u32, Vec<usize>>,
+    /// `Op::Take` (a counting semaphore over the same tokens): posts taken so far, and the
+    /// threads asleep in a take, in the order they went to sleep (a post wakes the first).
+    pub(crate) taken: Vec<u32>,
+    pub(crate) token_takers: HashMap<u32, std::collections::VecDeque<usize>>,
     /// Threads created asleep (`Workload::held_threads`), by declaration index: the
     /// engine's thread id, until an `Op::Spawn` starts it.
     pub(crate) held: Vec<(u32, usize)>,
@@ -668,6 +672,8 @@ impl<P: Coherence> Os<P> {
             io_completions: 0,
             tokens: Vec::new(),
             token_sleepers: HashMap::default(),
+            taken: Vec::new(),
+            token_takers: HashMap::default(),
             held: Vec::new(),
             replay_cpi: 0,
             yield_core: false,
@@ -754,6 +760,7 @@ impl<P: Coherence> Os<P> {
             os.ptdump_at = Some(PtDumpAt { thread: os.ptdump_thread(&cfg.sim.ptdump_thread)?, op: cfg.sim.ptdump_at_op, taken: None });
         }
         os.tokens = vec![0; os.w.tokens as usize];
+        os.taken = vec![0; os.w.tokens as usize];
         os.replay_cpi = (os.m.cpi_fixed as f64 * cfg.workload.time_scale).round() as u64;
         Ok(os)
     }

@@ -85,12 +85,23 @@ impl<P: Coherence> Os<P> {
         self.enqueue(id, target, now);
     }
 
-    /// `Op::Post`: one more posting of `token`; the threads asleep on it check again.
+    /// `Op::Post`: one more posting of `token`; the threads asleep on it in a `Sleep` check
+    /// again, and the first thread asleep in a `Take` of it is woken (a semaphore's post, a
+    /// condition variable's signal: one waiter).
     pub(super) fn post(&mut self, core: usize, thread: usize, token: u32) {
         self.advance(thread);
         self.tokens[token as usize] += 1;
+        let now = self.clock(core);
+        if let Some(takers) = self.token_takers.get_mut(&token) {
+            // A taker asleep is Blocked; one woken by an earlier post and not yet run has
+            // left the queue already.
+            if let Some(w) = takers.pop_front() {
+                if self.threads[w].state == ThreadState::Blocked {
+                    self.schedule_wake(w, now);
+                }
+            }
+        }
         if let Some(sleepers) = self.token_sleepers.remove(&token) {
-            let now = self.clock(core);
             for w in sleepers {
                 if self.threads[w].state == ThreadState::Blocked {
                     self.schedule_wake(w, now);
@@ -107,6 +118,21 @@ impl<P: Coherence> Os<P> {
             return;
         }
         self.token_sleepers.entry(token).or_default().push(thread);
+        self.park(core, thread);
+    }
+
+    /// `Op::Take`: take one post of `token` not taken yet and go on, else sleep until a post
+    /// wakes this thread (the op then runs again; if another thread took that post first,
+    /// it sleeps again, at the back): a counting semaphore's wait, or a worker waiting on
+    /// its queue's condition variable. The core is free meanwhile.
+    pub(super) fn take_token(&mut self, core: usize, thread: usize, token: u32) {
+        let t = token as usize;
+        if self.tokens[t] > self.taken[t] {
+            self.taken[t] += 1;
+            self.advance(thread);
+            return;
+        }
+        self.token_takers.entry(token).or_default().push_back(thread);
         self.park(core, thread);
     }
 

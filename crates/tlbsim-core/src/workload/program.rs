@@ -133,6 +133,11 @@ pub enum Op {
     /// Sleep until `token` has been posted `count` times: the thread leaves its core, which
     /// may idle (a recorded futex wait, woken by another thread's futex wake or exit).
     Sleep { token: u32, count: u32 },
+    /// Take one post of `token` that no `Take` has taken yet, sleeping until there is one:
+    /// a counting semaphore's wait (a worker waiting on its queue's condition variable, a
+    /// thread in epoll_wait for one ready event). A `Post` wakes the longest sleeper of the
+    /// token's takes; the thread leaves its core meanwhile.
+    Take { token: u32 },
 }
 
 /// Entries of a recorded stream (`Op::Replay`): the kind in the top two bits, the virtual
@@ -358,6 +363,8 @@ impl Workload {
                     Op::Wait { token, count } | Op::Sleep { token, count } if token < self.tokens => {
                         needed[token as usize] = needed[token as usize].max(count as u64)
                     }
+                    // A take needs some post of its token (how many depends on the run).
+                    Op::Take { token } if token < self.tokens => needed[token as usize] = needed[token as usize].max(1),
                     _ => {}
                 }
             }
@@ -434,7 +441,7 @@ impl Workload {
                     Op::Spawn { thread } if !self.held_threads.contains(thread) => {
                         return Err(format!("{}: thread {thread} is not held (only a held thread is spawned)", at()))
                     }
-                    Op::Post { token } | Op::Wait { token, .. } | Op::Sleep { token, .. } if *token >= self.tokens => {
+                    Op::Post { token } | Op::Wait { token, .. } | Op::Sleep { token, .. } | Op::Take { token } if *token >= self.tokens => {
                         return Err(format!("{}: no token {token} (the workload has {})", at(), self.tokens))
                     }
                     Op::Io { server, .. } => {
@@ -459,6 +466,8 @@ impl Workload {
     /// started program until a `Wait`/`Sleep` whose token is not posted enough, over and
     /// over; a program still stuck at the end waits in a cycle (whatever the timing).
     /// Loops run once (their bodies' posts counted once); `Spawn` and `Fork` start programs.
+    /// A `Take` needs its token posted once: how many posts each take finds depends on the
+    /// run (a work queue's), so this only proves that some thread can post it.
     fn check_token_order(&self) -> Result<(), String> {
         let mut posted = vec![0u64; self.tokens as usize];
         let mut pc = vec![0usize; self.programs.len()];
@@ -476,9 +485,13 @@ impl Workload {
                     continue;
                 }
                 while let Some(op) = self.programs[p].get(pc[p]) {
+                    // A token that does not exist is the range check's to report (below).
+                    let in_range = |token: u32| (token as usize) < posted.len();
                     match *op {
+                        Op::Post { token } | Op::Wait { token, .. } | Op::Sleep { token, .. } | Op::Take { token } if !in_range(token) => {}
                         Op::Post { token } => posted[token as usize] += 1,
                         Op::Wait { token, count } | Op::Sleep { token, count } if posted[token as usize] < count as u64 => break,
+                        Op::Take { token } if posted[token as usize] == 0 => break,
                         Op::Spawn { thread } => {
                             if let Some(&prog) = declared.get(thread as usize) {
                                 started[prog] = true;

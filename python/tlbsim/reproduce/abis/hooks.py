@@ -5,6 +5,9 @@
 using baseline Linux").
 ``shootdowns_per_second``, ``page_faults_per_second``, ``page_faults_per_shootdown``: §5.4's
 PARSEC rates ("dedup triggers 33k shutdowns and 370k page faults per second").
+``shootdowns_per_request``: shootdowns sent per request the Apache workers served (ABIS
+§5.2: in the baseline "the amount of sent TLB shootdowns becomes almost identical to the
+number of requests that Apache serves").
 """
 
 from __future__ import annotations
@@ -37,9 +40,15 @@ def page_faults_per_shootdown(stats: Mapping[str, Any]) -> float | None:
     return float(stats["totals"].get("page_faults", 0)) / sent if sent > 0 else None
 
 
+def shootdowns_per_request(stats: Mapping[str, Any]) -> float | None:
+    served = float(stats.get("per_class", {}).get("worker", {}).get("ops_completed", 0))
+    return float(stats["totals"].get("shootdowns_sent", 0)) / served if served > 0 else None
+
+
 METRICS = {
     "remote_targets_per_shootdown": remote_targets_per_shootdown,
     "shootdowns_per_second": shootdowns_per_second,
     "page_faults_per_second": page_faults_per_second,
     "page_faults_per_shootdown": page_faults_per_shootdown,
+    "shootdowns_per_request": shootdowns_per_request,
 }
