@@ -570,3 +570,33 @@ fn a_take_needs_a_post_somewhere_and_an_existing_token() {
     missing.programs[0][1] = Op::Take { token: 0 };
     missing.check(2).unwrap();
 }
+
+/// `os.balance = "linux"`: a core with nothing to run pulls a thread waiting on another
+/// core of its socket (newidle balance); under `none` the thread waits for its own core.
+#[test]
+fn an_idle_core_pulls_a_waiting_thread_under_linux_balance_only() {
+    let run = |balance: &str| {
+        let tree = serde_json::json!({
+            "machine": {"sockets": 1, "cores_per_socket": 2},
+            "os": {"coherence": "linux", "balance": balance},
+            "workload": {"kind": "scenario", "scenario": {"process": [{"name": "p", "region": [{"name": "r", "bytes": 65536}],
+                "thread": [
+                    {"name": "long0", "class": "c", "program": [{"op": "compute", "cycles": 40000000}, {"op": "count"}, {"op": "exit"}]},
+                    {"name": "short", "class": "c", "program": [{"op": "compute", "cycles": 1000}, {"op": "count"}, {"op": "exit"}]},
+                    {"name": "long1", "class": "c", "program": [{"op": "compute", "cycles": 40000000}, {"op": "count"}, {"op": "exit"}]}]}]}},
+        });
+        tlbsim_core::run(tree, &[], std::path::Path::new(".")).unwrap().stats
+    };
+    let (none, linux) = (run("none"), run("linux"));
+    let makespan = |s: &Value| s["run"]["makespan_cycles"].as_u64().unwrap();
+    let core_of = |s: &Value, name: &str| s["per_thread"].as_array().unwrap().iter().find(|t| t["name"] == name).unwrap()["core"].as_u64().unwrap();
+    // Placed round-robin: long0 and long1 share core 0, short runs on core 1 and exits.
+    assert_eq!(core_of(&none, "long1"), 0);
+    assert!(makespan(&none) >= 80_000_000, "{}", makespan(&none));
+    // Core 1 pulls long1: the two long threads run side by side.
+    assert_eq!(core_of(&linux, "long1"), 1);
+    assert!(makespan(&linux) < 50_000_000, "{}", makespan(&linux));
+    let bad = serde_json::json!({"os": {"balance": "cfs"}});
+    let err = tlbsim_core::run(bad, &[], std::path::Path::new(".")).err().unwrap().to_string();
+    assert!(err.contains("os.balance"), "{err}");
+}

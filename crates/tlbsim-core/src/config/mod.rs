@@ -297,6 +297,14 @@ pub struct OsConfig {
     /// as mainline Linux (ABIS' 4.5 included) takes it with interrupts enabled: the
     /// initiator has its ack at arrival plus the handler, whose cycles lengthen the path.
     pub kernel_interrupts: String,
+    /// How threads move between cores: `none` (the default, which every result before this
+    /// switch used): a thread stays on the core it was placed on, and a woken one goes back
+    /// to it; or `linux`, CFS's two moves within a socket (the last-level cache domain): a
+    /// woken thread goes to its previous core if that is idle, else to the first idle core
+    /// of the socket after it (select_task_rq_fair → select_idle_sibling), and a core about
+    /// to go idle pulls a waiting thread from a run queue of its socket (newidle
+    /// load_balance). Pinned threads and VCPUs stay where they are.
+    pub balance: String,
     /// Scheduler time slice in cycles (assumed: 3 ms at 3 GHz, CFS's order of magnitude).
     pub time_slice: u64,
     /// Kernel locks: each address space's `mmap_lock` (a reader-writer semaphore held
@@ -329,6 +337,7 @@ impl Default for OsConfig {
             flush_ceiling: 33,
             migrate_batch: 512,
             kernel_interrupts: "return".into(),
+            balance: "none".into(),
             time_slice: 9_000_000,
             locks: true,
             fpr: Default::default(),
@@ -718,6 +727,9 @@ impl Config {
             return Err(Error::config("os.numa_scan_period_max_ms", format!("{} is below os.numa_scan_period_ms ({})", self.os.numa_scan_period_max_ms, self.os.numa_scan_period_ms)));
         }
         range("os.numa_scan_size_mb", self.os.numa_scan_size_mb, 1, 1 << 30)?;
+        if !matches!(self.os.balance.as_str(), "none" | "linux") {
+            return Err(Error::config("os.balance", format!("{:?}: use \"none\" or \"linux\"", self.os.balance)));
+        }
         if !matches!(self.os.kernel_interrupts.as_str(), "return" | "arrival") {
             return Err(Error::config("os.kernel_interrupts", format!("{:?}: use \"return\" or \"arrival\"", self.os.kernel_interrupts)));
         }

@@ -245,6 +245,9 @@ pub(crate) struct Thread {
     pub state: ThreadState,
     pub core: usize,
     pub pinned: bool,
+    /// When the thread last joined a run queue (`os.balance`: a core may pull it only from
+    /// then on).
+    pub queued_at: u64,
     pub ops_completed: u64,
     pub start_cycle: u64,
     /// When the thread first ran on a core (after whatever its core did before: a process's
@@ -424,6 +427,9 @@ pub(crate) struct Os<P: Coherence> {
     /// `os.kernel_interrupts = "arrival"`: an interrupt that arrives during a kernel path is
     /// acknowledged at its arrival (plus the handler), not when the path returns.
     pub kernel_interrupts_at_arrival: bool,
+    /// `os.balance = "linux"`: a woken thread goes to an idle core of its socket when its own
+    /// is busy (sched.rs `wake_core`), and an idle core pulls a waiting thread (`pull_thread`).
+    pub balance: bool,
     pub time_slice: u64,
     pub quantum: u64,
     pub tick_interval: Option<u64>,
@@ -618,6 +624,7 @@ impl<P: Coherence> Os<P> {
             ceiling: cfg.os.flush_ceiling,
             migrate_batch: cfg.os.migrate_batch as u64,
             kernel_interrupts_at_arrival: cfg.os.kernel_interrupts == "arrival",
+            balance: cfg.os.balance == "linux",
             time_slice: cfg.os.time_slice,
             quantum: match cfg.sim.quantum_cycles {
                 // A quarter of the engine's lookahead. At the lookahead, halving still moved
@@ -895,6 +902,7 @@ impl<P: Coherence> Os<P> {
             state: ThreadState::Runnable,
             core,
             pinned,
+            queued_at: 0,
             ops_completed: 0,
             start_cycle: start,
             first_run_cycle: None,

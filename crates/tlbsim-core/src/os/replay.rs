@@ -162,6 +162,7 @@ impl<P: Coherence> Os<P> {
             // sched_yield.
             self.cores[core].current = None;
             self.cores[core].runq.push_back(thread);
+            self.threads[thread].queued_at = self.clock(core);
             return Ok(());
         }
         self.charge(core, spin);

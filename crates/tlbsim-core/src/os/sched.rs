@@ -24,6 +24,7 @@ impl<P: Coherence> Os<P> {
     pub(super) fn enqueue(&mut self, thread: usize, core: usize, at: u64) {
         self.threads[thread].core = core;
         self.threads[thread].state = ThreadState::Runnable;
+        self.threads[thread].queued_at = at;
         let core = match self.cpu_now(core) {
             Some(c) => c,
             None => return self.enqueue_off_cpu(thread, core, at),
@@ -131,7 +132,7 @@ impl<P: Coherence> Os<P> {
         match ev {
             Event::Wake { thread } => {
                 if self.threads[thread].state == ThreadState::Blocked {
-                    let core = self.threads[thread].core;
+                    let core = self.wake_core(thread);
                     self.enqueue(thread, core, at);
                 }
             }
@@ -139,6 +140,52 @@ impl<P: Coherence> Os<P> {
             Event::IoDone { server, client } => self.io_done(server, client, at),
         }
         Ok(())
+    }
+
+    fn core_idle(&self, c: usize) -> bool {
+        let core = &self.cores[c];
+        core.current.is_none() && core.runq.is_empty() && core.waiting == 0
+    }
+
+    /// The core a woken thread is queued on (`os.balance`): its previous one, or under
+    /// `linux` select_idle_sibling's choice: the previous core if it is idle, else the first
+    /// idle core of its socket after it. Linux's wake_affine choice between the waker's core
+    /// and the previous one is not modelled.
+    fn wake_core(&self, thread: usize) -> usize {
+        let t = &self.threads[thread];
+        let prev = t.core;
+        if !self.balance || t.pinned || self.virt.is_some() || self.core_idle(prev) {
+            return prev;
+        }
+        let socket = self.m.cores[prev].socket;
+        let n = self.cores.len();
+        (1..n).map(|i| (prev + i) % n).find(|&c| self.m.cores[c].socket == socket && self.core_idle(c)).unwrap_or(prev)
+    }
+
+    /// `os.balance = "linux"`: `core` is about to go idle; it takes a thread waiting in the
+    /// run queue of another core of its socket (newidle load_balance: the first such core
+    /// after it, its last-queued unpinned thread that was queued by this core's clock, so
+    /// that no thread runs before it became runnable).
+    fn pull_thread(&mut self, core: usize) -> Option<usize> {
+        if !self.balance || self.virt.is_some() {
+            return None;
+        }
+        let now = self.clock(core);
+        let socket = self.m.cores[core].socket;
+        let n = self.cores.len();
+        for victim in (1..n).map(|i| (core + i) % n) {
+            if self.m.cores[victim].socket != socket || self.cores[victim].runq.is_empty() {
+                continue;
+            }
+            let q = &self.cores[victim].runq;
+            if let Some(i) = (0..q.len()).rev().find(|&i| !self.threads[q[i]].pinned && self.threads[q[i]].queued_at <= now) {
+                let t = self.cores[victim].runq.remove(i).unwrap();
+                self.threads[t].core = core;
+                self.mark_dirty(victim);
+                return Some(t);
+            }
+        }
+        None
     }
 
     pub(crate) fn schedule_wake(&mut self, thread: usize, at: u64) {
@@ -197,11 +244,12 @@ impl<P: Coherence> Os<P> {
                     if now >= self.cores[core].slice_end && !self.cores[core].runq.is_empty() {
                         self.cores[core].current = None;
                         self.cores[core].runq.push_back(t);
+                        self.threads[t].queued_at = now;
                         continue;
                     }
                     t
                 }
-                None => match self.cores[core].runq.pop_front() {
+                None => match self.cores[core].runq.pop_front().or_else(|| self.pull_thread(core)) {
                     Some(t) => {
                         self.switch_to(core, t);
                         t

@@ -28,25 +28,35 @@
 //!   - Every malloc and free goes through [`super::ptmalloc`] (glibc 2.23: one arena per
 //!     thread, heap_trim giving back the top beyond 128 KiB with madvise(MADV_DONTNEED)).
 //!     So the shootdowns are heap trims, and the faults are the trimmed pages used again.
-//!   - Pipeline order: stage queues become completion tokens. Coarse chunk `c` goes to
-//!     refiner, deduplicator and compressor `c % threads` (the program's queues hand out
-//!     groups of 20 items to whichever thread asks; round-robin is the even share). A
-//!     compressor starts its chunk `j + 2` only after the writer has freed the outputs of its
-//!     chunk `j`, and the writer frees those only after the compressor has finished its
-//!     chunk `j + 1`: the order of each arena's calls that the allocator model assumed. The
-//!     real queues give about that order when the writer keeps up.
+//!   - Pipeline order: the program's queues. Each stage has `ceil(threads / 4)` queues of up
+//!     to MAX_THREADS_PER_QUEUE = 4 threads. Fragment sends coarse chunk `c` to refine queue
+//!     `c % queues`; that queue's fine chunks go on in groups of 20 (ITEM_PER_FETCH and
+//!     friends) to the same-numbered deduplication, compression and reorder queues. A queue's
+//!     threads take its units in turn here (in the program, whichever thread asks first),
+//!     and a thread with nothing to take sleeps (a completion token: `Op::Sleep`/`Op::Post`).
+//!   - The allocator model needs each arena's calls in one order, fixed when the programs
+//!     are built: here a compressor's group `j + 2` is compressed after the writer has freed
+//!     the outputs of its group `j`, and those are freed after its group `j + 1` is
+//!     compressed. The writer writes in input order, so it frees a group soon after its
+//!     compressor finished it when every compressor keeps the same pace; the order is
+//!     assumed, not enforced (enforcing it would make the compressors wait for the writer,
+//!     which the program's unbounded queues never do). When the run's order differs, the
+//!     addresses reused are the model's, not the run's; each call's page faults and flushes
+//!     are still the kernel's answer to what the program touches and gives back.
 //!   - One operation = one unique fine chunk compressed.
 //!
-//! CPU work between memory accesses, per byte **[inferred]** (public zlib and OpenSSL
-//! figures for a ~3 GHz core): Rabin 4 cycles, SHA-1 10, deflate level 6 40, write() 2;
-//! read() of the input 1. Duplicate chunks: 20% **[inferred]**; compressed size: half
+//! CPU work between memory accesses, per byte: deflate at level 6, 114 cycles (lzbench's
+//! published zlib 1.2.11 -6 figure, 35 MB/s on the Silesia corpus on a 4.0 GHz Core
+//! i7-6700K); **[inferred]**: Rabin 6 (rabinseg's loop: two table lookups, shifts and
+//! xors per byte), SHA-1 10 (OpenSSL's C code, about 300 MB/s at 3 GHz), write() 2, read()
+//! of the input 1. Duplicate chunks: 20% **[inferred]**; compressed size: half
 //! **[inferred]**. Sequential passes over data touch every `stride` bytes (default 64);
 //! the allocator's buffers are touched once per page (their memset and fill cost is in
 //! the cycles), so that the run stays affordable.
 //!
-//! Simplified: the hash table and its locks; the output file's page cache; fine chunks of
-//! one coarse chunk all go to one deduplicator and compressor (the program sends them in
-//! groups of 20 to the next stage's queue).
+//! Simplified: the hash table and its locks; the output file's page cache; a group never
+//! spans two coarse chunks (the program's send buffers fill across them); the input is
+//! mapped as whole 128 MB buffers from the start (the malloc's mmap is not timed).
 
 use super::program::{AccessMode, MapSpec, Op, Pattern, ProcessSpec, ThreadSpec, Workload};
 use super::ptmalloc::{Arena, Released, HEAP_BYTES};
@@ -74,14 +84,18 @@ const DEFLATE_BUFFER: u64 = 64 << 10;
 const D_BUF: u64 = 16 << 10;
 const L_BUF: u64 = 48 << 10;
 
-/// Cycles per byte **[inferred]**: see the module header.
-const RABIN_CPB: u64 = 4;
+/// Cycles per byte: see the module header (deflate's from lzbench, the rest **[inferred]**).
+const RABIN_CPB: u64 = 6;
 const SHA1_CPB: u64 = 10;
-const DEFLATE_CPB: u64 = 40;
+const DEFLATE_CPB: u64 = 114;
 const WRITE_CPB: u64 = 2;
 const READ_CPB: u64 = 1;
 /// Memset or copy of a buffer the model touches per page: 16 bytes per cycle.
 const FILL_BYTES_PER_CYCLE: u64 = 16;
+/// MAX_THREADS_PER_QUEUE (config.h): threads of a stage sharing one queue.
+const PER_QUEUE: usize = 4;
+/// ITEM_PER_FETCH, CHUNK_ANCHOR_PER_INSERT, ... (dedupdef.h): fine chunks move in groups of 20.
+const GROUP: usize = 20;
 /// Duplicate share and compression ratio **[inferred]**.
 const DUPLICATE_PERCENT: u64 = 20;
 const COMPRESSED_PERCENT: u64 = 50;
@@ -122,6 +136,15 @@ struct Fine {
     duplicate: bool,
 }
 
+/// A group of fine chunks of one coarse chunk, and the deduplicator and compressor (the
+/// same index) that take it.
+struct Group {
+    coarse: usize,
+    first: usize,
+    len: usize,
+    thread: usize,
+}
+
 fn dedup(cfg: &Config) -> Result<Workload> {
     let w = &cfg.workload;
     let n = if w.threads == 0 { 4 } else { w.threads as usize };
@@ -136,6 +159,7 @@ fn dedup(cfg: &Config) -> Result<Workload> {
 
     // Tokens: coarse chunks read (in order), chunks written (in order), and per thread of
     // the middle stages its chunks done.
+    // (`written` is the writer's progress: nothing waits for it; kept for the record.)
     let (fragmented, written) = (0u32, 1u32);
     let refined = |r: usize| 2 + r as u32;
     let deduped = |d: usize| 2 + (n + d) as u32;
@@ -160,7 +184,6 @@ fn dedup(cfg: &Config) -> Result<Workload> {
         fine.push(v);
     }
     let buffer_of = |c: usize| (c as u64 * COARSE / READ_BUFFER) as usize;
-    let last_chunk_of_buffer = |b: usize| ((((b as u64 + 1) * READ_BUFFER).min(input) - 1) / COARSE) as usize;
 
     let pass = |slot: usize, mode: AccessMode, offset: u64, len: u64, stride: u64| Op::Access {
         slot,
@@ -202,140 +225,173 @@ fn dedup(cfg: &Config) -> Result<Workload> {
     }
     fragment.push(Op::Exit);
 
-    // Refine and deduplicate: per coarse chunk, on thread c % n.
-    let mut refine_arenas: Vec<Arena> = (0..n).map(|_| Arena::new()).collect();
+    // Work units and who does them (module header): coarse chunk c goes to refine queue
+    // c % queues, taken by its refiners in turn; its fine chunks go on in groups of
+    // `GROUP`, taken by that queue's deduplicators and compressors in turn.
+    let queues = n.div_ceil(PER_QUEUE);
+    let queue_threads = |q: usize| (q * PER_QUEUE)..((q + 1) * PER_QUEUE).min(n);
+    let mut refiner_of = Vec::with_capacity(coarse_chunks);
+    let mut groups: Vec<Group> = Vec::new();
+    let mut turn_refine = vec![0usize; queues];
+    let mut turn_group = vec![0usize; queues];
     for (c, chunks) in fine.iter().enumerate() {
-        let (t, buffer) = (c % n, slots.buffer(buffer_of(c)));
-        let start = c as u64 * COARSE % READ_BUFFER;
-        let len: u64 = chunks.iter().map(|f| f.len).sum();
-        let ops = &mut refine[t];
-        ops.push(Op::Sleep { token: fragmented, count: c as u32 + 1 });
-        ops.push(pass(buffer, AccessMode::Read, start, len, stride));
-        ops.push(compute(len * RABIN_CPB));
-        let arena = &mut refine_arenas[t];
-        let first = arena.malloc(CHUNK_T).ok_or_else(|| heap_full("refine"))?;
-        for _ in 1..chunks.len() {
-            arena.malloc(CHUNK_T).ok_or_else(|| heap_full("refine"))?;
+        let q = c % queues;
+        let ts: Vec<usize> = queue_threads(q).collect();
+        refiner_of.push(ts[turn_refine[q] % ts.len()]);
+        turn_refine[q] += 1;
+        for (g, _) in chunks.chunks(GROUP).enumerate() {
+            let t = ts[turn_group[q] % ts.len()];
+            turn_group[q] += 1;
+            groups.push(Group { coarse: c, first: g * GROUP, len: GROUP.min(chunks.len() - g * GROUP), thread: t });
         }
-        ops.push(touch(slots.refine_arena(t), first, chunks.len() as u64 * (CHUNK_T + 16)));
-        ops.push(Op::Post { token: refined(t) });
-
-        let ops = &mut dedupe[t];
-        ops.push(Op::Sleep { token: refined(t), count: (c / n) as u32 + 1 });
-        ops.push(pass(buffer, AccessMode::Read, start, len, stride));
-        ops.push(compute(len * SHA1_CPB));
-        ops.push(Op::Post { token: deduped(t) });
     }
-    for t in 0..n {
-        refine[t].push(Op::Exit);
-        dedupe[t].push(Op::Exit);
+    // Each thread's units in order, and a unit's place in its thread's order.
+    let mut refined_by: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (c, &r) in refiner_of.iter().enumerate() {
+        refined_by[r].push(c);
+    }
+    let mut grouped_by: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut place = vec![0usize; groups.len()];
+    for (g, group) in groups.iter().enumerate() {
+        place[g] = grouped_by[group.thread].len();
+        grouped_by[group.thread].push(g);
+    }
+    let refine_place = |c: usize| refined_by[refiner_of[c]].iter().position(|&x| x == c).unwrap();
+
+    // Refine: whole coarse chunks; one chunk_t per fine chunk in the refiner's arena.
+    let mut refine_arenas: Vec<Arena> = (0..n).map(|_| Arena::new()).collect();
+    for r in 0..n {
+        for &c in &refined_by[r] {
+            let chunks = &fine[c];
+            let buffer = slots.buffer(buffer_of(c));
+            let start = c as u64 * COARSE % READ_BUFFER;
+            let len: u64 = chunks.iter().map(|f| f.len).sum();
+            let ops = &mut refine[r];
+            ops.push(Op::Sleep { token: fragmented, count: c as u32 + 1 });
+            ops.push(pass(buffer, AccessMode::Read, start, len, stride));
+            ops.push(compute(len * RABIN_CPB));
+            let arena = &mut refine_arenas[r];
+            let first = arena.malloc(CHUNK_T).ok_or_else(|| heap_full("refine"))?;
+            for _ in 1..chunks.len() {
+                arena.malloc(CHUNK_T).ok_or_else(|| heap_full("refine"))?;
+            }
+            ops.push(touch(slots.refine_arena(r), first, chunks.len() as u64 * (CHUNK_T + 16)));
+            ops.push(Op::Post { token: refined(r) });
+        }
+        refine[r].push(Op::Exit);
+    }
+    // Deduplicate: groups, once their coarse chunk is refined.
+    for d in 0..n {
+        for &g in &grouped_by[d] {
+            let group = &groups[g];
+            let c = group.coarse;
+            let ops = &mut dedupe[d];
+            ops.push(Op::Sleep { token: refined(refiner_of[c]), count: refine_place(c) as u32 + 1 });
+            let chunks = &fine[c][group.first..group.first + group.len];
+            let len: u64 = chunks.iter().map(|f| f.len).sum();
+            ops.push(pass(slots.buffer(buffer_of(c)), AccessMode::Read, chunks[0].offset, len, stride));
+            ops.push(compute(len * SHA1_CPB));
+            ops.push(Op::Post { token: deduped(d) });
+        }
+        dedupe[d].push(Op::Exit);
     }
 
-    // Compress and write, in the order each compressor's arena sees its calls (module
-    // header): compress j, compress j + 1, the writer's frees of j, compress j + 2, ...
-    let mut arenas: Vec<Arena> = (0..n).map(|_| Arena::new()).collect();
-    // Per coarse chunk, its outputs (arena offset, compressed length) for the writer.
-    let mut outputs: Vec<Vec<Option<(u64, u64)>>> = vec![Vec::new(); coarse_chunks];
-    let chunks_of = |k: usize| if k < coarse_chunks { (coarse_chunks - k).div_ceil(n) } else { 0 };
-    let compress_chunk = |c: usize, arena: &mut Arena, ops: &mut Vec<Op>, outputs: &mut Vec<Option<(u64, u64)>>| -> Result<()> {
-        let k = c % n;
+    // Compress, and the writer's frees: each compressor's arena is worked out for the order
+    // compress(0), compress(1), free(0), compress(2), free(1), ... of its own groups
+    // (module header); the writer's ops are kept per group and put in its program in the
+    // input's order.
+    let mut write_ops: Vec<Vec<Op>> = vec![Vec::new(); groups.len()];
+    let mut last_group_of_buffer = vec![0usize; buffers];
+    for (g, group) in groups.iter().enumerate() {
+        last_group_of_buffer[buffer_of(group.coarse)] = g;
+    }
+    for k in 0..n {
+        let mut arena = Arena::new();
         let slot = slots.compress_arena(k);
-        let buffer = slots.buffer(buffer_of(c));
-        let j = c / n;
-        ops.push(Op::Sleep { token: deduped(k), count: j as u32 + 1 });
-        if c >= 2 * n {
-            ops.push(Op::Sleep { token: written, count: (c - 2 * n) as u32 + 1 });
-        }
-        for f in &fine[c] {
-            if f.duplicate {
-                outputs.push(None);
-                continue;
-            }
-            let full = |a: &mut Arena, bytes: u64| a.malloc(bytes).ok_or_else(|| heap_full("compress"));
-            let out = full(arena, f.len + f.len / 512 + 12)?;
-            let state = full(arena, DEFLATE_STATE)?;
-            let window = full(arena, DEFLATE_BUFFER)?;
-            let prev = full(arena, DEFLATE_BUFFER)?;
-            let head = full(arena, DEFLATE_BUFFER)?;
-            let pending = full(arena, DEFLATE_BUFFER)?;
-            let packed = (f.len * COMPRESSED_PERCENT / 100).max(1);
-            let symbols = (f.len.min(D_BUF - 1) / 2).max(1);
-            ops.push(touch(slot, state, DEFLATE_STATE));
-            ops.push(touch(slot, head, DEFLATE_BUFFER));
-            ops.push(pass(buffer, AccessMode::Read, f.offset, f.len, stride));
-            ops.push(touch(slot, window, f.len.min(DEFLATE_BUFFER)));
-            ops.push(touch(slot, prev, (2 * f.len).min(DEFLATE_BUFFER)));
-            ops.push(touch(slot, pending, packed.min(D_BUF)));
-            ops.push(touch(slot, pending + D_BUF, 2 * symbols));
-            ops.push(touch(slot, pending + L_BUF, symbols));
-            ops.push(touch(slot, out, packed));
-            ops.push(compute(f.len * DEFLATE_CPB + (DEFLATE_STATE + DEFLATE_BUFFER + f.len) / FILL_BYTES_PER_CYCLE));
-            for chunk in [pending, head, prev, window, state] {
-                let released = arena.free(chunk);
-                madvise(ops, slot, released);
-            }
-            let released = arena.shrink(out, packed);
-            madvise(ops, slot, released);
-            ops.push(Op::CountOp);
-            outputs.push(Some((out, packed)));
-        }
-        ops.push(Op::Post { token: compressed(k) });
-        // The last reference to a read buffer goes with its last coarse chunk: free (munmap)
-        // once every compressor is past that buffer's chunks.
-        let b = buffer_of(c);
-        if c == last_chunk_of_buffer(b) {
-            for other in (0..n).filter(|&o| o != k) {
-                let done = (b * (READ_BUFFER / COARSE) as usize..=c).filter(|x| x % n == other).count();
-                let before = (0..b * (READ_BUFFER / COARSE) as usize).filter(|x| x % n == other).count();
-                if done > 0 {
-                    ops.push(Op::Sleep { token: compressed(other), count: (before + done) as u32 });
+        let mine = &grouped_by[k];
+        let mut outputs: Vec<Vec<Option<(u64, u64)>>> = vec![Vec::new(); mine.len()];
+        let mut free_outputs = |j: usize, arena: &mut Arena, outputs: &mut Vec<Vec<Option<(u64, u64)>>>| {
+            let g = mine[j];
+            let ops = &mut write_ops[g];
+            ops.push(Op::Sleep { token: compressed(k), count: j as u32 + 1 });
+            let mut bytes = 0;
+            for out in std::mem::take(&mut outputs[j]) {
+                match out {
+                    Some((offset, packed)) => {
+                        ops.push(pass(slot, AccessMode::Read, offset + 16, packed, stride));
+                        bytes += packed;
+                        let released = arena.free(offset);
+                        madvise(ops, slot, released);
+                    }
+                    // A duplicate: its SHA-1 is written instead.
+                    None => bytes += 20,
                 }
             }
-            ops.push(Op::Munmap { slot: buffer });
-        }
-        Ok(())
-    };
-    let write_chunk = |c: usize, arena: &mut Arena, ops: &mut Vec<Op>, outputs: &[Option<(u64, u64)>]| {
-        let k = c % n;
-        let j = c / n;
-        ops.push(Op::Sleep { token: compressed(k), count: (j + 2).min(chunks_of(k)) as u32 });
-        let slot = slots.compress_arena(k);
-        let mut bytes = 0;
-        for out in outputs {
-            match out {
-                Some((offset, packed)) => {
-                    ops.push(pass(slot, AccessMode::Read, offset + 16, *packed, stride));
-                    bytes += packed;
-                    let released = arena.free(*offset);
+            ops.push(compute(bytes * WRITE_CPB));
+            ops.push(Op::Post { token: written });
+        };
+        for (j, &g) in mine.iter().enumerate() {
+            if j >= 2 {
+                free_outputs(j - 2, &mut arena, &mut outputs);
+            }
+            let group = &groups[g];
+            let c = group.coarse;
+            let buffer = slots.buffer(buffer_of(c));
+            let ops = &mut compress[k];
+            ops.push(Op::Sleep { token: deduped(k), count: j as u32 + 1 });
+            for f in &fine[c][group.first..group.first + group.len] {
+                if f.duplicate {
+                    outputs[j].push(None);
+                    continue;
+                }
+                let full = |a: &mut Arena, bytes: u64| a.malloc(bytes).ok_or_else(|| heap_full("compress"));
+                let out = full(&mut arena, f.len + f.len / 512 + 12)?;
+                let state = full(&mut arena, DEFLATE_STATE)?;
+                let window = full(&mut arena, DEFLATE_BUFFER)?;
+                let prev = full(&mut arena, DEFLATE_BUFFER)?;
+                let head = full(&mut arena, DEFLATE_BUFFER)?;
+                let pending = full(&mut arena, DEFLATE_BUFFER)?;
+                let packed = (f.len * COMPRESSED_PERCENT / 100).max(1);
+                let symbols = (f.len.min(D_BUF - 1) / 2).max(1);
+                ops.push(touch(slot, state, DEFLATE_STATE));
+                ops.push(touch(slot, head, DEFLATE_BUFFER));
+                ops.push(pass(buffer, AccessMode::Read, f.offset, f.len, stride));
+                ops.push(touch(slot, window, f.len.min(DEFLATE_BUFFER)));
+                ops.push(touch(slot, prev, (2 * f.len).min(DEFLATE_BUFFER)));
+                ops.push(touch(slot, pending, packed.min(D_BUF)));
+                ops.push(touch(slot, pending + D_BUF, 2 * symbols));
+                ops.push(touch(slot, pending + L_BUF, symbols));
+                ops.push(touch(slot, out, packed));
+                ops.push(compute(f.len * DEFLATE_CPB + (DEFLATE_STATE + DEFLATE_BUFFER + f.len) / FILL_BYTES_PER_CYCLE));
+                for chunk in [pending, head, prev, window, state] {
+                    let released = arena.free(chunk);
                     madvise(ops, slot, released);
                 }
-                // A duplicate: its SHA-1 is written instead.
-                None => bytes += 20,
+                let released = arena.shrink(out, packed);
+                madvise(ops, slot, released);
+                ops.push(Op::CountOp);
+                outputs[j].push(Some((out, packed)));
+            }
+            ops.push(Op::Post { token: compressed(k) });
+            // The last reference to a read buffer goes with its last group: free (munmap)
+            // once every compressor is past that buffer's groups.
+            let b = buffer_of(c);
+            if g == last_group_of_buffer[b] {
+                for other in (0..n).filter(|&o| o != k) {
+                    let done = grouped_by[other].iter().take_while(|&&x| buffer_of(groups[x].coarse) <= b).count();
+                    if done > 0 {
+                        ops.push(Op::Sleep { token: compressed(other), count: done as u32 });
+                    }
+                }
+                ops.push(Op::Munmap { slot: buffer });
             }
         }
-        ops.push(compute(bytes * WRITE_CPB));
-        ops.push(Op::Post { token: written });
-    };
-    // Arena k's calls: compress(k), compress(k + n), then write(j) before compress(j + 2n).
-    for c in 0..coarse_chunks {
-        let k = c % n;
-        let j = c / n;
-        if j < 2 {
-            let mut out = Vec::new();
-            compress_chunk(c, &mut arenas[k], &mut compress[k], &mut out)?;
-            outputs[c] = out;
+        for j in mine.len().saturating_sub(2)..mine.len() {
+            free_outputs(j, &mut arena, &mut outputs);
         }
     }
-    for c in 0..coarse_chunks {
-        let k = c % n;
-        let next = c + 2 * n;
-        let taken = std::mem::take(&mut outputs[c]);
-        write_chunk(c, &mut arenas[k], &mut writer, &taken);
-        if next < coarse_chunks {
-            let mut out = Vec::new();
-            compress_chunk(next, &mut arenas[k], &mut compress[k], &mut out)?;
-            outputs[next] = out;
-        }
+    for ops in write_ops {
+        writer.extend(ops);
     }
     for ops in compress.iter_mut() {
         ops.push(Op::Exit);
