@@ -12,8 +12,13 @@
 //!     anchors: a 32-byte window whose fingerprint has its low 12 bits clear (rabin.h's
 //!     NWINDOW and RabinMask), so a fine chunk is 32 bytes plus a geometric length of mean
 //!     4 KiB; one `chunk_t` (192 bytes) is malloc'd per fine chunk, in the refiner's arena.
-//!   - *Deduplicate* reads each fine chunk (SHA-1) and looks it up; a duplicate skips
-//!     compression.
+//!   - *Deduplicate* reads each fine chunk (SHA-1) and looks it up in the hash table under
+//!     its bucket's lock; a duplicate skips compression. The native input (a Fedora Core 6
+//!     disc image) has runs of zero bytes, and a window of zeros has a zero fingerprint, so
+//!     Refine cuts them into 32-byte chunks, all identical: all in one bucket, whose lock
+//!     (a pthread mutex: `Op::Take`/`Op::Post`, a contended taker sleeps) every
+//!     deduplicator meeting them takes (Clements, parsec-users, July 2011: about 200,000
+//!     such chunks, "lock contention ... that severely limits the scalability").
 //!   - *Compress* runs zlib's compress() on each unique chunk (sub_Compress): malloc of the
 //!     output buffer (`n + n/512 + 12` bytes), deflateInit's five allocations (the state,
 //!     5,936 bytes; window, prev, head and pending_buf, 64 KiB each, zlib 1.2.8 at level 6
@@ -22,9 +27,9 @@
 //!     frees in its order (pending_buf, head, prev, window, state), and realloc of the
 //!     output to its compressed size. Then it drops its reference to the 128 MB buffer; the
 //!     last one frees it (munmap).
-//!   - *Reorder* writes the chunks out in input order (write() reads the compressed bytes)
-//!     and frees each output buffer: a free into the compressing thread's arena, from
-//!     another thread.
+//!   - *Reorder* writes the chunks out in input order (write_file: three write() calls a
+//!     chunk, the last reading the compressed bytes or the SHA-1 of a duplicate) and frees
+//!     each output buffer: a free into the compressing thread's arena, from another thread.
 //!   - Every malloc and free goes through [`super::ptmalloc`] (glibc 2.23: one arena per
 //!     thread, heap_trim giving back the top beyond 128 KiB with madvise(MADV_DONTNEED)).
 //!     So the shootdowns are heap trims, and the faults are the trimmed pages used again.
@@ -96,6 +101,15 @@ const FILL_BYTES_PER_CYCLE: u64 = 16;
 const PER_QUEUE: usize = 4;
 /// ITEM_PER_FETCH, CHUNK_ANCHOR_PER_INSERT, ... (dedupdef.h): fine chunks move in groups of 20.
 const GROUP: usize = 20;
+/// A hash-table lookup (hashtable_search with its bucket's lock) **[inferred]**.
+const LOOKUP_CYCLES: u64 = 300;
+/// One small buffered write() to the page cache, about 1 µs at 2 GHz **[inferred]**.
+const WRITE_CALL_CYCLES: u64 = 2_000;
+/// Zero bytes in the native input (the Fedora Core 6 disc image): Clements (parsec-users,
+/// July 2011) counts about 200,000 all-zero 32-byte chunks, 6.4 MB of 672 MB, in runs that
+/// 60 KB chunks cut into about 80: runs of 64 KiB **[inferred]** making 0.95% of the input.
+const ZERO_PER_100K: u64 = 950;
+const ZERO_RUN: u64 = 64 << 10;
 /// Duplicate share and compression ratio **[inferred]**.
 const DUPLICATE_PERCENT: u64 = 20;
 const COMPRESSED_PERCENT: u64 = 50;
@@ -134,6 +148,8 @@ struct Fine {
     offset: u64,
     len: u64,
     duplicate: bool,
+    /// Part of a run of zero bytes (module header).
+    zero: bool,
 }
 
 /// A group of fine chunks of one coarse chunk, and the deduplicator and compressor (the
@@ -164,21 +180,47 @@ fn dedup(cfg: &Config) -> Result<Workload> {
     let refined = |r: usize| 2 + r as u32;
     let deduped = |d: usize| 2 + (n + d) as u32;
     let compressed = |k: usize| 2 + (2 * n + k) as u32;
+    // The hash-table bucket lock every all-zero chunk takes (a mutex: posted once, then
+    // taken and posted back by each holder).
+    let zero_bucket = 2 + 3 * n as u32;
 
     // Fine chunks of each coarse chunk, from the run's seed.
     let mut rng = crate::rng::SplitMix64::derive(cfg.seed, 0xded0_0000);
     let mut fine: Vec<Vec<Fine>> = Vec::with_capacity(coarse_chunks);
+    // Runs of zero bytes: ZERO_RUN long, as many as make ZERO_PER_100K of the input, at
+    // page-aligned places drawn from the seed (sorted; a run never crosses a coarse chunk).
+    let runs = input * ZERO_PER_100K / 100_000 / ZERO_RUN;
+    let mut zero_runs: Vec<u64> = (0..runs).map(|_| rng.below(input / PAGE) * PAGE).collect();
+    zero_runs.sort_unstable();
+    zero_runs.dedup();
+    let mut next_run = 0;
     for c in 0..coarse_chunks {
         let start = c as u64 * COARSE;
         let end = (start + COARSE).min(input);
         let mut v = Vec::new();
         let mut at = start;
         while at < end {
+            while next_run < zero_runs.len() && zero_runs[next_run] + ZERO_RUN <= at {
+                next_run += 1;
+            }
+            if let Some(&run) = zero_runs.get(next_run).filter(|&&r| r <= at) {
+                // A window of zeros has a zero fingerprint: an anchor every 32 bytes.
+                let run_end = (run + ZERO_RUN).min(end);
+                while at < run_end {
+                    let len = WINDOW.min(run_end - at);
+                    v.push(Fine { offset: at % READ_BUFFER, len, duplicate: true, zero: true });
+                    at += len;
+                }
+                continue;
+            }
             let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
             let gap = WINDOW + (-(1.0 - u).ln() * MEAN_ANCHOR_GAP) as u64;
-            let len = gap.min(end - at);
+            let mut len = gap.min(end - at);
+            if let Some(&run) = zero_runs.get(next_run).filter(|&&r| r > at) {
+                len = len.min(run - at);
+            }
             let duplicate = rng.below(100) < DUPLICATE_PERCENT;
-            v.push(Fine { offset: at % READ_BUFFER, len, duplicate });
+            v.push(Fine { offset: at % READ_BUFFER, len, duplicate, zero: false });
             at += len;
         }
         fine.push(v);
@@ -214,7 +256,9 @@ fn dedup(cfg: &Config) -> Result<Workload> {
     let mut compress = vec![Vec::new(); n];
     let mut writer = Vec::new();
 
-    // Fragment: read each buffer whole, then hand out its coarse chunks.
+    // Fragment: read each buffer whole, then hand out its coarse chunks. (The bucket lock is
+    // made free first: pthread_mutex_init.)
+    fragment.push(Op::Post { token: zero_bucket });
     for b in 0..buffers {
         let len = (input - b as u64 * READ_BUFFER).min(READ_BUFFER);
         fragment.push(pass(slots.buffer(b), AccessMode::Write, 0, len, stride));
@@ -290,7 +334,14 @@ fn dedup(cfg: &Config) -> Result<Workload> {
             let chunks = &fine[c][group.first..group.first + group.len];
             let len: u64 = chunks.iter().map(|f| f.len).sum();
             ops.push(pass(slots.buffer(buffer_of(c)), AccessMode::Read, chunks[0].offset, len, stride));
-            ops.push(compute(len * SHA1_CPB));
+            // SHA-1 works in 64-byte blocks; each lookup holds its bucket's lock.
+            let hashed: u64 = chunks.iter().map(|f| f.len.div_ceil(64) * 64).sum();
+            ops.push(compute(hashed * SHA1_CPB + chunks.iter().filter(|f| !f.zero).count() as u64 * LOOKUP_CYCLES));
+            for _ in chunks.iter().filter(|f| f.zero) {
+                ops.push(Op::Take { token: zero_bucket });
+                ops.push(compute(LOOKUP_CYCLES));
+                ops.push(Op::Post { token: zero_bucket });
+            }
             ops.push(Op::Post { token: deduped(d) });
         }
         dedupe[d].push(Op::Exit);
@@ -315,6 +366,7 @@ fn dedup(cfg: &Config) -> Result<Workload> {
             let ops = &mut write_ops[g];
             ops.push(Op::Sleep { token: compressed(k), count: j as u32 + 1 });
             let mut bytes = 0;
+            let chunks = outputs[j].len() as u64;
             for out in std::mem::take(&mut outputs[j]) {
                 match out {
                     Some((offset, packed)) => {
@@ -327,7 +379,8 @@ fn dedup(cfg: &Config) -> Result<Workload> {
                     None => bytes += 20,
                 }
             }
-            ops.push(compute(bytes * WRITE_CPB));
+            // write_file: three write() calls a chunk (type, length, content).
+            ops.push(compute(bytes * WRITE_CPB + 3 * chunks * WRITE_CALL_CYCLES));
             ops.push(Op::Post { token: written });
         };
         for (j, &g) in mine.iter().enumerate() {
@@ -423,7 +476,7 @@ fn dedup(cfg: &Config) -> Result<Workload> {
     add("reorder".into(), "reorder", writer);
     w_out.groups.push(super::program::GroupSpec { name: "root".into(), limit_pages: 0 });
     w_out.processes.push(ProcessSpec { name: "dedup".into(), group: 0, regions, threads, page_tables: Default::default() });
-    w_out.tokens = 2 + 3 * n as u32;
+    w_out.tokens = 3 + 3 * n as u32;
     w_out.slots = scratch + 1;
     Ok(w_out)
 }
