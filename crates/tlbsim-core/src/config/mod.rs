@@ -274,6 +274,13 @@ pub struct OsConfig {
     pub numa_scan_period_max_ms: f64,
     /// Address space made PROT_NONE per scan (`numa_balancing_scan_size_mb`, Linux: 256).
     pub numa_scan_size_mb: u64,
+    /// A NUMA hinting fault that moves its page: `migrate-first` (the default; Linux 6.x's
+    /// do_numa_page migrates while the PTE is still PROT_NONE, so no TLB can hold it and the
+    /// move needs no flush) or `restore-first` (Linux 3.19 to 4.x, the ABIS paper's 4.5:
+    /// do_numa_page makes the PTE present and young again, then migrate_misplaced_page
+    /// unmaps it with ptep_clear_flush, which flushes an accessible PTE: a shootdown per page
+    /// moved).
+    pub numa_hint_order: String,
     /// Where data frames come from: `first-touch` (the faulting core's node), `interleave`
     /// (round-robin over the nodes) or `fixed:N` (node N; Mitosis' remote-data setups).
     pub data_placement: String,
@@ -328,6 +335,7 @@ impl Default for OsConfig {
             thp_failure_rate: 0.0,
             numa_balancing: false,
             numa_scan_delay_ms: 1000.0,
+            numa_hint_order: "migrate-first".into(),
             numa_scan_period_ms: 1000.0,
             numa_scan_period_max_ms: 60000.0,
             numa_scan_size_mb: 256,
@@ -721,6 +729,12 @@ impl Config {
             return Err(Error::config("os.thp_failure_rate", format!("{}: must be a fraction from 0 to 1", self.os.thp_failure_rate)));
         }
         positive("os.numa_scan_delay_ms", self.os.numa_scan_delay_ms)?;
+        if !matches!(self.os.numa_hint_order.as_str(), "migrate-first" | "restore-first") {
+            return Err(Error::config(
+                "os.numa_hint_order",
+                format!("{:?}: use \"migrate-first\" or \"restore-first\"", self.os.numa_hint_order),
+            ));
+        }
         positive("os.numa_scan_period_ms", self.os.numa_scan_period_ms)?;
         positive("os.numa_scan_period_max_ms", self.os.numa_scan_period_max_ms)?;
         if self.os.numa_scan_period_max_ms < self.os.numa_scan_period_ms {

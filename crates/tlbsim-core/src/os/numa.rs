@@ -29,6 +29,11 @@
 //!   old frame is freed after a flush of its own. Otherwise the PTE gets its protection
 //!   back (writable if it was: Linux's saved write bit), and nothing else changes.
 //!
+//! - `os.numa_hint_order = "restore-first"`: Linux 3.19 to 4.x (the ABIS paper's 4.5)
+//!   restored the PTE (present, young) before migrate_misplaced_page, whose
+//!   try_to_unmap → ptep_clear_flush then flushed the accessible PTE: every page moved
+//!   costs a flush of its own (`migration` in `shootdowns_sent_by_reason`).
+//!
 //! Simplified:
 //! - 2 MiB pages are left out of the scan (Linux marks PMDs too and moves a THP whole).
 //! - Pages mapped more than once (fork's copy-on-write, shared file pages) are restored,
@@ -68,6 +73,9 @@ pub(crate) struct NumaBalancing {
     /// Frame → (thread, node) of its last hinting fault (`last_cpupid`); a freed frame
     /// forgets it.
     last_fault: FastMap<u64, (u32, u32)>,
+    /// `os.numa_hint_order = "restore-first"`: a moved page's PTE is accessible when it is
+    /// unmapped, and flushed.
+    restore_first: bool,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -146,6 +154,7 @@ impl NumaBalancing {
                 scan_pages: os.numa_scan_size_mb << 8,
                 procs: Vec::new(),
                 last_fault: FastMap::default(),
+                restore_first: os.numa_hint_order == "restore-first",
             })
         })
     }
@@ -340,12 +349,15 @@ impl<P: Coherence> Os<P> {
         self.drop_frame_identity(old);
         self.charge(core, self.costs.copy_page + self.costs.per_page);
         self.numa_stats.pages_migrated += 1;
-        if self.pages_in_flight.contains_key(&(pid, page >> 12)) {
-            // A flush of the page is still in flight: some core may yet hold the old
-            // translation, so the old frame waits for a flush of its own.
+        let restore_first = self.numa.as_ref().is_some_and(|n| n.restore_first);
+        if restore_first || self.pages_in_flight.contains_key(&(pid, page >> 12)) {
+            // Linux 4.x made the PTE present and young before migrating, so the unmap flushes
+            // it (`os.numa_hint_order`); or a flush of the page is still in flight: some core
+            // may yet hold the old translation. Either way the old frame waits for a flush.
             self.numa_stats.migrations_flushed += 1;
+            let flushed = if restore_first { make_pte(old, restored & !PTE_PFN_MASK) | crate::page_table::PTE_ACCESSED } else { old_pte };
             let mut gather = Gather::default();
-            gather.page(Vpn(page >> 12), old_pte);
+            gather.page(Vpn(page >> 12), flushed);
             gather.frames.push((old, 0));
             self.flush(core, pid, FlushReason::Migration, false, gather);
         } else {
