@@ -83,3 +83,40 @@ fn a_parsec_like_program_that_is_not_built_is_a_clean_error_naming_the_field() {
     let err = tlbsim_core::run(tree, &[], std::path::Path::new(".")).err().unwrap().to_string();
     assert!(err.contains("workload.region_bytes"), "{err}");
 }
+
+fn canneal(policy: &str, numa: bool) -> serde_json::Value {
+    let tree = serde_json::json!({
+        "machine": {"sockets": 2, "cores_per_socket": 4},
+        "os": {"coherence": policy, "numa_balancing": numa, "numa_hint_order": "restore-first",
+               "numa_scan_delay_ms": 0.05, "numa_scan_period_ms": 0.2, "numa_scan_period_max_ms": 2.0},
+        "workload": {"kind": "parsec-like", "test": "canneal", "threads": 6, "region_bytes": 8 << 20, "ops": 60},
+    });
+    tlbsim_core::run(tree, &[], std::path::Path::new(".")).unwrap().stats
+}
+
+#[test]
+fn canneal_loads_alone_then_anneals_in_steps_without_allocating() {
+    let s = canneal("linux", false);
+    // The loader first-touches the whole netlist: 8 MiB, 2,048 pages.
+    assert!(total(&s, "page_faults") >= 2_000, "{}", total(&s, "page_faults"));
+    assert_eq!(s["per_class"]["anneal"]["ops_completed"].as_u64().unwrap(), 6 * 60);
+    // Nothing is unmapped while annealing: no shootdown but the exit's.
+    assert!(total(&s, "shootdowns_sent") <= 1, "{}", s["totals"]["shootdowns_sent_by_reason"]);
+}
+
+#[test]
+fn canneal_under_autonuma_as_linux_4_flushes_each_page_moved_and_abis_skips_most() {
+    let (linux, abis) = (canneal("linux", true), canneal("abis", true));
+    let moved = |s: &serde_json::Value| s["totals"]["numa_balancing"]["pages_migrated"].as_u64().unwrap();
+    let migration = |s: &serde_json::Value| s["totals"]["shootdowns_sent_by_reason"]["migration"].as_u64().unwrap();
+    assert!(moved(&linux) > 50, "{}", linux["totals"]["numa_balancing"]);
+    // A move is a shootdown whenever another core runs the process (not while the loader
+    // is alone).
+    assert!(migration(&linux) * 2 >= moved(&linux), "{} of {}", migration(&linux), moved(&linux));
+    // Under ABIS the restored PTE is uncached (the scan flushed it, no walk set A since).
+    assert!(abis["totals"]["coherence"]["avoided_uncached"].as_u64().unwrap() > 0);
+    assert!(total(&abis, "shootdowns_sent") * 2 < total(&linux, "shootdowns_sent"));
+    for s in [&linux, &abis] {
+        assert_eq!(total(s, "violations_security") + total(s, "violations_consistency"), 0);
+    }
+}

@@ -297,8 +297,11 @@ impl<P: Coherence> Os<P> {
         }
         self.ptl_release(core, &mut ptl);
         self.numa_stats.pte_updates += changed;
-        let full = gather.pages.len() > self.ceiling as usize;
-        let waits = self.flush(core, pid, FlushReason::NumaHint, full, gather);
+        // As mprotect's change_protection: the request lists its pages, and a core with more
+        // than the ceiling to flush flushes whole when it takes the request (the delivery
+        // path decides). Marking the request itself full made a policy lose each page's
+        // state (ABIS could not tell a page moved later was uncached).
+        let waits = self.flush(core, pid, FlushReason::NumaHint, false, gather);
         (changed, waits)
     }
 
@@ -355,7 +358,10 @@ impl<P: Coherence> Os<P> {
             // it (`os.numa_hint_order`); or a flush of the page is still in flight: some core
             // may yet hold the old translation. Either way the old frame waits for a flush.
             self.numa_stats.migrations_flushed += 1;
-            let flushed = if restore_first { make_pte(old, restored & !PTE_PFN_MASK) | crate::page_table::PTE_ACCESSED } else { old_pte };
+            // The restored PTE is what the unmap clears. Linux's pte_mkyoung marks it young,
+            // but no TLB has walked it (the fault has not returned to user space): the
+            // model's accessed bit is the walker's, so it stays clear.
+            let flushed = if restore_first { make_pte(old, restored & !PTE_PFN_MASK) } else { old_pte };
             let mut gather = Gather::default();
             gather.page(Vpn(page >> 12), flushed);
             gather.frames.push((old, 0));

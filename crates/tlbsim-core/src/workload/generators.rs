@@ -30,7 +30,7 @@
 //!   OLTP guest beside another one or a vortex-like one (`test = "tpcc-tpcc" |
 //!   "tpcc-vortex"`, `pinning = "none" | "0012"`), as instruction streams.
 //! - `parsec-like`: ABIS §5.4: PARSEC programs as they use memory, through a model of
-//!   glibc's malloc (`test = "dedup"`; `crate::workload::parsec`).
+//!   glibc's malloc (`test = "dedup" | "canneal"`; `crate::workload::parsec`).
 //!
 //! Sizes default small (`ops`, `region_bytes`, ...), so that a default run takes seconds.
 //! Anything a paper does not say and a generator had to choose is marked **[inferred]**.
@@ -1796,6 +1796,11 @@ fn times(count: u64, body: Vec<Op>) -> Vec<Op> {
             v
         }
     }
+}
+
+/// [`times`], for the other generator modules.
+pub(super) fn times_pub(count: u64, body: Vec<Op>) -> Vec<Op> {
+    times(count, body)
 }
 
 /// `body` repeated forever (daemon threads only).

@@ -117,7 +117,8 @@ const COMPRESSED_PERCENT: u64 = 50;
 pub fn parsec_like(cfg: &Config) -> Result<Workload> {
     match cfg.workload.test.as_str() {
         "dedup" => dedup(cfg),
-        t => Err(Error::config("workload.test", format!("{t:?} is not a parsec-like program: use \"dedup\""))),
+        "canneal" => canneal(cfg),
+        t => Err(Error::config("workload.test", format!("{t:?} is not a parsec-like program: use \"dedup\" or \"canneal\""))),
     }
 }
 
@@ -483,4 +484,127 @@ fn dedup(cfg: &Config) -> Result<Workload> {
 
 fn heap_full(stage: &str) -> Error {
     Error::config("workload.region_bytes", format!("dedup's {stage} arena outgrew its 64 MiB heap: use a smaller input"))
+}
+
+// ---- canneal ----
+
+/// Bytes of a netlist element over its structures (see `canneal`'s doc): the element in
+/// `_elements` (88), its fan-in and fan-out arrays and the name map's node in the heap
+/// (160), its location (8).
+const CANNEAL_ELEMENT: u64 = 88;
+const CANNEAL_HEAP_PER_ELEMENT: u64 = 160;
+const CANNEAL_LOCATION: u64 = 8;
+/// Elements the loader handles per batch of operations (only to keep programs short).
+const CANNEAL_LOAD_BATCH: u64 = 1024;
+/// Parsing one netlist line (ifstream >> name, type and fan-in names), cycles **[inferred]**.
+const CANNEAL_PARSE_CYCLES: u64 = 3_000;
+/// Name-map nodes read per element while loading (the std::map's lower levels; the upper
+/// ones stay in the caches) **[inferred]**.
+const CANNEAL_MAP_READS: u64 = 4;
+/// Swaps per temperature step, over all threads (PARSEC's native run: `canneal 32 15000
+/// 2000 2500000.nets 6000`).
+const CANNEAL_SWAPS_PER_TEMP: u64 = 15_000;
+/// Connections read per move (fan-in and fan-out of the two elements), **[inferred]** 5,
+/// and the cost arithmetic per connection, 40 cycles **[inferred]**.
+const CANNEAL_CONNECTIONS: u64 = 5;
+const CANNEAL_COST_CYCLES: u64 = 40;
+
+/// PARSEC's canneal (pkgs/kernels/canneal/src: netlist.cpp, annealer_thread.cpp) as it
+/// uses memory:
+/// - The netlist has `region_bytes / 256` elements (native: 2,500,000, so 640 MB). The main
+///   thread loads it alone: `_elements` is one allocation of 88 bytes an element (a
+///   mapping of its own, above the mmap threshold), each element's fan-in and fan-out
+///   arrays and the name map's node grow the heap (160 bytes an element, written in
+///   order), and each line's names are looked up in the map (`CANNEAL_MAP_READS` random
+///   reads). Its pages are first-touched by that thread, so they sit on its node.
+/// - Then `threads` annealers (native 32) each make `15000 / threads` moves per
+///   temperature step and meet at a pthread barrier; one operation = one step of one
+///   thread; `ops` = steps (native 6,000). A move (annealer_thread::Run): a random element,
+///   its and its partner's connections (random reads of elements, their arrays and
+///   locations), the cost arithmetic, and about one accepted swap in two (a write of two
+///   elements' location pointers): per step these are issued as one batch of each kind.
+/// - Nothing is allocated or freed while annealing: the shootdowns and most page faults of
+///   a real run come from the kernel (AutoNUMA, `os.numa_balancing`), not the program.
+/// Simplified: the annealers' reads and writes of one step are not interleaved; the
+/// locations array is one region; the loader's map reads are uniform over the map's nodes.
+fn canneal(cfg: &Config) -> Result<Workload> {
+    let w = &cfg.workload;
+    let n = if w.threads == 0 { 4 } else { w.threads as u64 };
+    super::generators::check_range("workload.threads", n, 1, 1024)?;
+    let per_element = CANNEAL_ELEMENT + CANNEAL_HEAP_PER_ELEMENT + CANNEAL_LOCATION;
+    super::generators::check_range("workload.region_bytes", w.region_bytes, CANNEAL_LOAD_BATCH * per_element, 1 << 40)?;
+    let elements = w.region_bytes / per_element;
+    let steps = if w.ops == 0 { 5 } else { w.ops };
+    let page_up = |b: u64| b.div_ceil(PAGE) * PAGE;
+    let region = |bytes: u64| MapSpec {
+        fpr: false,
+        fixed: false,
+        bytes: page_up(bytes),
+        backing: super::program::Backing::Anonymous,
+        shared: false,
+        populate: false,
+        writable: true,
+    };
+    let (elems, heap, locs) = (0usize, 1usize, 2usize);
+    let regions = vec![
+        region(elements * CANNEAL_ELEMENT),
+        region(elements * CANNEAL_HEAP_PER_ELEMENT),
+        region(elements * CANNEAL_LOCATION),
+    ];
+    let loaded = 0u32;
+    let access = |slot: usize, pattern: Pattern, mode: AccessMode, count: u64, offset: u64, len: u64, stride: u64| Op::Access {
+        slot,
+        pattern,
+        mode,
+        count: count.max(1),
+        offset,
+        len,
+        stride,
+    };
+    let line = 64;
+    // The loader.
+    let mut load = Vec::new();
+    let mut done = 0;
+    while done < elements {
+        let batch = CANNEAL_LOAD_BATCH.min(elements - done);
+        // Map lookups over the nodes made so far (the map grows with the heap).
+        let map_len = page_up((done * CANNEAL_HEAP_PER_ELEMENT).max(PAGE));
+        load.push(access(heap, Pattern::Random, AccessMode::Read, batch * CANNEAL_MAP_READS, 0, map_len, 8));
+        let (e0, h0, l0) = (done * CANNEAL_ELEMENT, done * CANNEAL_HEAP_PER_ELEMENT, done * CANNEAL_LOCATION);
+        load.push(access(elems, Pattern::Sequential, AccessMode::Write, batch * CANNEAL_ELEMENT / line, e0, batch * CANNEAL_ELEMENT, line));
+        load.push(access(heap, Pattern::Sequential, AccessMode::Write, batch * CANNEAL_HEAP_PER_ELEMENT / line, h0, batch * CANNEAL_HEAP_PER_ELEMENT, line));
+        load.push(access(locs, Pattern::Sequential, AccessMode::Write, batch * CANNEAL_LOCATION / line, l0, batch * CANNEAL_LOCATION, line));
+        load.push(Op::Compute { cycles: batch * CANNEAL_PARSE_CYCLES });
+        done += batch;
+    }
+    load.push(Op::Post { token: loaded });
+    load.push(Op::Exit);
+
+    // An annealer's temperature step.
+    let moves = (CANNEAL_SWAPS_PER_TEMP / n).max(1);
+    let step = vec![
+        access(elems, Pattern::Random, AccessMode::Read, moves * (1 + CANNEAL_CONNECTIONS), 0, 0, 8),
+        access(heap, Pattern::Random, AccessMode::Read, moves * 2, 0, 0, 8),
+        access(locs, Pattern::Random, AccessMode::Read, moves * CANNEAL_CONNECTIONS, 0, 0, 8),
+        Op::Compute { cycles: moves * CANNEAL_CONNECTIONS * CANNEAL_COST_CYCLES },
+        access(elems, Pattern::Random, AccessMode::Write, moves, 0, 0, 8),
+        Op::Barrier,
+        Op::CountOp,
+    ];
+    let mut anneal = vec![Op::Sleep { token: loaded, count: 1 }];
+    anneal.extend(super::generators::times_pub(steps, step));
+    anneal.push(Op::Exit);
+
+    let mut w_out = Workload::default();
+    w_out.programs.push(load);
+    w_out.programs.push(anneal);
+    let mut threads = vec![ThreadSpec { name: "main".into(), class: "load".into(), core: None, program: 0, daemon: false }];
+    for t in 0..n {
+        threads.push(ThreadSpec { name: format!("annealer{t}"), class: "anneal".into(), core: None, program: 1, daemon: false });
+    }
+    w_out.groups.push(super::program::GroupSpec { name: "root".into(), limit_pages: 0 });
+    w_out.processes.push(ProcessSpec { name: "canneal".into(), group: 0, regions, threads, page_tables: Default::default() });
+    w_out.tokens = 1;
+    w_out.slots = 3;
+    Ok(w_out)
 }
