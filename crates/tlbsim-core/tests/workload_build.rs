@@ -79,6 +79,7 @@ fn every_generator_builds_with_its_defaults() {
         json!({"kind": "cowmultiple"}),
         json!({"kind": "wordcount"}),
         json!({"kind": "vm-mix"}),
+        json!({"kind": "parsec-like", "test": "dedup"}),
     ];
     assert_eq!(defaults.len(), KINDS.len());
     for (wl, kind) in defaults.into_iter().zip(KINDS) {

@@ -48,7 +48,9 @@
 //!     which the program's unbounded queues never do). When the run's order differs, the
 //!     addresses reused are the model's, not the run's; each call's page faults and flushes
 //!     are still the kernel's answer to what the program touches and gives back.
-//!   - One operation = one unique fine chunk compressed.
+//!   - One operation (`ops_completed`, per class): fragment, a coarse chunk handed out;
+//!     refine, a coarse chunk cut; dedup, a group looked up; compress, a unique fine chunk
+//!     compressed; reorder, a group written.
 //!
 //! CPU work between memory accesses, per byte: deflate at level 6, 114 cycles (lzbench's
 //! published zlib 1.2.11 -6 figure, 35 MB/s on the Silesia corpus on a 4.0 GHz Core
@@ -266,6 +268,7 @@ fn dedup(cfg: &Config) -> Result<Workload> {
         fragment.push(compute(len * READ_CPB));
         for _ in (b as u64 * READ_BUFFER / COARSE)..((b as u64 * READ_BUFFER + len).div_ceil(COARSE)) {
             fragment.push(Op::Post { token: fragmented });
+            fragment.push(Op::CountOp);
         }
     }
     fragment.push(Op::Exit);
@@ -322,6 +325,7 @@ fn dedup(cfg: &Config) -> Result<Workload> {
             }
             ops.push(touch(slots.refine_arena(r), first, chunks.len() as u64 * (CHUNK_T + 16)));
             ops.push(Op::Post { token: refined(r) });
+            ops.push(Op::CountOp);
         }
         refine[r].push(Op::Exit);
     }
@@ -344,6 +348,7 @@ fn dedup(cfg: &Config) -> Result<Workload> {
                 ops.push(Op::Post { token: zero_bucket });
             }
             ops.push(Op::Post { token: deduped(d) });
+            ops.push(Op::CountOp);
         }
         dedupe[d].push(Op::Exit);
     }
@@ -383,6 +388,7 @@ fn dedup(cfg: &Config) -> Result<Workload> {
             // write_file: three write() calls a chunk (type, length, content).
             ops.push(compute(bytes * WRITE_CPB + 3 * chunks * WRITE_CALL_CYCLES));
             ops.push(Op::Post { token: written });
+            ops.push(Op::CountOp);
         };
         for (j, &g) in mine.iter().enumerate() {
             if j >= 2 {
@@ -519,7 +525,7 @@ const CANNEAL_COST_CYCLES: u64 = 40;
 ///   reads). Its pages are first-touched by that thread, so they sit on its node.
 /// - Then `threads` annealers (native 32) each make `15000 / threads` moves per
 ///   temperature step and meet at a pthread barrier; one operation = one step of one
-///   thread; `ops` = steps (native 6,000). A move (annealer_thread::Run): a random element,
+///   thread (the loader's: a batch of 1,024 elements loaded); `ops` = steps (native 6,000). A move (annealer_thread::Run): a random element,
 ///   its and its partner's connections (random reads of elements, their arrays and
 ///   locations), the cost arithmetic, and about one accepted swap in two (a write of two
 ///   elements' location pointers): per step these are issued as one batch of each kind.
@@ -575,6 +581,7 @@ fn canneal(cfg: &Config) -> Result<Workload> {
         load.push(access(heap, Pattern::Sequential, AccessMode::Write, batch * CANNEAL_HEAP_PER_ELEMENT / line, h0, batch * CANNEAL_HEAP_PER_ELEMENT, line));
         load.push(access(locs, Pattern::Sequential, AccessMode::Write, batch * CANNEAL_LOCATION / line, l0, batch * CANNEAL_LOCATION, line));
         load.push(Op::Compute { cycles: batch * CANNEAL_PARSE_CYCLES });
+        load.push(Op::CountOp);
         done += batch;
     }
     load.push(Op::Post { token: loaded });
