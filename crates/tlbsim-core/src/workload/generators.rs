@@ -549,6 +549,21 @@ fn ycsb(cfg: &Config) -> Result<Workload> {
 
 // ---- apache ----
 
+/// The file every request maps (`file_pages`, default 3: the 11 KB default page) and the
+/// rest of a request's work (`compute_cycles`, default 20,000 **[inferred]**): (file,
+/// bytes, cycles).
+fn apache_file(cfg: &Config, b: &mut Builder) -> Result<(u32, u64, u64)> {
+    let file_pages = file_pages_or(cfg, 3);
+    check_range("workload.file_pages", file_pages, 1, 1 << 20)?;
+    let file = b.file("index.html", file_pages);
+    Ok((file, file_pages * PAGE, compute_cycles_or(cfg, 20_000)))
+}
+
+/// Sending the mapped file: a read of it, one cache line at a time.
+fn send_file(slot: usize, bytes: u64) -> Op {
+    Op::Access { slot, pattern: Pattern::Sequential, mode: AccessMode::Read, count: bytes / 64, offset: 0, len: 0, stride: 64 }
+}
+
 /// ABIS §5.2 (and FPR §V-A3): Apache's mpm_event runs several processes of several
 /// threads, and serves each request by mapping the requested file, sending its content
 /// and unmapping it. `threads` workers (default one per core) spread over `processes`
@@ -575,18 +590,14 @@ fn apache(cfg: &Config) -> Result<Workload> {
             format!("{processes} processes for {threads} worker threads (workload.threads): each process needs a worker"),
         ));
     }
-    let file_pages = file_pages_or(cfg, 3);
-    check_range("workload.file_pages", file_pages, 1, 1 << 20)?;
     let ops = ops_or(cfg, 1_000);
-    let cycles = compute_cycles_or(cfg, 20_000);
     let mut b = Builder::default();
     let root = b.group("root", 0);
-    let file = b.file("index.html", file_pages);
-    let bytes = file_pages * PAGE;
+    let (file, bytes, cycles) = apache_file(cfg, &mut b)?;
     let slot = 0;
     let request = vec![
         Op::Mmap { slot, spec: file_map(file, 0, bytes, true, false) },
-        Op::Access { slot, pattern: Pattern::Sequential, mode: AccessMode::Read, count: bytes / 64, offset: 0, len: 0, stride: 64 },
+        send_file(slot, bytes),
         Op::Munmap { slot },
         Op::Compute { cycles },
         Op::CountOp,
@@ -681,14 +692,10 @@ fn apache_mpm_event(cfg: &Config) -> Result<Workload> {
     }
     let per_child = if w.threads == 0 { 25 } else { w.threads };
     check_range("workload.threads", per_child as u64, 1, 1024)?;
-    let file_pages = file_pages_or(cfg, 3);
-    check_range("workload.file_pages", file_pages, 1, 1 << 20)?;
     let requests = ops_or(cfg, 1_000);
-    let cycles = compute_cycles_or(cfg, 20_000);
     let mut b = Builder::default();
     let root = b.group("root", 0);
-    let file = b.file("index.html", file_pages);
-    let bytes = file_pages * PAGE;
+    let (file, bytes, cycles) = apache_file(cfg, &mut b)?;
     let slot = 0;
     // Per process p, four tokens: readable connections (the listener's epoll), idle
     // workers, the worker queue, responses not yet read by p's wrk threads.
@@ -708,7 +715,7 @@ fn apache_mpm_event(cfg: &Config) -> Result<Workload> {
             Op::Take { token: queue(p) },
             Op::Compute { cycles },
             Op::Mmap { slot, spec: file_map(file, 0, bytes, true, false) },
-            Op::Access { slot, pattern: Pattern::Sequential, mode: AccessMode::Read, count: bytes / 64, offset: 0, len: 0, stride: 64 },
+            send_file(slot, bytes),
             Op::Post { token: responses(p) },
             Op::Munmap { slot },
             Op::CountOp,
