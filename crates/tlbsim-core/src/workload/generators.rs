@@ -1739,36 +1739,36 @@ fn vma_ops(cfg: &Config) -> Result<Workload> {
 
 /// Collects groups, files, processes and programs; `finish` counts the slots.
 #[derive(Default)]
-struct Builder {
-    w: Workload,
+pub(super) struct Builder {
+    pub(super) w: Workload,
 }
 
 impl Builder {
-    fn group(&mut self, name: &str, limit_pages: u64) -> usize {
+    pub(super) fn group(&mut self, name: &str, limit_pages: u64) -> usize {
         self.w.groups.push(GroupSpec { name: name.into(), limit_pages });
         self.w.groups.len() - 1
     }
 
-    fn file(&mut self, name: &str, pages: u64) -> u32 {
+    pub(super) fn file(&mut self, name: &str, pages: u64) -> u32 {
         self.w.files.push(FileSpec { name: name.into(), pages });
         (self.w.files.len() - 1) as u32
     }
 
-    fn program(&mut self, ops: Vec<Op>) -> usize {
+    pub(super) fn program(&mut self, ops: Vec<Op>) -> usize {
         self.w.programs.push(ops);
         self.w.programs.len() - 1
     }
 
-    fn process(&mut self, name: &str, group: usize, regions: Vec<MapSpec>) -> usize {
+    pub(super) fn process(&mut self, name: &str, group: usize, regions: Vec<MapSpec>) -> usize {
         self.w.processes.push(ProcessSpec { name: name.into(), group, regions, threads: Vec::new(), page_tables: Default::default() });
         self.w.processes.len() - 1
     }
 
-    fn thread(&mut self, process: usize, name: &str, class: &str, core: Option<u32>, program: usize, daemon: bool) {
+    pub(super) fn thread(&mut self, process: usize, name: &str, class: &str, core: Option<u32>, program: usize, daemon: bool) {
         self.w.processes[process].threads.push(ThreadSpec { name: name.into(), class: class.into(), core, program, daemon });
     }
 
-    fn finish(mut self) -> Workload {
+    pub(super) fn finish(mut self) -> Workload {
         let regions = self.w.processes.iter().map(|p| p.regions.len()).max().unwrap_or(0);
         let used = self.w.programs.iter().flatten().filter_map(Op::slot).map(|s| s + 1).max().unwrap_or(0);
         self.w.slots = regions.max(used);
@@ -1776,7 +1776,7 @@ impl Builder {
     }
 }
 
-fn anon(bytes: u64, writable: bool) -> MapSpec {
+pub(super) fn anon(bytes: u64, writable: bool) -> MapSpec {
     MapSpec { fpr: false, fixed: false, bytes, backing: Backing::Anonymous, shared: false, populate: false, writable }
 }
 
@@ -1791,7 +1791,7 @@ fn touch_pages(slot: usize, mode: AccessMode, pages: u64) -> Op {
 
 /// `body` repeated `count` times, in the flat loop form (`Loop { count: 0 }` would be
 /// forever, so zero repetitions are no operations at all).
-fn times(count: u64, body: Vec<Op>) -> Vec<Op> {
+pub(super) fn times(count: u64, body: Vec<Op>) -> Vec<Op> {
     match count {
         0 => Vec::new(),
         1 => body,
@@ -1803,11 +1803,6 @@ fn times(count: u64, body: Vec<Op>) -> Vec<Op> {
             v
         }
     }
-}
-
-/// [`times`], for the other generator modules.
-pub(super) fn times_pub(count: u64, body: Vec<Op>) -> Vec<Op> {
-    times(count, body)
 }
 
 /// `body` repeated forever (daemon threads only).

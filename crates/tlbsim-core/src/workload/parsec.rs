@@ -65,7 +65,8 @@
 //! spans two coarse chunks (the program's send buffers fill across them); the input is
 //! mapped as whole 128 MB buffers from the start (the malloc's mmap is not timed).
 
-use super::program::{AccessMode, MapSpec, Op, Pattern, ProcessSpec, ThreadSpec, Workload};
+use super::generators::{anon, check_range, times, Builder};
+use super::program::{AccessMode, Op, Pattern, Workload};
 use super::ptmalloc::{Arena, Released, HEAP_BYTES};
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -168,24 +169,23 @@ fn dedup(cfg: &Config) -> Result<Workload> {
     let w = &cfg.workload;
     let n = if w.threads == 0 { 4 } else { w.threads as usize };
     let input = w.region_bytes / PAGE * PAGE;
-    super::generators::check_range("workload.region_bytes", input, COARSE, 1 << 36)?;
-    super::generators::check_range("workload.stride", w.stride, 1, 1 << 20)?;
+    check_range("workload.region_bytes", input, COARSE, 1 << 36)?;
+    check_range("workload.stride", w.stride, 1, 1 << 20)?;
     let stride = w.stride;
     let buffers = input.div_ceil(READ_BUFFER) as usize;
     let coarse_chunks = input.div_ceil(COARSE) as usize;
     let slots = Slots { n };
     let scratch = slots.scratch(buffers);
 
-    // Tokens: coarse chunks read (in order), chunks written (in order), and per thread of
-    // the middle stages its chunks done.
-    // (`written` is the writer's progress: nothing waits for it; kept for the record.)
-    let (fragmented, written) = (0u32, 1u32);
-    let refined = |r: usize| 2 + r as u32;
-    let deduped = |d: usize| 2 + (n + d) as u32;
-    let compressed = |k: usize| 2 + (2 * n + k) as u32;
+    // Tokens: coarse chunks read (in order), and per thread of the middle stages its units
+    // done.
+    let fragmented = 0u32;
+    let refined = |r: usize| 1 + r as u32;
+    let deduped = |d: usize| 1 + (n + d) as u32;
+    let compressed = |k: usize| 1 + (2 * n + k) as u32;
     // The hash-table bucket lock every all-zero chunk takes (a mutex: posted once, then
     // taken and posted back by each holder).
-    let zero_bucket = 2 + 3 * n as u32;
+    let zero_bucket = 1 + 3 * n as u32;
 
     // Fine chunks of each coarse chunk, from the run's seed.
     let mut rng = crate::rng::SplitMix64::derive(cfg.seed, 0xded0_0000);
@@ -293,18 +293,17 @@ fn dedup(cfg: &Config) -> Result<Workload> {
             groups.push(Group { coarse: c, first: g * GROUP, len: GROUP.min(chunks.len() - g * GROUP), thread: t });
         }
     }
-    // Each thread's units in order, and a unit's place in its thread's order.
+    // Each thread's units in order, and a coarse chunk's place in its refiner's order.
     let mut refined_by: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut refine_place = Vec::with_capacity(coarse_chunks);
     for (c, &r) in refiner_of.iter().enumerate() {
+        refine_place.push(refined_by[r].len());
         refined_by[r].push(c);
     }
     let mut grouped_by: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut place = vec![0usize; groups.len()];
     for (g, group) in groups.iter().enumerate() {
-        place[g] = grouped_by[group.thread].len();
         grouped_by[group.thread].push(g);
     }
-    let refine_place = |c: usize| refined_by[refiner_of[c]].iter().position(|&x| x == c).unwrap();
 
     // Refine: whole coarse chunks; one chunk_t per fine chunk in the refiner's arena.
     let mut refine_arenas: Vec<Arena> = (0..n).map(|_| Arena::new()).collect();
@@ -335,7 +334,7 @@ fn dedup(cfg: &Config) -> Result<Workload> {
             let group = &groups[g];
             let c = group.coarse;
             let ops = &mut dedupe[d];
-            ops.push(Op::Sleep { token: refined(refiner_of[c]), count: refine_place(c) as u32 + 1 });
+            ops.push(Op::Sleep { token: refined(refiner_of[c]), count: refine_place[c] as u32 + 1 });
             let chunks = &fine[c][group.first..group.first + group.len];
             let len: u64 = chunks.iter().map(|f| f.len).sum();
             ops.push(pass(slots.buffer(buffer_of(c)), AccessMode::Read, chunks[0].offset, len, stride));
@@ -387,7 +386,6 @@ fn dedup(cfg: &Config) -> Result<Workload> {
             }
             // write_file: three write() calls a chunk (type, length, content).
             ops.push(compute(bytes * WRITE_CPB + 3 * chunks * WRITE_CALL_CYCLES));
-            ops.push(Op::Post { token: written });
             ops.push(Op::CountOp);
         };
         for (j, &g) in mine.iter().enumerate() {
@@ -458,17 +456,14 @@ fn dedup(cfg: &Config) -> Result<Workload> {
     }
     writer.push(Op::Exit);
 
-    let mut w_out = Workload::default();
-    let arena_region = MapSpec { fpr: false, fixed: false, bytes: HEAP_BYTES, backing: super::program::Backing::Anonymous, shared: false, populate: false, writable: true };
-    let mut regions = vec![arena_region.clone(); 2 * n];
-    for b in 0..buffers {
-        let len = (input - b as u64 * READ_BUFFER).min(READ_BUFFER);
-        regions.push(MapSpec { bytes: len, ..arena_region.clone() });
-    }
-    let mut threads = Vec::new();
+    let mut b = Builder::default();
+    let root = b.group("root", 0);
+    let mut regions = vec![anon(HEAP_BYTES, true); 2 * n];
+    regions.extend((0..buffers).map(|b| anon((input - b as u64 * READ_BUFFER).min(READ_BUFFER), true)));
+    let process = b.process("dedup", root, regions);
     let mut add = |name: String, class: &str, ops: Vec<Op>| {
-        w_out.programs.push(ops);
-        threads.push(ThreadSpec { name, class: class.into(), core: None, program: w_out.programs.len() - 1, daemon: false });
+        let program = b.program(ops);
+        b.thread(process, &name, class, None, program, false);
     };
     add("fragment".into(), "fragment", fragment);
     for (t, ops) in refine.into_iter().enumerate() {
@@ -481,11 +476,8 @@ fn dedup(cfg: &Config) -> Result<Workload> {
         add(format!("compress{t}"), "compress", ops);
     }
     add("reorder".into(), "reorder", writer);
-    w_out.groups.push(super::program::GroupSpec { name: "root".into(), limit_pages: 0 });
-    w_out.processes.push(ProcessSpec { name: "dedup".into(), group: 0, regions, threads, page_tables: Default::default() });
-    w_out.tokens = 3 + 3 * n as u32;
-    w_out.slots = scratch + 1;
-    Ok(w_out)
+    b.w.tokens = 2 + 3 * n as u32;
+    Ok(b.finish())
 }
 
 fn heap_full(stage: &str) -> Error {
@@ -536,21 +528,13 @@ const CANNEAL_COST_CYCLES: u64 = 40;
 fn canneal(cfg: &Config) -> Result<Workload> {
     let w = &cfg.workload;
     let n = if w.threads == 0 { 4 } else { w.threads as u64 };
-    super::generators::check_range("workload.threads", n, 1, 1024)?;
+    check_range("workload.threads", n, 1, 1024)?;
     let per_element = CANNEAL_ELEMENT + CANNEAL_HEAP_PER_ELEMENT + CANNEAL_LOCATION;
-    super::generators::check_range("workload.region_bytes", w.region_bytes, CANNEAL_LOAD_BATCH * per_element, 1 << 40)?;
+    check_range("workload.region_bytes", w.region_bytes, CANNEAL_LOAD_BATCH * per_element, 1 << 40)?;
     let elements = w.region_bytes / per_element;
     let steps = if w.ops == 0 { 5 } else { w.ops };
     let page_up = |b: u64| b.div_ceil(PAGE) * PAGE;
-    let region = |bytes: u64| MapSpec {
-        fpr: false,
-        fixed: false,
-        bytes: page_up(bytes),
-        backing: super::program::Backing::Anonymous,
-        shared: false,
-        populate: false,
-        writable: true,
-    };
+    let region = |bytes: u64| anon(page_up(bytes), true);
     let (elems, heap, locs) = (0usize, 1usize, 2usize);
     let regions = vec![
         region(elements * CANNEAL_ELEMENT),
@@ -599,19 +583,17 @@ fn canneal(cfg: &Config) -> Result<Workload> {
         Op::CountOp,
     ];
     let mut anneal = vec![Op::Sleep { token: loaded, count: 1 }];
-    anneal.extend(super::generators::times_pub(steps, step));
+    anneal.extend(times(steps, step));
     anneal.push(Op::Exit);
 
-    let mut w_out = Workload::default();
-    w_out.programs.push(load);
-    w_out.programs.push(anneal);
-    let mut threads = vec![ThreadSpec { name: "main".into(), class: "load".into(), core: None, program: 0, daemon: false }];
+    let mut b = Builder::default();
+    let root = b.group("root", 0);
+    let process = b.process("canneal", root, regions);
+    let (load, anneal) = (b.program(load), b.program(anneal));
+    b.thread(process, "main", "load", None, load, false);
     for t in 0..n {
-        threads.push(ThreadSpec { name: format!("annealer{t}"), class: "anneal".into(), core: None, program: 1, daemon: false });
+        b.thread(process, &format!("annealer{t}"), "anneal", None, anneal, false);
     }
-    w_out.groups.push(super::program::GroupSpec { name: "root".into(), limit_pages: 0 });
-    w_out.processes.push(ProcessSpec { name: "canneal".into(), group: 0, regions, threads, page_tables: Default::default() });
-    w_out.tokens = 1;
-    w_out.slots = 3;
-    Ok(w_out)
+    b.w.tokens = 1;
+    Ok(b.finish())
 }

@@ -21,16 +21,19 @@ def remote_targets_per_shootdown(stats: Mapping[str, Any]) -> float | None:
     return float(t.get("shootdown_ipis_received", 0)) / sent if sent > 0 else None
 
 
+def _per_second(stats: Mapping[str, Any], total: str) -> float | None:
+    seconds = float(stats["run"].get("seconds") or 0)
+    return float(stats["totals"].get(total, 0)) / seconds if seconds > 0 else None
+
+
 def shootdowns_per_second(stats: Mapping[str, Any]) -> float | None:
     """Shootdowns sent per second of the run (Fig. 8's rates above the bars)."""
-    seconds = float(stats["run"].get("seconds") or 0)
-    return float(stats["totals"].get("shootdowns_sent", 0)) / seconds if seconds > 0 else None
+    return _per_second(stats, "shootdowns_sent")
 
 
 def page_faults_per_second(stats: Mapping[str, Any]) -> float | None:
     """Page faults per second of the run (§5.4: "dedup triggers ... 370k page faults per second")."""
-    seconds = float(stats["run"].get("seconds") or 0)
-    return float(stats["totals"].get("page_faults", 0)) / seconds if seconds > 0 else None
+    return _per_second(stats, "page_faults")
 
 
 def page_faults_per_shootdown(stats: Mapping[str, Any]) -> float | None:
