@@ -131,6 +131,10 @@ fn main() {
         &hot,
         total,
     );
+    // The default machine's structures on the walk stream: nearly every lookup misses and
+    // inserts (the 96-entry fully associative L1, the 4096-entry 16-way L2).
+    run("96e fully assoc LRU, uniform over 16384 pages", (96, 96, Lru), &wide, total);
+    run("4096e 16-way LRU, uniform over 16384 pages", (4096, 16, Lru), &wide, total);
     run(
         "1536e 12-way LRU, uniform over 16384 pages",
         (1536, 12, Lru),

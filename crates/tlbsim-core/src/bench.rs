@@ -286,8 +286,15 @@ pub fn multicore(cores: u32, ops: u64, memory_model: &str, policy: &str) -> crat
 /// Stream (ii) alone, with `replicas` page-table copies ([`BenchOptions::replicas`]):
 /// accesses per second and the fraction of accesses that walked.
 pub fn walk_stream(n: u64, memory_model: &str, replicas: u32) -> crate::Result<(f64, f64)> {
+    walk_stream_over(n, memory_model, replicas, REGION)
+}
+
+/// Stream (ii) over a region of `region` bytes (for profiling: a smaller region has a
+/// shorter untimed set-up; the walk path is the same while the region's page-table lines
+/// exceed the line cache).
+pub fn walk_stream_over(n: u64, memory_model: &str, replicas: u32, region: u64) -> crate::Result<(f64, f64)> {
     let (mut m, space) = machine(memory_model, replicas)?;
-    let pages = REGION >> 12;
+    let pages = region >> 12;
     let warm: Vec<TraceEvent> =
         (0..pages).map(|p| TraceEvent::Access { va: BASE + (p << 12), kind: AccessKind::Load, size: 8 }).collect();
     for chunk in warm.chunks(BATCH) {

@@ -181,7 +181,7 @@ pub struct Tlb {
     ways: usize,
     set_mask: usize,
     keys: Vec<u64>,
-    /// Sets wider than `WIDE_WAYS` ways: a 16-bit fingerprint of each way's key (see
+    /// Sets of `WIDE_WAYS` ways or more: a 16-bit fingerprint of each way's key (see
     /// `fingerprint`), scanned first. Empty otherwise.
     wide: bool,
     fps: Vec<u16>,
@@ -215,6 +215,11 @@ pub struct Tlb {
     plru_words: usize,
     /// log2(ways) (PLRU only).
     ways_log2: u32,
+    /// LRU sets of 8 or 16 ways: per set, the ways in recency order as 4-bit fields, least
+    /// recently used in the low field, most recently used in field `ways - 1`. It orders
+    /// the ways exactly as their recency stamps do (every touch moves the way to the top),
+    /// so the victim is the low field instead of a minimum over the stamps. Empty otherwise.
+    lru_order: Vec<u64>,
     /// PLRU with at most 64 ways: per way, (path mask, path value); see `plru_paths`.
     plru_path: Vec<(u64, u64)>,
     clock: u64,
@@ -297,7 +302,7 @@ impl Tlb {
             wide: ways > WIDE_WAYS,
             index: if ways > WIDE_WAYS { vec![INDEX_EMPTY; (4 * n).next_power_of_two()] } else { Vec::new() },
             index_shift: 64 - (4 * n).next_power_of_two().trailing_zeros(),
-            fps: if ways > WIDE_WAYS {
+            fps: if ways >= WIDE_WAYS {
                 vec![0; n]
             } else {
                 Vec::new()
@@ -318,6 +323,12 @@ impl Tlb {
             plru: vec![0; sets * plru_words],
             plru_words,
             ways_log2: ways.trailing_zeros(),
+            lru_order: if !disabled && geometry.replacement == Replacement::Lru && (ways == 8 || ways == 16) {
+                // Never-touched ways cannot be in a full set, so their initial order is moot.
+                vec![(0..ways as u64).fold(0, |o, w| o | (w << (4 * w))); sets]
+            } else {
+                Vec::new()
+            },
             plru_path: if plru_words == 1 {
                 plru_paths(ways)
             } else {
@@ -348,8 +359,18 @@ impl Tlb {
     /// `tag`. A valid entry matches if vpn and size match and either its tag equals `tag` or
     /// it is global. On a hit the replacement state is updated (LRU recency, PLRU bits) and
     /// a copy of the entry is returned. Hot path: no allocation.
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&mut self, vpn: Vpn, size: PageSize, tag: u16) -> Option<TlbEntry> {
+        // A structure holding no page of this size (the 2 MiB and 1 GiB probes of a 4 KiB
+        // workload) answers without a call. The memo cannot hold a key of such a size.
+        if self.size_count[size as usize] == 0 {
+            return None;
+        }
+        self.lookup_held(vpn, size, tag)
+    }
+
+    #[inline(never)]
+    fn lookup_held(&mut self, vpn: Vpn, size: PageSize, tag: u16) -> Option<TlbEntry> {
         let (base, units) = key_base(vpn, size);
         let exact = base | tag as u64;
         let global = base | KEY_GLOBAL_BIT;
@@ -360,11 +381,6 @@ impl Tlb {
                 self.touch(w);
                 return Some(self.slots[w]);
             }
-        }
-        // A structure holding no page of this size (the 2 MiB and 1 GiB probes of a 4 KiB
-        // workload) answers without touching its sets.
-        if self.size_count[size as usize] == 0 {
-            return None;
         }
         let start = (units as usize & self.set_mask) * self.ways;
         let Some(w) = self.find_in_set(start, exact, global) else {
@@ -389,6 +405,8 @@ impl Tlb {
         let start = (units as usize & self.set_mask) * self.ways;
         if self.wide {
             crate::prefetch::read(&self.index[self.index_home(base | tag as u64)]);
+        } else if self.ways == WIDE_WAYS {
+            crate::prefetch::read(&self.fps[start]);
         } else {
             crate::prefetch::read(&self.keys[start]);
         }
@@ -642,6 +660,9 @@ impl Tlb {
                 None => None,
             };
         }
+        if self.ways == WIDE_WAYS {
+            return self.find_by_fingerprint(start, exact, global);
+        }
         let keys = &self.keys[start..start + self.ways];
         if let Some(w) = find_key(keys, exact) {
             return Some(start + w);
@@ -652,6 +673,27 @@ impl Tlb {
         find_key(keys, global).map(|w| start + w)
     }
 
+    /// `find_in_set` for 16-way sets: the 16 fingerprints (one SSE2 compare) name the
+    /// candidates, usually none or one, and only those keys are read.
+    #[inline(always)]
+    fn find_by_fingerprint(&self, start: usize, exact: u64, global: u64) -> Option<usize> {
+        let fps: &[u16; WIDE_WAYS] = self.fps[start..start + WIDE_WAYS].try_into().expect("set length");
+        let mut m = fp_mask(fps, fingerprint(exact));
+        let mut found_global = None;
+        while m != 0 {
+            let w = start + m.trailing_zeros() as usize;
+            m &= m - 1;
+            let k = self.keys[w];
+            if k == exact {
+                return Some(w);
+            }
+            if k == global {
+                found_global = Some(w);
+            }
+        }
+        found_global
+    }
+
     /// Make way `w` (absolute) most recently used.
     #[inline(always)]
     fn touch(&mut self, w: usize) {
@@ -659,6 +701,9 @@ impl Tlb {
         self.recency[w] = self.clock;
         if self.plru_words != 0 {
             self.plru_touch(w);
+        }
+        if !self.lru_order.is_empty() {
+            self.order_touch(w);
         }
         if self.lru_queue_live {
             self.lru_queue.push((w as u32, self.clock));
@@ -698,6 +743,25 @@ impl Tlb {
         }
         // Unreachable while every touch is queued; the scan is the definition anyway.
         lru_way(&self.recency)
+    }
+
+    /// Move way `w` (absolute) to the top of its set's recency order.
+    #[inline(always)]
+    fn order_touch(&mut self, w: usize) {
+        let set = w >> self.ways_log2;
+        let way = (w & (self.ways - 1)) as u64;
+        let order = self.lru_order[set];
+        // The field holding `way`: the lowest zero field of order ^ (way in every field).
+        // Ways appear once each, in the low `ways` fields, so the lowest flagged field is
+        // exact (a borrow can only flag fields above a true zero).
+        const ONES: u64 = 0x1111_1111_1111_1111;
+        let x = order ^ way.wrapping_mul(ONES);
+        let zero = x.wrapping_sub(ONES) & !x & (ONES << 3);
+        let shift = zero.trailing_zeros() & !3;
+        let below = order & ((1u64 << shift) - 1);
+        let above = order.checked_shr(shift + 4).unwrap_or(0) << shift;
+        let top = 4 * (self.ways as u32 - 1);
+        self.lru_order[set] = below | (above & ((1u64 << top) - 1)) | (way << top);
     }
 
     #[inline(always)]
@@ -776,6 +840,7 @@ impl Tlb {
     fn policy_victim(&mut self, start: usize) -> usize {
         match self.geometry.replacement {
             Replacement::Lru if self.lru_queue_on => self.lru_queue_victim(),
+            Replacement::Lru if !self.lru_order.is_empty() => (self.lru_order[start >> self.ways_log2] & 15) as usize,
             Replacement::Lru => lru_way(&self.recency[start..start + self.ways]),
             Replacement::Fifo => argmin(&self.inserted[start..start + self.ways]),
             Replacement::Plru => self.plru_victim(start),
@@ -824,7 +889,7 @@ impl Tlb {
         self.keys[w] = key;
         self.missed = INVALID;
         self.index_insert(key, w);
-        if self.wide {
+        if !self.fps.is_empty() {
             self.fps[w] = fingerprint(key);
         }
         self.slots[w] = entry;
