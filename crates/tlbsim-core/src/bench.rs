@@ -107,6 +107,9 @@ fn machine(memory_model: &str, replicas: u32) -> crate::Result<(Machine, crate::
     Ok((m, space))
 }
 
+// Not inlined, so that a profiler can collect the timed part alone
+// (`valgrind --tool=callgrind --toggle-collect='*bench::timed*'`).
+#[inline(never)]
 fn timed(m: &mut Machine, space: &crate::sim::AddressSpace, events: &[TraceEvent]) -> crate::Result<f64> {
     let start = Instant::now();
     for chunk in events.chunks(BATCH) {

@@ -191,14 +191,14 @@ impl MemSys {
         let c = &mut self.counters[core];
         let key = Vpn(line);
         let private = &mut self.private[core];
-        if private.lookup(key, PageSize::Size4K, 0).is_some() {
+        if private.lookup_hit(key, PageSize::Size4K, 0) {
             c.private_hits += 1;
             return 0;
         }
         private.insert(line_entry(line));
         if let Some(llc) = llc {
             let key = llc_key(line);
-            if llc.lookup(key, PageSize::Size4K, 0).is_some() {
+            if llc.lookup_hit(key, PageSize::Size4K, 0) {
                 c.llc_hits += 1;
                 return self.llc_latency as u64;
             }

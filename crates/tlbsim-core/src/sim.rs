@@ -167,7 +167,7 @@ impl Machine {
                 }
                 let hit = match self.pt_caches[socket].as_mut() {
                     Some(cache) => {
-                        let hit = cache.lookup(crate::memsys::llc_key(line), PageSize::Size4K, 0).is_some();
+                        let hit = cache.lookup_hit(crate::memsys::llc_key(line), PageSize::Size4K, 0);
                         if !hit {
                             cache.insert(TlbEntry { vpn: crate::memsys::llc_key(line), pfn: table, size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 });
                         }

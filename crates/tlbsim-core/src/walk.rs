@@ -177,7 +177,7 @@ pub fn walk<W: WalkListener>(
 fn read_cost(memsys: &mut WalkMemory<'_>, table: Pfn, index: usize, stats: &mut CoreStats) -> u64 {
     let line = (table.0 << 6) | (index as u64 >> 3);
     if let Some(cache) = memsys.pt_cache.as_deref_mut() {
-        if cache.lookup(crate::memsys::llc_key(line), PageSize::Size4K, 0).is_some() {
+        if cache.lookup_hit(crate::memsys::llc_key(line), PageSize::Size4K, 0) {
             stats.pt_cache_hits += 1;
             return memsys.pt_cache_latency as u64;
         }

@@ -393,6 +393,9 @@ const GEOMETRIES: &[(u32, u32)] = &[
     (16, 4),
     (64, 4),
     (16, 16),
+    // Several 8- and 16-way sets: the recency-order word and the fingerprint scan of each.
+    (32, 8),
+    (64, 16),
     (64, 64),
     (96, 96),
     // Every specialised scan width, the 8-wide chunked scan with a remainder, and tree-PLRU

@@ -317,6 +317,10 @@ impl TlbHierarchy {
             for (i, size) in [(L1D_4K, PageSize::Size4K), (L1D_2M, PageSize::Size2M), (L1D_1G, PageSize::Size1G)] {
                 if self.present[i] {
                     lat = lat.max(self.latency[i]);
+                    // Large-page probes skip a structure that holds no page of their size.
+                    if size != PageSize::Size4K && !self.structs[i].holds(size) {
+                        continue;
+                    }
                     if let Some(e) = self.structs[i].lookup(vpn.align(size), size, tag) {
                         self.counters[i].hits += 1;
                         self.observe(i, &e);
@@ -334,6 +338,9 @@ impl TlbHierarchy {
         if self.present[L2] {
             cycles += self.latency[L2];
             for size in PageSize::ALL {
+                if size != PageSize::Size4K && !self.structs[L2].holds(size) {
+                    continue;
+                }
                 if let Some(e) = self.structs[L2].lookup(vpn.align(size), size, tag) {
                     self.counters[L2].hits += 1;
                     self.observe(L2, &e);

@@ -19,9 +19,11 @@
 //! stamps, FIFO stamps and PLRU bits live in parallel flat vectors. A one-entry last-hit
 //! memo answers a repeated lookup of the same page without a scan, and updates the
 //! replacement state exactly as the scan would. Scans of common associativities (1, 2, 4,
-//! 6, 8, 12, 16 ways) are unrolled and branch-free; sets wider than 16 ways (large fully
-//! associative structures) keep a 16-bit fingerprint per way and compare those 16 at a
-//! time with SSE2 before checking full keys. Nothing allocates after `new`.
+//! 6, 8, 12 ways) are unrolled and branch-free; 16-way sets keep a 16-bit fingerprint per
+//! way and compare all 16 with one SSE2 step before reading any full key; sets wider than
+//! 16 ways (large fully associative structures) find a key through a hash index. LRU sets
+//! of 8 or 16 ways keep their ways in recency order in one word per set, so the victim is
+//! read, not searched for. Nothing allocates after `new`.
 //!
 //! Choices the spec leaves open (also in the doc comment of [`Tlb`]): a non-global entry
 //! outranks a global one of the same page on lookup; a global entry is identified by its
@@ -220,6 +222,8 @@ pub struct Tlb {
     /// the ways exactly as their recency stamps do (every touch moves the way to the top),
     /// so the victim is the low field instead of a minimum over the stamps. Empty otherwise.
     lru_order: Vec<u64>,
+    /// A touch also updates PLRU bits or `lru_order`.
+    touch_more: bool,
     /// PLRU with at most 64 ways: per way, (path mask, path value); see `plru_paths`.
     plru_path: Vec<(u64, u64)>,
     clock: u64,
@@ -293,7 +297,7 @@ impl Tlb {
         } else {
             0
         };
-        Ok(Tlb {
+        let mut tlb = Tlb {
             geometry: geometry.clone(),
             disabled,
             ways,
@@ -329,6 +333,7 @@ impl Tlb {
             } else {
                 Vec::new()
             },
+            touch_more: false,
             plru_path: if plru_words == 1 {
                 plru_paths(ways)
             } else {
@@ -343,7 +348,9 @@ impl Tlb {
             memo_query: INVALID,
             memo_way: 0,
             missed: INVALID,
-        })
+        };
+        tlb.touch_more = tlb.plru_words != 0 || !tlb.lru_order.is_empty();
+        Ok(tlb)
     }
 
     pub fn geometry(&self) -> &TlbGeometry {
@@ -359,18 +366,27 @@ impl Tlb {
     /// `tag`. A valid entry matches if vpn and size match and either its tag equals `tag` or
     /// it is global. On a hit the replacement state is updated (LRU recency, PLRU bits) and
     /// a copy of the entry is returned. Hot path: no allocation.
-    #[inline(always)]
+    #[inline(never)]
     pub fn lookup(&mut self, vpn: Vpn, size: PageSize, tag: u16) -> Option<TlbEntry> {
-        // A structure holding no page of this size (the 2 MiB and 1 GiB probes of a 4 KiB
-        // workload) answers without a call. The memo cannot hold a key of such a size.
-        if self.size_count[size as usize] == 0 {
-            return None;
-        }
-        self.lookup_held(vpn, size, tag)
+        self.lookup_held(vpn, size, tag).map(|w| self.slots[w])
     }
 
+    /// Whether the structure holds any page of `size` (inline, so that the 2 MiB and 1 GiB
+    /// probes of a 4 KiB workload cost no call: `lookup` would miss).
+    #[inline(always)]
+    pub fn holds(&self, size: PageSize) -> bool {
+        self.size_count[size as usize] != 0
+    }
+
+    /// As `lookup`, saying only whether it hit (a line cache has no payload to return).
     #[inline(never)]
-    fn lookup_held(&mut self, vpn: Vpn, size: PageSize, tag: u16) -> Option<TlbEntry> {
+    pub fn lookup_hit(&mut self, vpn: Vpn, size: PageSize, tag: u16) -> bool {
+        self.lookup_held(vpn, size, tag).is_some()
+    }
+
+    /// `lookup`'s way (absolute), replacement state updated.
+    #[inline(always)]
+    fn lookup_held(&mut self, vpn: Vpn, size: PageSize, tag: u16) -> Option<usize> {
         let (base, units) = key_base(vpn, size);
         let exact = base | tag as u64;
         let global = base | KEY_GLOBAL_BIT;
@@ -379,8 +395,12 @@ impl Tlb {
             let k = self.keys[w];
             if k == exact || k == global {
                 self.touch(w);
-                return Some(self.slots[w]);
+                return Some(w);
             }
+        }
+        // A structure holding no page of this size answers without touching its sets.
+        if self.size_count[size as usize] == 0 {
+            return None;
         }
         let start = (units as usize & self.set_mask) * self.ways;
         let Some(w) = self.find_in_set(start, exact, global) else {
@@ -390,7 +410,7 @@ impl Tlb {
         self.memo_query = exact;
         self.memo_way = w;
         self.touch(w);
-        Some(self.slots[w])
+        Some(w)
     }
 
     /// Ask the host CPU to bring in the lines a lookup of this page will read (a hint: no
@@ -699,11 +719,14 @@ impl Tlb {
     fn touch(&mut self, w: usize) {
         self.clock += 1;
         self.recency[w] = self.clock;
-        if self.plru_words != 0 {
-            self.plru_touch(w);
-        }
-        if !self.lru_order.is_empty() {
-            self.order_touch(w);
+        // One test on the common path (stamps alone); PLRU bits and the recency-order word
+        // never coexist.
+        if self.touch_more {
+            if self.plru_words != 0 {
+                self.plru_touch(w);
+            } else {
+                self.order_touch(w);
+            }
         }
         if self.lru_queue_live {
             self.lru_queue.push((w as u32, self.clock));
@@ -879,7 +902,9 @@ impl Tlb {
             self.sl_count[self.slots[w].sl as usize] -= 1;
             self.size_count[self.slots[w].size as usize] -= 1;
             self.globals -= (old & KEY_GLOBAL_BIT != 0) as u32;
-            self.index_remove(old, w);
+            if self.wide {
+                self.index_remove(old, w);
+            }
         } else {
             self.valid += 1;
         }
