@@ -24,8 +24,8 @@
 
 use crate::config::{Config, MemoryModel};
 use crate::error::{Error, Result};
-use crate::tlb::{Tlb, TlbEntry, TlbGeometry};
-use crate::types::{PageSize, Pfn, Vpn};
+use crate::tlb::{LineCache, TlbGeometry};
+use crate::types::{Pfn, Vpn};
 use serde::Serialize;
 
 /// Cycles per bandwidth accounting window.
@@ -110,7 +110,7 @@ impl Dram {
 /// The memory system of model "cache" (None in model "flat").
 pub struct MemSys {
     /// Per core: the private cache (lines).
-    pub private: Vec<Tlb>,
+    pub private: Vec<LineCache>,
     pub llc_latency: u32,
     pub dram: Dram,
     pub counters: Vec<MemCounters>,
@@ -131,10 +131,6 @@ pub fn llc_key(line: u64) -> Vpn {
     Vpn(x ^ (x >> 27))
 }
 
-fn line_entry(line: u64) -> TlbEntry {
-    TlbEntry { vpn: Vpn(line), pfn: Pfn(0), size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 }
-}
-
 impl MemSys {
     /// The memory system `cfg` describes (None for model "flat").
     pub fn new(cfg: &Config) -> Result<Option<MemSys>> {
@@ -144,7 +140,7 @@ impl MemSys {
         }
         let geometry = |bytes: u64, ways: u32| TlbGeometry { entries: (bytes / 64) as u32, ways, replacement: crate::tlb::Replacement::Lru };
         let private = (0..cfg.cores())
-            .map(|c| Tlb::new(&geometry(m.private_bytes, m.private_ways), cfg.seed ^ c as u64).map_err(|e| Error::config("machine.memory.private_ways", e)))
+            .map(|c| LineCache::new(&geometry(m.private_bytes, m.private_ways), cfg.seed ^ c as u64).map_err(|e| Error::config("machine.memory.private_ways", e)))
             .collect::<Result<Vec<_>>>()?;
         let ghz = cfg.machine.frequency_ghz;
         Ok(Some(MemSys {
@@ -170,7 +166,7 @@ impl MemSys {
     /// frame) at cycle `now`; `llc` is the socket's last-level cache, `latency` the DRAM
     /// latency from the socket to each node. Returns the cycles beyond the base CPI.
     #[inline]
-    pub fn data_access(&mut self, core: usize, socket: u32, line: u64, now: u64, llc: Option<&mut Tlb>, latency: &[u32]) -> u64 {
+    pub fn data_access(&mut self, core: usize, socket: u32, line: u64, now: u64, llc: Option<&mut LineCache>, latency: &[u32]) -> u64 {
         self.counters[core].data_accesses += 1;
         let cycles = self.line_access(core, socket, line, now, llc, latency);
         self.counters[core].data_cycles += cycles;
@@ -179,7 +175,7 @@ impl MemSys {
 
     /// A line the kernel model reads or writes on behalf of `core` (e.g. a page-table
     /// copy's entry): through the same private cache, last-level cache and DRAM as data.
-    pub fn kernel_access(&mut self, core: usize, socket: u32, line: u64, now: u64, llc: Option<&mut Tlb>, latency: &[u32]) -> u64 {
+    pub fn kernel_access(&mut self, core: usize, socket: u32, line: u64, now: u64, llc: Option<&mut LineCache>, latency: &[u32]) -> u64 {
         self.counters[core].kernel_accesses += 1;
         let cycles = self.line_access(core, socket, line, now, llc, latency);
         self.counters[core].kernel_cycles += cycles;
@@ -187,22 +183,17 @@ impl MemSys {
     }
 
     #[inline]
-    fn line_access(&mut self, core: usize, socket: u32, line: u64, now: u64, llc: Option<&mut Tlb>, latency: &[u32]) -> u64 {
+    fn line_access(&mut self, core: usize, socket: u32, line: u64, now: u64, llc: Option<&mut LineCache>, latency: &[u32]) -> u64 {
         let c = &mut self.counters[core];
-        let key = Vpn(line);
-        let private = &mut self.private[core];
-        if private.lookup_hit(key, PageSize::Size4K, 0) {
+        if self.private[core].access(line) {
             c.private_hits += 1;
             return 0;
         }
-        private.insert(line_entry(line));
         if let Some(llc) = llc {
-            let key = llc_key(line);
-            if llc.lookup_hit(key, PageSize::Size4K, 0) {
+            if llc.access(llc_key(line).0) {
                 c.llc_hits += 1;
                 return self.llc_latency as u64;
             }
-            llc.insert(line_entry(key.0));
         }
         let node = crate::memory::node_of(Pfn(line >> 6)).0;
         let local = node == socket;

@@ -15,7 +15,7 @@ use crate::page_table::{PageTables, PTE_USER, PTE_WRITABLE};
 use crate::placement::{PageTableBackend, PtCtx};
 use crate::stats::{self, CoreStats};
 use crate::tlb::hierarchy::{NoTlbListener, TlbHierarchy, TlbListener};
-use crate::tlb::{Tlb, TlbEntry, TlbGeometry};
+use crate::tlb::{TlbEntry, TlbGeometry};
 use crate::trace::{TraceEvent, TraceSource};
 use crate::types::{AccessKind, CoreId, NodeId, PageSize, Pfn, Vpn};
 use crate::walk::{self, NoWalkListener, WalkListener, WalkMemory, WalkOutcome};
@@ -49,7 +49,7 @@ pub struct AddressSpace {
 
 pub struct Machine {
     pub cores: Vec<Core>,
-    pub pt_caches: Vec<Option<Tlb>>,
+    pub pt_caches: Vec<Option<crate::tlb::LineCache>>,
     pt_cache_latency: u32,
     /// Data accesses through caches and DRAM (`machine.memory.model = "cache"`).
     pub memsys: Option<crate::memsys::MemSys>,
@@ -100,7 +100,7 @@ impl Machine {
         let pt_caches = (0..sockets)
             .map(|_| {
                 (pt_geometry.entries > 0)
-                    .then(|| Tlb::new(&pt_geometry, cfg.seed))
+                    .then(|| crate::tlb::LineCache::new(&pt_geometry, cfg.seed))
                     .transpose()
                     .map_err(|e| Error::config(pt_key, e))
             })
@@ -166,13 +166,7 @@ impl Machine {
                     continue;
                 }
                 let hit = match self.pt_caches[socket].as_mut() {
-                    Some(cache) => {
-                        let hit = cache.lookup_hit(crate::memsys::llc_key(line), PageSize::Size4K, 0);
-                        if !hit {
-                            cache.insert(TlbEntry { vpn: crate::memsys::llc_key(line), pfn: table, size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 });
-                        }
-                        hit
-                    }
+                    Some(cache) => cache.access(crate::memsys::llc_key(line).0),
                     None => false,
                 };
                 cycles += if hit { self.pt_cache_latency as u64 } else { self.latency[socket][node] as u64 };
@@ -268,7 +262,7 @@ impl Machine {
         c.tlbs.structs[crate::tlb::hierarchy::L2].prefetch(Vpn::of_va(va), PageSize::Size4K, c.tlbs.tag());
         let line = self.pt.prefetch_walk(space.root, space.levels, va);
         if let Some(cache) = &self.pt_caches[c.socket as usize] {
-            cache.prefetch(crate::memsys::llc_key(line), PageSize::Size4K, 0);
+            cache.prefetch(crate::memsys::llc_key(line).0);
         }
     }
 

@@ -18,7 +18,7 @@ use crate::page_table::{
 };
 use crate::stats::CoreStats;
 use crate::tlb::hierarchy::{TlbHierarchy, PWC_PD, PWC_PDPT, PWC_PML4};
-use crate::tlb::{Tlb, TlbEntry};
+use crate::tlb::TlbEntry;
 use crate::types::{CoreId, PageSize, Pfn, Vpn};
 
 /// Observer of A/D-bit transitions the walker makes.
@@ -45,7 +45,7 @@ pub enum WalkOutcome {
 /// The socket-level memory system a walk reads through.
 pub struct WalkMemory<'a> {
     /// The socket's page-table-line cache (`None`: off).
-    pub pt_cache: Option<&'a mut Tlb>,
+    pub pt_cache: Option<&'a mut crate::tlb::LineCache>,
     pub pt_cache_latency: u32,
     /// Latency to each node from the walking socket.
     pub node_latency: &'a [u32],
@@ -177,11 +177,10 @@ pub fn walk<W: WalkListener>(
 fn read_cost(memsys: &mut WalkMemory<'_>, table: Pfn, index: usize, stats: &mut CoreStats) -> u64 {
     let line = (table.0 << 6) | (index as u64 >> 3);
     if let Some(cache) = memsys.pt_cache.as_deref_mut() {
-        if cache.lookup_hit(crate::memsys::llc_key(line), PageSize::Size4K, 0) {
+        if cache.access(crate::memsys::llc_key(line).0) {
             stats.pt_cache_hits += 1;
             return memsys.pt_cache_latency as u64;
         }
-        cache.insert(TlbEntry { vpn: crate::memsys::llc_key(line), pfn: table, size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 });
     }
     let node = node_of(table);
     if node.0 == memsys.socket {

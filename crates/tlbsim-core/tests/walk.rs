@@ -7,7 +7,7 @@ use tlbsim_core::memory::PhysMem;
 use tlbsim_core::page_table::*;
 use tlbsim_core::stats::CoreStats;
 use tlbsim_core::tlb::hierarchy::TlbHierarchy;
-use tlbsim_core::tlb::{Replacement, Tlb, TlbGeometry};
+use tlbsim_core::tlb::{LineCache, Replacement, TlbGeometry};
 use tlbsim_core::types::{CoreId, NodeId, PageSize, Pfn};
 use tlbsim_core::walk::{walk, WalkListener, WalkMemory, WalkOutcome};
 
@@ -84,7 +84,7 @@ fn page_walk_caches_skip_levels() {
 #[test]
 fn page_table_line_cache_serves_repeat_reads() {
     let (_mem, mut pt, root, mut tlbs) = setup(false);
-    let mut cache = Tlb::new(&TlbGeometry { entries: 64, ways: 4, replacement: Replacement::Lru }, 0).unwrap();
+    let mut cache = LineCache::new(&TlbGeometry { entries: 64, ways: 16, replacement: Replacement::Lru }, 0).unwrap();
     let mut memsys = WalkMemory { pt_cache: Some(&mut cache), pt_cache_latency: 40, node_latency: &LAT, socket: 0, mem: None, core: 0, now: 0 };
     let mut stats = CoreStats::default();
     walk(&mut pt, &mut tlbs, &mut memsys, root, 4, VA, false, &mut stats, &mut Recorder(vec![]));

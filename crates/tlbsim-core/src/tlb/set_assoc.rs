@@ -773,18 +773,7 @@ impl Tlb {
     fn order_touch(&mut self, w: usize) {
         let set = w >> self.ways_log2;
         let way = (w & (self.ways - 1)) as u64;
-        let order = self.lru_order[set];
-        // The field holding `way`: the lowest zero field of order ^ (way in every field).
-        // Ways appear once each, in the low `ways` fields, so the lowest flagged field is
-        // exact (a borrow can only flag fields above a true zero).
-        const ONES: u64 = 0x1111_1111_1111_1111;
-        let x = order ^ way.wrapping_mul(ONES);
-        let zero = x.wrapping_sub(ONES) & !x & (ONES << 3);
-        let shift = zero.trailing_zeros() & !3;
-        let below = order & ((1u64 << shift) - 1);
-        let above = order.checked_shr(shift + 4).unwrap_or(0) << shift;
-        let top = 4 * (self.ways as u32 - 1);
-        self.lru_order[set] = below | (above & ((1u64 << top) - 1)) | (way << top);
+        self.lru_order[set] = order_touch(self.lru_order[set], way, self.ways as u32);
     }
 
     #[inline(always)]
@@ -1092,9 +1081,26 @@ fn find_n<const N: usize>(keys: &[u64], k: u64) -> Option<usize> {
     }
 }
 
+/// `order` (a set's ways in recency order, 4 bits each, least recently used lowest, the
+/// most recently used in field `ways - 1`) with `way` moved to the top.
+#[inline(always)]
+pub(crate) fn order_touch(order: u64, way: u64, ways: u32) -> u64 {
+    // The field holding `way`: the lowest zero field of order ^ (way in every field). Ways
+    // appear once each, in the low `ways` fields, so the lowest flagged field is exact (a
+    // borrow can only flag fields above a true zero).
+    const ONES: u64 = 0x1111_1111_1111_1111;
+    let x = order ^ way.wrapping_mul(ONES);
+    let zero = x.wrapping_sub(ONES) & !x & (ONES << 3);
+    let shift = zero.trailing_zeros() & !3;
+    let below = order & ((1u64 << shift) - 1);
+    let above = order.checked_shr(shift + 4).unwrap_or(0) << shift;
+    let top = 4 * (ways - 1);
+    below | (above & ((1u64 << top) - 1)) | (way << top)
+}
+
 /// Bit mask of the positions in `fps` (at most 64) equal to `f`.
 #[inline(always)]
-fn fp_mask(fps: &[u16], f: u16) -> u64 {
+pub(crate) fn fp_mask(fps: &[u16], f: u16) -> u64 {
     let mut m = 0u64;
     let mut base = 0;
     #[cfg(target_arch = "x86_64")]

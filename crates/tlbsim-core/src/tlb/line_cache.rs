@@ -1,0 +1,220 @@
+//! A cache of lines: the flat memory model's per-socket page-table-line cache (DESIGN.md
+//! "Page tables"; Mitosis §3 for why page-table lines in the last-level cache matter), and
+//! model "cache"'s per-core private caches and per-socket last-level caches.
+//!
+//! Modelled: a set-associative array of line tags, looked up by every access and filled on
+//! a miss, the set picked by the key's low bits; an empty way fills first (the lowest one),
+//! else the configured replacement policy picks the victim. The callers ask one thing per
+//! line ("did it hit?", the line then being present), so [`LineCache::access`] is that.
+//!
+//! Simplified (as everywhere in tlbsim's caches): no data, no dirty state, no coherence
+//! between sockets' caches; latency is the caller's business.
+//!
+//! Implementation: a line needs only its tag and its place in the set's recency order, so
+//! LRU caches of 8 or 16 ways (every default and preset) keep exactly that: a `u64` tag per
+//! way, for 16 ways a 16-bit fingerprint per way compared all at once with SSE2, and one
+//! word per set with the ways in recency order (`set_assoc::order_touch`). Any other shape
+//! or policy is a [`Tlb`] holding lines. Both give the same hits, misses and victims as
+//! a `Tlb` of the same geometry (the `line_cache_matches_tlb` test).
+
+use super::set_assoc::{fp_mask, order_touch, Replacement, Tlb, TlbEntry, TlbGeometry};
+use crate::types::{PageSize, Pfn, Vpn};
+
+/// Tag bits a line key keeps: as many as a TLB entry's key keeps of a 4 KiB VPN (45), so
+/// that both implementations treat every key alike.
+const KEY_MASK: u64 = (1 << 45) - 1;
+const INVALID: u64 = u64::MAX;
+const FP_WAYS: usize = 16;
+
+pub struct LineCache {
+    imp: Imp,
+}
+
+enum Imp {
+    Lru(LruLines),
+    General(Tlb),
+}
+
+/// LRU, 8 or 16 ways.
+struct LruLines {
+    ways: usize,
+    ways_log2: u32,
+    set_mask: usize,
+    keys: Vec<u64>,
+    /// 16 ways: each way's `fingerprint` (stale for an empty way: the key decides).
+    fps: Vec<u16>,
+    /// Per set: the ways in recency order, least recently used in the low 4 bits.
+    order: Vec<u64>,
+    valid: u32,
+}
+
+#[inline(always)]
+fn fingerprint(key: u64) -> u16 {
+    (key ^ (key >> 16) ^ (key >> 32)) as u16
+}
+
+impl LineCache {
+    /// A cache of `geometry` (the same rules and messages as [`Tlb::new`]); `seed` feeds
+    /// random replacement.
+    pub fn new(geometry: &TlbGeometry, seed: u64) -> Result<LineCache, String> {
+        // Validate through the general structure, whose messages name what is wrong.
+        let tlb = Tlb::new(geometry, seed)?;
+        let ways = geometry.ways as usize;
+        if geometry.replacement != Replacement::Lru || geometry.entries == 0 || !(ways == 8 || ways == FP_WAYS) {
+            return Ok(LineCache { imp: Imp::General(tlb) });
+        }
+        let sets = geometry.entries as usize / ways;
+        let n = sets * ways;
+        Ok(LineCache {
+            imp: Imp::Lru(LruLines {
+                ways,
+                ways_log2: ways.trailing_zeros(),
+                set_mask: sets - 1,
+                keys: vec![INVALID; n],
+                fps: if ways == FP_WAYS { vec![0; n] } else { Vec::new() },
+                // Never-touched ways cannot be in a full set, so their initial order is moot.
+                order: vec![(0..ways as u64).fold(0, |o, w| o | (w << (4 * w))); sets],
+                valid: 0,
+            }),
+        })
+    }
+
+    /// Look up line `key`, making it most recently used; on a miss, fill it. Returns
+    /// whether it hit.
+    #[inline]
+    pub fn access(&mut self, key: u64) -> bool {
+        match &mut self.imp {
+            Imp::Lru(c) => c.access(key),
+            Imp::General(t) => {
+                let vpn = Vpn(key);
+                if t.lookup_hit(vpn, PageSize::Size4K, 0) {
+                    return true;
+                }
+                t.insert(TlbEntry { vpn, pfn: Pfn(0), size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 });
+                false
+            }
+        }
+    }
+
+    /// Ask the host CPU to bring in the set `key` maps to (a hint: nothing changes).
+    #[inline]
+    pub fn prefetch(&self, key: u64) {
+        match &self.imp {
+            Imp::Lru(c) => {
+                let start = (key as usize & c.set_mask) << c.ways_log2;
+                if c.fps.is_empty() {
+                    crate::prefetch::read(&c.keys[start]);
+                } else {
+                    crate::prefetch::read(&c.fps[start]);
+                }
+            }
+            Imp::General(t) => t.prefetch(Vpn(key), PageSize::Size4K, 0),
+        }
+    }
+
+    /// Lines held.
+    pub fn occupancy(&self) -> u32 {
+        match &self.imp {
+            Imp::Lru(c) => c.valid,
+            Imp::General(t) => t.occupancy(),
+        }
+    }
+}
+
+impl LruLines {
+    #[inline]
+    fn access(&mut self, key: u64) -> bool {
+        let set = key as usize & self.set_mask;
+        let start = set << self.ways_log2;
+        let tag = key & KEY_MASK;
+        if let Some(way) = self.find(start, tag) {
+            self.order[set] = order_touch(self.order[set], way as u64, self.ways as u32);
+            return true;
+        }
+        // The lowest empty way, else the least recently used one.
+        let way = if self.valid as usize == self.keys.len() {
+            None
+        } else {
+            self.keys[start..start + self.ways].iter().position(|&k| k == INVALID)
+        };
+        let way = match way {
+            Some(w) => {
+                self.valid += 1;
+                w
+            }
+            None => (self.order[set] & 15) as usize,
+        };
+        self.keys[start + way] = tag;
+        if !self.fps.is_empty() {
+            self.fps[start + way] = fingerprint(tag);
+        }
+        self.order[set] = order_touch(self.order[set], way as u64, self.ways as u32);
+        false
+    }
+
+    /// The way (relative) holding `tag` in the set at `start`.
+    #[inline(always)]
+    fn find(&self, start: usize, tag: u64) -> Option<usize> {
+        if self.fps.is_empty() {
+            return self.keys[start..start + self.ways].iter().position(|&k| k == tag);
+        }
+        let fps: &[u16; FP_WAYS] = self.fps[start..start + FP_WAYS].try_into().expect("set length");
+        let mut m = fp_mask(fps, fingerprint(tag));
+        while m != 0 {
+            let w = m.trailing_zeros() as usize;
+            if self.keys[start + w] == tag {
+                return Some(w);
+            }
+            m &= m - 1;
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    /// Against a `Tlb` of the same geometry, over streams with reuse at several distances:
+    /// the same hit or miss on every access, the same occupancy at the end.
+    #[test]
+    fn line_cache_matches_tlb() {
+        for (entries, ways, replacement) in [
+            (64, 8, Replacement::Lru),
+            (256, 16, Replacement::Lru),
+            (16, 16, Replacement::Lru),
+            (8, 8, Replacement::Lru),
+            (64, 4, Replacement::Lru),
+            (64, 16, Replacement::Fifo),
+            (60, 30, Replacement::Lru),
+        ] {
+            let g = TlbGeometry { entries, ways, replacement };
+            let mut lines = LineCache::new(&g, 7).unwrap();
+            let mut tlb = Tlb::new(&g, 7).unwrap();
+            let mut rng = SplitMix64::new(entries as u64 * 31 + ways as u64);
+            for i in 0..20_000u64 {
+                // Mostly a working set near the capacity, sometimes far keys (above 2^45
+                // too: both keep the same 45 bits).
+                let key = match rng.below(10) {
+                    0 => rng.next_u64(),
+                    1..=3 => rng.below(entries as u64 * 4),
+                    _ => rng.below(entries as u64 + entries as u64 / 2),
+                };
+                let vpn = Vpn(key);
+                let want = tlb.lookup_hit(vpn, PageSize::Size4K, 0);
+                if !want {
+                    tlb.insert(TlbEntry { vpn, pfn: Pfn(0), size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 });
+                }
+                assert_eq!(lines.access(key), want, "{entries}e {ways}-way {replacement:?}, access {i}, key {key:#x}");
+            }
+            assert_eq!(lines.occupancy(), tlb.occupancy());
+        }
+    }
+
+    #[test]
+    fn bad_geometry_is_the_tlb_message() {
+        let g = TlbGeometry { entries: 24, ways: 8, replacement: Replacement::Lru };
+        assert!(LineCache::new(&g, 0).err().unwrap().contains("number of sets must be a power of two"));
+    }
+}
