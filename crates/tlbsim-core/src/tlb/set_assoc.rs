@@ -28,7 +28,7 @@
 //! Choices the spec leaves open (also in the doc comment of [`Tlb`]): a non-global entry
 //! outranks a global one of the same page on lookup; a global entry is identified by its
 //! page alone; FIFO age survives an overwrite in place; the lowest invalid way fills first;
-//! `insert_with_quota` takes "least recently used" from recency stamps under every policy.
+//! `insert_with_quota` takes "least recently used" from the recency every policy keeps.
 
 use crate::rng::SplitMix64;
 use crate::types::{PageSize, Pfn, Vpn};
@@ -169,9 +169,10 @@ const NO_ENTRY: TlbEntry = TlbEntry {
 ///   non-global entry with the caller's tag, if any, else the global one.
 /// * A victim is chosen only when the set has no invalid way; the lowest-numbered invalid
 ///   way is filled first.
-/// * Every policy keeps per-way recency stamps (hits, inserts and in-place overwrites make
-///   a way most recently used); they are what `insert_with_quota` means by "least recently
-///   used" whatever the policy. FIFO age is set when an entry is placed in a way and is
+/// * Every policy keeps each set's recency (hits, inserts and in-place overwrites make a
+///   way most recently used: per-way stamps, or for LRU sets of 8 or 16 ways the same
+///   order in one word); it is what `insert_with_quota` means by "least recently used"
+///   whatever the policy. FIFO age is set when an entry is placed in a way and is
 ///   *not* reset by an in-place overwrite of the same key (the refill of a translation that
 ///   is still cached does not make it a new arrival). Random draws from its generator only
 ///   when it must evict.
@@ -219,8 +220,9 @@ pub struct Tlb {
     ways_log2: u32,
     /// LRU sets of 8 or 16 ways: per set, the ways in recency order as 4-bit fields, least
     /// recently used in the low field, most recently used in field `ways - 1`. It orders
-    /// the ways exactly as their recency stamps do (every touch moves the way to the top),
-    /// so the victim is the low field instead of a minimum over the stamps. Empty otherwise.
+    /// the ways exactly as recency stamps would (every touch moves the way to the top), so
+    /// the victim is the low field instead of a minimum over stamps, and these structures
+    /// keep no stamps (`recency` is empty). Empty otherwise.
     lru_order: Vec<u64>,
     /// A touch also updates PLRU bits or `lru_order`.
     touch_more: bool,
@@ -297,6 +299,7 @@ impl Tlb {
         } else {
             0
         };
+        let lru_order_on = !disabled && geometry.replacement == Replacement::Lru && (ways == 8 || ways == 16);
         let mut tlb = Tlb {
             geometry: geometry.clone(),
             disabled,
@@ -312,7 +315,8 @@ impl Tlb {
                 Vec::new()
             },
             slots: vec![NO_ENTRY; n],
-            recency: vec![0; n],
+            // A recency-order word (below) replaces the stamps.
+            recency: if lru_order_on { Vec::new() } else { vec![0; n] },
             inserted: if geometry.replacement == Replacement::Fifo {
                 vec![0; n]
             } else {
@@ -327,7 +331,7 @@ impl Tlb {
             plru: vec![0; sets * plru_words],
             plru_words,
             ways_log2: ways.trailing_zeros(),
-            lru_order: if !disabled && geometry.replacement == Replacement::Lru && (ways == 8 || ways == 16) {
+            lru_order: if lru_order_on {
                 // Never-touched ways cannot be in a full set, so their initial order is moot.
                 vec![(0..ways as u64).fold(0, |o, w| o | (w << (4 * w))); sets]
             } else {
@@ -430,7 +434,9 @@ impl Tlb {
         } else {
             crate::prefetch::read(&self.keys[start]);
         }
-        crate::prefetch::read(&self.recency[start]);
+        if self.lru_order.is_empty() {
+            crate::prefetch::read(&self.recency[start]);
+        }
     }
 
     /// As `lookup` but without touching replacement state.
@@ -471,7 +477,7 @@ impl Tlb {
     ///
     /// "Over its quota" for another level means strictly more entries than allotted (the
     /// paper: "a domain which has exceeded its allotment"); "least recently used" is by
-    /// recency stamp, kept for every replacement policy.
+    /// the recency kept for every replacement policy (stamps, or the recency-order word).
     pub fn insert_with_quota(&mut self, entry: TlbEntry, quota: &[u32]) -> Option<TlbEntry> {
         self.insert_choosing(entry, |t, start| {
             let q = |sl: u8| quota.get(sl as usize).copied().unwrap_or(u32::MAX);
@@ -718,15 +724,15 @@ impl Tlb {
     #[inline(always)]
     fn touch(&mut self, w: usize) {
         self.clock += 1;
-        self.recency[w] = self.clock;
-        // One test on the common path (stamps alone); PLRU bits and the recency-order word
-        // never coexist.
-        if self.touch_more {
-            if self.plru_words != 0 {
-                self.plru_touch(w);
-            } else {
-                self.order_touch(w);
-            }
+        // One test on the common path (stamps alone). PLRU keeps stamps too (quotas' "least
+        // recently used"); a recency-order word replaces them.
+        if !self.touch_more {
+            self.recency[w] = self.clock;
+        } else if self.plru_words != 0 {
+            self.recency[w] = self.clock;
+            self.plru_touch(w);
+        } else {
+            self.order_touch(w);
         }
         if self.lru_queue_live {
             self.lru_queue.push((w as u32, self.clock));
@@ -862,6 +868,13 @@ impl Tlb {
 
     /// Least recently used valid way of the set (relative) whose entry satisfies `pred`.
     fn lru_where(&self, start: usize, pred: impl Fn(&TlbEntry) -> bool) -> Option<usize> {
+        if !self.lru_order.is_empty() {
+            // Up the recency order from the least recently used way.
+            let order = self.lru_order[start >> self.ways_log2];
+            return (0..self.ways)
+                .map(|p| ((order >> (4 * p)) & 15) as usize)
+                .find(|&w| self.keys[start + w] != INVALID && pred(&self.slots[start + w]));
+        }
         let mut best: Option<(u64, usize)> = None;
         for w in 0..self.ways {
             let i = start + w;
