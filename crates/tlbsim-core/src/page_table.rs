@@ -170,6 +170,14 @@ impl PageTables {
                 slot
             }
             None => {
+                if self.pages.len().is_multiple_of(PT_ENTRIES) {
+                    // Every 512 tables, the host pages of the next 512 (2 MiB) in one call
+                    // (random first touches make a new table nearly every fault).
+                    self.pages.reserve(PT_ENTRIES);
+                    let spare = self.pages.spare_capacity_mut();
+                    let n = spare.len().min(PT_ENTRIES);
+                    crate::prefetch::populate_write(spare.as_ptr() as *const u8, n * std::mem::size_of::<[u64; PT_ENTRIES]>());
+                }
                 self.pages.push([0; PT_ENTRIES]);
                 self.pfn_of_slot.push(pfn);
                 self.children_of_slot.push(NO_CHILDREN);
