@@ -303,6 +303,9 @@ impl TlbHierarchy {
                 cycles += self.latency[L1I];
                 // The instruction TLB holds every page size.
                 for size in PageSize::ALL {
+                    if size != PageSize::Size4K && !self.structs[L1I].holds(size) {
+                        continue;
+                    }
                     if let Some(e) = self.structs[L1I].lookup(vpn.align(size), size, tag) {
                         self.counters[L1I].hits += 1;
                         self.observe(L1I, &e);

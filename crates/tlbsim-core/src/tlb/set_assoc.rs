@@ -402,10 +402,6 @@ impl Tlb {
                 return Some(w);
             }
         }
-        // A structure holding no page of this size answers without touching its sets.
-        if self.size_count[size as usize] == 0 {
-            return None;
-        }
         let start = (units as usize & self.set_mask) * self.ways;
         let Some(w) = self.find_in_set(start, exact, global) else {
             self.missed = exact;
