@@ -851,10 +851,19 @@ impl Tlb {
     }
 
     /// Victim way (relative to the set) in a full set, by the replacement policy.
+    #[inline(always)]
     fn policy_victim(&mut self, start: usize) -> usize {
+        // The recency-order word (the L2 TLB's and the PWCs' common case) needs no call.
+        if !self.lru_order.is_empty() {
+            return (self.lru_order[start >> self.ways_log2] & 15) as usize;
+        }
+        self.policy_victim_other(start)
+    }
+
+    #[inline(never)]
+    fn policy_victim_other(&mut self, start: usize) -> usize {
         match self.geometry.replacement {
             Replacement::Lru if self.lru_queue_on => self.lru_queue_victim(),
-            Replacement::Lru if !self.lru_order.is_empty() => (self.lru_order[start >> self.ways_log2] & 15) as usize,
             Replacement::Lru => lru_way(&self.recency[start..start + self.ways]),
             Replacement::Fifo => argmin(&self.inserted[start..start + self.ways]),
             Replacement::Plru => self.plru_victim(start),
@@ -894,6 +903,7 @@ impl Tlb {
     }
 
     /// Put a new key into way `w` (invalid, or a victim whose entry is dropped here).
+    #[inline(always)]
     fn place(&mut self, w: usize, key: u64, entry: TlbEntry) {
         let old = self.keys[w];
         if old != INVALID {
