@@ -57,13 +57,17 @@ impl LineCache {
     /// A cache of `geometry` (the same rules and messages as [`Tlb::new`]); `seed` feeds
     /// random replacement.
     pub fn new(geometry: &TlbGeometry, seed: u64) -> Result<LineCache, String> {
-        // Validate through the general structure, whose messages name what is wrong.
-        let tlb = Tlb::new(geometry, seed)?;
-        let ways = geometry.ways as usize;
-        if geometry.replacement != Replacement::Lru || geometry.entries == 0 || !(ways == 8 || ways == FP_WAYS) {
-            return Ok(LineCache { imp: Imp::General(tlb) });
+        let (entries, ways) = (geometry.entries as usize, geometry.ways as usize);
+        let lean = geometry.replacement == Replacement::Lru
+            && (ways == 8 || ways == FP_WAYS)
+            && entries > 0
+            && entries.is_multiple_of(ways)
+            && (entries / ways).is_power_of_two();
+        if !lean {
+            // The general structure, whose errors name what is wrong with the geometry.
+            return Ok(LineCache { imp: Imp::General(Tlb::new(geometry, seed)?) });
         }
-        let sets = geometry.entries as usize / ways;
+        let sets = entries / ways;
         let n = sets * ways;
         Ok(LineCache {
             imp: Imp::Lru(LruLines {
