@@ -184,9 +184,10 @@ pub struct Tlb {
     ways: usize,
     set_mask: usize,
     keys: Vec<u64>,
-    /// Sets of `WIDE_WAYS` ways or more: a 16-bit fingerprint of each way's key (see
-    /// `fingerprint`), scanned first. Empty otherwise.
+    /// Sets of more than `WIDE_WAYS` ways (searched through `index`).
     wide: bool,
+    /// Sets of `WIDE_WAYS` ways or more: a 16-bit fingerprint of each way's key (see
+    /// `fingerprint`), compared first. Empty otherwise.
     fps: Vec<u16>,
     /// Wide sets are searched through a key → way index first: the software stand-in for
     /// the hardware's parallel tag compare, one or two probes where the fingerprint scan
@@ -216,7 +217,7 @@ pub struct Tlb {
     /// and 2n+1, leaves ways..2*ways) is bit n; 1 = the next victim is in the right subtree.
     plru: Vec<u64>,
     plru_words: usize,
-    /// log2(ways) (PLRU only).
+    /// log2(ways) (used where ways are a power of two: PLRU and `lru_order`).
     ways_log2: u32,
     /// LRU sets of 8 or 16 ways: per set, the ways in recency order as 4-bit fields, least
     /// recently used in the low field, most recently used in field `ways - 1`. It orders
