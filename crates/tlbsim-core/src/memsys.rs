@@ -25,7 +25,7 @@
 use crate::config::{Config, MemoryModel};
 use crate::error::{Error, Result};
 use crate::tlb::{LineCache, TlbGeometry};
-use crate::types::{Pfn, Vpn};
+use crate::types::Pfn;
 use serde::Serialize;
 
 /// Cycles per bandwidth accounting window.
@@ -126,9 +126,9 @@ pub struct MemSys {
 /// allocator hands out at 2 MiB strides among data frames would all fall into the same
 /// few sets.
 #[inline]
-pub fn llc_key(line: u64) -> Vpn {
+pub fn llc_key(line: u64) -> u64 {
     let x = line ^ (line >> 14);
-    Vpn(x ^ (x >> 27))
+    x ^ (x >> 27)
 }
 
 impl MemSys {
@@ -190,7 +190,7 @@ impl MemSys {
             return 0;
         }
         if let Some(llc) = llc {
-            if llc.access(llc_key(line).0) {
+            if llc.access(llc_key(line)) {
                 c.llc_hits += 1;
                 return self.llc_latency as u64;
             }

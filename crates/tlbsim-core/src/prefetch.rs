@@ -17,8 +17,9 @@ pub fn read<T>(p: &T) {
 /// system call, instead of one host page fault per page when each is first written. Linux
 /// 5.14+ (`MADV_POPULATE_WRITE`); elsewhere, or where the kernel refuses, nothing happens
 /// and the pages fault in on first use as before. Contents are unchanged (fresh anonymous
-/// memory stays zero). On a KVM guest the page-fault round trips, not the zeroing, were
-/// most of the first-touch stream's time (`perf`: 60% under the arena's first writes).
+/// memory stays zero). On a KVM guest the arena's first writes were 60% of the random
+/// first-touch stream's time (`perf`); in bulk the kernel still allocates and zeroes each
+/// page, but the exception round trip per page is gone (0.31 → 0.46 M faults/s here).
 pub fn populate_write(start: *const u8, bytes: usize) {
     #[cfg(target_os = "linux")]
     {

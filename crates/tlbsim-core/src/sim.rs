@@ -166,7 +166,7 @@ impl Machine {
                     continue;
                 }
                 let hit = match self.pt_caches[socket].as_mut() {
-                    Some(cache) => cache.access(crate::memsys::llc_key(line).0),
+                    Some(cache) => cache.access(crate::memsys::llc_key(line)),
                     None => false,
                 };
                 cycles += if hit { self.pt_cache_latency as u64 } else { self.latency[socket][node] as u64 };
@@ -262,7 +262,7 @@ impl Machine {
         c.tlbs.structs[crate::tlb::hierarchy::L2].prefetch(Vpn::of_va(va), PageSize::Size4K, c.tlbs.tag());
         let line = self.pt.prefetch_walk(space.root, space.levels, va);
         if let Some(cache) = &self.pt_caches[c.socket as usize] {
-            cache.prefetch(crate::memsys::llc_key(line).0);
+            cache.prefetch(crate::memsys::llc_key(line));
         }
     }
 

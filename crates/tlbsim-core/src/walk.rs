@@ -177,7 +177,7 @@ pub fn walk<W: WalkListener>(
 fn read_cost(memsys: &mut WalkMemory<'_>, table: Pfn, index: usize, stats: &mut CoreStats) -> u64 {
     let line = (table.0 << 6) | (index as u64 >> 3);
     if let Some(cache) = memsys.pt_cache.as_deref_mut() {
-        if cache.access(crate::memsys::llc_key(line).0) {
+        if cache.access(crate::memsys::llc_key(line)) {
             stats.pt_cache_hits += 1;
             return memsys.pt_cache_latency as u64;
         }

@@ -131,17 +131,25 @@ impl LruLines {
         let set = key as usize & self.set_mask;
         let start = set << self.ways_log2;
         let tag = key & KEY_MASK;
-        if let Some(way) = self.find(start, tag) {
-            self.order[set] = order_touch(self.order[set], way as u64, self.ways as u32);
-            return true;
-        }
-        // The lowest empty way, else the least recently used one.
-        let way = if self.valid as usize == self.keys.len() {
+        let found = self.find(start, tag);
+        let way = match found {
+            Some(w) => w,
+            None => self.fill(set, start, tag),
+        };
+        self.order[set] = order_touch(self.order[set], way as u64, self.ways as u32);
+        found.is_some()
+    }
+
+    /// Put `tag` into the set at `start`: the lowest empty way, else the least recently
+    /// used one. Returns the way (relative).
+    #[inline]
+    fn fill(&mut self, set: usize, start: usize, tag: u64) -> usize {
+        let empty = if self.valid as usize == self.keys.len() {
             None
         } else {
             self.keys[start..start + self.ways].iter().position(|&k| k == INVALID)
         };
-        let way = match way {
+        let way = match empty {
             Some(w) => {
                 self.valid += 1;
                 w
@@ -152,8 +160,7 @@ impl LruLines {
         if !self.fps.is_empty() {
             self.fps[start + way] = fingerprint(tag);
         }
-        self.order[set] = order_touch(self.order[set], way as u64, self.ways as u32);
-        false
+        way
     }
 
     /// The way (relative) holding `tag` in the set at `start`.

@@ -373,7 +373,7 @@ impl Tlb {
     /// a copy of the entry is returned. Hot path: no allocation.
     #[inline(never)]
     pub fn lookup(&mut self, vpn: Vpn, size: PageSize, tag: u16) -> Option<TlbEntry> {
-        self.lookup_held(vpn, size, tag).map(|w| self.slots[w])
+        self.lookup_way(vpn, size, tag).map(|w| self.slots[w])
     }
 
     /// Whether the structure holds any page of `size` (inline, so that the 2 MiB and 1 GiB
@@ -386,12 +386,12 @@ impl Tlb {
     /// As `lookup`, saying only whether it hit (a line cache has no payload to return).
     #[inline(never)]
     pub fn lookup_hit(&mut self, vpn: Vpn, size: PageSize, tag: u16) -> bool {
-        self.lookup_held(vpn, size, tag).is_some()
+        self.lookup_way(vpn, size, tag).is_some()
     }
 
     /// `lookup`'s way (absolute), replacement state updated.
     #[inline(always)]
-    fn lookup_held(&mut self, vpn: Vpn, size: PageSize, tag: u16) -> Option<usize> {
+    fn lookup_way(&mut self, vpn: Vpn, size: PageSize, tag: u16) -> Option<usize> {
         let (base, units) = key_base(vpn, size);
         let exact = base | tag as u64;
         let global = base | KEY_GLOBAL_BIT;
