@@ -65,8 +65,9 @@ pub struct BenchReport {
     /// (iv) First-touch faults per second (random 4 KiB pages over 1 TiB).
     pub first_touch_per_s: f64,
     pub first_touch_faults: u64,
-    /// Host bytes (resident set growth) per touched page, beyond the simulated page-table
-    /// pages (4 KiB each); null where /proc/self/statm cannot be read.
+    /// Host bytes (resident set growth) per touched page, beyond the simulated page
+    /// tables' entries (`PageTables::entry_bytes`: 4 KiB per dense table, 80 bytes per
+    /// small one); null where /proc/self/statm cannot be read.
     pub host_bytes_per_touched_page: Option<f64>,
     /// (v) Time to simulate a ChampSim `.xz` trace end to end, over the time to decompress it
     /// alone (1.0 = the simulator is free).
@@ -195,7 +196,8 @@ fn resident_bytes() -> Option<u64> {
 }
 
 /// Stream (iv): `faults` first touches of random 4 KiB pages over 1 TiB. Returns (faults
-/// per second, host bytes per touched page beyond the page-table pages).
+/// per second, host bytes per touched page beyond the page tables' entries: the growth of
+/// the resident set less the growth of [`crate::page_table::PageTables::entry_bytes`]).
 pub fn first_touch(faults: u64) -> crate::Result<(f64, Option<f64>)> {
     let mut tree = serde_json::json!({"machine": {"cores_per_socket": 1, "memory": {"node_mib": 64 * 1024}}});
     crate::config::apply_override(&mut tree, "workload.fetches=false")?;
@@ -209,12 +211,12 @@ pub fn first_touch(faults: u64) -> crate::Result<(f64, Option<f64>)> {
     let events: Vec<TraceEvent> = (0..faults)
         .map(|i| TraceEvent::Access { va: BASE + ((start_page + i.wrapping_mul(0x9E37_79B1)) & (pages - 1)) * 4096, kind: AccessKind::Store, size: 8 })
         .collect();
-    let (rss_before, tables_before) = (resident_bytes(), m.pt.table_pages() as u64);
+    let (rss_before, tables_before) = (resident_bytes(), m.pt.entry_bytes());
     let per_s = timed(&mut m, &space, &events)?;
     let touched = m.cores[0].stats.page_faults;
     let per_page = match (rss_before, resident_bytes()) {
         (Some(a), Some(b)) if touched > 0 => {
-            let tables = (m.pt.table_pages() as u64 - tables_before) * 4096;
+            let tables = m.pt.entry_bytes() - tables_before;
             Some((b.saturating_sub(a).saturating_sub(tables)) as f64 / touched as f64)
         }
         _ => None,

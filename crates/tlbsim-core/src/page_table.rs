@@ -10,6 +10,14 @@
 //! Table pages are freed by the OS model ([`PageTables::free_tables`]) when an unmapped
 //! range leaves a table covering no mapping (Linux's free_pgtables with its floor and
 //! ceiling); freed arena slots are reused.
+//!
+//! Host storage (no simulated effect): a table starts *small*, its non-zero entries kept
+//! as up to [`SMALL_ENTRIES`] (index, value) pairs in 80 bytes, and becomes a dense
+//! 4 KiB array when it needs more. Random first touches over a large region make a new
+//! table nearly every fault, each with one or two entries: 4 KiB of host memory to
+//! allocate and zero per fault was most of that stream's time and memory (issue 16).
+//! Reads of an absent entry give 0, as a zeroed table page does, so nothing above this
+//! module can tell the two apart.
 
 use crate::error::Result;
 use crate::memory::{FrameKind, PhysMem};
@@ -59,7 +67,15 @@ pub fn leaf_level(size: PageSize) -> u32 {
 /// lookup: on a large mapping the descriptors are far too big to stay in the host's cache,
 /// while these few upper-level arrays always do.
 pub struct PageTables {
+    /// Dense tables' entries, by dense id.
     pages: Vec<[u64; PT_ENTRIES]>,
+    /// Small tables, by small id.
+    small: Vec<SmallTable>,
+    /// Per slot: the dense id, or `SMALL | small id`.
+    repr: Vec<u32>,
+    /// Dense and small ids of freed tables (all their entries 0), reused first.
+    free_dense: Vec<u32>,
+    free_small: Vec<u32>,
     pfn_of_slot: Vec<Pfn>,
     /// Per slot: index into `children`, or `NO_CHILDREN` (leaf tables, empty tables).
     children_of_slot: Vec<u32>,
@@ -79,6 +95,49 @@ pub struct PageTables {
 }
 
 const NO_CHILDREN: u32 = u32::MAX;
+
+/// Entries a small table holds before it becomes dense: one SSE2 compare of their
+/// indices finds an entry.
+pub const SMALL_ENTRIES: usize = 8;
+/// `repr` bit: the slot's table is small.
+const SMALL: u32 = 1 << 31;
+/// Index of a position that has never held an entry (no table index is this large).
+const NO_INDEX: u16 = u16::MAX;
+
+/// A table with few non-zero entries. Position `i` holds the entry of table index
+/// `index[i]`, `value[i]`; a position whose value is 0 is free (an absent entry reads 0),
+/// so a position is reused without being cleared. An index is at one position at most.
+#[derive(Clone, Copy)]
+struct SmallTable {
+    index: [u16; SMALL_ENTRIES],
+    value: [u64; SMALL_ENTRIES],
+}
+
+impl SmallTable {
+    const EMPTY: SmallTable = SmallTable { index: [NO_INDEX; SMALL_ENTRIES], value: [0; SMALL_ENTRIES] };
+
+    /// Position holding table index `index`.
+    #[inline(always)]
+    fn find(&self, index: usize) -> Option<usize> {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: SSE2 is part of the x86_64 baseline; the load reads the 8 u16 indices
+        // (16 bytes) of `self.index`, unaligned.
+        unsafe {
+            use std::arch::x86_64::{__m128i, _mm_cmpeq_epi16, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi16};
+            let v = _mm_loadu_si128(self.index.as_ptr() as *const __m128i);
+            let m = _mm_movemask_epi8(_mm_cmpeq_epi16(v, _mm_set1_epi16(index as i16))) as u32;
+            (m != 0).then(|| m.trailing_zeros() as usize / 2)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        self.index.iter().position(|&i| i == index as u16)
+    }
+
+    /// A position whose entry is 0.
+    #[inline]
+    fn free_position(&self) -> Option<usize> {
+        self.value.iter().position(|&v| v == 0)
+    }
+}
 /// Child slot value of an entry with no child table.
 pub const NO_SLOT: u32 = u32::MAX;
 
@@ -101,6 +160,10 @@ impl PageTables {
     pub fn new() -> Self {
         PageTables {
             pages: Vec::new(),
+            small: Vec::new(),
+            repr: Vec::new(),
+            free_dense: Vec::new(),
+            free_small: Vec::new(),
             pfn_of_slot: Vec::new(),
             children_of_slot: Vec::new(),
             children: Vec::new(),
@@ -125,7 +188,7 @@ impl PageTables {
     /// freeing them.
     pub fn park(&mut self, slots: &[u32], key: u32) {
         for &slot in slots {
-            debug_assert!(self.pages[slot as usize].iter().all(|&e| e == 0), "parking a non-empty table");
+            debug_assert!(self.is_empty_table(slot), "parking a non-empty table");
             self.parked.push((key, slot));
         }
     }
@@ -163,29 +226,78 @@ impl PageTables {
 
     /// Give the (allocated, zeroed) frame `pfn` an arena slot as an empty table page.
     fn install_table(&mut self, pfn: Pfn) -> u32 {
+        let small = self.new_small();
         let slot = match self.free_slots.pop() {
             Some(slot) => {
                 // A reused slot keeps its children array (all NO_SLOT after free_table).
                 self.pfn_of_slot[slot as usize] = pfn;
+                self.repr[slot as usize] = small;
                 slot
             }
             None => {
-                if self.pages.len().is_multiple_of(PT_ENTRIES) {
-                    // Every 512 tables, the host pages of the next 512 (2 MiB) in one call
-                    // (random first touches make a new table nearly every fault).
-                    self.pages.reserve(PT_ENTRIES);
-                    let spare = self.pages.spare_capacity_mut();
-                    let n = spare.len().min(PT_ENTRIES);
-                    crate::prefetch::populate_write(spare.as_ptr() as *const u8, n * std::mem::size_of::<[u64; PT_ENTRIES]>());
-                }
-                self.pages.push([0; PT_ENTRIES]);
+                self.repr.push(small);
                 self.pfn_of_slot.push(pfn);
                 self.children_of_slot.push(NO_CHILDREN);
-                self.pages.len() as u32 - 1
+                self.repr.len() as u32 - 1
             }
         };
         self.peak_live = self.peak_live.max(self.live_tables());
         slot
+    }
+
+    /// A new small table's `repr` value.
+    fn new_small(&mut self) -> u32 {
+        let id = match self.free_small.pop() {
+            Some(id) => id,
+            None => {
+                self.small.push(SmallTable::EMPTY);
+                self.small.len() as u32 - 1
+            }
+        };
+        SMALL | id
+    }
+
+    /// A zeroed dense table's id.
+    fn new_dense(&mut self) -> u32 {
+        if let Some(id) = self.free_dense.pop() {
+            return id;
+        }
+        if self.pages.len().is_multiple_of(PT_ENTRIES) {
+            // Every 512 dense tables, the host pages of the next 512 (2 MiB) in one call.
+            self.pages.reserve(PT_ENTRIES);
+            let spare = self.pages.spare_capacity_mut();
+            let n = spare.len().min(PT_ENTRIES);
+            crate::prefetch::populate_write(spare.as_ptr() as *const u8, n * std::mem::size_of::<[u64; PT_ENTRIES]>());
+        }
+        self.pages.push([0; PT_ENTRIES]);
+        self.pages.len() as u32 - 1
+    }
+
+    /// Give back the storage of the (empty) table at `slot`, which is being freed.
+    fn release_storage(&mut self, slot: u32) {
+        let r = self.repr[slot as usize];
+        if r & SMALL != 0 {
+            self.free_small.push(r & !SMALL);
+        } else {
+            self.free_dense.push(r);
+        }
+    }
+
+    /// Whether every entry of the table at `slot` is 0.
+    pub fn is_empty_table(&self, slot: u32) -> bool {
+        let r = self.repr[slot as usize];
+        if r & SMALL != 0 {
+            self.small[(r & !SMALL) as usize].value.iter().all(|&v| v == 0)
+        } else {
+            self.pages[r as usize].iter().all(|&v| v == 0)
+        }
+    }
+
+    /// Host bytes the tables' entries take (dense arrays and small tables in use or kept
+    /// for reuse; not a vector's spare capacity, which may never be touched): what the
+    /// simulated page tables' contents cost the host.
+    pub fn entry_bytes(&self) -> u64 {
+        (self.pages.len() * std::mem::size_of::<[u64; PT_ENTRIES]>() + self.small.len() * std::mem::size_of::<SmallTable>()) as u64
     }
 
     /// Point entry `index` of table `parent` at table `child` (an upper-level entry,
@@ -206,7 +318,7 @@ impl PageTables {
 
     /// Table pages in use now (allocated and not freed; parked tables count).
     pub fn live_tables(&self) -> usize {
-        self.pages.len() - self.free_slots.len()
+        self.repr.len() - self.free_slots.len()
     }
 
     /// Table pages in use now, per node (`nodes` entries).
@@ -223,7 +335,8 @@ impl PageTables {
     /// Free the (empty) table page at `slot`: its frame goes back to the allocator and the
     /// slot to the free list.
     pub fn free_table(&mut self, mem: &mut PhysMem, slot: u32) {
-        debug_assert!(self.pages[slot as usize].iter().all(|&e| e == 0), "freeing a non-empty table");
+        debug_assert!(self.is_empty_table(slot), "freeing a non-empty table");
+        self.release_storage(slot);
         mem.free(self.pfn_of_slot[slot as usize]);
         self.pfn_of_slot[slot as usize] = Pfn(u64::MAX);
         self.free_slots.push(slot);
@@ -256,7 +369,7 @@ impl PageTables {
             let child = self.child_slot(slot, index);
             let lo = base + index as u64 * span;
             self.free_tables_at(child, level - 1, lo, start.max(lo), end.min(lo + span), in_use, freed);
-            if !in_use(lo, lo + span) && self.pages[child as usize].iter().all(|&x| x == 0) {
+            if !in_use(lo, lo + span) && self.is_empty_table(child) {
                 *self.entry_mut(slot, index) = 0;
                 self.set_child(slot, index, NO_SLOT);
                 freed.push(child);
@@ -292,12 +405,43 @@ impl PageTables {
 
     #[inline]
     pub fn entry(&self, slot: u32, index: usize) -> u64 {
-        self.pages[slot as usize][index]
+        let r = self.repr[slot as usize];
+        if r & SMALL == 0 {
+            return self.pages[r as usize][index];
+        }
+        let t = &self.small[(r & !SMALL) as usize];
+        t.find(index).map_or(0, |i| t.value[i])
     }
 
+    /// The entry, to write. A small table gives an absent entry a position (a 0 written
+    /// there leaves it absent), and becomes dense when it has none left.
     #[inline]
     pub fn entry_mut(&mut self, slot: u32, index: usize) -> &mut u64 {
-        &mut self.pages[slot as usize][index]
+        let r = self.repr[slot as usize];
+        if r & SMALL == 0 {
+            return &mut self.pages[r as usize][index];
+        }
+        self.small_entry_mut(slot, (r & !SMALL) as usize, index)
+    }
+
+    fn small_entry_mut(&mut self, slot: u32, id: usize, index: usize) -> &mut u64 {
+        let t = &self.small[id];
+        if let Some(i) = t.find(index).or_else(|| t.free_position()) {
+            let t = &mut self.small[id];
+            t.index[i] = index as u16;
+            return &mut t.value[i];
+        }
+        // Full: copy into a dense table, and give the small one back.
+        let dense = self.new_dense();
+        let t = self.small[id];
+        let page = &mut self.pages[dense as usize];
+        for (&i, &v) in t.index.iter().zip(&t.value) {
+            page[i as usize] = v;
+        }
+        self.small[id] = SmallTable::EMPTY;
+        self.free_small.push(id as u32);
+        self.repr[slot as usize] = dense;
+        &mut self.pages[dense as usize][index]
     }
 
     #[inline]
@@ -307,7 +451,7 @@ impl PageTables {
 
     /// Number of table pages allocated.
     pub fn table_pages(&self) -> usize {
-        self.pages.len()
+        self.repr.len()
     }
 
     /// Map `va` (aligned to `size`) to `pfn` with `flags` (PRESENT is added) in the tree at
@@ -398,7 +542,12 @@ impl PageTables {
             let index = level_index(va, level);
             let child = if level > 1 { self.child_slot(slot, index) } else { NO_SLOT };
             if child == NO_SLOT {
-                crate::prefetch::read(&self.pages[slot as usize][index]);
+                let r = self.repr[slot as usize];
+                if r & SMALL == 0 {
+                    crate::prefetch::read(&self.pages[r as usize][index]);
+                } else {
+                    crate::prefetch::read(&self.small[(r & !SMALL) as usize]);
+                }
                 return (self.pfn_of_slot[slot as usize].0 << 6) | (index as u64 >> 3);
             }
             slot = child;
@@ -441,6 +590,71 @@ mod tests {
         let again = pt.alloc_table(&mut mem, NodeId(0), 1).unwrap();
         assert_eq!((again, pt.pfn_of_slot[again as usize]), (t, frame), "same slot, same frame");
         assert_eq!((pt.parked_count(), pt.tables_reused), (0, 1));
+    }
+
+    /// Small and dense tables against a plain array per table: random writes (a third of
+    /// them zero, which frees a small table's position), reads of every index after each
+    /// step, frees and reuse of slots. A table stays small while it has at most
+    /// SMALL_ENTRIES non-zero entries at once, and reads the same either way.
+    #[test]
+    fn small_and_dense_tables_read_as_plain_arrays() {
+        let mut mem = PhysMem::new(1, 64);
+        let mut pt = PageTables::new();
+        let mut rng = crate::rng::SplitMix64::new(9);
+        let mut model: Vec<(u32, Vec<u64>)> = Vec::new();
+        for step in 0..6000 {
+            match rng.below(20) {
+                0 if model.len() < 12 => {
+                    let slot = pt.alloc_table(&mut mem, NodeId(0), 1).unwrap();
+                    assert!(pt.is_empty_table(slot));
+                    model.push((slot, vec![0; PT_ENTRIES]));
+                }
+                1 if !model.is_empty() => {
+                    // Clear a table and free it (its slot and storage are reused).
+                    let (slot, mut m) = model.swap_remove(rng.below(model.len() as u64) as usize);
+                    for (i, v) in m.iter_mut().enumerate() {
+                        if *v != 0 {
+                            *pt.entry_mut(slot, i) = 0;
+                            *v = 0;
+                        }
+                    }
+                    assert!(pt.is_empty_table(slot));
+                    pt.free_table(&mut mem, slot);
+                }
+                _ if !model.is_empty() => {
+                    let t = rng.below(model.len() as u64) as usize;
+                    // Few distinct indices per table, so tables both fill and stay small.
+                    let i = rng.below(if t % 2 == 0 { 12 } else { 512 }) as usize;
+                    let v = if rng.below(3) == 0 { 0 } else { rng.next_u64() | 1 };
+                    *pt.entry_mut(model[t].0, i) = v;
+                    model[t].1[i] = v;
+                }
+                _ => {}
+            }
+            if step % 97 == 0 {
+                for (slot, m) in &model {
+                    for (i, &v) in m.iter().enumerate() {
+                        assert_eq!(pt.entry(*slot, i), v, "step {step}: slot {slot} index {i}");
+                    }
+                    assert_eq!(pt.is_empty_table(*slot), m.iter().all(|&v| v == 0));
+                }
+            }
+        }
+        // Storage: a table with at most SMALL_ENTRIES live entries, however many indices it
+        // saw, takes 80 bytes; one more makes it dense.
+        let mut pt = PageTables::new();
+        let slot = pt.alloc_table(&mut mem, NodeId(0), 1).unwrap();
+        for i in 0..100 {
+            *pt.entry_mut(slot, i) = 1;
+            *pt.entry_mut(slot, i) = 0;
+        }
+        for i in 0..SMALL_ENTRIES {
+            *pt.entry_mut(slot, 300 + i) = 5;
+        }
+        assert_eq!(pt.entry_bytes(), std::mem::size_of::<SmallTable>() as u64);
+        *pt.entry_mut(slot, 7) = 5;
+        assert_eq!(pt.entry_bytes(), (PT_ENTRIES * 8 + std::mem::size_of::<SmallTable>()) as u64);
+        assert_eq!((pt.entry(slot, 7), pt.entry(slot, 300), pt.entry(slot, 299)), (5, 5, 0));
     }
 
     #[test]

@@ -117,8 +117,8 @@ pub fn walk<W: WalkListener>(
     loop {
         let index = level_index(va, level);
         cycles += read_cost(memsys, pt.pfn_of(slot), index, stats);
-        let entry = pt.entry_mut(slot, index);
-        let pte = *entry;
+        // Read first: a write (A/D bits) only where the entry changes.
+        let pte = pt.entry(slot, index);
         // A PROT_NONE (NUMA-hinting) leaf faults as not present.
         if pte & (PTE_PRESENT | PTE_PROTNONE) != PTE_PRESENT {
             stats.walk_cycles += cycles;
@@ -127,7 +127,9 @@ pub fn walk<W: WalkListener>(
         let leaf = level == 1 || (pte & PTE_HUGE != 0 && level <= 3);
         if !leaf {
             // Hardware sets A on every paging-structure entry it uses.
-            *entry |= PTE_ACCESSED;
+            if pte & PTE_ACCESSED == 0 {
+                *pt.entry_mut(slot, index) = pte | PTE_ACCESSED;
+            }
             let child = pt.child_slot(slot, index);
             debug_assert_eq!(pt.pfn_of(child), pte_pfn(pte));
             if let Some((i, shift)) = pwc_for_level(level) {
@@ -145,7 +147,7 @@ pub fn walk<W: WalkListener>(
         if write && pte & PTE_WRITABLE == 0 {
             if tlbs.quirk_faulting_walk_sets_accessed && pte & PTE_ACCESSED == 0 {
                 // ABIS §7: the walk before the #PF sets A although the access is refused.
-                *entry = pte | PTE_ACCESSED;
+                *pt.entry_mut(slot, index) = pte | PTE_ACCESSED;
                 stats.accessed_bits_set += 1;
                 listener.accessed_set(tlbs.core, root, va);
             }
@@ -165,7 +167,9 @@ pub fn walk<W: WalkListener>(
         if new & PTE_DIRTY != 0 && pte & PTE_DIRTY == 0 {
             stats.dirty_bits_set += 1;
         }
-        *entry = new;
+        if new != pte {
+            *pt.entry_mut(slot, index) = new;
+        }
         stats.walk_cycles += cycles;
         let size = PageTables::size_at(level);
         return (WalkOutcome::Mapped { pte: new, size }, cycles);
