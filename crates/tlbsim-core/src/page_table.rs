@@ -103,6 +103,11 @@ pub const SMALL_ENTRIES: usize = 8;
 const SMALL: u32 = 1 << 31;
 /// Index of a position that has never held an entry (no table index is this large).
 const NO_INDEX: u16 = u16::MAX;
+/// `repr` of a freed slot: small table 0, kept empty, never written. A walk through a stale
+/// page-walk-cache entry may still read a freed table (a real walker reads freed memory):
+/// it reads zeros, as from the freed page, until the slot holds a new table; never the
+/// entries of another table that took the freed one's storage.
+const FREED: u32 = SMALL;
 
 /// A table with few non-zero entries. Position `i` holds the entry of table index
 /// `index[i]`, `value[i]`; a position whose value is 0 is free (an absent entry reads 0),
@@ -160,7 +165,7 @@ impl PageTables {
     pub fn new() -> Self {
         PageTables {
             pages: Vec::new(),
-            small: Vec::new(),
+            small: vec![SmallTable::EMPTY],
             repr: Vec::new(),
             free_dense: Vec::new(),
             free_small: Vec::new(),
@@ -281,6 +286,7 @@ impl PageTables {
         } else {
             self.free_dense.push(r);
         }
+        self.repr[slot as usize] = FREED;
     }
 
     /// Whether every entry of the table at `slot` is 0.
@@ -425,6 +431,7 @@ impl PageTables {
     }
 
     fn small_entry_mut(&mut self, slot: u32, id: usize, index: usize) -> &mut u64 {
+        debug_assert_ne!(id as u32, FREED & !SMALL, "writing entry {index} of freed table slot {slot}");
         let t = &self.small[id];
         if let Some(i) = t.find(index).or_else(|| t.free_position()) {
             let t = &mut self.small[id];
@@ -643,6 +650,7 @@ mod tests {
         // Storage: a table with at most SMALL_ENTRIES live entries, however many indices it
         // saw, takes 80 bytes; one more makes it dense.
         let mut pt = PageTables::new();
+        let none = pt.entry_bytes();
         let slot = pt.alloc_table(&mut mem, NodeId(0), 1).unwrap();
         for i in 0..100 {
             *pt.entry_mut(slot, i) = 1;
@@ -651,10 +659,41 @@ mod tests {
         for i in 0..SMALL_ENTRIES {
             *pt.entry_mut(slot, 300 + i) = 5;
         }
-        assert_eq!(pt.entry_bytes(), std::mem::size_of::<SmallTable>() as u64);
+        assert_eq!(pt.entry_bytes() - none, std::mem::size_of::<SmallTable>() as u64);
         *pt.entry_mut(slot, 7) = 5;
-        assert_eq!(pt.entry_bytes(), (PT_ENTRIES * 8 + std::mem::size_of::<SmallTable>()) as u64);
+        assert_eq!(pt.entry_bytes() - none, (PT_ENTRIES * 8 + std::mem::size_of::<SmallTable>()) as u64);
         assert_eq!((pt.entry(slot, 7), pt.entry(slot, 300), pt.entry(slot, 299)), (5, 5, 0));
+    }
+
+    /// A freed table reads as zeros until its slot holds a new table, even after another
+    /// table took its storage (as the freed page stays zero until it is reused).
+    #[test]
+    fn a_freed_table_reads_zeros_after_its_storage_is_reused() {
+        let mut mem = PhysMem::new(1, 64);
+        let mut pt = PageTables::new();
+        let freed = pt.alloc_table(&mut mem, NodeId(0), 1).unwrap();
+        let kept = pt.alloc_table(&mut mem, NodeId(0), 1).unwrap();
+        // `freed` becomes dense, is emptied and freed: its dense array goes back.
+        for i in 0..=SMALL_ENTRIES {
+            *pt.entry_mut(freed, i) = 7;
+        }
+        for i in 0..=SMALL_ENTRIES {
+            *pt.entry_mut(freed, i) = 0;
+        }
+        pt.free_table(&mut mem, freed);
+        // `kept` grows past a small table and takes that dense array; `freed`'s slot stays
+        // free.
+        for i in 0..=SMALL_ENTRIES {
+            *pt.entry_mut(kept, i) = 1 + i as u64;
+        }
+        for i in 0..PT_ENTRIES {
+            assert_eq!(pt.entry(freed, i), 0);
+        }
+        assert!(pt.is_empty_table(freed));
+        let again = pt.alloc_table(&mut mem, NodeId(0), 1).unwrap();
+        assert_eq!(again, freed, "the slot is reused");
+        *pt.entry_mut(again, 3) = 9;
+        assert_eq!((pt.entry(again, 3), pt.entry(kept, 3)), (9, 4));
     }
 
     #[test]
