@@ -503,15 +503,28 @@ impl<P: Coherence> Os<P> {
             }
             return Ok(());
         }
-        self.stats[core].cow_faults += 1;
         let new = self.alloc_data(core, pid, None, page >> 12)?;
         self.charge(core, if Some(old) == self.zero_page { self.costs.zero_page } else { self.costs.copy_page });
+        // wp_page_copy allocates and copies without the page-table lock, then retakes it
+        // and breaks the sharing only if the PTE is still the one the fault read
+        // (pte_same): the allocation may have run the group's reclaim, which can evict this
+        // very page (every PTE of it cleared, its map count 0). Then the new page goes
+        // back and the access faults again on what the PTE is now (a swap-in). The
+        // accessed bit alone, which reclaim clears for a second chance, does not count
+        // here (Linux would refault once for it).
+        let Some(leaf) = self.pte_lookup(pid, page).filter(|l| l.level == 1 && l.pte & !PTE_ACCESSED == leaf.pte & !PTE_ACCESSED) else {
+            self.free_frame(core, new, 0);
+            return Ok(());
+        };
+        self.stats[core].cow_faults += 1;
         let old_pte = self.pte_write(core, pid, page, &leaf, 0);
         let mut gather = Gather::default();
         gather.page(Vpn(page >> 12), old_pte);
         if Some(old) != self.zero_page {
             let d = self.m.mem.desc_mut(old);
-            d.mapcount -= 1;
+            // A mapped page has a map count of at least 1 (checked in release builds too:
+            // a wrapped count would go unnoticed, and a fault is no hot path).
+            d.mapcount = d.mapcount.checked_sub(1).ok_or_else(|| Error::Sim(format!("copy-on-write at {page:#x} of process {pid}: its frame {:#x} has a map count of 0", old.0)))?;
             if d.mapcount == 0 && d.mapping == 0 {
                 gather.frames.push((old, 0));
             }
