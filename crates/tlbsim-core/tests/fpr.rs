@@ -223,6 +223,25 @@ fn a_copy_on_write_whose_allocation_reclaims_the_page_it_copies() {
     }
 }
 
+/// Reclaim never frees a frame that a PTE maps or is about to map. Each of these scenarios
+/// once had it do so, and the frame, handed out again while still mapped, got its map
+/// count reset under the old mapping (what could then go below 0 as above); mapping a free
+/// frame is now an error, in release builds too. Seed 4167 (`os.fpr.context=tree`): the
+/// frame a fault was allocating was on the LRU already while the allocation's reclaim
+/// ran, unmapped, so freed at once (Linux puts a page on the LRU once it is mapped).
+/// Seed 4184 (`didi`): an evicted page-cache page stayed in the page cache until its
+/// flush ended, and a fault mapped it again meanwhile (Linux's __remove_mapping takes it
+/// out before the flush). Seed 4403 (`latr`): a page a munmap had queued to free after its
+/// lazy flush stayed on the LRU, and reclaim freed it first (Linux's mmu_gather holds a
+/// reference). None is FPR's doing: `linux` without FPR hit the first, e.g. at seed 4028.
+#[test]
+fn reclaim_never_frees_a_mapped_frame() {
+    for (policy, sets, seed) in [("linux", &["os.fpr.context=tree"][..], 4167), ("didi", &[], 4184), ("latr", &[], 4403)] {
+        let r = fuzz(&FuzzOptions { seed, ..opts(policy, sets, 1) }).unwrap_or_else(|e| panic!("{policy} seed {seed}: {e}"));
+        assert_eq!((r.violations_security, r.violations_consistency), (0, 0), "{policy} seed {seed}: {:#?}", r.first_failure);
+    }
+}
+
 #[test]
 fn fuzz_catches_fpr_without_the_va_cursor() {
     let r = fuzz(&opts("linux", &["os.fpr.va_cursor=false"], 300)).unwrap();

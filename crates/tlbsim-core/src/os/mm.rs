@@ -131,6 +131,11 @@ impl<P: Coherence> Os<P> {
     /// Map one page in `pid`'s tree, page-table pages placed by `os.pt_placement`.
     #[allow(clippy::too_many_arguments)]
     fn map_page(&mut self, core: usize, pid: u32, va: u64, pfn: Pfn, size: PageSize, writable: bool, dirty: bool) -> Result<()> {
+        // A PTE never maps a free frame (checked in release builds too: a frame freed
+        // under a fault would be handed out again while mapped, its map count reset).
+        if self.m.mem.desc(pfn).kind == FrameKind::Free {
+            return Err(Error::Sim(format!("process {pid}: mapping {va:#x} to frame {:#x}, which is free", pfn.0)));
+        }
         let mut flags = PTE_USER;
         if writable {
             flags |= PTE_WRITABLE;
@@ -149,7 +154,8 @@ impl<P: Coherence> Os<P> {
     }
 
     /// Allocate a data frame for `pid` (anonymous at `vpn`, or page `index` of `file`),
-    /// charge its group, put it on the group's LRU, and reclaim if the group runs low.
+    /// charge its group, reclaim if the group runs low, and put the frame on the group's
+    /// LRU.
     fn alloc_data(&mut self, core: usize, pid: u32, file: Option<u32>, index: u64) -> Result<Pfn> {
         let node = self.data_node(core);
         let pfn = self.alloc_frame_on(core, node, FrameKind::Data, pid)?;
@@ -161,19 +167,11 @@ impl<P: Coherence> Os<P> {
         self.m.mem.update_word(pfn, FrameWord::Technique, |w| policy.on_frame_alloc(CoreId(core as u32), pfn, w, usage, fx));
         self.apply_effects();
         let group = self.procs[pid as usize].group;
-        self.lru_stamp += 1;
-        let stamp = self.lru_stamp;
         let d = self.m.mem.desc_mut(pfn);
         d.mapping = file.map_or(0, |f| f + 1);
         d.set_index(index);
-        self.m.mem.set_word(pfn, FrameWord::LruStamp, stamp);
-        let evictable = !self.recycling_on || !self.recycling.reclaim_holds(&self.m.mem.word(pfn, FrameWord::Tracking));
         let g = &mut self.groups[group];
         g.used_pages += 1;
-        g.lru.push_back((pfn, stamp));
-        if evictable {
-            g.only_held = false;
-        }
         self.frame_group.insert(pfn.0, group as u32);
         if g.limit_pages > 0 {
             let min = (g.limit_pages / 64).max(8);
@@ -181,6 +179,18 @@ impl<P: Coherence> Os<P> {
             if g.limit_pages.saturating_sub(g.used_pages) < low {
                 self.reclaim(core, group, high)?;
             }
+        }
+        // On the LRU only now: Linux adds a new page to it once it is mapped
+        // (folio_add_lru_vma), so the reclaim its charge runs never meets it. On the LRU
+        // before, reclaim found it unmapped and freed it under the fault about to map it.
+        self.lru_stamp += 1;
+        let stamp = self.lru_stamp;
+        self.m.mem.set_word(pfn, FrameWord::LruStamp, stamp);
+        let evictable = !self.recycling_on || !self.recycling.reclaim_holds(&self.m.mem.word(pfn, FrameWord::Tracking));
+        let g = &mut self.groups[group];
+        g.lru.push_back((pfn, stamp));
+        if evictable {
+            g.only_held = false;
         }
         Ok(pfn)
     }
@@ -258,7 +268,12 @@ impl<P: Coherence> Os<P> {
             numa.forget(pfn);
         }
         if d.mapping != 0 {
-            self.page_cache.remove(&(d.mapping - 1, d.index()));
+            // Its page-cache entry, unless reclaim took the page out of the page cache
+            // before its flush and a fault has read the file page in again since.
+            let key = (d.mapping - 1, d.index());
+            if self.page_cache.get(&key) == Some(&pfn) {
+                self.page_cache.remove(&key);
+            }
         }
         if let Some(g) = self.frame_group.remove(&pfn.0) {
             let g = &mut self.groups[g as usize];
@@ -526,12 +541,21 @@ impl<P: Coherence> Os<P> {
             // a wrapped count would go unnoticed, and a fault is no hot path).
             d.mapcount = d.mapcount.checked_sub(1).ok_or_else(|| Error::Sim(format!("copy-on-write at {page:#x} of process {pid}: its frame {:#x} has a map count of 0", old.0)))?;
             if d.mapcount == 0 && d.mapping == 0 {
-                gather.frames.push((old, 0));
+                self.free_after_flush(old, &mut gather);
             }
         }
         self.map_page(core, pid, page, new, PageSize::Size4K, true, true)?;
         self.flush(core, pid, FlushReason::CopyOnWrite, false, gather);
         Ok(())
+    }
+
+    /// The last PTE of the anonymous page `pfn` is gone: the frame is freed after the flush
+    /// `gather` becomes (tlb_remove_page). It leaves the LRU now: until then Linux's
+    /// mmu_gather holds a reference that keeps reclaim from freeing it; here reclaim would
+    /// free it at once, and the flush's end free it again, maybe mapped by a new owner.
+    fn free_after_flush(&mut self, pfn: Pfn, gather: &mut Gather) {
+        self.m.mem.set_word(pfn, FrameWord::LruStamp, 0);
+        gather.frames.push((pfn, 0));
     }
 
     /// Clear the leaf entries of `[va, va+len)` (zap_pte_range), gathering pages to flush
@@ -569,7 +593,7 @@ impl<P: Coherence> Os<P> {
                 let d = self.m.mem.desc_mut(pfn);
                 d.mapcount = d.mapcount.saturating_sub(1);
                 if d.mapcount == 0 && d.mapping == 0 {
-                    gather.frames.push((pfn, 0));
+                    self.free_after_flush(pfn, gather);
                 }
             }
             page += PAGE;
@@ -1177,6 +1201,14 @@ impl<P: Coherence> Os<P> {
                     self.charge(core, self.costs.write_page);
                 }
                 self.m.mem.desc_mut(pfn).mapcount = 0;
+                if d.mapping != 0 {
+                    // __remove_mapping: out of the page cache now, before the flush the
+                    // frame is freed after (shrink_folio_list frees its batch after
+                    // try_to_unmap_flush). Left in it, a fault before the flush's end
+                    // would map the page again and the flush's end free it under that
+                    // mapping. The frame keeps its file identity until then.
+                    self.page_cache.remove(&(d.mapping - 1, d.index()));
+                }
                 self.stats[core].pages_reclaimed += 1;
                 taken += 1;
                 if batch_mode {
