@@ -109,6 +109,13 @@ const NO_INDEX: u16 = u16::MAX;
 /// entries of another table that took the freed one's storage.
 const FREED: u32 = SMALL;
 
+/// Where a table's entries live (a decoded `repr` value).
+#[derive(Clone, Copy)]
+enum Storage {
+    Dense(usize),
+    Small(usize),
+}
+
 /// A table with few non-zero entries. Position `i` holds the entry of table index
 /// `index[i]`, `value[i]`; a position whose value is 0 is free (an absent entry reads 0),
 /// so a position is reused without being cleared. An index is at one position at most.
@@ -278,24 +285,30 @@ impl PageTables {
         self.pages.len() as u32 - 1
     }
 
+    #[inline(always)]
+    fn storage(&self, slot: u32) -> Storage {
+        let r = self.repr[slot as usize];
+        if r & SMALL == 0 {
+            Storage::Dense(r as usize)
+        } else {
+            Storage::Small((r & !SMALL) as usize)
+        }
+    }
+
     /// Give back the storage of the (empty) table at `slot`, which is being freed.
     fn release_storage(&mut self, slot: u32) {
-        let r = self.repr[slot as usize];
-        if r & SMALL != 0 {
-            self.free_small.push(r & !SMALL);
-        } else {
-            self.free_dense.push(r);
+        match self.storage(slot) {
+            Storage::Dense(id) => self.free_dense.push(id as u32),
+            Storage::Small(id) => self.free_small.push(id as u32),
         }
         self.repr[slot as usize] = FREED;
     }
 
     /// Whether every entry of the table at `slot` is 0.
     pub fn is_empty_table(&self, slot: u32) -> bool {
-        let r = self.repr[slot as usize];
-        if r & SMALL != 0 {
-            self.small[(r & !SMALL) as usize].value.iter().all(|&v| v == 0)
-        } else {
-            self.pages[r as usize].iter().all(|&v| v == 0)
+        match self.storage(slot) {
+            Storage::Dense(id) => self.pages[id].iter().all(|&v| v == 0),
+            Storage::Small(id) => self.small[id].value.iter().all(|&v| v == 0),
         }
     }
 
@@ -411,23 +424,23 @@ impl PageTables {
 
     #[inline]
     pub fn entry(&self, slot: u32, index: usize) -> u64 {
-        let r = self.repr[slot as usize];
-        if r & SMALL == 0 {
-            return self.pages[r as usize][index];
+        match self.storage(slot) {
+            Storage::Dense(id) => self.pages[id][index],
+            Storage::Small(id) => {
+                let t = &self.small[id];
+                t.find(index).map_or(0, |i| t.value[i])
+            }
         }
-        let t = &self.small[(r & !SMALL) as usize];
-        t.find(index).map_or(0, |i| t.value[i])
     }
 
     /// The entry, to write. A small table gives an absent entry a position (a 0 written
     /// there leaves it absent), and becomes dense when it has none left.
     #[inline]
     pub fn entry_mut(&mut self, slot: u32, index: usize) -> &mut u64 {
-        let r = self.repr[slot as usize];
-        if r & SMALL == 0 {
-            return &mut self.pages[r as usize][index];
+        match self.storage(slot) {
+            Storage::Dense(id) => &mut self.pages[id][index],
+            Storage::Small(id) => self.small_entry_mut(slot, id, index),
         }
-        self.small_entry_mut(slot, (r & !SMALL) as usize, index)
     }
 
     fn small_entry_mut(&mut self, slot: u32, id: usize, index: usize) -> &mut u64 {
@@ -549,11 +562,9 @@ impl PageTables {
             let index = level_index(va, level);
             let child = if level > 1 { self.child_slot(slot, index) } else { NO_SLOT };
             if child == NO_SLOT {
-                let r = self.repr[slot as usize];
-                if r & SMALL == 0 {
-                    crate::prefetch::read(&self.pages[r as usize][index]);
-                } else {
-                    crate::prefetch::read(&self.small[(r & !SMALL) as usize]);
+                match self.storage(slot) {
+                    Storage::Dense(id) => crate::prefetch::read(&self.pages[id][index]),
+                    Storage::Small(id) => crate::prefetch::read(&self.small[id]),
                 }
                 return (self.pfn_of_slot[slot as usize].0 << 6) | (index as u64 >> 3);
             }

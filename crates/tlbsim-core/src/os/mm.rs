@@ -183,16 +183,19 @@ impl<P: Coherence> Os<P> {
         // On the LRU only now: Linux adds a new page to it once it is mapped
         // (folio_add_lru_vma), so the reclaim its charge runs never meets it. On the LRU
         // before, reclaim found it unmapped and freed it under the fault about to map it.
-        self.lru_stamp += 1;
-        let stamp = self.lru_stamp;
-        self.m.mem.set_word(pfn, FrameWord::LruStamp, stamp);
-        let evictable = !self.recycling_on || !self.recycling.reclaim_holds(&self.m.mem.word(pfn, FrameWord::Tracking));
-        let g = &mut self.groups[group];
-        g.lru.push_back((pfn, stamp));
-        if evictable {
-            g.only_held = false;
+        self.lru_push(pfn, group);
+        if !self.recycling_on || !self.recycling.reclaim_holds(&self.m.mem.word(pfn, FrameWord::Tracking)) {
+            self.groups[group].only_held = false;
         }
         Ok(pfn)
+    }
+
+    /// Put `pfn` at the young end of `group`'s LRU (a new stamp; older entries of it in the
+    /// queue go stale).
+    fn lru_push(&mut self, pfn: Pfn, group: usize) {
+        self.lru_stamp += 1;
+        self.m.mem.set_word(pfn, FrameWord::LruStamp, self.lru_stamp);
+        self.groups[group].lru.push_back((pfn, self.lru_stamp));
     }
 
     /// One frame from `core`'s per-CPU list of `node`; a refill from the buddy allocator
@@ -1166,9 +1169,7 @@ impl<P: Coherence> Os<P> {
                 }
                 self.charge(core, self.costs.per_page);
                 if referenced {
-                    self.lru_stamp += 1;
-                    self.m.mem.set_word(pfn, FrameWord::LruStamp, self.lru_stamp);
-                    self.groups[group].lru.push_back((pfn, self.lru_stamp));
+                    self.lru_push(pfn, group);
                     continue;
                 }
                 let mut dirty = false;
