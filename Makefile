@@ -16,12 +16,19 @@ READ_DEPS := import tomllib; d = tomllib.load(open("pyproject.toml", "rb")); \
 	print("\n".join(d["build-system"]["requires"] + d["project"]["dependencies"] \
 	+ d["project"]["optional-dependencies"]["test"]))
 
+# The core's tests run twice: in release builds (what users run), then under the `checked`
+# profile (Cargo.toml: integer overflow and debug_assert! checked, which release builds
+# skip; about 2 minutes to build, 20 s to run).
 RUST_TEST := if cargo nextest --version >/dev/null 2>&1; then \
 		echo "+ cargo nextest run --release --workspace --exclude tlbsim-py"; \
-		cargo nextest run --release --workspace --exclude tlbsim-py; \
+		cargo nextest run --release --workspace --exclude tlbsim-py \
+		&& echo "+ cargo nextest run --cargo-profile checked -p tlbsim-core" \
+		&& cargo nextest run --cargo-profile checked -p tlbsim-core; \
 	else \
 		echo "+ cargo test --release --workspace --exclude tlbsim-py"; \
-		cargo test --release --workspace --exclude tlbsim-py; \
+		cargo test --release --workspace --exclude tlbsim-py \
+		&& echo "+ cargo test --profile checked -p tlbsim-core" \
+		&& cargo test --profile checked -p tlbsim-core; \
 	fi
 PY_TEST := echo "+ $(VPY) -m pytest python/tests -q"; $(VPY) -m pytest python/tests -q
 

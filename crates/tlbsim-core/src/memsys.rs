@@ -96,7 +96,8 @@ impl Dram {
         if ring[slot].0 != w {
             // A new window: what the previous one could not serve carries over.
             let prev = ring[(slot + RING - 1) % RING];
-            let carry = if prev.0 + 1 == w { prev.1.saturating_sub(WINDOW << FIX) } else { 0 };
+            // An unused slot's window is u64::MAX (and its demand 0).
+            let carry = if prev.0.checked_add(1) == Some(w) { prev.1.saturating_sub(WINDOW << FIX) } else { 0 };
             ring[slot] = (w, carry);
         }
         let before = ring[slot].1;

@@ -650,7 +650,7 @@ impl Builder {
                         let spec = MapSpec { bytes: (end - start) * PAGE, backing: Backing::Anonymous, shared: false, populate: false, writable: true, fpr: false, fixed: false };
                         fixed_regions.push((0, start * PAGE, spec));
                     }
-                    run = (page != NO_PAGE).then_some((page, page + 1));
+                    run = (page != NO_PAGE).then(|| (page, page + 1));
                 }
             }
         }
