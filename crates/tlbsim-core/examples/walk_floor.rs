@@ -155,17 +155,20 @@ mod imp {
                 None
             }
         }
+        /// Look up (a hit becomes most recently used); returns the set, fingerprint and hit.
+        #[inline(always)]
+        fn probe<const MRU: bool>(&mut self, key: u64) -> (usize, u16, bool) {
+            let (s, fp) = Self::split(key);
+            let found = self.find(s, fp, key);
+            if let Some(w) = found {
+                let m = unsafe { self.meta.get_unchecked_mut(s) };
+                m.order = order_touch::<MRU>(m.order, w as u64);
+            }
+            (s, fp, found.is_some())
+        }
         #[inline(always)]
         fn lookup<const MRU: bool>(&mut self, key: u64) -> bool {
-            let (s, fp) = Self::split(key);
-            match self.find(s, fp, key) {
-                Some(w) => {
-                    let m = unsafe { self.meta.get_unchecked_mut(s) };
-                    m.order = order_touch::<MRU>(m.order, w as u64);
-                    true
-                }
-                None => false,
-            }
+            self.probe::<MRU>(key).2
         }
         #[inline(always)]
         fn fill(&mut self, s: usize, fp: u16, key: u64) {
@@ -185,18 +188,11 @@ mod imp {
         /// look up; on miss fill. Returns hit.
         #[inline(always)]
         fn access<const MRU: bool>(&mut self, key: u64) -> bool {
-            let (s, fp) = Self::split(key);
-            match self.find(s, fp, key) {
-                Some(w) => {
-                    let m = unsafe { self.meta.get_unchecked_mut(s) };
-                    m.order = order_touch::<MRU>(m.order, w as u64);
-                    true
-                }
-                None => {
-                    self.fill(s, fp, key);
-                    false
-                }
+            let (s, fp, hit) = self.probe::<MRU>(key);
+            if !hit {
+                self.fill(s, fp, key);
             }
+            hit
         }
     }
 
@@ -386,17 +382,8 @@ mod imp {
         }
         #[inline(always)]
         fn lookup(&mut self, vpn: u64) -> bool {
-            unsafe {
-                let mut e = *self.heads.get_unchecked(Self::bucket(vpn));
-                while e != NIL {
-                    if *self.keys.get_unchecked(e as usize) == vpn {
-                        self.lru.touch(e as usize);
-                        return true;
-                    }
-                    e = *self.chain.get_unchecked(e as usize);
-                }
-            }
-            false
+            let found = find_in_chain(&self.keys, &self.chain, self.heads[Self::bucket(vpn)], vpn);
+            found.map(|e| self.lru.touch(e)).is_some()
         }
         #[inline(always)]
         fn insert(&mut self, vpn: u64) {
@@ -428,6 +415,19 @@ mod imp {
             }
             self.lru.rotate_to(v);
         }
+    }
+
+    /// Follow a u8-linked hash chain from `first` (NIL ends it) to the entry holding `vpn`.
+    #[inline(always)]
+    fn find_in_chain(keys: &[u64], next: &[u8], first: u8, vpn: u64) -> Option<usize> {
+        let mut e = first;
+        while e != NIL {
+            if keys[e as usize] == vpn {
+                return Some(e as usize);
+            }
+            e = next[e as usize];
+        }
+        None
     }
 
     /// Variant C: chained hash with doubly-linked u8 chains in one node space:
@@ -465,16 +465,9 @@ mod imp {
                     self.lru.touch(if h1 { e1 } else { e2 });
                     return true;
                 }
-                let mut e = *self.cnext.get_unchecked(e2);
-                while e != NIL {
-                    if *self.keys.get_unchecked(e as usize) == vpn {
-                        self.lru.touch(e as usize);
-                        return true;
-                    }
-                    e = *self.cnext.get_unchecked(e as usize);
-                }
+                let found = find_in_chain(&self.keys, &self.cnext, *self.cnext.get_unchecked(e2), vpn);
+                found.map(|e| self.lru.touch(e)).is_some()
             }
-            false
         }
         #[inline(always)]
         fn insert(&mut self, vpn: u64) {
