@@ -569,12 +569,8 @@ mod imp {
 
         #[inline(always)]
         fn access(&mut self, va: u64, pf_va: u64) {
-            unsafe {
-                let pi = ((pf_va.wrapping_sub(BASE)) >> 12) as usize & (PAGES - 1);
-                {
-                    _mm_prefetch::<_MM_HINT_T0>(self.leaf.as_ptr().add(pi) as *const i8);
-                }
-            }
+            let pi = ((pf_va.wrapping_sub(BASE)) >> 12) as usize & (PAGES - 1);
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(self.leaf.as_ptr().add(pi) as *const i8) };
             let vpn = va >> 12;
             if self.l1.lookup(vpn) {
                 self.c.l1_hit += 1;
