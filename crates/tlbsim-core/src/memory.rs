@@ -16,6 +16,8 @@
 //! Frame numbers encode their node (`pfn = node << NODE_SHIFT | index`), so a frame's node is
 //! a shift. Descriptors are made a 4 MiB block at a time, when the block is first split, so
 //! a large, mostly untouched node costs nothing.
+//! Only what every frame in use needs is in the 10-byte descriptor; [`FrameDesc`] says
+//! where the owner and the rarer fields live (host storage only: nothing reads differently).
 //!
 //! Simplified: one zone per node; no migrate types, compaction or watermarks here (reclaim
 //! belongs to the OS model); allocation never falls back to another node (the caller picks
@@ -56,34 +58,39 @@ pub enum FrameKind {
     PageTable,
 }
 
-/// Per-frame descriptor (Linux's `struct page`, reduced): 20 bytes, what every frame in
-/// use needs. The three 64-bit words only some runs use ([`FrameWord`]) live beside it, in
-/// arrays made per 4 MiB block on the first non-zero write, so a run that never sets one
-/// pays nothing for it (a fully touched 1 TiB footprint is 268 M descriptors).
+/// Per-frame descriptor (Linux's `struct page`, reduced): 10 bytes, what every frame in
+/// use needs. The rest lives beside it, per 4 MiB block, in forms that cost nothing where
+/// a run does not use them (a fully touched 1 TiB footprint is 268 M descriptors):
+/// - the owner ([`PhysMem::owner`]): one value for the whole block while every frame
+///   claimed in it has had the same owner (a single-process run), an array once two
+///   differ;
+/// - the page-cache identity ([`PhysMem::mapping`]) and the three 64-bit words only some
+///   runs use ([`FrameWord`]): arrays made on the first non-zero write;
+/// - a map count of [`MAPCOUNT_SPILLED`] or more ([`PhysMem::mapcount`]): in a map, for
+///   the frames that many page-table entries map at once.
 #[derive(Clone, Copy, Debug)]
 pub struct FrameDesc {
-    /// [`FrameDesc::index`], 48 bits in two halves so that the descriptor is 4-aligned.
-    index_low: u32,
-    index_high: u16,
+    /// [`FrameDesc::index`], 48 bits in 16-bit thirds so that the descriptor is 2-aligned.
+    index: [u16; 3],
     pub kind: FrameKind,
     /// Order of the free buddy block this frame heads, or NOT_FREE_HEAD.
     order: u8,
-    /// Owning address space (process) id; `u32::MAX` when free or shared.
-    pub owner: u32,
-    /// Number of page-table entries mapping this frame.
-    pub mapcount: u32,
-    /// Page-cache identity: 0 for anonymous memory, file id + 1 for a page-cache page.
-    pub mapping: u32,
+    /// Number of page-table entries mapping this frame, or [`MAPCOUNT_SPILLED`]: the count
+    /// is in [`PhysMem`]'s map of spilled counts.
+    mapcount: u16,
 }
 
-const _: () = assert!(std::mem::size_of::<FrameDesc>() == 20);
+const _: () = assert!(std::mem::size_of::<FrameDesc>() == 10);
+
+/// `FrameDesc::mapcount` of a frame whose map count (this or more) is kept in a map.
+pub const MAPCOUNT_SPILLED: u16 = u16::MAX;
 
 /// [`FrameDesc::index`] holds this many bits: a 57-bit virtual address has 45 bits of page
 /// number, and a file of 2^48 pages is 1 EiB.
 pub const INDEX_BITS: u32 = 48;
 
 impl FrameDesc {
-    const FREE: FrameDesc = FrameDesc { kind: FrameKind::Free, order: NOT_FREE_HEAD, owner: u32::MAX, mapcount: 0, mapping: 0, index_low: 0, index_high: 0 };
+    const FREE: FrameDesc = FrameDesc { kind: FrameKind::Free, order: NOT_FREE_HEAD, mapcount: 0, index: [0; 3] };
 
     /// For a page-cache page, its page index in the file; for an anonymous page, the
     /// virtual page number it was faulted at (Linux's `page->index`, what rmap follows).
@@ -91,15 +98,14 @@ impl FrameDesc {
     /// on merge), as Linux reuses a free page's `struct page` fields for its buddy list.
     #[inline]
     pub fn index(&self) -> u64 {
-        self.index_low as u64 | (self.index_high as u64) << 32
+        self.index[0] as u64 | (self.index[1] as u64) << 16 | (self.index[2] as u64) << 32
     }
 
     /// Set [`FrameDesc::index`] (below 2^[`INDEX_BITS`]).
     #[inline]
     pub fn set_index(&mut self, index: u64) {
         debug_assert!(index < 1 << INDEX_BITS, "page index {index:#x} wider than {INDEX_BITS} bits");
-        self.index_low = index as u32;
-        self.index_high = (index >> 32) as u16;
+        self.index = [index as u16, (index >> 16) as u16, (index >> 32) as u16];
     }
 }
 
@@ -120,6 +126,16 @@ pub enum FrameWord {
     LruStamp = 2,
 }
 
+/// The owners of one 4 MiB block's frames in use (a free frame has none: `u32::MAX`).
+enum Owners {
+    /// No frame of the block has been claimed yet.
+    None,
+    /// Every frame claimed in the block so far was claimed (and set) with this owner.
+    All(u32),
+    /// Per frame.
+    Each(Box<[u32]>),
+}
+
 struct Node {
     /// Frames on the node (a whole number of 4 MiB blocks).
     capacity: u64,
@@ -128,6 +144,11 @@ struct Node {
     /// Per [`FrameWord`], per 4 MiB block: the block's words, made on the first non-zero
     /// write (absent = all 0).
     words: [Vec<Option<Box<[u64]>>>; 3],
+    /// Per 4 MiB block: its frames' owners.
+    owners: Vec<Owners>,
+    /// Per 4 MiB block: its frames' page-cache identities, made on the first non-zero write
+    /// (absent = all 0).
+    mappings: Vec<Option<Box<[u32]>>>,
     /// Free block heads (node-relative indices) per order; the last is taken first.
     free: Vec<Vec<u64>>,
     /// Per CPU: free single frames, the last freed taken first.
@@ -151,6 +172,8 @@ pub struct PhysMem {
     /// Blocks claimed (head frame, order) whose tracking word was not 0, for the OS model
     /// to hand to the recycling axis (a frame leaving its context).
     pub tracked_claims: Vec<(Pfn, u32)>,
+    /// Map counts of [`MAPCOUNT_SPILLED`] or more, by frame number.
+    spilled_mapcounts: std::collections::BTreeMap<u64, u32>,
     /// Data frames in use now, every node, and the most at once.
     data_total: u64,
     pub data_peak: u64,
@@ -191,6 +214,68 @@ impl Node {
                 let mut words = vec![0; CHUNK as usize].into_boxed_slice();
                 words[(i % CHUNK) as usize] = value;
                 *block = Some(words);
+            }
+        }
+    }
+
+    /// Owner of frame `i`, which is in use.
+    #[inline]
+    fn owner(&self, i: u64) -> u32 {
+        match &self.owners[(i / CHUNK) as usize] {
+            Owners::None => u32::MAX,
+            Owners::All(owner) => *owner,
+            Owners::Each(owners) => owners[(i % CHUNK) as usize],
+        }
+    }
+
+    /// Set the owner of frame `i`, which is in use; the block keeps one value until two
+    /// frames of it differ.
+    #[inline(always)]
+    fn set_owner(&mut self, i: u64, owner: u32) {
+        // The common case (every claim of a single-process run) without a call.
+        if let Owners::All(all) = self.owners[(i / CHUNK) as usize] {
+            if all == owner {
+                return;
+            }
+        }
+        self.set_owner_slow(i, owner);
+    }
+
+    #[inline(never)]
+    fn set_owner_slow(&mut self, i: u64, owner: u32) {
+        let block = &mut self.owners[(i / CHUNK) as usize];
+        match block {
+            Owners::None => *block = Owners::All(owner),
+            Owners::All(all) if *all == owner => {}
+            Owners::All(all) => {
+                let mut owners = vec![*all; CHUNK as usize].into_boxed_slice();
+                owners[(i % CHUNK) as usize] = owner;
+                *block = Owners::Each(owners);
+            }
+            Owners::Each(owners) => owners[(i % CHUNK) as usize] = owner,
+        }
+    }
+
+    #[inline]
+    fn mapping(&self, i: u64) -> u32 {
+        match &self.mappings[(i / CHUNK) as usize] {
+            Some(m) => m[(i % CHUNK) as usize],
+            None => 0,
+        }
+    }
+
+    /// Set frame `i`'s page-cache identity; a block's array is made only when a non-zero
+    /// value is written to it.
+    #[inline(always)]
+    fn set_mapping(&mut self, i: u64, value: u32) {
+        let block = &mut self.mappings[(i / CHUNK) as usize];
+        match block {
+            Some(m) => m[(i % CHUNK) as usize] = value,
+            None if value == 0 => {}
+            None => {
+                let mut m = vec![0; CHUNK as usize].into_boxed_slice();
+                m[(i % CHUNK) as usize] = value;
+                *block = Some(m);
             }
         }
     }
@@ -284,7 +369,17 @@ impl PhysMem {
                 free[MAX_ORDER as usize] = (0..capacity / CHUNK).rev().map(|c| c * CHUNK).collect();
                 let blocks = (capacity / CHUNK) as usize;
                 let words = || (0..blocks).map(|_| None).collect::<Vec<_>>();
-                Node { capacity, chunks: (0..blocks).map(|_| None).collect(), words: [words(), words(), words()], free, pcp: Vec::new(), used: 0, data_used: 0 }
+                Node {
+                    capacity,
+                    chunks: (0..blocks).map(|_| None).collect(),
+                    words: [words(), words(), words()],
+                    owners: (0..blocks).map(|_| Owners::None).collect(),
+                    mappings: (0..blocks).map(|_| None).collect(),
+                    free,
+                    pcp: Vec::new(),
+                    used: 0,
+                    data_used: 0,
+                }
             })
             .collect();
         PhysMem {
@@ -294,6 +389,7 @@ impl PhysMem {
             zone_frames_moved: 0,
             merge_tracking: |a, _| a,
             tracked_claims: Vec::new(),
+            spilled_mapcounts: std::collections::BTreeMap::new(),
             data_total: 0,
             data_peak: 0,
         }
@@ -318,7 +414,9 @@ impl PhysMem {
         let n = &mut self.nodes[node.0 as usize];
         let tracking = n.word(FrameWord::Tracking, i);
         for f in i..i + (1 << order) {
-            *n.desc_mut(f) = FrameDesc { kind, owner, ..FrameDesc::FREE };
+            *n.desc_mut(f) = FrameDesc { kind, ..FrameDesc::FREE };
+            // (Its page-cache identity is 0: `release` cleared it.)
+            n.set_owner(f, owner);
             n.set_word(FrameWord::Tracking, f, tracking);
             n.set_word(FrameWord::LruStamp, f, 0);
         }
@@ -393,7 +491,11 @@ impl PhysMem {
         for f in i..i + (1 << order) {
             let d = n.desc_mut(f);
             debug_assert_ne!(d.kind, FrameKind::Free, "double free of frame {f}");
+            if d.mapcount == MAPCOUNT_SPILLED {
+                self.spilled_mapcounts.remove(&(pfn.0 - i + f));
+            }
             *d = FrameDesc::FREE;
+            n.set_mapping(f, 0);
             n.set_word(FrameWord::LruStamp, f, 0);
         }
         n.used -= 1 << order;
@@ -452,6 +554,73 @@ impl PhysMem {
     #[inline]
     pub fn desc_mut(&mut self, pfn: Pfn) -> &mut FrameDesc {
         self.nodes[(pfn.0 >> NODE_SHIFT) as usize].desc_mut(pfn.0 & INDEX_MASK)
+    }
+
+    /// Owning address space (process) id of `pfn`, a frame in use (`u32::MAX` if it is
+    /// free, or shared and so set).
+    #[inline]
+    pub fn owner(&self, pfn: Pfn) -> u32 {
+        let n = &self.nodes[(pfn.0 >> NODE_SHIFT) as usize];
+        let i = pfn.0 & INDEX_MASK;
+        if n.desc(i).kind == FrameKind::Free {
+            return u32::MAX;
+        }
+        n.owner(i)
+    }
+
+    /// Set the owner of `pfn`, a frame in use.
+    #[inline]
+    pub fn set_owner(&mut self, pfn: Pfn, owner: u32) {
+        let n = &mut self.nodes[(pfn.0 >> NODE_SHIFT) as usize];
+        let i = pfn.0 & INDEX_MASK;
+        debug_assert_ne!(n.desc(i).kind, FrameKind::Free, "owner of a free frame");
+        n.set_owner(i, owner);
+    }
+
+    /// Number of page-table entries mapping `pfn`.
+    #[inline]
+    pub fn mapcount(&self, pfn: Pfn) -> u32 {
+        match self.desc(pfn).mapcount {
+            MAPCOUNT_SPILLED => self.spilled_mapcounts[&pfn.0],
+            count => count as u32,
+        }
+    }
+
+    /// Set the map count of `pfn`, a frame in use.
+    #[inline]
+    pub fn set_mapcount(&mut self, pfn: Pfn, count: u32) {
+        let was_spilled = self.desc(pfn).mapcount == MAPCOUNT_SPILLED;
+        let inline = if count >= MAPCOUNT_SPILLED as u32 {
+            self.spilled_mapcounts.insert(pfn.0, count);
+            MAPCOUNT_SPILLED
+        } else {
+            if was_spilled {
+                self.spilled_mapcounts.remove(&pfn.0);
+            }
+            count as u16
+        };
+        self.desc_mut(pfn).mapcount = inline;
+    }
+
+    /// Page-cache identity of `pfn`: 0 for anonymous memory (and free frames), file id + 1
+    /// for a page-cache page.
+    #[inline]
+    pub fn mapping(&self, pfn: Pfn) -> u32 {
+        let n = &self.nodes[(pfn.0 >> NODE_SHIFT) as usize];
+        let i = pfn.0 & INDEX_MASK;
+        if n.desc(i).kind == FrameKind::Free {
+            return 0;
+        }
+        n.mapping(i)
+    }
+
+    /// Set the page-cache identity of `pfn`, a frame in use.
+    #[inline]
+    pub fn set_mapping(&mut self, pfn: Pfn, mapping: u32) {
+        let n = &mut self.nodes[(pfn.0 >> NODE_SHIFT) as usize];
+        let i = pfn.0 & INDEX_MASK;
+        debug_assert_ne!(n.desc(i).kind, FrameKind::Free, "mapping of a free frame");
+        n.set_mapping(i, mapping);
     }
 
     /// `pfn`'s word `w` (0 if never set).
@@ -542,8 +711,75 @@ mod tests {
         m.set_word(a, FrameWord::LruStamp, 5);
         m.free_on(CoreId(0), a);
         let again = m.alloc_on(CoreId(0), NodeId(0), FrameKind::Data, 7).unwrap();
-        assert_eq!((again, m.word(again, FrameWord::Technique), m.desc(again).owner), (a, 0xfeed, 7));
+        assert_eq!((again, m.word(again, FrameWord::Technique), m.owner(again)), (a, 0xfeed, 7));
         assert_eq!(m.word(again, FrameWord::LruStamp), 0, "the LRU stamp does not survive a free");
+    }
+
+    /// Owners, page-cache identities and map counts, kept outside the descriptor (a block's
+    /// one owner until two differ, arrays made on a non-zero write, counts of 2^16 - 1 or
+    /// more in a map), against a plain map per frame through random claims, writes and
+    /// frees (both through the buddy allocator and the per-CPU lists).
+    #[test]
+    fn frame_fields_outside_the_descriptor_match_a_model() {
+        use std::collections::HashMap;
+        for seed in 0..20 {
+            let mut rng = SplitMix64::new(seed);
+            let mut m = PhysMem::with_pcp(1, 16, 7, 20);
+            // Per frame in use: (owner, mapping, mapcount).
+            let mut model: HashMap<Pfn, (u32, u32, u32)> = HashMap::new();
+            let mut live: Vec<Pfn> = Vec::new();
+            for step in 0..4000 {
+                match rng.below(10) {
+                    0..=3 => {
+                        // Few distinct owners, so that blocks both stay uniform and split.
+                        let owner = if seed % 2 == 0 { 5 } else { rng.below(3) as u32 };
+                        let r = if rng.below(2) == 0 {
+                            m.alloc_on(CoreId(rng.below(2) as u32), NodeId(0), FrameKind::Data, owner)
+                        } else {
+                            m.alloc(NodeId(0), FrameKind::Data, owner)
+                        };
+                        if let Ok(p) = r {
+                            model.insert(p, (owner, 0, 0));
+                            live.push(p);
+                        }
+                    }
+                    4 | 5 if !live.is_empty() => {
+                        let p = live[rng.below(live.len() as u64) as usize];
+                        let e = model.get_mut(&p).unwrap();
+                        match rng.below(3) {
+                            0 => {
+                                e.0 = rng.below(4) as u32;
+                                m.set_owner(p, e.0);
+                            }
+                            1 => {
+                                e.1 = if rng.below(2) == 0 { 0 } else { 1 + rng.below(9) as u32 };
+                                m.set_mapping(p, e.1);
+                            }
+                            _ => {
+                                // Around the spill threshold and far from it.
+                                e.2 = match rng.below(3) {
+                                    0 => rng.below(4) as u32,
+                                    1 => MAPCOUNT_SPILLED as u32 - 2 + rng.below(4) as u32,
+                                    _ => 1 << 20,
+                                };
+                                m.set_mapcount(p, e.2);
+                            }
+                        }
+                    }
+                    6 | 7 if !live.is_empty() => {
+                        let p = live.swap_remove(rng.below(live.len() as u64) as usize);
+                        model.remove(&p);
+                        if rng.below(2) == 0 { m.free_on(CoreId(0), p) } else { m.free(p) }
+                        assert_eq!((m.owner(p), m.mapping(p), m.mapcount(p)), (u32::MAX, 0, 0), "seed {seed} step {step}: a free frame");
+                    }
+                    _ => {}
+                }
+                for (&p, &want) in &model {
+                    assert_eq!((m.owner(p), m.mapping(p), m.mapcount(p)), want, "seed {seed} step {step}: frame {p:?}");
+                }
+            }
+            assert_eq!(m.spilled_mapcounts.len(), model.values().filter(|e| e.2 >= MAPCOUNT_SPILLED as u32).count(), "seed {seed}: no spilled count outlives its frame");
+        }
     }
 
     #[test]

@@ -224,15 +224,14 @@ impl PageTables {
             let pfn_of = &self.pfn_of_slot;
             if let Some(i) = self.parked.iter().rposition(|&(k, s)| k == key && crate::memory::node_of(pfn_of[s as usize]) == node) {
                 let (_, slot) = self.parked.swap_remove(i);
-                mem.desc_mut(self.pfn_of_slot[slot as usize]).owner = owner;
+                mem.set_owner(self.pfn_of_slot[slot as usize], owner);
                 self.tables_reused += 1;
                 return Ok(slot);
             }
         }
         let pfn = frame(mem)?;
-        let d = mem.desc_mut(pfn);
-        d.kind = FrameKind::PageTable;
-        d.owner = owner;
+        mem.desc_mut(pfn).kind = FrameKind::PageTable;
+        mem.set_owner(pfn, owner);
         Ok(self.install_table(pfn))
     }
 

@@ -147,11 +147,12 @@ impl<P: Coherence> Os<P> {
             false
         } else {
             let d = *self.m.mem.desc(old);
+            let mem = &self.m.mem;
             match d.kind {
                 FrameKind::Free | FrameKind::PageTable => true,
                 // A page-cache page holds the file's data whoever reads it; an anonymous
                 // page belongs to the process that owns it and those that map it.
-                FrameKind::Data => d.mapping == 0 && (d.owner != pid || self.mapped_by_other(old, pid)),
+                FrameKind::Data => mem.mapping(old) == 0 && (mem.owner(old) != pid || self.mapped_by_other(old, pid)),
             }
         };
         self.record_violation(core, pid, vpn, old, new, security);
@@ -167,7 +168,7 @@ impl<P: Coherence> Os<P> {
         }
         let file_page = {
             let d = self.m.mem.desc(old);
-            d.kind == FrameKind::Data && d.mapping != 0
+            d.kind == FrameKind::Data && self.m.mem.mapping(old) != 0
         };
         self.cores[core].deferred.iter().any(|&(sd, k)| {
             let s = &self.shootdowns[sd];

@@ -148,7 +148,8 @@ impl<P: Coherence> Os<P> {
             mapped.push(va);
         }
         if Some(pfn) != self.zero_page {
-            self.m.mem.desc_mut(pfn).mapcount += 1;
+            let count = self.m.mem.mapcount(pfn);
+            self.m.mem.set_mapcount(pfn, count + 1);
         }
         Ok(())
     }
@@ -167,9 +168,8 @@ impl<P: Coherence> Os<P> {
         self.m.mem.update_word(pfn, FrameWord::Technique, |w| policy.on_frame_alloc(CoreId(core as u32), pfn, w, usage, fx));
         self.apply_effects();
         let group = self.procs[pid as usize].group;
-        let d = self.m.mem.desc_mut(pfn);
-        d.mapping = file.map_or(0, |f| f + 1);
-        d.set_index(index);
+        self.m.mem.set_mapping(pfn, file.map_or(0, |f| f + 1));
+        self.m.mem.desc_mut(pfn).set_index(index);
         let g = &mut self.groups[group];
         g.used_pages += 1;
         self.frame_group.insert(pfn.0, group as u32);
@@ -264,16 +264,17 @@ impl<P: Coherence> Os<P> {
             return;
         }
         let d = *self.m.mem.desc(pfn);
+        let mapping = self.m.mem.mapping(pfn);
         if d.kind == FrameKind::Free {
             return;
         }
         if let Some(numa) = self.numa.as_mut() {
             numa.forget(pfn);
         }
-        if d.mapping != 0 {
+        if mapping != 0 {
             // Its page-cache entry, unless reclaim took the page out of the page cache
             // before its flush and a fault has read the file page in again since.
-            let key = (d.mapping - 1, d.index());
+            let key = (mapping - 1, d.index());
             if self.page_cache.get(&key) == Some(&pfn) {
                 self.page_cache.remove(&key);
             }
@@ -456,7 +457,7 @@ impl<P: Coherence> Os<P> {
         }
         self.stats[core].page_cache_misses += 1;
         let pfn = self.alloc_data(core, pid, Some(file), index)?;
-        self.m.mem.desc_mut(pfn).owner = PAGE_CACHE_OWNER;
+        self.m.mem.set_owner(pfn, PAGE_CACHE_OWNER);
         self.read_from_device(core);
         self.page_cache.insert((file, index), pfn);
         Ok(pfn)
@@ -511,8 +512,7 @@ impl<P: Coherence> Os<P> {
             self.pte_write(core, pid, page, &leaf, leaf.pte | PTE_WRITABLE | PTE_DIRTY);
             return Ok(());
         }
-        let d = *self.m.mem.desc(old);
-        let shared_frame = Some(old) == self.zero_page || d.mapping != 0 || d.mapcount > 1;
+        let shared_frame = Some(old) == self.zero_page || self.m.mem.mapping(old) != 0 || self.m.mem.mapcount(old) > 1;
         if vma.shared || !shared_frame {
             // wp_page_reuse: made writable in place.
             self.pte_write(core, pid, page, &leaf, leaf.pte | PTE_WRITABLE | PTE_DIRTY);
@@ -539,11 +539,12 @@ impl<P: Coherence> Os<P> {
         let mut gather = Gather::default();
         gather.page(Vpn(page >> 12), old_pte);
         if Some(old) != self.zero_page {
-            let d = self.m.mem.desc_mut(old);
+            let mapping = self.m.mem.mapping(old);
             // A mapped page has a map count of at least 1 (checked in release builds too:
             // a wrapped count would go unnoticed, and a fault is no hot path).
-            d.mapcount = d.mapcount.checked_sub(1).ok_or_else(|| Error::Sim(format!("copy-on-write at {page:#x} of process {pid}: its frame {:#x} has a map count of 0", old.0)))?;
-            if d.mapcount == 0 && d.mapping == 0 {
+            let count = self.m.mem.mapcount(old).checked_sub(1).ok_or_else(|| Error::Sim(format!("copy-on-write at {page:#x} of process {pid}: its frame {:#x} has a map count of 0", old.0)))?;
+            self.m.mem.set_mapcount(old, count);
+            if count == 0 && mapping == 0 {
                 self.free_after_flush(old, &mut gather);
             }
         }
@@ -580,9 +581,9 @@ impl<P: Coherence> Os<P> {
                 let old_pte = self.pte_write(core, pid, page, &leaf, 0);
                 gather.page(Vpn(base >> 12), old_pte);
                 self.charge(core, self.costs.per_page);
-                let d = self.m.mem.desc_mut(pfn);
-                d.mapcount = d.mapcount.saturating_sub(1);
-                if d.mapcount == 0 {
+                let count = self.m.mem.mapcount(pfn).saturating_sub(1);
+                self.m.mem.set_mapcount(pfn, count);
+                if count == 0 {
                     self.huge_frames.remove(&pfn.0);
                     gather.frames.push((pfn, 9));
                 }
@@ -593,9 +594,10 @@ impl<P: Coherence> Os<P> {
             gather.page(Vpn(page >> 12), old_pte);
             self.charge(core, self.costs.per_page);
             if Some(pfn) != self.zero_page {
-                let d = self.m.mem.desc_mut(pfn);
-                d.mapcount = d.mapcount.saturating_sub(1);
-                if d.mapcount == 0 && d.mapping == 0 {
+                let mapping = self.m.mem.mapping(pfn);
+                let count = self.m.mem.mapcount(pfn).saturating_sub(1);
+                self.m.mem.set_mapcount(pfn, count);
+                if count == 0 && mapping == 0 {
                     self.free_after_flush(pfn, gather);
                 }
             }
@@ -642,8 +644,8 @@ impl<P: Coherence> Os<P> {
             }
         }
         // The head frame's mapcount was 1 for the PMD and got 1 more from the loop.
-        let d = self.m.mem.desc_mut(pfn);
-        d.mapcount = d.mapcount.saturating_sub(1);
+        let count = self.m.mem.mapcount(pfn).saturating_sub(1);
+        self.m.mem.set_mapcount(pfn, count);
         // The 2 MiB TLB entries still name the same frames; the zap that follows flushes
         // the pages it removes, and INVLPG of a 4 KiB page drops any entry covering it.
         Ok(())
@@ -819,10 +821,9 @@ impl<P: Coherence> Os<P> {
             self.ptl_at(core, &mut ptl, pid, page);
             let pfn = pte_pfn(leaf.pte);
             let step = if leaf.level == 2 { HUGE } else { PAGE };
-            let d = *self.m.mem.desc(pfn);
             // Pages still shared copy-on-write (or the zero page, or a private file page)
             // stay read-only; the next write faults.
-            let shared_cow = leaf.level == 1 && (Some(pfn) == self.zero_page || d.mapcount > 1 || d.mapping != 0);
+            let shared_cow = leaf.level == 1 && (Some(pfn) == self.zero_page || self.m.mem.mapcount(pfn) > 1 || self.m.mem.mapping(pfn) != 0);
             let vma_shared = self.vma_at(pid, page).is_some_and(|(_, v)| v.shared);
             let mut e = leaf.pte;
             if writable && (!shared_cow || (vma_shared && e & PTE_DIRTY != 0)) {
@@ -895,7 +896,7 @@ impl<P: Coherence> Os<P> {
                 page += if leaf.level == 2 { HUGE - (page & (HUGE - 1)) } else { PAGE };
                 continue;
             }
-            let owner = self.m.mem.desc(old).owner;
+            let owner = self.m.mem.owner(old);
             let new = self.alloc_frame_on(core, node, FrameKind::Data, owner)?;
             self.take_frame_identity(core, old, new);
             for (p, at) in self.mappings(old) {
@@ -938,6 +939,7 @@ impl<P: Coherence> Os<P> {
     /// to it (`mappings` finds them) until the caller rewrites them.
     pub(crate) fn take_frame_identity(&mut self, core: usize, old: Pfn, new: Pfn) {
         let d = *self.m.mem.desc(old);
+        let (mapping, mapcount) = (self.m.mem.mapping(old), self.m.mem.mapcount(old));
         if self.recycling_on {
             let context = self.recycling.migration_context(self.m.mem.word(old, FrameWord::Tracking));
             self.settle_claims(core, Some((new, context)));
@@ -948,26 +950,22 @@ impl<P: Coherence> Os<P> {
         }
         self.lru_stamp += 1;
         let stamp = self.lru_stamp;
-        {
-            let nd = self.m.mem.desc_mut(new);
-            nd.set_index(d.index());
-            nd.mapping = d.mapping;
-            nd.mapcount = d.mapcount;
-        }
+        self.m.mem.desc_mut(new).set_index(d.index());
+        self.m.mem.set_mapcount(new, mapcount);
+        self.m.mem.set_mapping(new, mapping);
         self.m.mem.set_word(new, FrameWord::LruStamp, stamp);
         if let Some(g) = group {
             self.groups[g as usize].lru.push_back((new, stamp));
         }
-        if d.mapping != 0 {
-            self.page_cache.insert((d.mapping - 1, d.index()), new);
+        if mapping != 0 {
+            self.page_cache.insert((mapping - 1, d.index()), new);
         }
     }
 
     /// Migration: the old frame, no longer mapped, waits to be freed.
     pub(crate) fn drop_frame_identity(&mut self, old: Pfn) {
-        let od = self.m.mem.desc_mut(old);
-        od.mapcount = 0;
-        od.mapping = 0;
+        self.m.mem.set_mapcount(old, 0);
+        self.m.mem.set_mapping(old, 0);
         self.m.mem.set_word(old, FrameWord::LruStamp, 0);
     }
 
@@ -1074,10 +1072,11 @@ impl<P: Coherence> Os<P> {
     /// for anonymous pages, the file's i_mmap for page-cache pages).
     pub(crate) fn mappings(&self, pfn: Pfn) -> Vec<(u32, u64)> {
         let d = self.m.mem.desc(pfn);
+        let (owner, mapping) = (self.m.mem.owner(pfn), self.m.mem.mapping(pfn));
         let mut out = Vec::new();
         for p in self.procs.iter().filter(|p| p.alive) {
-            let candidates: Vec<u64> = if d.mapping == 0 {
-                if d.owner != u32::MAX && (d.owner as usize) < self.procs.len() && self.procs[d.owner as usize].family == p.family {
+            let candidates: Vec<u64> = if mapping == 0 {
+                if owner != u32::MAX && (owner as usize) < self.procs.len() && self.procs[owner as usize].family == p.family {
                     vec![d.index() << 12]
                 } else {
                     vec![]
@@ -1086,7 +1085,7 @@ impl<P: Coherence> Os<P> {
                 p.vmas
                     .iter()
                     .filter_map(|(&s, v)| match v.backing {
-                        Backing::File { file, offset_pages } if file + 1 == d.mapping && d.index() >= offset_pages => {
+                        Backing::File { file, offset_pages } if file + 1 == mapping && d.index() >= offset_pages => {
                             let va = s + (d.index() - offset_pages) * PAGE;
                             (va < v.end).then_some(va)
                         }
@@ -1141,6 +1140,7 @@ impl<P: Coherence> Os<P> {
                 let Some((pfn, stamp)) = self.groups[group].lru.pop_front() else { break };
                 scanned += 1;
                 let d = *self.m.mem.desc(pfn);
+                let mapping = self.m.mem.mapping(pfn);
                 if d.kind != FrameKind::Data || self.m.mem.word(pfn, FrameWord::LruStamp) != stamp || self.huge_frames.contains(&pfn.0) {
                     continue;
                 }
@@ -1181,7 +1181,7 @@ impl<P: Coherence> Os<P> {
                     self.ptl_at(core, &mut ptl, p, va);
                     let old_pte = self.pte_write(core, p, va, &l, 0);
                     self.ptl_release(core, &mut ptl);
-                    if d.mapping == 0 {
+                    if mapping == 0 {
                         self.procs[p as usize].swapped.insert(va >> 12);
                     }
                     if batch_mode {
@@ -1197,18 +1197,18 @@ impl<P: Coherence> Os<P> {
                     };
                     g.page(Vpn(va >> 12), old_pte);
                 }
-                let writes = dirty || (d.mapping == 0 && !maps.is_empty());
+                let writes = dirty || (mapping == 0 && !maps.is_empty());
                 if writes && batch_mode {
                     self.charge(core, self.costs.write_page);
                 }
-                self.m.mem.desc_mut(pfn).mapcount = 0;
-                if d.mapping != 0 {
+                self.m.mem.set_mapcount(pfn, 0);
+                if mapping != 0 {
                     // __remove_mapping: out of the page cache now, before the flush the
                     // frame is freed after (shrink_folio_list frees its batch after
                     // try_to_unmap_flush). Left in it, a fault before the flush's end
                     // would map the page again and the flush's end free it under that
                     // mapping. The frame keeps its file identity until then.
-                    self.page_cache.remove(&(d.mapping - 1, d.index()));
+                    self.page_cache.remove(&(mapping - 1, d.index()));
                 }
                 self.stats[core].pages_reclaimed += 1;
                 taken += 1;

@@ -317,13 +317,13 @@ impl<P: Coherence> Os<P> {
         let numa = self.numa.as_mut().expect("numa balancing on");
         let last = numa.last_fault.insert(old.0, (thread, node));
         let private = last.is_none_or(|(t, _)| t == thread);
-        let migrate = page_node != node && self.m.mem.desc(old).mapcount <= 1 && (private || last.is_some_and(|(_, n)| n == node));
+        let migrate = page_node != node && self.m.mem.mapcount(old) <= 1 && (private || last.is_some_and(|(_, n)| n == node));
         if page_node == node {
             self.numa_stats.hint_faults_local += 1;
         }
         let mut ptl = super::locks::PtlCursor::default();
         self.ptl_at(core, &mut ptl, pid, page);
-        let new = if migrate { self.alloc_frame_on(core, NodeId(node), FrameKind::Data, self.m.mem.desc(old).owner).ok() } else { None };
+        let new = if migrate { self.alloc_frame_on(core, NodeId(node), FrameKind::Data, self.m.mem.owner(old)).ok() } else { None };
         let p = self.numa.as_mut().expect("numa balancing on").proc(pid);
         if private {
             p.faults_private += 1;

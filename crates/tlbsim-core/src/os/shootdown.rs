@@ -130,8 +130,8 @@ impl<P: Coherence> Os<P> {
             .iter()
             .filter(|&&p| p & crate::page_table::PTE_PRESENT != 0)
             .filter(|&&p| {
-                let d = self.m.mem.desc(crate::page_table::pte_pfn(p));
-                d.kind == crate::memory::FrameKind::Data && d.mapping != 0
+                let pfn = crate::page_table::pte_pfn(p);
+                self.m.mem.desc(pfn).kind == crate::memory::FrameKind::Data && self.m.mem.mapping(pfn) != 0
             })
             .count() as u32;
         let req = FlushRequest {
