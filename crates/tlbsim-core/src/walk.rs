@@ -96,7 +96,7 @@ pub fn walk<W: WalkListener>(
         if tlbs.present(i) {
             pwc_probed = true;
             cycles = cycles.max(tlbs.latency(i) as u64);
-            if let Some(e) = tlbs.structs[i].lookup(Vpn(va >> shift), PageSize::Size4K, tag) {
+            if let Some(e) = tlbs.pwc(i).lookup(Vpn(va >> shift), tag) {
                 if e.flags & crate::tlb::set_assoc::FLAG_STALE != 0 {
                     // It points to a freed page-table page: the checker counts the use and
                     // the walk goes on from memory (a real walker would read freed memory).

@@ -197,7 +197,7 @@ impl<P: Coherence> Os<P> {
                 if tlbs.invalidate_tag(tag, &mut pl) > 0 {
                     for p in [PWC_PML4, PWC_PDPT, PWC_PD] {
                         if tlbs.present(p) {
-                            tlbs.structs[p].flush(false, &mut |_| {});
+                            tlbs.pwc(p).flush(false, &mut |_| {});
                         }
                     }
                 }
@@ -223,7 +223,7 @@ impl<P: Coherence> Os<P> {
                 // Page-walk caches hold no tag here: drop them too (x86 INVPCID does).
                 for i in [PWC_PML4, PWC_PDPT, PWC_PD] {
                     if tlbs.present(i) {
-                        tlbs.structs[i].flush(false, &mut |_| {});
+                        tlbs.pwc(i).flush(false, &mut |_| {});
                     }
                 }
             }

@@ -24,12 +24,14 @@
 use super::partition::{Controller, PartitionController, Settings};
 use super::set_assoc::{Tlb, TlbEntry, TlbGeometry, FLAG_GLOBAL, FLAG_STALE};
 use super::tmt::{Cr3WriteOutcome, Tmt};
+use super::walk_cache::WalkCache;
 use crate::config::{LevelConfig, Tagging, TlbConfig};
 use crate::error::{Error, Result};
 use crate::stats::StructCounters;
 use crate::types::{AccessKind, CoreId, PageSize, Vpn};
 
-/// Index of each structure in `TlbHierarchy::structs` and its stats name.
+/// Index of each structure (`TlbHierarchy::structs` for the TLB levels, the page-walk
+/// caches through `TlbHierarchy::pwc`) and its stats name.
 pub const L1D_4K: usize = 0;
 pub const L1D_2M: usize = 1;
 pub const L1D_1G: usize = 2;
@@ -77,7 +79,10 @@ pub enum FlushCause {
 
 pub struct TlbHierarchy {
     pub core: CoreId,
-    pub structs: [Tlb; 8],
+    /// The TLB levels, L1D_4K .. L2.
+    pub structs: [Tlb; 5],
+    /// The page-walk caches, PWC_PML4 .. PWC_PD (`pwc`).
+    pwcs: [WalkCache; 3],
     present: [bool; 8],
     latency: [u32; 8],
     /// Per structure, entries allotted to each service level (empty: no quotas).
@@ -136,21 +141,31 @@ pub enum Found {
 impl TlbHierarchy {
     pub fn new(core: CoreId, cfg: &TlbConfig, seed: u64) -> Result<Self> {
         let levels = cfg.levels();
-        let mk = |i: usize| -> Result<Tlb> {
+        let geometry = |i: usize| {
             let l: &LevelConfig = levels[i].1;
-            let seed = seed ^ ((i as u64) << 56) ^ core.0 as u64;
-            Tlb::new(&TlbGeometry { entries: l.entries, ways: l.ways, replacement: l.replacement }, seed)
-                .map_err(|m| Error::config(format!("machine.tlb.{}", NAMES[i]), m))
+            (TlbGeometry { entries: l.entries, ways: l.ways, replacement: l.replacement }, seed ^ ((i as u64) << 56) ^ core.0 as u64)
         };
-        let structs = [mk(0)?, mk(1)?, mk(2)?, mk(3)?, mk(4)?, mk(5)?, mk(6)?, mk(7)?];
+        let named = |i: usize| move |m: String| Error::config(format!("machine.tlb.{}", NAMES[i]), m);
+        let mk = |i: usize| -> Result<Tlb> {
+            let (g, seed) = geometry(i);
+            Tlb::new(&g, seed).map_err(named(i))
+        };
         let present = std::array::from_fn(|i| levels[i].1.entries > 0);
         let latency = std::array::from_fn(|i| levels[i].1.latency);
-        let quotas = std::array::from_fn(|i| {
+        let quotas: [Vec<u32>; 8] = std::array::from_fn(|i| {
             if cfg.partition_controller == PartitionController::None {
                 return Vec::new();
             }
             cfg.sl_quota_fraction.iter().map(|f| (f * levels[i].1.entries as f64).round() as u32).collect()
         });
+        // A page-walk cache's quotas are the ones set here for the whole run (the `utility`
+        // controller changes only the TLB levels': `PARTITIONED`).
+        let mk_pwc = |i: usize| -> Result<WalkCache> {
+            let (g, seed) = geometry(i);
+            WalkCache::new(&g, seed, !quotas[i].is_empty()).map_err(named(i))
+        };
+        let structs = [mk(0)?, mk(1)?, mk(2)?, mk(3)?, mk(4)?];
+        let pwcs = [mk_pwc(PWC_PML4)?, mk_pwc(PWC_PDPT)?, mk_pwc(PWC_PD)?];
         let partition = (cfg.partition_controller == PartitionController::Utility).then(|| {
             let settings = Settings {
                 goal: cfg.partition_goal,
@@ -166,6 +181,7 @@ impl TlbHierarchy {
         Ok(TlbHierarchy {
             core,
             structs,
+            pwcs,
             present,
             latency,
             quotas,
@@ -389,11 +405,19 @@ impl TlbHierarchy {
         }
     }
 
+    /// Page-walk cache `i` (PWC_PML4, PWC_PDPT or PWC_PD).
+    #[inline(always)]
+    pub fn pwc(&mut self, i: usize) -> &mut WalkCache {
+        &mut self.pwcs[i - PWC_PML4]
+    }
+
     /// Insert into one structure, honouring service-level quotas, counting and reporting
     /// the eviction.
     #[inline]
     pub fn insert<L: TlbListener>(&mut self, i: usize, e: TlbEntry, listener: &mut L) {
-        let evicted = if self.quotas[i].is_empty() {
+        let evicted = if i >= PWC_PML4 {
+            self.pwcs[i - PWC_PML4].insert(e, &self.quotas[i])
+        } else if self.quotas[i].is_empty() {
             self.structs[i].insert(e)
         } else {
             self.structs[i].insert_with_quota(e, &self.quotas[i])
@@ -425,7 +449,7 @@ impl TlbHierarchy {
                 continue;
             }
             let removed = if i >= PWC_PML4 {
-                self.structs[i].flush(false, &mut |_| {})
+                self.pwcs[i - PWC_PML4].flush(false, &mut |_| {})
             } else {
                 self.structs[i].invalidate_page(vpn, tag, &mut |e| listener.evicted(core, i, e))
             };
@@ -443,7 +467,7 @@ impl TlbHierarchy {
         let mut n = 0;
         for i in [PWC_PML4, PWC_PDPT, PWC_PD] {
             if self.present[i] {
-                n += self.structs[i].mark_where(|e| e.pfn.0 == slot as u64, FLAG_STALE);
+                n += self.pwcs[i - PWC_PML4].mark_where(|e| e.pfn.0 == slot as u64, FLAG_STALE);
             }
         }
         n
@@ -454,7 +478,7 @@ impl TlbHierarchy {
     pub fn flush_pwc(&mut self) {
         for i in [PWC_PML4, PWC_PDPT, PWC_PD] {
             if self.present[i] {
-                let removed = self.structs[i].flush(false, &mut |_| {});
+                let removed = self.pwcs[i - PWC_PML4].flush(false, &mut |_| {});
                 self.counters[i].invalidations += removed as u64;
             }
         }
@@ -462,7 +486,7 @@ impl TlbHierarchy {
 
     /// Whether a page-walk cache holds an entry pointing to table `slot`.
     pub fn holds_pwc_to(&self, slot: u32) -> bool {
-        [PWC_PML4, PWC_PDPT, PWC_PD].iter().any(|&i| self.present[i] && self.structs[i].entries().any(|e| e.pfn.0 == slot as u64))
+        [PWC_PML4, PWC_PDPT, PWC_PD].iter().any(|&i| self.present[i] && self.pwcs[i - PWC_PML4].any(|e| e.pfn.0 == slot as u64))
     }
 
     /// INVLPG of each of `pages` (as `invalidate_page`), the page-walk caches dropped once
@@ -484,7 +508,7 @@ impl TlbHierarchy {
         if !pages.is_empty() {
             for i in [PWC_PML4, PWC_PDPT, PWC_PD] {
                 if self.present[i] {
-                    let removed = self.structs[i].flush(false, &mut |_| {});
+                    let removed = self.pwcs[i - PWC_PML4].flush(false, &mut |_| {});
                     self.counters[i].invalidations += removed as u64;
                 }
             }
@@ -498,7 +522,11 @@ impl TlbHierarchy {
         let mut n = 0;
         for i in 0..8 {
             if self.present[i] {
-                let removed = self.structs[i].invalidate_tag(tag, &mut |e| listener.evicted(core, i, e));
+                let removed = if i >= PWC_PML4 {
+                    self.pwcs[i - PWC_PML4].invalidate_tag(tag, &mut |e| listener.evicted(core, i, e))
+                } else {
+                    self.structs[i].invalidate_tag(tag, &mut |e| listener.evicted(core, i, e))
+                };
                 self.counters[i].invalidations += removed as u64;
                 if let Some(p) = self.partition.as_mut() {
                     p.flushed_tag(i, tag);
@@ -518,7 +546,11 @@ impl TlbHierarchy {
         let mut n = 0;
         for i in 0..8 {
             if self.present[i] {
-                let removed = self.structs[i].flush(keep_global, &mut |e| listener.evicted(core, i, e));
+                let removed = if i >= PWC_PML4 {
+                    self.pwcs[i - PWC_PML4].flush(keep_global, &mut |e| listener.evicted(core, i, e))
+                } else {
+                    self.structs[i].flush(keep_global, &mut |e| listener.evicted(core, i, e))
+                };
                 self.counters[i].invalidations += removed as u64;
                 if i < PWC_PML4 {
                     n += removed;

@@ -105,8 +105,8 @@ pub struct TlbGeometry {
 ///
 /// Global entries are keyed with G set and tag 0, so a lookup compares each way against
 /// two keys: the exact one (tag = the caller's tag) and the global one.
-const KEY_TAG_BITS: u32 = 16;
-const KEY_GLOBAL_BIT: u64 = 1 << 16;
+pub(crate) const KEY_TAG_BITS: u32 = 16;
+pub(crate) const KEY_GLOBAL_BIT: u64 = 1 << 16;
 const KEY_SIZE_SHIFT: u32 = 17;
 const KEY_VPN_SHIFT: u32 = 19;
 /// VPN (in page-size units) bits kept in a key. Only a 4 KiB VPN can be wider (a full 64-bit
@@ -133,7 +133,7 @@ fn fingerprint(key: u64) -> u16 {
 }
 
 #[inline(always)]
-fn key_base(vpn: Vpn, size: PageSize) -> (u64, u64) {
+pub(crate) fn key_base(vpn: Vpn, size: PageSize) -> (u64, u64) {
     let units = vpn.0 >> size.shift_4k();
     let base = ((units & KEY_VPN_MASK) << KEY_VPN_SHIFT) | ((size as u64) << KEY_SIZE_SHIFT);
     (base, units)
@@ -1039,7 +1039,7 @@ fn argmin(v: &[u64]) -> usize {
 /// Position of the smallest stamp (stamps are distinct). Up to 128 ways, a branch-free min
 /// over (stamp << 7 | way) (stamps count touches and stay far below 2^57).
 #[inline(always)]
-fn lru_way(stamps: &[u64]) -> usize {
+pub(crate) fn lru_way(stamps: &[u64]) -> usize {
     if stamps.len() > 128 {
         return argmin(stamps);
     }
@@ -1074,7 +1074,7 @@ fn lru_min(stamps: &[u64]) -> usize {
 /// branch-free compares: the matching way is at a random position, and an early-exit loop
 /// would mispredict on most lookups. Other sizes scan 8 ways at a time.
 #[inline(always)]
-fn find_key(keys: &[u64], k: u64) -> Option<usize> {
+pub(crate) fn find_key(keys: &[u64], k: u64) -> Option<usize> {
     match keys.len() {
         1 => find_n::<1>(keys, k),
         2 => find_n::<2>(keys, k),
