@@ -136,6 +136,32 @@ enum Owners {
     Each(Box<[u32]>),
 }
 
+/// Frame `i`'s element of per-4-MiB-block arrays made on the first non-zero write (an
+/// absent block's elements are all 0).
+#[inline(always)]
+fn lazy_get<T: Copy + Default>(blocks: &[Option<Box<[T]>>], i: u64) -> T {
+    match &blocks[(i / CHUNK) as usize] {
+        Some(values) => values[(i % CHUNK) as usize],
+        None => T::default(),
+    }
+}
+
+/// Set frame `i`'s element of such arrays, making its block's array only for a non-zero
+/// value.
+#[inline(always)]
+fn lazy_set<T: Copy + Default + PartialEq>(blocks: &mut [Option<Box<[T]>>], i: u64, value: T) {
+    let block = &mut blocks[(i / CHUNK) as usize];
+    match block {
+        Some(values) => values[(i % CHUNK) as usize] = value,
+        None if value == T::default() => {}
+        None => {
+            let mut values = vec![T::default(); CHUNK as usize].into_boxed_slice();
+            values[(i % CHUNK) as usize] = value;
+            *block = Some(values);
+        }
+    }
+}
+
 struct Node {
     /// Frames on the node (a whole number of 4 MiB blocks).
     capacity: u64,
@@ -197,25 +223,13 @@ impl Node {
 
     #[inline]
     fn word(&self, w: FrameWord, i: u64) -> u64 {
-        match &self.words[w as usize][(i / CHUNK) as usize] {
-            Some(words) => words[(i % CHUNK) as usize],
-            None => 0,
-        }
+        lazy_get(&self.words[w as usize], i)
     }
 
     /// Set a word; a block's array is made only when a non-zero value is written to it.
     #[inline]
     fn set_word(&mut self, w: FrameWord, i: u64, value: u64) {
-        let block = &mut self.words[w as usize][(i / CHUNK) as usize];
-        match block {
-            Some(words) => words[(i % CHUNK) as usize] = value,
-            None if value == 0 => {}
-            None => {
-                let mut words = vec![0; CHUNK as usize].into_boxed_slice();
-                words[(i % CHUNK) as usize] = value;
-                *block = Some(words);
-            }
-        }
+        lazy_set(&mut self.words[w as usize], i, value)
     }
 
     /// Owner of frame `i`, which is in use.
@@ -258,26 +272,14 @@ impl Node {
 
     #[inline]
     fn mapping(&self, i: u64) -> u32 {
-        match &self.mappings[(i / CHUNK) as usize] {
-            Some(m) => m[(i % CHUNK) as usize],
-            None => 0,
-        }
+        lazy_get(&self.mappings, i)
     }
 
     /// Set frame `i`'s page-cache identity; a block's array is made only when a non-zero
     /// value is written to it.
     #[inline(always)]
     fn set_mapping(&mut self, i: u64, value: u32) {
-        let block = &mut self.mappings[(i / CHUNK) as usize];
-        match block {
-            Some(m) => m[(i % CHUNK) as usize] = value,
-            None if value == 0 => {}
-            None => {
-                let mut m = vec![0; CHUNK as usize].into_boxed_slice();
-                m[(i % CHUNK) as usize] = value;
-                *block = Some(m);
-            }
-        }
+        lazy_set(&mut self.mappings, i, value)
     }
 
     fn materialize(&mut self, i: u64) {
@@ -492,7 +494,7 @@ impl PhysMem {
             let d = n.desc_mut(f);
             debug_assert_ne!(d.kind, FrameKind::Free, "double free of frame {f}");
             if d.mapcount == MAPCOUNT_SPILLED {
-                self.spilled_mapcounts.remove(&(pfn.0 - i + f));
+                self.spilled_mapcounts.remove(&((pfn.0 & !INDEX_MASK) | f));
             }
             *d = FrameDesc::FREE;
             n.set_mapping(f, 0);

@@ -264,10 +264,10 @@ impl<P: Coherence> Os<P> {
             return;
         }
         let d = *self.m.mem.desc(pfn);
-        let mapping = self.m.mem.mapping(pfn);
         if d.kind == FrameKind::Free {
             return;
         }
+        let mapping = self.m.mem.mapping(pfn);
         if let Some(numa) = self.numa.as_mut() {
             numa.forget(pfn);
         }
@@ -1140,10 +1140,10 @@ impl<P: Coherence> Os<P> {
                 let Some((pfn, stamp)) = self.groups[group].lru.pop_front() else { break };
                 scanned += 1;
                 let d = *self.m.mem.desc(pfn);
-                let mapping = self.m.mem.mapping(pfn);
                 if d.kind != FrameKind::Data || self.m.mem.word(pfn, FrameWord::LruStamp) != stamp || self.huge_frames.contains(&pfn.0) {
                     continue;
                 }
+                let mapping = self.m.mem.mapping(pfn);
                 let held = self.recycling_on && self.recycling.reclaim_holds(&self.m.mem.word(pfn, FrameWord::Tracking));
                 if held && !batch_mode {
                     // Kept until the min watermark; a whole pass over held pages ends it.

@@ -506,12 +506,7 @@ impl TlbHierarchy {
             n += removed;
         }
         if !pages.is_empty() {
-            for i in [PWC_PML4, PWC_PDPT, PWC_PD] {
-                if self.present[i] {
-                    let removed = self.pwcs[i - PWC_PML4].flush(false, &mut |_| {});
-                    self.counters[i].invalidations += removed as u64;
-                }
-            }
+            self.flush_pwc();
         }
         n
     }

@@ -105,8 +105,8 @@ pub struct TlbGeometry {
 ///
 /// Global entries are keyed with G set and tag 0, so a lookup compares each way against
 /// two keys: the exact one (tag = the caller's tag) and the global one.
-pub(crate) const KEY_TAG_BITS: u32 = 16;
-pub(crate) const KEY_GLOBAL_BIT: u64 = 1 << 16;
+const KEY_TAG_BITS: u32 = 16;
+const KEY_GLOBAL_BIT: u64 = 1 << 16;
 const KEY_SIZE_SHIFT: u32 = 17;
 const KEY_VPN_SHIFT: u32 = 19;
 /// VPN (in page-size units) bits kept in a key. Only a 4 KiB VPN can be wider (a full 64-bit
@@ -130,6 +130,13 @@ const INDEX_EMPTY: u32 = u32::MAX;
 fn fingerprint(key: u64) -> u16 {
     let x = key >> KEY_SIZE_SHIFT;
     (x ^ (x >> 16) ^ (x >> 32)) as u16
+}
+
+/// Whether key `k` is a non-global entry's with `tag` (the low 17 bits are the G bit and the
+/// tag; an invalid way's key has G set, so it never is).
+#[inline(always)]
+pub(crate) fn key_is_tag(k: u64, tag: u16) -> bool {
+    k & (KEY_GLOBAL_BIT | ((1 << KEY_TAG_BITS) - 1)) == tag as u64
 }
 
 #[inline(always)]
@@ -600,8 +607,7 @@ impl Tlb {
         let mut n = 0;
         for w in 0..self.keys.len() {
             let k = self.keys[w];
-            // Low 17 bits = G bit + tag; INVALID has G set, so it never matches.
-            if k & (KEY_GLOBAL_BIT | ((1 << KEY_TAG_BITS) - 1)) == tag as u64 {
+            if key_is_tag(k, tag) {
                 removed(&self.slots[w]);
                 self.remove(w);
                 n += 1;

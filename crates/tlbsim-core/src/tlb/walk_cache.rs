@@ -14,7 +14,7 @@
 //! other shape or policy, or a hierarchy with quotas, is a `Tlb`. Both give the same hits,
 //! victims and entries in the same order (the `walk_cache_matches_tlb` test).
 
-use super::set_assoc::{find_key, key_base, lru_way, Replacement, Tlb, TlbEntry, TlbGeometry, FLAG_GLOBAL, KEY_GLOBAL_BIT, KEY_TAG_BITS};
+use super::set_assoc::{find_key, key_base, key_is_tag, lru_way, Replacement, Tlb, TlbEntry, TlbGeometry, FLAG_GLOBAL};
 use crate::types::{PageSize, Vpn};
 
 /// Key of an empty way (as in `Tlb`: no real key has all bits set).
@@ -107,8 +107,7 @@ impl WalkCache {
     /// As [`Tlb::invalidate_tag`].
     pub fn invalidate_tag(&mut self, tag: u16, removed: &mut dyn FnMut(&TlbEntry)) -> u32 {
         match &mut self.imp {
-            // Low 17 bits of a key = global bit + tag; an empty way has the global bit set.
-            Imp::Lean(c) => c.remove_where(|k| k & (KEY_GLOBAL_BIT | ((1 << KEY_TAG_BITS) - 1)) == tag as u64, removed),
+            Imp::Lean(c) => c.remove_where(|k| key_is_tag(k, tag), removed),
             Imp::General(t) => t.invalidate_tag(tag, removed),
         }
     }
