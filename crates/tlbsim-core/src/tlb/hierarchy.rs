@@ -22,7 +22,8 @@
 //! paging-structure-cache entry).
 
 use super::partition::{Controller, PartitionController, Settings};
-use super::set_assoc::{Tlb, TlbEntry, TlbGeometry, FLAG_GLOBAL, FLAG_STALE};
+use super::level::TlbLevel;
+use super::set_assoc::{TlbEntry, TlbGeometry, FLAG_GLOBAL, FLAG_STALE};
 use super::tmt::{Cr3WriteOutcome, Tmt};
 use super::walk_cache::WalkCache;
 use crate::config::{LevelConfig, Tagging, TlbConfig};
@@ -80,7 +81,7 @@ pub enum FlushCause {
 pub struct TlbHierarchy {
     pub core: CoreId,
     /// The TLB levels, L1D_4K .. L2.
-    pub structs: [Tlb; 5],
+    pub structs: [TlbLevel; 5],
     /// The page-walk caches, PWC_PML4 .. PWC_PD (`pwc`).
     pwcs: [WalkCache; 3],
     present: [bool; 8],
@@ -146,10 +147,6 @@ impl TlbHierarchy {
             (TlbGeometry { entries: l.entries, ways: l.ways, replacement: l.replacement }, seed ^ ((i as u64) << 56) ^ core.0 as u64)
         };
         let named = |i: usize| move |m: String| Error::config(format!("machine.tlb.{}", NAMES[i]), m);
-        let mk = |i: usize| -> Result<Tlb> {
-            let (g, seed) = geometry(i);
-            Tlb::new(&g, seed).map_err(named(i))
-        };
         let present = std::array::from_fn(|i| levels[i].1.entries > 0);
         let latency = std::array::from_fn(|i| levels[i].1.latency);
         let quotas: [Vec<u32>; 8] = std::array::from_fn(|i| {
@@ -163,6 +160,12 @@ impl TlbHierarchy {
         let mk_pwc = |i: usize| -> Result<WalkCache> {
             let (g, seed) = geometry(i);
             WalkCache::new(&g, seed, !quotas[i].is_empty()).map_err(named(i))
+        };
+        // A TLB level has the quotas set here, or any the `utility` controller sets later.
+        let mk = |i: usize| -> Result<TlbLevel> {
+            let (g, seed) = geometry(i);
+            let quotas_possible = !quotas[i].is_empty() || cfg.partition_controller == PartitionController::Utility;
+            TlbLevel::new(&g, seed, quotas_possible).map_err(named(i))
         };
         let structs = [mk(0)?, mk(1)?, mk(2)?, mk(3)?, mk(4)?];
         let pwcs = [mk_pwc(PWC_PML4)?, mk_pwc(PWC_PDPT)?, mk_pwc(PWC_PD)?];
@@ -417,10 +420,8 @@ impl TlbHierarchy {
     pub fn insert<L: TlbListener>(&mut self, i: usize, e: TlbEntry, listener: &mut L) {
         let evicted = if i >= PWC_PML4 {
             self.pwcs[i - PWC_PML4].insert(e, &self.quotas[i])
-        } else if self.quotas[i].is_empty() {
-            self.structs[i].insert(e)
         } else {
-            self.structs[i].insert_with_quota(e, &self.quotas[i])
+            self.structs[i].insert(e, &self.quotas[i])
         };
         listener.inserted(self.core, i, &e);
         if let Some(v) = evicted {

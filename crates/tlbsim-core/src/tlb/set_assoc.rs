@@ -1,4 +1,6 @@
-//! One set-associative TLB-like structure (x86 TLB levels, page-walk caches).
+//! One set-associative TLB-like structure (x86 TLB levels, page-walk caches): the general
+//! form, for every shape, policy and quota. `level::TlbLevel`, `walk_cache::WalkCache` and
+//! `line_cache::LineCache` use it where their lean forms do not apply.
 //!
 //! Follows the x86 TLB organisation of DESIGN.md "TLBs (per core)": `entries` entries in
 //! `entries / ways` sets; the set is picked from the low bits of the virtual page number
@@ -106,8 +108,8 @@ pub struct TlbGeometry {
 /// Global entries are keyed with G set and tag 0, so a lookup compares each way against
 /// two keys: the exact one (tag = the caller's tag) and the global one.
 const KEY_TAG_BITS: u32 = 16;
-const KEY_GLOBAL_BIT: u64 = 1 << 16;
-const KEY_SIZE_SHIFT: u32 = 17;
+pub(crate) const KEY_GLOBAL_BIT: u64 = 1 << 16;
+pub(crate) const KEY_SIZE_SHIFT: u32 = 17;
 const KEY_VPN_SHIFT: u32 = 19;
 /// VPN (in page-size units) bits kept in a key. Only a 4 KiB VPN can be wider (a full 64-bit
 /// address shifted by 12 has 52 bits); dropping bits 45..51 cannot alias two canonical
@@ -127,7 +129,7 @@ const INDEX_EMPTY: u32 = u32::MAX;
 /// exact and the global query keys of a page share it). Two different pages of a set share
 /// a fingerprint rarely; the full key is always checked.
 #[inline(always)]
-fn fingerprint(key: u64) -> u16 {
+pub(crate) fn fingerprint(key: u64) -> u16 {
     let x = key >> KEY_SIZE_SHIFT;
     (x ^ (x >> 16) ^ (x >> 32)) as u16
 }
@@ -147,7 +149,7 @@ pub(crate) fn key_base(vpn: Vpn, size: PageSize) -> (u64, u64) {
 }
 
 #[inline(always)]
-fn entry_key(e: &TlbEntry) -> (u64, u64) {
+pub(crate) fn entry_key(e: &TlbEntry) -> (u64, u64) {
     let (base, units) = key_base(e.vpn, e.size);
     let key = if e.flags & FLAG_GLOBAL != 0 {
         base | KEY_GLOBAL_BIT
