@@ -137,7 +137,7 @@ pub fn walk<W: WalkListener>(
                     // A paging-structure-cache entry names the next table; we store the
                     // simulator's handle for it (its arena slot) in the pfn field.
                     let e = TlbEntry { vpn: Vpn(va >> shift), pfn: Pfn(child as u64), size: PageSize::Size4K, tag, sl: 0, flags: 0 };
-                    tlbs.insert(i, e, &mut crate::tlb::hierarchy::NoTlbListener);
+                    tlbs.insert_pwc(i, e);
                 }
             }
             slot = child;

@@ -414,19 +414,25 @@ impl TlbHierarchy {
         &mut self.pwcs[i - PWC_PML4]
     }
 
-    /// Insert into one structure, honouring service-level quotas, counting and reporting
+    /// Insert into TLB level `i`, honouring service-level quotas, counting and reporting
     /// the eviction.
     #[inline]
     pub fn insert<L: TlbListener>(&mut self, i: usize, e: TlbEntry, listener: &mut L) {
-        let evicted = if i >= PWC_PML4 {
-            self.pwcs[i - PWC_PML4].insert(e, &self.quotas[i])
-        } else {
-            self.structs[i].insert(e, &self.quotas[i])
-        };
+        let evicted = self.structs[i].insert(e, &self.quotas[i]);
         listener.inserted(self.core, i, &e);
         if let Some(v) = evicted {
             self.counters[i].evictions += 1;
             listener.evicted(self.core, i, &v);
+        }
+    }
+
+    /// Insert a walk's entry into page-walk cache `i` (PWC_PML4..PWC_PD), honouring its
+    /// quotas and counting the eviction (listeners see TLB levels only). Apart from
+    /// `insert`, so that the walker carries no TLB level's code.
+    #[inline]
+    pub fn insert_pwc(&mut self, i: usize, e: TlbEntry) {
+        if self.pwcs[i - PWC_PML4].insert(e, &self.quotas[i]).is_some() {
+            self.counters[i].evictions += 1;
         }
     }
 

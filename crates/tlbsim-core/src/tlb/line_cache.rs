@@ -142,20 +142,19 @@ impl LruLines {
 
     /// Put `tag` into the set at `start`: the lowest empty way, else the least recently
     /// used one. Returns the way (relative).
+    ///
+    /// Both are the low field of the set's recency order: a line is never removed, so the
+    /// empty ways are the never-touched ones, which stay below every touched way in their
+    /// initial (ascending) order.
     #[inline]
     fn fill(&mut self, set: usize, start: usize, tag: u64) -> usize {
-        let empty = if self.valid as usize == self.keys.len() {
-            None
-        } else {
-            self.keys[start..start + self.ways].iter().position(|&k| k == INVALID)
-        };
-        let way = match empty {
-            Some(w) => {
-                self.valid += 1;
-                w
-            }
-            None => (self.order[set] & 15) as usize,
-        };
+        let way = (self.order[set] & 15) as usize;
+        debug_assert_eq!(
+            Some(way),
+            self.keys[start..start + self.ways].iter().position(|&k| k == INVALID).or(Some(way)),
+            "the lowest empty way first"
+        );
+        self.valid += (self.keys[start + way] == INVALID) as u32;
         self.keys[start + way] = tag;
         if !self.fps.is_empty() {
             self.fps[start + way] = fingerprint(tag);
