@@ -30,6 +30,9 @@ pub struct LineCache {
     imp: Imp,
 }
 
+// An explicit tag (as `level::Imp`): cheaper to test than a variant hidden in a spare
+// value of one of `Tlb`'s fields.
+#[repr(u8)]
 enum Imp {
     Lru(LruLines),
     General(Tlb),
@@ -89,14 +92,7 @@ impl LineCache {
     pub fn access(&mut self, key: u64) -> bool {
         match &mut self.imp {
             Imp::Lru(c) => c.access(key),
-            Imp::General(t) => {
-                let vpn = Vpn(key);
-                if t.lookup_hit(vpn, PageSize::Size4K, 0) {
-                    return true;
-                }
-                t.insert(TlbEntry { vpn, pfn: Pfn(0), size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 });
-                false
-            }
+            Imp::General(t) => general_access(t, key),
         }
     }
 
@@ -123,6 +119,18 @@ impl LineCache {
             Imp::General(t) => t.occupancy(),
         }
     }
+}
+
+/// `LineCache::access` on the general form. Out of line, so that the lean form's caller
+/// keeps a small frame (the inlined `Tlb` insert made it save every register).
+#[inline(never)]
+fn general_access(t: &mut Tlb, key: u64) -> bool {
+    let vpn = Vpn(key);
+    if t.lookup_hit(vpn, PageSize::Size4K, 0) {
+        return true;
+    }
+    t.insert(TlbEntry { vpn, pfn: Pfn(0), size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 });
+    false
 }
 
 impl LruLines {

@@ -26,6 +26,9 @@ pub struct WalkCache {
     imp: Imp,
 }
 
+// An explicit tag (as `level::Imp`): cheaper to test than a variant hidden in a spare
+// value of one of `Tlb`'s fields.
+#[repr(u8)]
 enum Imp {
     Lean(LeanWalkCache),
     /// Boxed: a `Tlb` is over ten times the lean form's size, and rarer.
@@ -90,8 +93,7 @@ impl WalkCache {
                 debug_assert!(quota.is_empty(), "quotas on a lean walk cache");
                 c.insert(entry)
             }
-            Imp::General(t) if quota.is_empty() => t.insert(entry),
-            Imp::General(t) => t.insert_with_quota(entry, quota),
+            Imp::General(t) => general_insert(t, entry, quota),
         }
     }
 
@@ -151,6 +153,17 @@ impl WalkCache {
             Imp::Lean(c) => c.valid,
             Imp::General(t) => t.occupancy(),
         }
+    }
+}
+
+/// [`Tlb::insert`], or [`Tlb::insert_with_quota`] when `quota` is not empty. Out of line, so
+/// that the lean form's callers keep a small frame.
+#[inline(never)]
+pub(crate) fn general_insert(t: &mut Tlb, entry: TlbEntry, quota: &[u32]) -> Option<TlbEntry> {
+    if quota.is_empty() {
+        t.insert(entry)
+    } else {
+        t.insert_with_quota(entry, quota)
     }
 }
 
