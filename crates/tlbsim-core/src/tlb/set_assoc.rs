@@ -1121,7 +1121,9 @@ pub(crate) fn order_touch(order: u64, way: u64, ways: u32) -> u64 {
     let zero = x.wrapping_sub(ONES) & !x & (ONES << 3);
     let shift = zero.trailing_zeros() & !3;
     let below = order & ((1u64 << shift) - 1);
-    let above = order.checked_shr(shift + 4).unwrap_or(0) << shift;
+    // Two shifts: the field is at most the 16th (shift 60), where one shift by 64 would
+    // overflow.
+    let above = (order >> shift >> 4) << shift;
     let top = 4 * (ways - 1);
     below | (above & ((1u64 << top) - 1)) | (way << top)
 }
