@@ -27,7 +27,7 @@
 
 use super::set_assoc::{
     entry_key, find_key, fingerprint, fp_mask, key_base, key_is_tag, order_touch, Replacement, Tlb, TlbEntry, TlbGeometry,
-    FLAG_DIRTY, KEY_GLOBAL_BIT, KEY_SIZE_SHIFT,
+    FLAG_DIRTY, KEY_GLOBAL_BIT, KEY_SIZE_SHIFT, NO_ENTRY,
 };
 use crate::types::{PageSize, Vpn};
 
@@ -107,7 +107,6 @@ impl TlbLevel {
             return Ok(TlbLevel { imp: Imp::General(general) });
         }
         let sets = entries / ways;
-        let empty = TlbEntry { vpn: Vpn(0), pfn: crate::types::Pfn(0), size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 };
         let keys = std::array::from_fn(|w| if w < ways { INVALID } else { UNUSED });
         Ok(TlbLevel {
             imp: Imp::Lean(LeanLevel {
@@ -115,7 +114,7 @@ impl TlbLevel {
                 set_mask: sets - 1,
                 // Never-touched ways cannot be in a full set, so their initial order is moot.
                 sets: vec![LeanSet { keys, fps: [0; LEAN_MAX_WAYS], order: (0..ways as u64).fold(0, |o, w| o | (w << (4 * w))) }; sets],
-                slots: vec![[empty; LEAN_MAX_WAYS]; sets],
+                slots: vec![[NO_ENTRY; LEAN_MAX_WAYS]; sets],
                 capacity: entries as u32,
                 valid: 0,
                 globals: 0,
@@ -159,17 +158,12 @@ impl TlbLevel {
     /// As [`Tlb::insert`], or [`Tlb::insert_with_quota`] when `quota` is not empty.
     #[inline]
     pub fn insert(&mut self, entry: TlbEntry, quota: &[u32]) -> Option<TlbEntry> {
+        // The lean forms exist only where no quota can be set (`new`).
+        debug_assert!(quota.is_empty() || matches!(self.imp, Imp::General(_)), "quotas on a lean TLB level");
         match &mut self.imp {
-            Imp::Lean(c) => {
-                // The lean form exists only where no quota can be set (`new`).
-                debug_assert!(quota.is_empty(), "quotas on a lean TLB level");
-                c.insert(entry)
-            }
-            Imp::Fa(c) => {
-                debug_assert!(quota.is_empty(), "quotas on a lean TLB level");
-                c.insert(entry)
-            }
-            Imp::General(t) => super::walk_cache::general_insert(t, entry, quota),
+            Imp::Lean(c) => c.insert(entry),
+            Imp::Fa(c) => c.insert(entry),
+            Imp::General(t) => t.insert_honouring(entry, quota),
         }
     }
 
@@ -349,16 +343,7 @@ impl LeanLevel {
     /// The way of `set` holding exactly `key`.
     #[inline(always)]
     fn find_exact(&self, set: usize, key: u64) -> Option<usize> {
-        let mut m = self.candidates(set, key);
-        let keys = &self.sets[set].keys;
-        while m != 0 {
-            let w = m.trailing_zeros() as usize & (LEAN_MAX_WAYS - 1);
-            m &= m - 1;
-            if keys[w] == key {
-                return Some(w);
-            }
-        }
-        None
+        self.find(set, key, key)
     }
 
     // Out of line, like `Tlb::lookup`: inlined into the engine's access loop (three probes
@@ -524,12 +509,11 @@ impl LeanFa {
         for w in 0..ways {
             free[w >> 6] |= 1 << (w & 63);
         }
-        let empty = TlbEntry { vpn: Vpn(0), pfn: crate::types::Pfn(0), size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 };
         LeanFa {
             ways,
             a: Box::new(FaArrays {
                 keys: [INVALID; 256],
-                slots: [empty; 256],
+                slots: [NO_ENTRY; 256],
                 buckets: [NIL; 512],
                 chain: [NIL; 256],
                 newer: [NIL; 256],

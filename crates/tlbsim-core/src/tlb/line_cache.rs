@@ -157,11 +157,10 @@ impl LruLines {
     #[inline]
     fn fill(&mut self, set: usize, start: usize, tag: u64) -> usize {
         let way = (self.order[set] & 15) as usize;
-        debug_assert_eq!(
-            Some(way),
-            self.keys[start..start + self.ways].iter().position(|&k| k == INVALID).or(Some(way)),
-            "the lowest empty way first"
-        );
+        #[cfg(debug_assertions)]
+        if let Some(empty) = self.keys[start..start + self.ways].iter().position(|&k| k == INVALID) {
+            assert_eq!(way, empty, "the lowest empty way first");
+        }
         self.valid += (self.keys[start + way] == INVALID) as u32;
         self.keys[start + way] = tag;
         if !self.fps.is_empty() {

@@ -159,7 +159,8 @@ pub(crate) fn entry_key(e: &TlbEntry) -> (u64, u64) {
     (key, units)
 }
 
-const NO_ENTRY: TlbEntry = TlbEntry {
+/// The entry an empty way holds (never read as an entry: its key says the way is empty).
+pub(crate) const NO_ENTRY: TlbEntry = TlbEntry {
     vpn: Vpn(0),
     pfn: Pfn(0),
     size: PageSize::Size4K,
@@ -496,6 +497,18 @@ impl Tlb {
             };
             w.unwrap_or_else(|| t.policy_victim(start))
         })
+    }
+
+    /// [`Tlb::insert`], or [`Tlb::insert_with_quota`] when `quota` is not empty. Out of line:
+    /// the lean forms of `level`, `walk_cache` and `line_cache` call it behind their own
+    /// code, which inlined it would make save every register.
+    #[inline(never)]
+    pub(crate) fn insert_honouring(&mut self, entry: TlbEntry, quota: &[u32]) -> Option<TlbEntry> {
+        if quota.is_empty() {
+            self.insert(entry)
+        } else {
+            self.insert_with_quota(entry, quota)
+        }
     }
 
     /// Insert, with `victim(self, set start)` choosing the way to replace in a full set.

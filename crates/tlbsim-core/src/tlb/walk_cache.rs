@@ -14,7 +14,7 @@
 //! other shape or policy, or a hierarchy with quotas, is a `Tlb`. Both give the same hits,
 //! victims and entries in the same order (the `walk_cache_matches_tlb` test).
 
-use super::set_assoc::{find_key, key_base, key_is_tag, lru_way, Replacement, Tlb, TlbEntry, TlbGeometry, FLAG_GLOBAL};
+use super::set_assoc::{find_key, key_base, key_is_tag, lru_way, Replacement, Tlb, TlbEntry, TlbGeometry, FLAG_GLOBAL, NO_ENTRY};
 use crate::types::{PageSize, Vpn};
 
 /// Key of an empty way (as in `Tlb`: no real key has all bits set).
@@ -59,14 +59,13 @@ impl WalkCache {
         if !lean {
             return Ok(WalkCache { imp: Imp::General(Box::new(general)) });
         }
-        let empty = TlbEntry { vpn: Vpn(0), pfn: crate::types::Pfn(0), size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 };
         Ok(WalkCache {
             imp: Imp::Lean(LeanWalkCache {
                 ways,
                 set_mask: entries / ways - 1,
                 keys: vec![INVALID; entries],
                 stamps: vec![0; entries],
-                slots: vec![empty; entries],
+                slots: vec![NO_ENTRY; entries],
                 clock: 0,
                 valid: 0,
             }),
@@ -93,7 +92,7 @@ impl WalkCache {
                 debug_assert!(quota.is_empty(), "quotas on a lean walk cache");
                 c.insert(entry)
             }
-            Imp::General(t) => general_insert(t, entry, quota),
+            Imp::General(t) => t.insert_honouring(entry, quota),
         }
     }
 
@@ -153,17 +152,6 @@ impl WalkCache {
             Imp::Lean(c) => c.valid,
             Imp::General(t) => t.occupancy(),
         }
-    }
-}
-
-/// [`Tlb::insert`], or [`Tlb::insert_with_quota`] when `quota` is not empty. Out of line, so
-/// that the lean form's callers keep a small frame.
-#[inline(never)]
-pub(crate) fn general_insert(t: &mut Tlb, entry: TlbEntry, quota: &[u32]) -> Option<TlbEntry> {
-    if quota.is_empty() {
-        t.insert(entry)
-    } else {
-        t.insert_with_quota(entry, quota)
     }
 }
 
