@@ -177,7 +177,7 @@ pub fn walk<W: WalkListener>(
 }
 
 /// Cycles to read the entry `index` of table page `table`, and the stats it touches.
-#[inline]
+#[inline(always)]
 fn read_cost(memsys: &mut WalkMemory<'_>, table: Pfn, index: usize, stats: &mut CoreStats) -> u64 {
     let line = (table.0 << 6) | (index as u64 >> 3);
     if let Some(cache) = memsys.pt_cache.as_deref_mut() {

@@ -45,11 +45,15 @@ pub const NAMES: [&str; 8] = ["l1d", "l1d_2m", "l1d_1g", "l1i", "l2", "pwc_pml4"
 
 /// Observer of TLB contents (DiDi's directory, the stale-translation checker).
 pub trait TlbListener {
+    /// Whether `evicted` does anything (if not, the levels are spared copying out what
+    /// they displace).
+    const SEES_EVICTIONS: bool = true;
     fn inserted(&mut self, core: CoreId, structure: usize, entry: &TlbEntry);
     fn evicted(&mut self, core: CoreId, structure: usize, entry: &TlbEntry);
 }
 
 impl<T: TlbListener + ?Sized> TlbListener for &mut T {
+    const SEES_EVICTIONS: bool = T::SEES_EVICTIONS;
     #[inline(always)]
     fn inserted(&mut self, core: CoreId, structure: usize, entry: &TlbEntry) {
         (**self).inserted(core, structure, entry)
@@ -63,6 +67,7 @@ impl<T: TlbListener + ?Sized> TlbListener for &mut T {
 /// A listener that does nothing; compiles away.
 pub struct NoTlbListener;
 impl TlbListener for NoTlbListener {
+    const SEES_EVICTIONS: bool = false;
     #[inline]
     fn inserted(&mut self, _: CoreId, _: usize, _: &TlbEntry) {}
     #[inline]
@@ -418,6 +423,14 @@ impl TlbHierarchy {
     /// the eviction.
     #[inline]
     pub fn insert<L: TlbListener>(&mut self, i: usize, e: TlbEntry, listener: &mut L) {
+        if !L::SEES_EVICTIONS {
+            // Only the count: the level need not copy the displaced entry out.
+            if self.structs[i].insert_reporting(e, &self.quotas[i], |_| {}) {
+                self.counters[i].evictions += 1;
+            }
+            listener.inserted(self.core, i, &e);
+            return;
+        }
         let evicted = self.structs[i].insert(e, &self.quotas[i]);
         listener.inserted(self.core, i, &e);
         if let Some(v) = evicted {

@@ -156,14 +156,30 @@ impl TlbLevel {
     }
 
     /// As [`Tlb::insert`], or [`Tlb::insert_with_quota`] when `quota` is not empty.
-    #[inline]
     pub fn insert(&mut self, entry: TlbEntry, quota: &[u32]) -> Option<TlbEntry> {
+        let mut old = None;
+        self.insert_reporting(entry, quota, |v| old = Some(*v));
+        old
+    }
+
+    /// [`TlbLevel::insert`], showing the displaced entry to `evicted` (before the new one is
+    /// written) rather than returning it: a caller that only counts evictions passes a
+    /// closure that does nothing, and the lean forms then never copy the entry out. Returns
+    /// whether an entry was displaced.
+    #[inline]
+    pub fn insert_reporting(&mut self, entry: TlbEntry, quota: &[u32], evicted: impl FnOnce(&TlbEntry)) -> bool {
         // The lean forms exist only where no quota can be set (`new`).
         debug_assert!(quota.is_empty() || matches!(self.imp, Imp::General(_)), "quotas on a lean TLB level");
         match &mut self.imp {
-            Imp::Lean(c) => c.insert(entry),
-            Imp::Fa(c) => c.insert(entry),
-            Imp::General(t) => t.insert_honouring(entry, quota),
+            Imp::Lean(c) => c.insert(entry, evicted),
+            Imp::Fa(c) => c.insert(entry, evicted),
+            Imp::General(t) => match t.insert_honouring(entry, quota) {
+                Some(v) => {
+                    evicted(&v);
+                    true
+                }
+                None => false,
+            },
         }
     }
 
@@ -362,7 +378,7 @@ impl LeanLevel {
     }
 
     #[inline(always)]
-    fn insert(&mut self, entry: TlbEntry) -> Option<TlbEntry> {
+    fn insert(&mut self, entry: TlbEntry, evicted: impl FnOnce(&TlbEntry)) -> bool {
         let (key, units) = entry_key(&entry);
         let set = self.set_of(units);
         // The same key: overwritten in place, most recently used (same size and global bit,
@@ -371,22 +387,23 @@ impl LeanLevel {
             if let Some(w) = self.find_exact(set, key) {
                 self.slots[set][w] = entry;
                 self.touch(set, w);
-                return None;
+                return false;
             }
         }
         // Else the lowest empty way, else the least recently used one.
         let free = if self.valid == self.capacity { None } else { find_key(&self.sets[set].keys, INVALID) };
-        let (w, old) = match free {
+        let (w, displaced) = match free {
             Some(w) => {
                 self.valid += 1;
-                (w, None)
+                (w, false)
             }
             None => {
                 let w = (self.sets[set].order & 15) as usize;
-                let old = self.slots[set][w];
+                let old = &self.slots[set][w];
+                evicted(old);
                 self.size_count[old.size as usize] -= 1;
                 self.globals -= (self.sets[set].keys[w] & KEY_GLOBAL_BIT != 0) as u32;
-                (w, Some(old))
+                (w, true)
             }
         };
         self.size_count[entry.size as usize] += 1;
@@ -397,7 +414,7 @@ impl LeanLevel {
         self.slots[set][w] = entry;
         self.missed = INVALID;
         self.touch(set, w);
-        old
+        displaced
     }
 
     fn remove(&mut self, set: usize, w: usize) {
@@ -627,31 +644,32 @@ impl LeanFa {
     }
 
     #[inline(always)]
-    fn insert(&mut self, entry: TlbEntry) -> Option<TlbEntry> {
+    fn insert(&mut self, entry: TlbEntry, evicted: impl FnOnce(&TlbEntry)) -> bool {
         let (key, _) = entry_key(&entry);
         if key != self.missed {
             if let Some(w) = self.find_exact(key) {
                 self.a.slots[ix(w)] = entry;
                 self.touch(w);
-                return None;
+                return false;
             }
         }
         // Else the lowest empty way, else the least recently used one.
-        let (w, old) = if self.valid as usize == self.ways {
+        let (w, displaced) = if self.valid as usize == self.ways {
             let w = self.lru as usize;
-            let old = self.a.slots[ix(w)];
+            let old = &self.a.slots[ix(w)];
+            evicted(old);
             let old_key = self.a.keys[ix(w)];
             self.size_count[old.size as usize] -= 1;
             self.globals -= (old_key & KEY_GLOBAL_BIT != 0) as u32;
             self.unlink(w);
             self.unchain(w, old_key);
-            (w, Some(old))
+            (w, true)
         } else {
             let i = self.free.iter().position(|&f| f != 0).expect("an empty way");
             let w = (i << 6) | self.free[i].trailing_zeros() as usize;
             self.free[i] &= !(1 << (w & 63));
             self.valid += 1;
-            (w, None)
+            (w, false)
         };
         self.size_count[entry.size as usize] += 1;
         self.globals += (key & KEY_GLOBAL_BIT != 0) as u32;
@@ -662,7 +680,7 @@ impl LeanFa {
         self.a.buckets[b] = w as u8;
         self.push_mru(w);
         self.missed = INVALID;
-        old
+        displaced
     }
 
     fn remove(&mut self, w: usize) {

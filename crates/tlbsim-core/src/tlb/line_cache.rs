@@ -134,7 +134,7 @@ fn general_access(t: &mut Tlb, key: u64) -> bool {
 }
 
 impl LruLines {
-    #[inline]
+    #[inline(always)]
     fn access(&mut self, key: u64) -> bool {
         let set = key as usize & self.set_mask;
         let start = set << self.ways_log2;
