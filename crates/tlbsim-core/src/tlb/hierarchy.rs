@@ -423,18 +423,19 @@ impl TlbHierarchy {
     /// the eviction.
     #[inline]
     pub fn insert<L: TlbListener>(&mut self, i: usize, e: TlbEntry, listener: &mut L) {
-        if !L::SEES_EVICTIONS {
-            // Only the count: the level need not copy the displaced entry out.
-            if self.structs[i].insert_reporting(e, &self.quotas[i], |_| {}) {
-                self.counters[i].evictions += 1;
+        // The displaced entry is copied out only for a listener that sees it, and shown to
+        // it after the insertion.
+        let mut victim = None;
+        let displaced = self.structs[i].insert_reporting(e, &self.quotas[i], |v| {
+            if L::SEES_EVICTIONS {
+                victim = Some(*v);
             }
-            listener.inserted(self.core, i, &e);
-            return;
-        }
-        let evicted = self.structs[i].insert(e, &self.quotas[i]);
+        });
         listener.inserted(self.core, i, &e);
-        if let Some(v) = evicted {
+        if displaced {
             self.counters[i].evictions += 1;
+        }
+        if let Some(v) = victim {
             listener.evicted(self.core, i, &v);
         }
     }

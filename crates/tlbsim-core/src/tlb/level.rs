@@ -155,17 +155,20 @@ impl TlbLevel {
         }
     }
 
-    /// As [`Tlb::insert`], or [`Tlb::insert_with_quota`] when `quota` is not empty.
+    /// As [`Tlb::insert`], or [`Tlb::insert_with_quota`] when `quota` is not empty (for the
+    /// tests, which compare displaced entries with a `Tlb`'s).
+    #[cfg(test)]
     pub fn insert(&mut self, entry: TlbEntry, quota: &[u32]) -> Option<TlbEntry> {
         let mut old = None;
         self.insert_reporting(entry, quota, |v| old = Some(*v));
         old
     }
 
-    /// [`TlbLevel::insert`], showing the displaced entry to `evicted` (before the new one is
-    /// written) rather than returning it: a caller that only counts evictions passes a
-    /// closure that does nothing, and the lean forms then never copy the entry out. Returns
-    /// whether an entry was displaced.
+    /// As [`Tlb::insert`], or [`Tlb::insert_with_quota`] when `quota` is not empty, showing
+    /// the displaced entry to `evicted` (before the new one is written) rather than
+    /// returning it: a caller that only counts evictions passes a closure that does nothing,
+    /// and the lean forms then never copy the entry out. Returns whether an entry was
+    /// displaced.
     #[inline]
     pub fn insert_reporting(&mut self, entry: TlbEntry, quota: &[u32], evicted: impl FnOnce(&TlbEntry)) -> bool {
         // The lean forms exist only where no quota can be set (`new`).
