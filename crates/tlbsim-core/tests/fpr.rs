@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use tlbsim_core::fuzz::{fuzz, FuzzOptions};
 use tlbsim_core::workload::program::*;
 
-mod common;
+use crate::common;
 
 fn run(tree: Value) -> Value {
     tlbsim_core::run(tree, &[], std::path::Path::new(".")).unwrap().stats

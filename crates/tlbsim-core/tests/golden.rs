@@ -1,6 +1,6 @@
 //! Small golden runs: fixed configs on committed traces must give exactly the committed
 //! stats.json. A change that moves these numbers must be deliberate: rerun with
-//! `TLBSIM_UPDATE_GOLDEN=1 cargo test --release -p tlbsim-core --test golden` and say why
+//! `TLBSIM_UPDATE_GOLDEN=1 cargo test --release -p tlbsim-core --test suite golden::` and say why
 //! in the commit.
 
 use serde_json::{json, Value};

@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 use tlbsim_core::fuzz::{fuzz, FuzzOptions, TAGGINGS};
 
-mod common;
+use crate::common;
 
 fn run(tree: Value) -> Value {
     tlbsim_core::run(tree, &[], std::path::Path::new(".")).unwrap().stats
