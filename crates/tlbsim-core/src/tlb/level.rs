@@ -491,8 +491,6 @@ struct LeanFa {
     /// check; ways from `ways` up stay empty.
     a: Box<FaArrays>,
     bucket_shift: u32,
-    mru: u8,
-    lru: u8,
     /// Bit w set: way w is empty.
     free: [u64; 4],
     valid: u32,
@@ -510,10 +508,18 @@ struct FaArrays {
     buckets: [u8; 512],
     /// Next way of the same bucket.
     chain: [u8; 256],
-    /// Recency neighbours: `newer` towards `mru`, `older` towards `lru`.
+    /// Recency neighbours: `newer` towards the most recently used way, `older` towards the
+    /// least. A circular list through the sentinel `HEAD` (no way is numbered 255):
+    /// `older[HEAD]` is the most recently used way, `newer[HEAD]` the least (`HEAD` itself
+    /// when empty), so that relinking a way takes no branch.
     newer: [u8; 256],
     older: [u8; 256],
 }
+
+/// The recency list's sentinel (`FaArrays::newer`): ways are numbered below FA_MAX_WAYS,
+/// so none has its number.
+const HEAD: usize = NIL as usize;
+const _: () = assert!(FA_MAX_WAYS <= HEAD);
 
 /// A way number as an index of the 256-entry arrays (a no-op on valid ways; it lets the
 /// compiler drop the bounds check).
@@ -540,8 +546,6 @@ impl LeanFa {
                 older: [NIL; 256],
             }),
             bucket_shift: 64 - buckets.trailing_zeros(),
-            mru: NIL,
-            lru: NIL,
             free,
             valid: 0,
             globals: 0,
@@ -578,37 +582,32 @@ impl LeanFa {
         }
     }
 
+    /// The least recently used way (`NIL`: empty).
+    #[inline(always)]
+    fn lru(&self) -> usize {
+        self.a.newer[HEAD] as usize
+    }
+
     #[inline(always)]
     fn unlink(&mut self, w: usize) {
         let (o, n) = (self.a.older[ix(w)], self.a.newer[ix(w)]);
-        if o != NIL {
-            self.a.newer[ix(o as usize)] = n;
-        } else {
-            self.lru = n;
-        }
-        if n != NIL {
-            self.a.older[ix(n as usize)] = o;
-        } else {
-            self.mru = o;
-        }
+        self.a.newer[ix(o as usize)] = n;
+        self.a.older[ix(n as usize)] = o;
     }
 
     #[inline(always)]
     fn push_mru(&mut self, w: usize) {
-        self.a.older[ix(w)] = self.mru;
-        self.a.newer[ix(w)] = NIL;
-        if self.mru != NIL {
-            self.a.newer[self.mru as usize] = w as u8;
-        } else {
-            self.lru = w as u8;
-        }
-        self.mru = w as u8;
+        let mru = self.a.older[HEAD];
+        self.a.older[ix(w)] = mru;
+        self.a.newer[ix(w)] = HEAD as u8;
+        self.a.newer[ix(mru as usize)] = w as u8;
+        self.a.older[HEAD] = w as u8;
     }
 
     /// Make way `w` most recently used.
     #[inline(always)]
     fn touch(&mut self, w: usize) {
-        if self.mru as usize != w {
+        if self.a.older[HEAD] as usize != w {
             self.unlink(w);
             self.push_mru(w);
         }
@@ -658,7 +657,7 @@ impl LeanFa {
         }
         // Else the lowest empty way, else the least recently used one.
         let (w, displaced) = if self.valid as usize == self.ways {
-            let w = self.lru as usize;
+            let w = self.lru();
             let old = &self.a.slots[ix(w)];
             evicted(old);
             let old_key = self.a.keys[ix(w)];
