@@ -582,7 +582,13 @@ impl LeanFa {
         }
     }
 
-    /// The least recently used way (`NIL`: empty).
+    /// The most recently used way (`HEAD`: empty).
+    #[inline(always)]
+    fn mru(&self) -> usize {
+        self.a.older[HEAD] as usize
+    }
+
+    /// The least recently used way (`HEAD`: empty).
     #[inline(always)]
     fn lru(&self) -> usize {
         self.a.newer[HEAD] as usize
@@ -597,17 +603,17 @@ impl LeanFa {
 
     #[inline(always)]
     fn push_mru(&mut self, w: usize) {
-        let mru = self.a.older[HEAD];
-        self.a.older[ix(w)] = mru;
+        let mru = self.mru();
+        self.a.older[ix(w)] = mru as u8;
         self.a.newer[ix(w)] = HEAD as u8;
-        self.a.newer[ix(mru as usize)] = w as u8;
+        self.a.newer[ix(mru)] = w as u8;
         self.a.older[HEAD] = w as u8;
     }
 
     /// Make way `w` most recently used.
     #[inline(always)]
     fn touch(&mut self, w: usize) {
-        if self.a.older[HEAD] as usize != w {
+        if self.mru() != w {
             self.unlink(w);
             self.push_mru(w);
         }
