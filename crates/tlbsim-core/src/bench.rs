@@ -3,7 +3,8 @@
 //! (i) an L1-hit-heavy stream: random loads over 32 pages, which the default 96-entry L1
 //!     DTLB holds; (ii) a walk stream: random loads over a 16 GiB region mapped with 4 KiB
 //!     pages (4 M pages, far beyond the 4096-entry L2), so nearly every access walks;
-//!     (iii) a null loop that only reads the same in-memory events.
+//!     (iii) a null loop that only reads the same in-memory events. (i) and (iii) are each
+//!     timed three times, alternated, and the fastest of each is reported.
 //! The region is mapped by an untimed sequential pass first, so (ii) measures walks, not
 //! first-touch faults. Then (iv) first touch: every access faults in a new page, random over
 //! 1 TiB (trace mode's first-touch path: allocate a frame, map it, walk again), with the host
@@ -46,8 +47,10 @@ impl Default for BenchOptions {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchReport {
+    /// The fastest of [`RATIO_TIMINGS`] timings, alternated with the null loop's.
     pub l1_hit_stream_per_s: f64,
     pub walk_stream_per_s: f64,
+    /// The fastest of [`RATIO_TIMINGS`] timings, alternated with stream (i)'s.
     pub null_loop_per_s: f64,
     /// l1_hit_stream_per_s / null_loop_per_s
     pub l1_hit_over_null: f64,
@@ -131,10 +134,9 @@ pub fn l1_hit_stream(n: u64, memory_model: &str, replicas: u32) -> crate::Result
     Ok((per_s, (s.l1_tlb_hits - before.l1_tlb_hits) as f64 / (s.accesses - before.accesses) as f64))
 }
 
-pub fn run_bench(opts: &BenchOptions) -> crate::Result<BenchReport> {
-    let n = opts.accesses.max(1000);
-    // (iii) null loop.
-    let events = random_loads(n, 32, 1);
+/// (iii) The null loop: reads the events as the engine does and does nothing else.
+#[inline(never)]
+fn null_loop(events: &[TraceEvent]) -> f64 {
     let start = Instant::now();
     let mut sum = 0u64;
     for chunk in events.chunks(BATCH) {
@@ -145,11 +147,47 @@ pub fn run_bench(opts: &BenchOptions) -> crate::Result<BenchReport> {
         }
     }
     std::hint::black_box(sum);
-    let null_loop_per_s = n as f64 / start.elapsed().as_secs_f64();
+    events.len() as f64 / start.elapsed().as_secs_f64()
+}
 
-    drop(events);
-    // (i) L1-hit-heavy.
-    let (l1_hit_stream_per_s, l1_hit_stream_hit_rate) = l1_hit_stream(n, &opts.memory_model, opts.replicas)?;
+/// How many times the null loop and stream (i) are each timed, alternated. Each takes a
+/// fraction of a second, so one interruption of the host (another process, a vCPU
+/// descheduled by the hypervisor) moves one timing by several percent; the fastest of a
+/// few alternated timings is the one least disturbed, and alternating exposes both sides to
+/// the same disturbances. A standard micro-benchmark practice, not a model parameter.
+const RATIO_TIMINGS: usize = 3;
+
+/// Streams (i) and (iii), each timed `timings` times, alternated, on the same events and
+/// the same warmed machine: each pair of timings (stream (i), null loop), and (i)'s L1 hit
+/// rate over all its timed accesses. `examples/bench N ratio` prints them.
+pub fn l1_hit_and_null_timings(n: u64, memory_model: &str, replicas: u32, timings: usize) -> crate::Result<(Vec<(f64, f64)>, f64)> {
+    let events = random_loads(n, 32, 1);
+    let (mut m, space) = machine(memory_model, replicas)?;
+    m.run_batch(0, &space, &events[..events.len().min(10_000)], &mut NoTlbListener, &mut NoWalkListener)?;
+    let before = m.cores[0].stats;
+    let mut pairs = Vec::with_capacity(timings);
+    for _ in 0..timings {
+        let null = null_loop(&events);
+        pairs.push((timed(&mut m, &space, &events)?, null));
+    }
+    let s = m.cores[0].stats;
+    let hit_rate = (s.l1_tlb_hits - before.l1_tlb_hits) as f64 / (s.accesses - before.accesses) as f64;
+    Ok((pairs, hit_rate))
+}
+
+/// The fastest of [`RATIO_TIMINGS`] alternated timings of stream (i) and of the null loop,
+/// and (i)'s L1 hit rate.
+fn l1_hit_and_null(n: u64, memory_model: &str, replicas: u32) -> crate::Result<(f64, f64, f64)> {
+    let (pairs, hit_rate) = l1_hit_and_null_timings(n, memory_model, replicas, RATIO_TIMINGS)?;
+    let best_l1 = pairs.iter().map(|p| p.0).fold(0f64, f64::max);
+    let best_null = pairs.iter().map(|p| p.1).fold(0f64, f64::max);
+    Ok((best_l1, best_null, hit_rate))
+}
+
+pub fn run_bench(opts: &BenchOptions) -> crate::Result<BenchReport> {
+    let n = opts.accesses.max(1000);
+    // (i) L1-hit-heavy and (iii) the null loop, alternated.
+    let (l1_hit_stream_per_s, null_loop_per_s, l1_hit_stream_hit_rate) = l1_hit_and_null(n, &opts.memory_model, opts.replicas)?;
 
     let (walk_stream_per_s, walk_stream_walk_rate) = walk_stream(n, &opts.memory_model, opts.replicas)?;
 
