@@ -124,14 +124,11 @@ fn timed(m: &mut Machine, space: &crate::sim::AddressSpace, events: &[TraceEvent
 
 /// Stream (i) alone (for profiling), with `replicas` page-table copies
 /// ([`BenchOptions::replicas`]): accesses per second and L1 hit rate.
+/// (One null-loop timing comes with it; callgrind's `--toggle-collect='*bench::timed*'`
+/// leaves it out.)
 pub fn l1_hit_stream(n: u64, memory_model: &str, replicas: u32) -> crate::Result<(f64, f64)> {
-    let events = random_loads(n, 32, 1);
-    let (mut m, space) = machine(memory_model, replicas)?;
-    m.run_batch(0, &space, &events[..events.len().min(10_000)], &mut NoTlbListener, &mut NoWalkListener)?;
-    let before = m.cores[0].stats;
-    let per_s = timed(&mut m, &space, &events)?;
-    let s = m.cores[0].stats;
-    Ok((per_s, (s.l1_tlb_hits - before.l1_tlb_hits) as f64 / (s.accesses - before.accesses) as f64))
+    let (pairs, hit_rate) = l1_hit_and_null_timings(n, memory_model, replicas, 1)?;
+    Ok((pairs[0].0, hit_rate))
 }
 
 /// (iii) The null loop: reads the events as the engine does and does nothing else.
