@@ -29,6 +29,7 @@ fn main() {
         println!("L1 hit rate {hit_rate}");
         return;
     }
-    let r = tlbsim_core::bench::run_bench(&tlbsim_core::bench::BenchOptions { accesses, memory_model: model, replicas, policy: "linux".into() }).expect("bench");
+    let r =
+        tlbsim_core::bench::run_bench(&tlbsim_core::bench::BenchOptions { accesses, memory_model: model, replicas, policy: "linux".into() }).expect("bench");
     println!("{}", serde_json::to_string_pretty(&r).unwrap());
 }

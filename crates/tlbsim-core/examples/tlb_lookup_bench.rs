@@ -32,14 +32,7 @@ fn time_once(tlb: &mut Tlb, stream: &[u64], passes: usize) -> (f64, u64) {
                 hits += 1;
             } else {
                 let pfn = Pfn(v ^ 0x5555);
-                let e = TlbEntry {
-                    vpn,
-                    pfn,
-                    size: PageSize::Size4K,
-                    tag: 1,
-                    sl: 0,
-                    flags: 0,
-                };
+                let e = TlbEntry { vpn, pfn, size: PageSize::Size4K, tag: 1, sl: 0, flags: 0 };
                 black_box(tlb.insert(e));
             }
         }
@@ -59,15 +52,7 @@ fn run(name: &str, g: (u32, u32, Replacement), stream: &[u64], total: usize) {
         }
     }
     let (entries, ways, replacement) = g;
-    let mut tlb = Tlb::new(
-        &TlbGeometry {
-            entries,
-            ways,
-            replacement,
-        },
-        1,
-    )
-    .unwrap();
+    let mut tlb = Tlb::new(&TlbGeometry { entries, ways, replacement }, 1).unwrap();
     let passes = total.div_ceil(stream.len());
     time_once(&mut tlb, stream, 1); // warm up
     let (mut best, mut hits) = (f64::MAX, 0);
@@ -77,19 +62,11 @@ fn run(name: &str, g: (u32, u32, Replacement), stream: &[u64], total: usize) {
         hits = h;
     }
     let n = (passes * stream.len()) as f64;
-    println!(
-        "{name:<48} {:>6.1} M lookups/s ({:>5.2} ns)  hits {:>5.1}%",
-        n / best / 1e6,
-        best / n * 1e9,
-        100.0 * hits as f64 / n
-    );
+    println!("{name:<48} {:>6.1} M lookups/s ({:>5.2} ns)  hits {:>5.1}%", n / best / 1e6, best / n * 1e9, 100.0 * hits as f64 / n);
 }
 
 fn main() {
-    let total: usize = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(50_000_000);
+    let total: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(50_000_000);
     let mut rng = SplitMix64::new(12345);
     let n = 1 << 20;
     let mut uniform = |pages: u64| -> Vec<u64> { (0..n).map(|_| rng.below(pages)).collect() };
@@ -113,50 +90,15 @@ fn main() {
     }
 
     use Replacement::*;
-    run(
-        "64e 4-way LRU, uniform over 60 pages",
-        (64, 4, Lru),
-        &hot,
-        total,
-    );
-    run(
-        "64e 4-way LRU, 60 pages in runs of 1-8",
-        (64, 4, Lru),
-        &runs,
-        total,
-    );
-    run(
-        "64e 4-way PLRU, uniform over 60 pages",
-        (64, 4, Plru),
-        &hot,
-        total,
-    );
+    run("64e 4-way LRU, uniform over 60 pages", (64, 4, Lru), &hot, total);
+    run("64e 4-way LRU, 60 pages in runs of 1-8", (64, 4, Lru), &runs, total);
+    run("64e 4-way PLRU, uniform over 60 pages", (64, 4, Plru), &hot, total);
     // The default machine's structures on the walk stream: nearly every lookup misses and
     // inserts (the 96-entry fully associative L1, the 4096-entry 16-way L2).
     run("96e fully assoc LRU, uniform over 16384 pages", (96, 96, Lru), &wide, total);
     run("4096e 16-way LRU, uniform over 16384 pages", (4096, 16, Lru), &wide, total);
-    run(
-        "1536e 12-way LRU, uniform over 16384 pages",
-        (1536, 12, Lru),
-        &wide,
-        total,
-    );
-    run(
-        "1536e 12-way LRU, uniform over 1400 pages",
-        (1536, 12, Lru),
-        &wide_hot,
-        total,
-    );
-    run(
-        "64e fully assoc FIFO, uniform over 60 pages",
-        (64, 64, Fifo),
-        &hot,
-        total,
-    );
-    run(
-        "1024e fully assoc FIFO, uniform over 1000 pages",
-        (1024, 1024, Fifo),
-        &fa_hot,
-        total / 8,
-    );
+    run("1536e 12-way LRU, uniform over 16384 pages", (1536, 12, Lru), &wide, total);
+    run("1536e 12-way LRU, uniform over 1400 pages", (1536, 12, Lru), &wide_hot, total);
+    run("64e fully assoc FIFO, uniform over 60 pages", (64, 64, Fifo), &hot, total);
+    run("1024e fully assoc FIFO, uniform over 1000 pages", (1024, 1024, Fifo), &fa_hot, total / 8);
 }

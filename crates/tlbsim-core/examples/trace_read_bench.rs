@@ -30,11 +30,7 @@ fn write_lackey(path: &Path, lines: u64) -> std::io::Result<()> {
         let r = xorshift(&mut x);
         match r % 100 {
             0..=59 => {
-                ip = if r.is_multiple_of(97) {
-                    0x0040_0000 + (r >> 40) % 0x10_0000
-                } else {
-                    ip + 1 + (r >> 8) % 7
-                };
+                ip = if r.is_multiple_of(97) { 0x0040_0000 + (r >> 40) % 0x10_0000 } else { ip + 1 + (r >> 8) % 7 };
                 writeln!(w, "I  {:08x},{}", ip, 1 + (r >> 16) % 8)?;
             }
             60..=84 => writeln!(w, " L {:x},8", 0x001f_fef0_0000 + (r >> 20) % 0x100_0000)?,
@@ -101,16 +97,11 @@ fn time_read(path: &Path, fmt: TraceFormat) -> (u64, f64, f64) {
 }
 
 fn size(p: &Path) -> f64 {
-    std::fs::metadata(p)
-        .map(|m| m.len() as f64 / 1e6)
-        .unwrap_or(0.0)
+    std::fs::metadata(p).map(|m| m.len() as f64 / 1e6).unwrap_or(0.0)
 }
 
 fn main() {
-    let lines: u64 = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5_000_000);
+    let lines: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(5_000_000);
     let dir = tempfile::tempdir().expect("tempdir");
     let plain = dir.path().join("bench.lackey");
     let gz = dir.path().join("bench.lackey.gz");
@@ -120,29 +111,18 @@ fn main() {
     let t = Instant::now();
     write_lackey(&plain, lines).expect("write lackey");
     {
-        let mut enc = flate2::write::GzEncoder::new(
-            BufWriter::new(File::create(&gz).expect("create")),
-            flate2::Compression::new(6),
-        );
+        let mut enc = flate2::write::GzEncoder::new(BufWriter::new(File::create(&gz).expect("create")), flate2::Compression::new(6));
         std::io::copy(&mut File::open(&plain).expect("open"), &mut enc).expect("gzip");
         enc.finish().expect("gzip").flush().expect("flush");
     }
     let records = lines / 2;
     write_champsim(&champ, records).expect("write champsim");
-    println!(
-        "generated {lines} lackey lines, {records} ChampSim records in {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
+    println!("generated {lines} lackey lines, {records} ChampSim records in {:.1} s", t.elapsed().as_secs_f64());
 
     let t = Instant::now();
     let rep = trace::native::convert(&plain, TraceFormat::Lackey, &nat).expect("convert");
     let conv = t.elapsed().as_secs_f64();
-    println!(
-        "convert lackey -> native: {} events in {:.2} s ({:.1} M events/s)",
-        rep.events,
-        conv,
-        rep.events as f64 / conv / 1e6
-    );
+    println!("convert lackey -> native: {} events in {:.2} s ({:.1} M events/s)", rep.events, conv, rep.events as f64 / conv / 1e6);
 
     // Writer alone, into memory.
     let evs = {
@@ -154,13 +134,7 @@ fn main() {
     w.write_batch(&evs).expect("write");
     let bytes = w.finish().expect("finish").len();
     let s = t.elapsed().as_secs_f64();
-    println!(
-        "NativeWriter into memory: {} events, {:.1} MB, {:.2} s ({:.1} M events/s)",
-        evs.len(),
-        bytes as f64 / 1e6,
-        s,
-        evs.len() as f64 / s / 1e6
-    );
+    println!("NativeWriter into memory: {} events, {:.1} MB, {:.2} s ({:.1} M events/s)", evs.len(), bytes as f64 / 1e6, s, evs.len() as f64 / s / 1e6);
     drop(evs);
 
     // Warm the page cache, then measure each three times and keep the best. The CPU-time
@@ -172,11 +146,7 @@ fn main() {
         ("champsim plain", &champ, TraceFormat::Champsim, "events"),
     ] {
         let _ = time_read(path, fmt);
-        let (n, wall, cpu) = (0..3)
-            .map(|_| time_read(path, fmt))
-            .fold((0, f64::MAX, f64::MAX), |a, b| {
-                (b.0, a.1.min(b.1), a.2.min(b.2))
-            });
+        let (n, wall, cpu) = (0..3).map(|_| time_read(path, fmt)).fold((0, f64::MAX, f64::MAX), |a, b| (b.0, a.1.min(b.1), a.2.min(b.2)));
         println!(
             "{name:>15}: {:6.1} MB on disk, {n} events: {:6.1} M {unit}/s wall ({wall:.3} s), {:6.1} M/s CPU ({cpu:.3} s)",
             size(path),

@@ -126,10 +126,7 @@ mod imp {
         const SHIFT: u32 = SETS.trailing_zeros();
         fn new() -> Self {
             assert!(SETS.is_power_of_two());
-            Self {
-                meta: alloc_big(SETS, |_| MetaW { fp: [0xFFFF; 16], order: ORDER_INIT, _pad: [0; 3] }),
-                keys: alloc_big(SETS, |_| [INVALID; 16]),
-            }
+            Self { meta: alloc_big(SETS, |_| MetaW { fp: [0xFFFF; 16], order: ORDER_INIT, _pad: [0; 3] }), keys: alloc_big(SETS, |_| [INVALID; 16]) }
         }
         #[inline(always)]
         fn split(key: u64) -> (usize, u16) {
@@ -345,8 +342,7 @@ mod imp {
         #[cold]
         unsafe fn lookup_slow(&mut self, p: *const __m128i, f: __m128i, vpn: u64) -> bool {
             for i in 0..L1N / 8 {
-                let mut m =
-                    (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_load_si128(p.add(i)), f)) as u32) & 0x5555;
+                let mut m = (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_load_si128(p.add(i)), f)) as u32) & 0x5555;
                 while m != 0 {
                     let e = i * 8 + (m.trailing_zeros() as usize) / 2;
                     if self.keys[e] == vpn {
@@ -400,8 +396,7 @@ mod imp {
                         loop {
                             let nx = *self.chain.get_unchecked(cur as usize);
                             if nx as usize == v {
-                                *self.chain.get_unchecked_mut(cur as usize) =
-                                    *self.chain.get_unchecked(v);
+                                *self.chain.get_unchecked_mut(cur as usize) = *self.chain.get_unchecked(v);
                                 break;
                             }
                             cur = nx;
@@ -691,10 +686,7 @@ mod imp {
             let dt = t.elapsed().as_secs_f64();
             let rate = n as f64 / dt;
             rates.push(rate);
-            println!(
-                "[{}] rep {}: {:.3} M accesses/s ({:.2} ns/access)",
-                L::NAME, r, rate / 1e6, dt * 1e9 / n as f64
-            );
+            println!("[{}] rep {}: {:.3} M accesses/s ({:.2} ns/access)", L::NAME, r, rate / 1e6, dt * 1e9 / n as f64);
         }
         derive(&mut sim.c, (n * reps) as u64);
         let c = &sim.c;
@@ -727,10 +719,7 @@ mod imp {
             c.not_present
         );
         let mut cks: u64 = 0;
-        for v in [
-            c.accesses, c.l1_hit, c.l2_hit, c.walks, c.pdc_hit, c.pdpt_hit, c.pml4_hit,
-            c.line_hit[1], c.line_hit[2], c.line_hit[3], c.line_hit[4],
-        ] {
+        for v in [c.accesses, c.l1_hit, c.l2_hit, c.walks, c.pdc_hit, c.pdpt_hit, c.pml4_hit, c.line_hit[1], c.line_hit[2], c.line_hit[3], c.line_hit[4]] {
             cks = cks.wrapping_mul(1_000_003).wrapping_add(v);
         }
         if let Ok(sm) = std::fs::read_to_string("/proc/self/smaps_rollup") {
@@ -740,10 +729,7 @@ mod imp {
         }
         let mut s = rates.clone();
         s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        println!(
-            "[{}] checksum={:#x} median={:.3} M/s best={:.3} M/s",
-            L::NAME, cks, s[s.len() / 2] / 1e6, s[s.len() - 1] / 1e6
-        );
+        println!("[{}] checksum={:#x} median={:.3} M/s best={:.3} M/s", L::NAME, cks, s[s.len() / 2] / 1e6, s[s.len() - 1] / 1e6);
     }
 
     pub fn main() {

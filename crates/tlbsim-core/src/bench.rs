@@ -93,9 +93,7 @@ const BATCH: usize = 4096;
 
 fn random_loads(n: u64, pages: u64, seed: u64) -> Vec<TraceEvent> {
     let mut rng = SplitMix64::new(seed);
-    (0..n)
-        .map(|_| TraceEvent::Access { va: BASE + rng.below(pages * 512) * 8, kind: AccessKind::Load, size: 8 })
-        .collect()
+    (0..n).map(|_| TraceEvent::Access { va: BASE + rng.below(pages * 512) * 8, kind: AccessKind::Load, size: 8 }).collect()
 }
 
 fn machine(memory_model: &str, replicas: u32) -> crate::Result<(Machine, crate::sim::AddressSpace)> {
@@ -338,8 +336,7 @@ pub fn walk_stream(n: u64, memory_model: &str, replicas: u32) -> crate::Result<(
 pub fn walk_stream_over(n: u64, memory_model: &str, replicas: u32, region: u64) -> crate::Result<(f64, f64)> {
     let (mut m, space) = machine(memory_model, replicas)?;
     let pages = region >> 12;
-    let warm: Vec<TraceEvent> =
-        (0..pages).map(|p| TraceEvent::Access { va: BASE + (p << 12), kind: AccessKind::Load, size: 8 }).collect();
+    let warm: Vec<TraceEvent> = (0..pages).map(|p| TraceEvent::Access { va: BASE + (p << 12), kind: AccessKind::Load, size: 8 }).collect();
     for chunk in warm.chunks(BATCH) {
         m.run_batch(0, &space, chunk, &mut NoTlbListener, &mut NoWalkListener)?;
     }

@@ -25,8 +25,8 @@
 //! Scenario `i` of a run with seed `S` is generated from seed `S + i` alone, so
 //! `--seed S+i --scenarios 1` replays it.
 
-use crate::config::Config;
 use crate::coherence::Coherence;
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::rng::SplitMix64;
 use crate::workload::program::*;
@@ -115,12 +115,34 @@ fn program(g: &mut Gen, cores: u32, nodes: u32, fork_program: Option<usize>) -> 
                 // (for this thread): the others still use the old address, which mmap may
                 // hand out again (the race a lazy policy must not let through).
                 body.push(Op::Munmap { slot: 0 });
-                body.push(Op::Mmap { slot: 0, spec: MapSpec { fpr: false, fixed: false, bytes: 4096 * (1 + g.below(16)), backing: Backing::Anonymous, shared: false, populate: g.chance(50), writable: true } });
+                body.push(Op::Mmap {
+                    slot: 0,
+                    spec: MapSpec {
+                        fpr: false,
+                        fixed: false,
+                        bytes: 4096 * (1 + g.below(16)),
+                        backing: Backing::Anonymous,
+                        shared: false,
+                        populate: g.chance(50),
+                        writable: true,
+                    },
+                });
                 access(0, AccessMode::Write, 1 + g.below(8), pattern)
             }
             5 => {
                 // Map, touch, unmap: the next round maps the same address again.
-                body.push(Op::Mmap { slot: 1, spec: MapSpec { fpr: false, fixed: false, bytes: 4096 * (1 + g.below(40)), backing: Backing::Anonymous, shared: false, populate: g.chance(30), writable: true } });
+                body.push(Op::Mmap {
+                    slot: 1,
+                    spec: MapSpec {
+                        fpr: false,
+                        fixed: false,
+                        bytes: 4096 * (1 + g.below(40)),
+                        backing: Backing::Anonymous,
+                        shared: false,
+                        populate: g.chance(30),
+                        writable: true,
+                    },
+                });
                 body.push(access(1, AccessMode::Write, 1 + g.below(20), pattern));
                 Op::Munmap { slot: 1 }
             }
@@ -181,7 +203,15 @@ fn workload(g: &mut Gen, cores: u32, nodes: u32) -> Workload {
             regions: vec![
                 region(g, shared_pages),
                 MapSpec { fpr: false, fixed: false, bytes: 4096, backing: Backing::Anonymous, shared: false, populate: false, writable: true },
-                MapSpec { fpr: false, fixed: false, bytes: file_pages * 4096, backing: Backing::File { file: 0, offset_pages: 0 }, shared: file_shared, populate: false, writable: true },
+                MapSpec {
+                    fpr: false,
+                    fixed: false,
+                    bytes: file_pages * 4096,
+                    backing: Backing::File { file: 0, offset_pages: 0 },
+                    shared: file_shared,
+                    populate: false,
+                    writable: true,
+                },
                 region(g, kept_pages),
             ],
             threads,

@@ -4,6 +4,7 @@
 //! config tree), [`bench::run_bench`] (the speed benchmark), [`trace`] (readers and the
 //! native writer).
 
+pub mod access;
 pub mod bench;
 pub mod coherence;
 pub mod config;
@@ -14,7 +15,6 @@ pub mod fuzz;
 pub mod hypervisor;
 pub mod memory;
 pub mod memsys;
-pub mod access;
 pub mod os;
 pub mod page_table;
 pub mod placement;
@@ -47,11 +47,7 @@ pub struct RunOutput {
 /// as JSON); `overrides` are `dotted.key=value` strings (value parsed as a TOML literal,
 /// or taken as a bare string when it does not parse); relative trace paths are resolved
 /// against `base_dir`.
-pub fn run(
-    config: serde_json::Value,
-    overrides: &[String],
-    base_dir: &std::path::Path,
-) -> Result<RunOutput> {
+pub fn run(config: serde_json::Value, overrides: &[String], base_dir: &std::path::Path) -> Result<RunOutput> {
     let cfg = config::Config::resolve(config, overrides, base_dir)?;
     let effective_config = cfg.to_json();
     let stats = sim::run(&cfg)?;
@@ -83,11 +79,7 @@ pub fn run_with_policy<P: coherence::Coherence>(
 
 /// Resolve a config without running it: the effective config (every key), or the error a
 /// run would raise. Sweeps use it to validate every expanded config before any run starts.
-pub fn resolve_config(
-    config: serde_json::Value,
-    overrides: &[String],
-    base_dir: &std::path::Path,
-) -> Result<serde_json::Value> {
+pub fn resolve_config(config: serde_json::Value, overrides: &[String], base_dir: &std::path::Path) -> Result<serde_json::Value> {
     Ok(config::Config::resolve(config, overrides, base_dir)?.to_json())
 }
 

@@ -771,7 +771,11 @@ mod tests {
                     6 | 7 if !live.is_empty() => {
                         let p = live.swap_remove(rng.below(live.len() as u64) as usize);
                         model.remove(&p);
-                        if rng.below(2) == 0 { m.free_on(CoreId(0), p) } else { m.free(p) }
+                        if rng.below(2) == 0 {
+                            m.free_on(CoreId(0), p)
+                        } else {
+                            m.free(p)
+                        }
                         assert_eq!((m.owner(p), m.mapping(p), m.mapcount(p)), (u32::MAX, 0, 0), "seed {seed} step {step}: a free frame");
                     }
                     _ => {}
@@ -780,7 +784,11 @@ mod tests {
                     assert_eq!((m.owner(p), m.mapping(p), m.mapcount(p)), want, "seed {seed} step {step}: frame {p:?}");
                 }
             }
-            assert_eq!(m.spilled_mapcounts.len(), model.values().filter(|e| e.2 >= MAPCOUNT_SPILLED as u32).count(), "seed {seed}: no spilled count outlives its frame");
+            assert_eq!(
+                m.spilled_mapcounts.len(),
+                model.values().filter(|e| e.2 >= MAPCOUNT_SPILLED as u32).count(),
+                "seed {seed}: no spilled count outlives its frame"
+            );
         }
     }
 

@@ -141,7 +141,9 @@ impl MemSys {
         }
         let geometry = |bytes: u64, ways: u32| TlbGeometry { entries: (bytes / 64) as u32, ways, replacement: crate::tlb::Replacement::Lru };
         let private = (0..cfg.cores())
-            .map(|c| LineCache::new(&geometry(m.private_bytes, m.private_ways), cfg.seed ^ c as u64).map_err(|e| Error::config("machine.memory.private_ways", e)))
+            .map(|c| {
+                LineCache::new(&geometry(m.private_bytes, m.private_ways), cfg.seed ^ c as u64).map_err(|e| Error::config("machine.memory.private_ways", e))
+            })
             .collect::<Result<Vec<_>>>()?;
         let ghz = cfg.machine.frequency_ghz;
         Ok(Some(MemSys {

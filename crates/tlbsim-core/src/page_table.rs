@@ -499,8 +499,7 @@ impl PageTables {
             } else {
                 let child = self.alloc_table(mem, place(), owner)?;
                 // Upper levels are permissive; the leaf decides (as Linux sets them).
-                *self.entry_mut(slot, idx) =
-                    make_pte(self.pfn_of(child), PTE_PRESENT | PTE_WRITABLE | PTE_USER);
+                *self.entry_mut(slot, idx) = make_pte(self.pfn_of(child), PTE_PRESENT | PTE_WRITABLE | PTE_USER);
                 self.set_child(slot, idx, child);
                 child
             };

@@ -98,12 +98,7 @@ impl Machine {
             None => (TlbGeometry { entries: pc.entries, ways: pc.ways, replacement: pc.replacement }, pc.latency, "machine.pt_cache"),
         };
         let pt_caches = (0..sockets)
-            .map(|_| {
-                (pt_geometry.entries > 0)
-                    .then(|| crate::tlb::LineCache::new(&pt_geometry, cfg.seed))
-                    .transpose()
-                    .map_err(|e| Error::config(pt_key, e))
-            })
+            .map(|_| (pt_geometry.entries > 0).then(|| crate::tlb::LineCache::new(&pt_geometry, cfg.seed)).transpose().map_err(|e| Error::config(pt_key, e)))
             .collect::<Result<Vec<_>>>()?;
         Ok(Machine {
             cores,
@@ -282,11 +277,8 @@ impl Machine {
         // stream pays nothing.
         let s = &self.cores[core].stats;
         let (accesses, misses) = (s.accesses, s.l1_tlb_misses);
-        let lookahead = if misses - self.cores[core].batch_start_misses > (accesses - self.cores[core].batch_start_accesses) / 8 {
-            PREFETCH_DISTANCE
-        } else {
-            0
-        };
+        let lookahead =
+            if misses - self.cores[core].batch_start_misses > (accesses - self.cores[core].batch_start_accesses) / 8 { PREFETCH_DISTANCE } else { 0 };
         self.cores[core].batch_start_accesses = accesses;
         self.cores[core].batch_start_misses = misses;
         let mut env = TraceEnv { m: self, space, tl, wl };
@@ -336,12 +328,7 @@ pub fn run(cfg: &Config) -> Result<serde_json::Value> {
     // Created by core 0, the first thread's.
     let space = machine.new_address_space(1, 0)?;
     let mut sources: Vec<Box<dyn TraceSource>> = match cfg.workload.kind.as_str() {
-        "trace" => cfg
-            .workload
-            .paths
-            .iter()
-            .map(|p| crate::trace::open(p, cfg.workload.format).map_err(Error::from))
-            .collect::<Result<_>>()?,
+        "trace" => cfg.workload.paths.iter().map(|p| crate::trace::open(p, cfg.workload.format).map_err(Error::from)).collect::<Result<_>>()?,
         _ => (0..cfg.synthetic_threads())
             .map(|t| Box::new(crate::workload::synthetic::Synthetic::new(&cfg.workload, cfg.seed, t)) as Box<dyn TraceSource>)
             .collect(),

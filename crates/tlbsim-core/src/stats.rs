@@ -68,9 +68,28 @@ pub fn totals(cores: &[CoreStats]) -> CoreStats {
     let mut t = CoreStats::default();
     for c in cores {
         macro_rules! add { ($($f:ident),*) => { $( t.$f += c.$f; )* } }
-        add!(instructions, accesses, l1_tlb_hits, l1_tlb_misses, l2_tlb_hits, l2_tlb_misses, walks, dirty_walks,
-            walk_cycles, pwc_hits, pt_accesses_local, pt_accesses_remote, pt_cache_hits,
-            accessed_bits_set, dirty_bits_set, page_faults, thp_fallbacks, full_flushes, stale_pwc_uses, translation_cycles);
+        add!(
+            instructions,
+            accesses,
+            l1_tlb_hits,
+            l1_tlb_misses,
+            l2_tlb_hits,
+            l2_tlb_misses,
+            walks,
+            dirty_walks,
+            walk_cycles,
+            pwc_hits,
+            pt_accesses_local,
+            pt_accesses_remote,
+            pt_cache_hits,
+            accessed_bits_set,
+            dirty_bits_set,
+            page_faults,
+            thp_fallbacks,
+            full_flushes,
+            stale_pwc_uses,
+            translation_cycles
+        );
         t.cycles += c.cycles;
     }
     t
@@ -78,12 +97,7 @@ pub fn totals(cores: &[CoreStats]) -> CoreStats {
 
 /// stats.json: `totals`, `per_core` (each with its `per_structure`), `per_structure`
 /// (summed over cores), `per_socket`, and `run` (derived figures and sizes).
-pub fn to_json(
-    cores: &[CoreStats],
-    structures: &[Vec<(&'static str, StructCounters)>],
-    per_socket: Value,
-    run: Value,
-) -> Value {
+pub fn to_json(cores: &[CoreStats], structures: &[Vec<(&'static str, StructCounters)>], per_socket: Value, run: Value) -> Value {
     let totals = totals(cores);
     let mut per_structure: Vec<(&'static str, StructCounters)> = Vec::new();
     let mut per_core = Vec::new();
@@ -101,10 +115,7 @@ pub fn to_json(
         v["per_structure"] = Value::Object(ps);
         per_core.push(v);
     }
-    let per_structure: Map<String, Value> = per_structure
-        .into_iter()
-        .map(|(n, c)| (n.to_owned(), serde_json::to_value(c).expect("serialize")))
-        .collect();
+    let per_structure: Map<String, Value> = per_structure.into_iter().map(|(n, c)| (n.to_owned(), serde_json::to_value(c).expect("serialize"))).collect();
     json!({
         "totals": totals,
         "per_core": per_core,

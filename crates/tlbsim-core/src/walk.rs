@@ -13,9 +13,7 @@
 //! looked up in parallel and charged once.
 
 use crate::memory::node_of;
-use crate::page_table::{
-    level_index, pte_pfn, PageTables, PTE_ACCESSED, PTE_DIRTY, PTE_HUGE, PTE_PRESENT, PTE_PROTNONE, PTE_WRITABLE,
-};
+use crate::page_table::{level_index, pte_pfn, PageTables, PTE_ACCESSED, PTE_DIRTY, PTE_HUGE, PTE_PRESENT, PTE_PROTNONE, PTE_WRITABLE};
 use crate::stats::CoreStats;
 use crate::tlb::hierarchy::{TlbHierarchy, PWC_PD, PWC_PDPT, PWC_PML4};
 use crate::tlb::TlbEntry;

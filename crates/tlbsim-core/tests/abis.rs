@@ -30,8 +30,17 @@ fn plan<const GAP: u64>(p: &mut Abis<GAP, false>, a: bool) -> Vec<(u32, usize)> 
     let view = OsView { cores: &cores, cpumask: &[true; 4], holders: &[false; 4], flush_ceiling: 33, now: 0 };
     let old = make_pte(Pfn(42), PTE_PRESENT | PTE_USER | if a { PTE_ACCESSED } else { 0 });
     let req = FlushRequest {
-        initiator: CoreId(0), mm: MM, global: false, pages: vec![Vpn(VA >> 12)], old_ptes: vec![old], frames: vec![], page_cache_pages: 0,
-        reason: FlushReason::Munmap, freed_tables: false, full: false, new_gen: 1,
+        initiator: CoreId(0),
+        mm: MM,
+        global: false,
+        pages: vec![Vpn(VA >> 12)],
+        old_ptes: vec![old],
+        frames: vec![],
+        page_cache_pages: 0,
+        reason: FlushReason::Munmap,
+        freed_tables: false,
+        full: false,
+        new_gen: 1,
     };
     let mut out = FlushPlan::default();
     p.plan(&view, &req, &mut out);
@@ -144,8 +153,17 @@ fn a_lazy_core_services_a_few_page_flushes_then_leaves() {
     let mut p = policy::<2>();
     let lazy = CoreView { loaded_mm: Some(MM), lazy: true, caught_up_gen: 0, socket: 0 };
     let req = FlushRequest {
-        initiator: CoreId(0), mm: MM, global: false, pages: vec![Vpn(VA >> 12)], old_ptes: vec![0], frames: vec![], page_cache_pages: 0,
-        reason: FlushReason::Munmap, freed_tables: false, full: false, new_gen: 1,
+        initiator: CoreId(0),
+        mm: MM,
+        global: false,
+        pages: vec![Vpn(VA >> 12)],
+        old_ptes: vec![0],
+        frames: vec![],
+        page_cache_pages: 0,
+        reason: FlushReason::Munmap,
+        freed_tables: false,
+        full: false,
+        new_gen: 1,
     };
     let n = AbisParams::default().idle_page_flushes;
     for _ in 0..n {
@@ -176,7 +194,8 @@ fn involuntary_flushes_come_at_their_rate() {
     let cycles = core["cycles"].as_u64().unwrap() as f64;
     let expected = cycles * 10.0 / 1e6;
     assert!(n >= expected * 0.8 - 2.0 && n <= expected * 1.2 + 2.0, "{n} involuntary flushes, {expected} expected");
-    let bad = serde_json::json!({"machine": {"tlb": {"involuntary_full_flush_per_mcycles": -1.0}}, "os": {"coherence": "abis"}, "workload": {"kind": "fpr-munmap"}});
+    let bad =
+        serde_json::json!({"machine": {"tlb": {"involuntary_full_flush_per_mcycles": -1.0}}, "os": {"coherence": "abis"}, "workload": {"kind": "fpr-munmap"}});
     let err = tlbsim_core::run(bad, &[], std::path::Path::new(".")).err().expect("a negative rate is refused").to_string();
     assert!(err.contains("involuntary_full_flush_per_mcycles"), "{err}");
 }

@@ -25,14 +25,7 @@ fn simulate(pattern: &str, ops: u64) -> (f64, serde_json::Value) {
     });
     let out = tlbsim_core::run(tree, &[], std::path::Path::new(".")).unwrap_or_else(|e| panic!("{pattern}: {e}"));
     let s = out.stats;
-    let measured = s["per_thread"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["class"] == "measure")
-        .map(|t| t["ops_completed"].as_u64().unwrap())
-        .max()
-        .unwrap();
+    let measured = s["per_thread"].as_array().unwrap().iter().filter(|t| t["class"] == "measure").map(|t| t["ops_completed"].as_u64().unwrap()).max().unwrap();
     assert_eq!(measured, ops, "{pattern}: the measuring thread completes every operation");
     let ipis = s["totals"]["shootdown_ipis_received"].as_u64().unwrap() as f64;
     (ipis / measured as f64, s)

@@ -84,8 +84,7 @@ fn every_preset_resolves() {
         let cfg = resolve(json!({"machine": {"preset": p}}), &[]).unwrap_or_else(|e| panic!("{p}: {e}"));
         assert_eq!(&cfg.machine.preset, p);
         // Every preset's memory numbers make a valid cache model when a user turns it on.
-        resolve(json!({"machine": {"preset": p, "memory": {"model": "cache"}}}), &[])
-            .unwrap_or_else(|e| panic!("{p} with memory.model = cache: {e}"));
+        resolve(json!({"machine": {"preset": p, "memory": {"model": "cache"}}}), &[]).unwrap_or_else(|e| panic!("{p} with memory.model = cache: {e}"));
     }
     let cfg = resolve(json!({"machine": {"preset": "didi-cmp"}}), &[]).unwrap();
     assert_eq!((cfg.machine.memory.llc_bytes, cfg.machine.memory.llc_ways, cfg.machine.memory.llc_latency), (8 << 20, 8, 22));

@@ -69,7 +69,12 @@ fn didi_reaches_exactly_the_sharers_without_interrupts() {
     // Exact sharers: fewer targets than Linux's mm_cpumask, and (nearly) no false positives.
     let targets = |v: &serde_json::Value| t(v, "shootdown_ipis_received") + t(v, "shootdown_messages_received");
     assert!(targets(&didi) < targets(&linux), "{} vs {}", targets(&didi), targets(&linux));
-    assert!(t(&dir_only, "false_positive_targets") * 10 < t(&linux, "false_positive_targets").max(10), "{} vs {}", t(&dir_only, "false_positive_targets"), t(&linux, "false_positive_targets"));
+    assert!(
+        t(&dir_only, "false_positive_targets") * 10 < t(&linux, "false_positive_targets").max(10),
+        "{} vs {}",
+        t(&dir_only, "false_positive_targets"),
+        t(&linux, "false_positive_targets")
+    );
     assert!(t(&dir_only, "shootdown_ipis_received") > 0, "the directory-only half still interrupts");
     let c = &didi["totals"]["coherence"];
     assert!(c["directory_messages"].as_u64().unwrap() > 0 && c["directory_lookups"].as_u64().unwrap() > 0, "{c}");

@@ -27,8 +27,19 @@ fn same_seed_same_bytes() {
 fn stats_have_the_stable_names() {
     let s = run(json!({}), &["workload.accesses=1000", "workload.threads=1"]);
     for key in [
-        "instructions", "accesses", "l1_tlb_hits", "l1_tlb_misses", "l2_tlb_hits", "l2_tlb_misses", "walks",
-        "walk_cycles", "pwc_hits", "pt_accesses_local", "pt_accesses_remote", "full_flushes", "cycles",
+        "instructions",
+        "accesses",
+        "l1_tlb_hits",
+        "l1_tlb_misses",
+        "l2_tlb_hits",
+        "l2_tlb_misses",
+        "walks",
+        "walk_cycles",
+        "pwc_hits",
+        "pt_accesses_local",
+        "pt_accesses_remote",
+        "full_flushes",
+        "cycles",
     ] {
         u(&s["totals"], key);
         u(&s["per_core"][0], key);

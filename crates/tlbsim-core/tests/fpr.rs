@@ -95,7 +95,12 @@ fn the_va_cursor_prevents_the_aba_case_of_fig_5a() {
     let page = MapSpec { fpr: true, fixed: false, bytes: 8192, backing: Backing::Anonymous, shared: false, populate: true, writable: true };
     let w = common::remap_under_a_reader(page);
     let cfg = |cursor: bool| {
-        tlbsim_core::config::Config::resolve(json!({"machine": {"cores_per_socket": 2}, "os": {"fpr": {"enabled": true, "va_cursor": cursor}}}), &[], std::path::Path::new(".")).unwrap()
+        tlbsim_core::config::Config::resolve(
+            json!({"machine": {"cores_per_socket": 2}, "os": {"fpr": {"enabled": true, "va_cursor": cursor}}}),
+            &[],
+            std::path::Path::new("."),
+        )
+        .unwrap()
     };
     let safe = tlbsim_core::os::run(&cfg(true), w.clone()).unwrap();
     assert_eq!(violations(&safe), 0, "{}", safe["totals"]);
@@ -116,8 +121,20 @@ fn leaving_the_context_shoots_down_once_per_global_counter() {
     let plain = MapSpec { fpr: false, ..fpr_pages };
     let w = Workload {
         processes: vec![
-            ProcessSpec { name: "a".into(), group: 0, regions: vec![], threads: vec![ThreadSpec { name: "a".into(), class: "a".into(), core: Some(0), program: 0, daemon: false }], page_tables: Default::default() },
-            ProcessSpec { name: "b".into(), group: 0, regions: vec![], threads: vec![ThreadSpec { name: "b".into(), class: "b".into(), core: Some(0), program: 1, daemon: false }], page_tables: Default::default() },
+            ProcessSpec {
+                name: "a".into(),
+                group: 0,
+                regions: vec![],
+                threads: vec![ThreadSpec { name: "a".into(), class: "a".into(), core: Some(0), program: 0, daemon: false }],
+                page_tables: Default::default(),
+            },
+            ProcessSpec {
+                name: "b".into(),
+                group: 0,
+                regions: vec![],
+                threads: vec![ThreadSpec { name: "b".into(), class: "b".into(), core: Some(0), program: 1, daemon: false }],
+                page_tables: Default::default(),
+            },
         ],
         programs: vec![
             vec![Op::Mmap { slot: 0, spec: fpr_pages }, Op::Munmap { slot: 0 }, Op::Exit],
@@ -126,7 +143,9 @@ fn leaving_the_context_shoots_down_once_per_global_counter() {
         slots: 1,
         ..Default::default()
     };
-    let cfg = tlbsim_core::config::Config::resolve(json!({"machine": {"cores_per_socket": 2}, "os": {"fpr": {"enabled": true}}}), &[], std::path::Path::new(".")).unwrap();
+    let cfg =
+        tlbsim_core::config::Config::resolve(json!({"machine": {"cores_per_socket": 2}, "os": {"fpr": {"enabled": true}}}), &[], std::path::Path::new("."))
+            .unwrap();
     let v = tlbsim_core::os::run(&cfg, w).unwrap();
     let f = &v["totals"]["fpr"];
     assert_eq!(f["munmap_pages_skipped"].as_u64().unwrap(), 8, "{f}");
@@ -152,7 +171,12 @@ fn a_migrated_page_stays_in_its_context() {
         slots: 1,
         ..Default::default()
     };
-    let cfg = tlbsim_core::config::Config::resolve(json!({"machine": {"sockets": 2, "cores_per_socket": 1}, "os": {"fpr": {"enabled": true}}}), &[], std::path::Path::new(".")).unwrap();
+    let cfg = tlbsim_core::config::Config::resolve(
+        json!({"machine": {"sockets": 2, "cores_per_socket": 1}, "os": {"fpr": {"enabled": true}}}),
+        &[],
+        std::path::Path::new("."),
+    )
+    .unwrap();
     let v = tlbsim_core::os::run(&cfg, w).unwrap();
     assert_eq!(totals(&v, "pages_migrated"), 8);
     assert_eq!(v["totals"]["fpr"]["munmap_pages_skipped"].as_u64().unwrap(), 8, "{}", v["totals"]["fpr"]);
@@ -278,12 +302,19 @@ fn reclaim_evicts_about_what_the_limit_requires() {
 /// they skip their shootdowns, and what is left is reclaim's (one per batch).
 #[test]
 fn ycsb_leveldb_table_cache_munmaps_skip_their_shootdowns() {
-    let tree = |fpr: bool| json!({"machine": {"cores_per_socket": 4}, "os": {"fpr": {"enabled": fpr, "recycle_tables": true}},
-                                  "workload": {"kind": "ycsb", "test": "leveldb", "ycsb": "c", "threads": 4, "ops": 500}});
+    let tree = |fpr: bool| {
+        json!({"machine": {"cores_per_socket": 4}, "os": {"fpr": {"enabled": fpr, "recycle_tables": true}},
+                                  "workload": {"kind": "ycsb", "test": "leveldb", "ycsb": "c", "threads": 4, "ops": 500}})
+    };
     let (linux, fpr) = (run(tree(false)), run(tree(true)));
     let munmaps = fpr["totals"]["fpr"]["munmap_flushes_skipped"].as_u64().unwrap();
     assert!(munmaps > 500, "{munmaps}");
-    assert!(totals(&fpr, "shootdowns_sent") * 5 < totals(&linux, "shootdowns_sent"), "{} vs {}", totals(&fpr, "shootdowns_sent"), totals(&linux, "shootdowns_sent"));
+    assert!(
+        totals(&fpr, "shootdowns_sent") * 5 < totals(&linux, "shootdowns_sent"),
+        "{} vs {}",
+        totals(&fpr, "shootdowns_sent"),
+        totals(&linux, "shootdowns_sent")
+    );
     assert_eq!(violations(&linux) + violations(&fpr), 0);
 }
 
@@ -292,8 +323,10 @@ fn ycsb_leveldb_table_cache_munmaps_skip_their_shootdowns() {
 /// device reads in the mixed threads' I/O steps, a good share of the IPIs are taken so.
 #[test]
 fn targets_in_kernel_mode_take_shootdowns_on_return_to_user() {
-    let tree = |file_pages: u64| json!({"machine": {"cores_per_socket": 4, "storage": "nullblk"},
-                                        "workload": {"kind": "fpr-munmap", "case": 5, "threads": 4, "ops": 300, "file_pages": file_pages}});
+    let tree = |file_pages: u64| {
+        json!({"machine": {"cores_per_socket": 4, "storage": "nullblk"},
+                                        "workload": {"kind": "fpr-munmap", "case": 5, "threads": 4, "ops": 300, "file_pages": file_pages}})
+    };
     let (reads, cached) = (run(tree(100_000)), run(tree(1)));
     let share = |v: &Value| totals(v, "shootdowns_taken_on_kernel_exit") as f64 / totals(v, "shootdown_ipis_received") as f64;
     assert!(share(&reads) > 0.1, "{}", share(&reads));

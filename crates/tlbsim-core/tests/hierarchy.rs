@@ -106,12 +106,7 @@ impl TlbListener for Count {
 
 #[test]
 fn listener_sees_every_insert_and_eviction() {
-    let cfg = Config::resolve(
-        json!({"machine": {"tlb": {"l1d": {"entries": 4, "ways": 4}, "l2": {"entries": 0}}}}),
-        &[],
-        Path::new("."),
-    )
-    .unwrap();
+    let cfg = Config::resolve(json!({"machine": {"tlb": {"l1d": {"entries": 4, "ways": 4}, "l2": {"entries": 0}}}}), &[], Path::new(".")).unwrap();
     let mut h = TlbHierarchy::new(CoreId(0), &cfg.machine.tlb, 1).unwrap();
     let mut c = Count(0, 0);
     for v in 0..10 {

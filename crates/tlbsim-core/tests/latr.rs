@@ -19,7 +19,11 @@ fn totals(v: &Value, k: &str) -> u64 {
 #[test]
 fn munmaps_are_lazy_and_mprotects_are_not() {
     // Ticks every 100 K cycles, so that this short run sweeps many times.
-    let munmap = |policy: &str| run(json!({"machine": {"cores_per_socket": 4}, "os": {"coherence": policy}, "coherence": {"latr": {"tick_interval": 100_000}}, "workload": {"kind": "fpr-munmap", "threads": 4, "ops": 300}}));
+    let munmap = |policy: &str| {
+        run(
+            json!({"machine": {"cores_per_socket": 4}, "os": {"coherence": policy}, "coherence": {"latr": {"tick_interval": 100_000}}, "workload": {"kind": "fpr-munmap", "threads": 4, "ops": 300}}),
+        )
+    };
     let (linux, latr) = (munmap("linux"), munmap("latr"));
     assert!(totals(&linux, "shootdown_ipis_received") > 500);
     assert_eq!(totals(&latr, "shootdown_ipis_received"), 0);
@@ -33,7 +37,9 @@ fn munmaps_are_lazy_and_mprotects_are_not() {
         assert_eq!(totals(v, "violations_security") + totals(v, "violations_consistency"), 0);
     }
     // mprotect stays synchronous: the same IPIs as Linux.
-    let protect = |policy: &str| run(json!({"machine": {"cores_per_socket": 4}, "os": {"coherence": policy}, "workload": {"kind": "stm-mprotect", "threads": 4, "ops": 100}}));
+    let protect = |policy: &str| {
+        run(json!({"machine": {"cores_per_socket": 4}, "os": {"coherence": policy}, "workload": {"kind": "stm-mprotect", "threads": 4, "ops": 100}}))
+    };
     let (linux, latr) = (protect("linux"), protect("latr"));
     assert_eq!(totals(&latr, "shootdown_ipis_received"), totals(&linux, "shootdown_ipis_received"));
     assert!(latr["totals"]["coherence"]["synchronous_requests"]["mprotect"].as_u64().unwrap() > 0);
@@ -41,7 +47,11 @@ fn munmaps_are_lazy_and_mprotects_are_not() {
 
 #[test]
 fn a_bad_tick_interval_is_named() {
-    let Err(err) = tlbsim_core::run(json!({"os": {"coherence": "latr"}, "coherence": {"latr": {"tick_interval": 0}}, "workload": {"kind": "fpr-munmap"}}), &[], std::path::Path::new(".")) else {
+    let Err(err) = tlbsim_core::run(
+        json!({"os": {"coherence": "latr"}, "coherence": {"latr": {"tick_interval": 0}}, "workload": {"kind": "fpr-munmap"}}),
+        &[],
+        std::path::Path::new("."),
+    ) else {
         panic!("tick_interval = 0 accepted")
     };
     assert!(err.to_string().contains("coherence.latr.tick_interval"), "{err}");
@@ -80,7 +90,14 @@ fn reads_in_the_lazy_window_are_judged_by_latrs_rule() {
     use tlbsim_core::workload::program::*;
     let page = MapSpec { fpr: false, fixed: false, bytes: 4096, backing: Backing::Anonymous, shared: false, populate: true, writable: true };
     let w = common::remap_under_a_reader(page);
-    let cfg = |policy: &str| tlbsim_core::config::Config::resolve(json!({"machine": {"cores_per_socket": 2}, "os": {"coherence": policy}, "coherence": {policy: {"tick_interval": 200_000}}}), &[], std::path::Path::new(".")).unwrap();
+    let cfg = |policy: &str| {
+        tlbsim_core::config::Config::resolve(
+            json!({"machine": {"cores_per_socket": 2}, "os": {"coherence": policy}, "coherence": {policy: {"tick_interval": 200_000}}}),
+            &[],
+            std::path::Path::new("."),
+        )
+        .unwrap()
+    };
     let safe = tlbsim_core::os::run(&cfg("latr"), w.clone()).unwrap();
     assert_eq!(totals(&safe, "violations_security") + totals(&safe, "violations_consistency"), 0);
     assert!(totals(&safe, "stale_uses_in_lazy_window") > 0);

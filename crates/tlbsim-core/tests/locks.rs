@@ -32,10 +32,14 @@ fn run_on(sockets: u32, policy: &str, locks: bool, programs: Vec<Vec<Op>>, regio
         "os": {"coherence": policy, "locks": locks},
     });
     let cfg = Config::resolve(tree, &[], std::path::Path::new(".")).unwrap();
-    let threads = (0..programs.len())
-        .map(|i| ThreadSpec { name: format!("t{i}"), class: "w".into(), core: Some(i as u32), program: i, daemon: false })
-        .collect();
-    let w = Workload { processes: vec![ProcessSpec { name: "p".into(), group: 0, regions, threads, page_tables: Default::default() }], programs, slots, ..Default::default() };
+    let threads =
+        (0..programs.len()).map(|i| ThreadSpec { name: format!("t{i}"), class: "w".into(), core: Some(i as u32), program: i, daemon: false }).collect();
+    let w = Workload {
+        processes: vec![ProcessSpec { name: "p".into(), group: 0, regions, threads, page_tables: Default::default() }],
+        programs,
+        slots,
+        ..Default::default()
+    };
     tlbsim_core::os::run(&cfg, w).unwrap()
 }
 
@@ -103,14 +107,19 @@ fn faults_proceed_during_another_vmas_mprotect_and_wait_during_their_own() {
     // Thread 0 keeps write-protecting and unprotecting region 0 (with a sibling holding it
     // in its TLB, so each mprotect waits for an ack); thread 1 keeps faulting fresh pages.
     let protector = looped(300, vec![Op::Mprotect { slot: 0, writable: false }, Op::Mprotect { slot: 0, writable: true }, Op::CountOp]);
-    let sibling = looped(2000, vec![Op::Access { slot: 0, pattern: Pattern::Sequential, mode: AccessMode::Read, count: 2, offset: 0, len: 0, stride: 4096 }, Op::Compute { cycles: 300 }]);
+    let sibling = looped(
+        2000,
+        vec![
+            Op::Access { slot: 0, pattern: Pattern::Sequential, mode: AccessMode::Read, count: 2, offset: 0, len: 0, stride: 4096 },
+            Op::Compute { cycles: 300 },
+        ],
+    );
     let faulter = |slot| looped(300, vec![Op::MadviseDontneed { slot }, touch(slot, 8), Op::Compute { cycles: 200 }]);
     let other_vma = run("linux", true, vec![protector.clone(), sibling.clone(), faulter(1)], vec![anon(8), anon(8)], 2);
     assert_eq!(lock(&other_vma, "fault_fallbacks"), 0, "faults in another VMA never wait for the mprotect");
     let same_vma = run("linux", true, vec![protector, sibling, faulter(0)], vec![anon(8), anon(8)], 2);
     assert!(lock(&same_vma, "fault_fallbacks") > 0, "faults in the VMA being changed fall back and wait");
 }
-
 
 #[test]
 fn zaps_and_faults_on_one_page_table_page_serialize_on_its_lock() {
@@ -148,5 +157,10 @@ fn per_cpu_list_refills_serialize_on_their_nodes_zone_lock() {
     let refills = spin(&one, "zone_lock", "acquisitions");
     assert!(refills >= 4 * (1000 / 63), "{}", one["totals"]["locks"]);
     assert!(spin(&one, "zone_lock", "contended") > 0);
-    assert!(spin(&two, "zone_lock", "cycles_waited") * 3 / 2 < spin(&one, "zone_lock", "cycles_waited"), "{} vs {}", two["totals"]["locks"], one["totals"]["locks"]);
+    assert!(
+        spin(&two, "zone_lock", "cycles_waited") * 3 / 2 < spin(&one, "zone_lock", "cycles_waited"),
+        "{} vs {}",
+        two["totals"]["locks"],
+        one["totals"]["locks"]
+    );
 }

@@ -86,4 +86,3 @@ fn a_corunner_slows_its_own_node_and_not_the_other() {
     assert!(makespan(&other) < makespan(&alone) * 102 / 100, "{} vs {}", makespan(&other), makespan(&alone));
     assert!(other["per_core"][3]["memory"]["dram_local"].as_u64().unwrap() > 10000, "the co-runner ran");
 }
-

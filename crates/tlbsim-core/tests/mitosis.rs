@@ -472,11 +472,16 @@ fn growing(sim: serde_json::Value) -> tlbsim_core::error::Result<serde_json::Val
 }
 
 fn leaf_pages(dump: &serde_json::Value) -> u64 {
-    dump["sockets"].as_array().unwrap().iter().map(|s| {
-        let levels = s["levels"].as_array().unwrap();
-        assert_eq!(levels.last().unwrap()["level"], json!(1));
-        levels.last().unwrap()["pages"].as_u64().unwrap()
-    }).sum()
+    dump["sockets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let levels = s["levels"].as_array().unwrap();
+            assert_eq!(levels.last().unwrap()["level"], json!(1));
+            levels.last().unwrap()["pages"].as_u64().unwrap()
+        })
+        .sum()
 }
 
 /// Issue 14: `sim.ptdump_at_op` takes the dump when the thread completes that operation, of

@@ -29,10 +29,7 @@ fn l1_dtlb_misses_equal_cachegrind_d1_misses() {
     let prog = dir.path().join("prog");
     sh(Command::new("gcc").args(["-O1", "-o"]).arg(&prog).arg(&src));
     let trace = dir.path().join("prog.lackey");
-    sh(Command::new("valgrind")
-        .args(["--tool=lackey", "--trace-mem=yes"])
-        .arg(format!("--log-file={}", trace.display()))
-        .arg(&prog));
+    sh(Command::new("valgrind").args(["--tool=lackey", "--trace-mem=yes"]).arg(format!("--log-file={}", trace.display())).arg(&prog));
     // (entries, ways): fully associative, 4-way, direct mapped.
     for (entries, ways) in [(64u32, 64u32), (64, 4), (16, 1)] {
         let report = sh(Command::new("valgrind")

@@ -101,7 +101,10 @@ fn munmap_64_is_one_ipi_and_a_full_flush() {
     assert!((ipis_per_op(&v, 300) - 1.0).abs() < 0.05);
     // 64 pages > the 33-page ceiling: the sibling flushes everything.
     assert!(v["per_core"][1]["full_flushes_by_cause"]["ceiling"].as_u64().unwrap() >= 290, "{}", v["per_core"][1]["full_flushes_by_cause"]);
-    let v = run("linux", two_threads(looped(300, vec![Op::Mmap { slot: 0, spec: anon(64 * 4096) }, write(0, 64), Op::Munmap { slot: 0 }, Op::CountOp]), Some(sleep())));
+    let v = run(
+        "linux",
+        two_threads(looped(300, vec![Op::Mmap { slot: 0, spec: anon(64 * 4096) }, write(0, 64), Op::Munmap { slot: 0 }, Op::CountOp]), Some(sleep())),
+    );
     assert_eq!(ipis_per_op(&v, 300), 0.0);
 }
 
@@ -137,7 +140,8 @@ fn two_processes_do_not_disturb_each_other() {
 
 #[test]
 fn file_read_targets_the_sibling() {
-    let spec = MapSpec { fpr: false, fixed: false, bytes: 4096, backing: Backing::File { file: 0, offset_pages: 0 }, shared: true, populate: false, writable: false };
+    let spec =
+        MapSpec { fpr: false, fixed: false, bytes: 4096, backing: Backing::File { file: 0, offset_pages: 0 }, shared: true, populate: false, writable: false };
     let mut w = two_threads(looped(400, vec![Op::Mmap { slot: 0, spec }, read(0, 1), Op::Munmap { slot: 0 }, Op::CountOp]), Some(spin()));
     w.files.push(FileSpec { name: "f".into(), pages: 16 });
     let v = run("linux", w);
@@ -202,10 +206,8 @@ fn same_seed_same_bytes() {
 #[test]
 fn copy_on_write_breaks_flush_one_page_each() {
     let child_program = 2;
-    let mut w = two_threads(
-        vec![write(0, 256), Op::Fork { program: child_program, core: Some(1) }, Op::Compute { cycles: 10_000 }, write(0, 256)],
-        Some(spin()),
-    );
+    let mut w =
+        two_threads(vec![write(0, 256), Op::Fork { program: child_program, core: Some(1) }, Op::Compute { cycles: 10_000 }, write(0, 256)], Some(spin()));
     w.programs.push(sleep());
     w.daemon_programs.push(child_program);
     w.processes[0].regions = vec![anon(256 * 4096)];
@@ -230,7 +232,10 @@ fn with_quantum(coherence: &str, quantum: u64) -> Config {
 fn quantum_mix(quantum: u64) -> Value {
     let mut w = two_threads(munmap_4k(2000), Some(spin()));
     w.processes[0].regions = vec![anon(4096), anon(16 * 4096)];
-    w.programs.push(looped(400, vec![Op::Mprotect { slot: 1, writable: false }, Op::Compute { cycles: 3000 }, Op::Mprotect { slot: 1, writable: true }, write(1, 16), Op::CountOp]));
+    w.programs.push(looped(
+        400,
+        vec![Op::Mprotect { slot: 1, writable: false }, Op::Compute { cycles: 3000 }, Op::Mprotect { slot: 1, writable: true }, write(1, 16), Op::CountOp],
+    ));
     w.programs.push(looped(0, vec![read(1, 16), Op::Compute { cycles: 700 }]));
     w.processes[0].threads.push(ThreadSpec { name: "protect".into(), class: "protect".into(), core: Some(2), program: 2, daemon: false });
     w.processes[0].threads.push(ThreadSpec { name: "reader".into(), class: "reader".into(), core: Some(3), program: 3, daemon: true });
@@ -253,7 +258,8 @@ fn halving_the_quantum_changes_results_by_under_one_percent() {
     // A quantum far above the IPI latency lets targets take interrupts late: it is the
     // knob that trades accuracy for speed, and the difference shows.
     let coarse = quantum_mix(200_000);
-    let (a, b) = (default["totals"]["shootdown_cycles_initiator_wait"].as_f64().unwrap(), coarse["totals"]["shootdown_cycles_initiator_wait"].as_f64().unwrap());
+    let (a, b) =
+        (default["totals"]["shootdown_cycles_initiator_wait"].as_f64().unwrap(), coarse["totals"]["shootdown_cycles_initiator_wait"].as_f64().unwrap());
     assert!(!close(a, b), "wait {a} vs {b}");
 }
 
@@ -270,7 +276,6 @@ fn generated_workloads_are_deterministic_and_seeds_matter() {
     assert_eq!(run(7), run(7));
     assert_ne!(run(7), run(8));
 }
-
 
 /// The quantum-halving check with what decides magnitudes switched on: kernel locks
 /// (mmap_lock, page-table and zone locks, contended here), the cache memory model with two
@@ -306,9 +311,8 @@ fn halving_the_quantum_holds_with_locks_and_the_cache_memory_model() {
 
 /// Three threads of one process on a 4-core machine: `programs[i]` on core i.
 fn three_threads(programs: Vec<Vec<Op>>) -> Workload {
-    let threads = (0..programs.len())
-        .map(|i| ThreadSpec { name: format!("t{i}"), class: "t".into(), core: Some(i as u32), program: i, daemon: false })
-        .collect();
+    let threads =
+        (0..programs.len()).map(|i| ThreadSpec { name: format!("t{i}"), class: "t".into(), core: Some(i as u32), program: i, daemon: false }).collect();
     Workload {
         processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads, page_tables: Default::default() }],
         programs,
@@ -362,7 +366,8 @@ fn shared_file(file: u32, pages: u64) -> MapSpec {
 fn msync_flushes_each_dirty_page_on_its_own_and_counts_one_call() {
     // 40 dirty pages of a shared file mapping; a spinning sibling keeps the mm on core 1.
     let pages = 40;
-    let mut w = two_threads(vec![Op::Mmap { slot: 0, spec: shared_file(0, pages) }, write(0, pages), Op::Msync { slot: 0 }, Op::CountOp, Op::Exit], Some(spin()));
+    let mut w =
+        two_threads(vec![Op::Mmap { slot: 0, spec: shared_file(0, pages) }, write(0, pages), Op::Msync { slot: 0 }, Op::CountOp, Op::Exit], Some(spin()));
     w.files = vec![FileSpec { name: "f".into(), pages }];
     let v = run("linux", w);
     // page_mkclean flushes page by page: 40 requests of one page, not one of 40 (which
@@ -381,7 +386,10 @@ fn migration_flushes_once_per_batch() {
             "os": {"coherence": "linux", "migrate_batch": batch},
         });
         let cfg = Config::resolve(tree, &[], std::path::Path::new(".")).unwrap();
-        let w = two_threads(vec![Op::Mmap { slot: 0, spec: anon(100 * 4096) }, write(0, 100), Op::MigratePages { slot: 0, node: 1 }, Op::CountOp, Op::Exit], Some(spin()));
+        let w = two_threads(
+            vec![Op::Mmap { slot: 0, spec: anon(100 * 4096) }, write(0, 100), Op::MigratePages { slot: 0, node: 1 }, Op::CountOp, Op::Exit],
+            Some(spin()),
+        );
         tlbsim_core::os::run(&cfg, w).unwrap()
     };
     for (batch, flushes) in [(512, 1), (40, 3), (1, 100)] {
@@ -445,10 +453,13 @@ fn a_computing_target_acks_as_of_the_interrupt_arrival() {
 
 /// Threads of one process, all on core 0 of a 2-core machine.
 fn one_core(programs: Vec<Vec<Op>>) -> Value {
-    let threads = (0..programs.len())
-        .map(|i| ThreadSpec { name: format!("t{i}"), class: "t".into(), core: Some(0), program: i, daemon: false })
-        .collect();
-    let w = Workload { processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads, page_tables: Default::default() }], programs, slots: 1, ..Default::default() };
+    let threads = (0..programs.len()).map(|i| ThreadSpec { name: format!("t{i}"), class: "t".into(), core: Some(0), program: i, daemon: false }).collect();
+    let w = Workload {
+        processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads, page_tables: Default::default() }],
+        programs,
+        slots: 1,
+        ..Default::default()
+    };
     tlbsim_core::os::run(&cfg("linux"), w).unwrap()
 }
 
@@ -528,9 +539,7 @@ fn reclaim_flushes_before_writing_each_dirty_page_and_batches_clean_ones() {
 
 /// Threads of one process on core 0, in order, each running its program; token 0 exists.
 fn on_core_0(programs: Vec<Vec<Op>>) -> Workload {
-    let threads = (0..programs.len())
-        .map(|i| ThreadSpec { name: format!("t{i}"), class: format!("t{i}"), core: Some(0), program: i, daemon: false })
-        .collect();
+    let threads = (0..programs.len()).map(|i| ThreadSpec { name: format!("t{i}"), class: format!("t{i}"), core: Some(0), program: i, daemon: false }).collect();
     Workload {
         processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads, page_tables: Default::default() }],
         programs,

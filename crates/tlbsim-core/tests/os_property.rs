@@ -201,14 +201,27 @@ fn none_is_caught_when_a_cached_page_is_unmapped_or_write_protected() {
         let change = if rng.below(2) == 0 { Op::Munmap { slot: 0 } } else { Op::Mprotect { slot: 0, writable: false } };
         let cores = sockets * per;
         // The worker touches the region, lets the victim cache it, then changes it for good.
-        let worker = vec![access(0, AccessMode::Write, pages, Pattern::Sequential), Op::Compute { cycles: 50_000 + rng.below(50_000) }, change, Op::Compute { cycles: 200_000 }];
+        let worker = vec![
+            access(0, AccessMode::Write, pages, Pattern::Sequential),
+            Op::Compute { cycles: 50_000 + rng.below(50_000) },
+            change,
+            Op::Compute { cycles: 200_000 },
+        ];
         // The victim, alone on the last core, keeps reading and writing the region.
         let victim = vec![Op::Loop { count: 0, body: 2 }, access(0, AccessMode::Mixed(0.5), pages, Pattern::Sequential), Op::Compute { cycles: 500 }];
         let w = Workload {
             processes: vec![ProcessSpec {
                 name: "p".into(),
                 group: 0,
-                regions: vec![MapSpec { fpr: false, fixed: false, bytes: pages * 4096, backing: Backing::Anonymous, shared: false, populate: true, writable: true }],
+                regions: vec![MapSpec {
+                    fpr: false,
+                    fixed: false,
+                    bytes: pages * 4096,
+                    backing: Backing::Anonymous,
+                    shared: false,
+                    populate: true,
+                    writable: true,
+                }],
                 threads: vec![
                     ThreadSpec { name: "worker".into(), class: "w".into(), core: Some(rng.below(cores as u64 - 1) as u32), program: 0, daemon: false },
                     ThreadSpec { name: "victim".into(), class: "v".into(), core: Some(cores - 1), program: 1, daemon: true },

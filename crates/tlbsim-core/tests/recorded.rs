@@ -175,7 +175,8 @@ fn a_woken_futex_wait_sleeps_until_the_wake_that_ended_it() {
     // Main sleeps through the worker's 2,000 instructions: the run lasts at least as long.
     let stats = run(&path, "linux");
     let main_end = stats["per_thread"].as_array().unwrap().iter().find(|t| t["name"] == json!(format!("tid{MAIN}"))).map(|t| t["end_cycle"].as_u64().unwrap());
-    let worker_end = stats["per_thread"].as_array().unwrap().iter().find(|t| t["name"] == json!(format!("tid{WORKER}"))).map(|t| t["end_cycle"].as_u64().unwrap());
+    let worker_end =
+        stats["per_thread"].as_array().unwrap().iter().find(|t| t["name"] == json!(format!("tid{WORKER}"))).map(|t| t["end_cycle"].as_u64().unwrap());
     assert!(main_end.unwrap() >= worker_end.unwrap(), "{main_end:?} {worker_end:?}");
 }
 
@@ -185,10 +186,7 @@ fn a_cycle_of_waits_is_refused_by_check() {
     let thread = |p: usize| ThreadSpec { name: format!("t{p}"), class: "c".into(), core: None, program: p, daemon: false };
     let mut w = Workload {
         processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads: vec![thread(0), thread(1)], page_tables: Default::default() }],
-        programs: vec![
-            vec![Op::Wait { token: 0, count: 1 }, Op::Post { token: 1 }],
-            vec![Op::Wait { token: 1, count: 1 }, Op::Post { token: 0 }],
-        ],
+        programs: vec![vec![Op::Wait { token: 0, count: 1 }, Op::Post { token: 1 }], vec![Op::Wait { token: 1, count: 1 }, Op::Post { token: 0 }]],
         slots: 1,
         tokens: 2,
         ..Default::default()

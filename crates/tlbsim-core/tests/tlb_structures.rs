@@ -7,9 +7,7 @@
 
 use proptest::prelude::*;
 use std::collections::VecDeque;
-use tlbsim_core::tlb::set_assoc::{
-    Replacement, Tlb, TlbEntry, TlbGeometry, FLAG_DIRTY, FLAG_GLOBAL, FLAG_USER, FLAG_WRITABLE,
-};
+use tlbsim_core::tlb::set_assoc::{Replacement, Tlb, TlbEntry, TlbGeometry, FLAG_DIRTY, FLAG_GLOBAL, FLAG_USER, FLAG_WRITABLE};
 use tlbsim_core::types::{PageSize, Pfn, Vpn};
 
 // ---------------------------------------------------------------------------------------
@@ -21,12 +19,7 @@ use tlbsim_core::types::{PageSize, Pfn, Vpn};
 #[derive(Clone, Debug)]
 enum PlruTree {
     Leaf(usize),
-    Node {
-        victim_right: bool,
-        mid: usize,
-        left: Box<PlruTree>,
-        right: Box<PlruTree>,
-    },
+    Node { victim_right: bool, mid: usize, left: Box<PlruTree>, right: Box<PlruTree> },
 }
 
 impl PlruTree {
@@ -35,23 +28,12 @@ impl PlruTree {
             PlruTree::Leaf(lo)
         } else {
             let mid = (lo + hi) / 2;
-            PlruTree::Node {
-                victim_right: false,
-                mid,
-                left: Box::new(PlruTree::build(lo, mid)),
-                right: Box::new(PlruTree::build(mid, hi)),
-            }
+            PlruTree::Node { victim_right: false, mid, left: Box::new(PlruTree::build(lo, mid)), right: Box::new(PlruTree::build(mid, hi)) }
         }
     }
     /// An access to `way`: every node on its path points away from it.
     fn touch(&mut self, way: usize) {
-        if let PlruTree::Node {
-            victim_right,
-            mid,
-            left,
-            right,
-        } = self
-        {
+        if let PlruTree::Node { victim_right, mid, left, right } = self {
             if way < *mid {
                 *victim_right = true;
                 left.touch(way);
@@ -64,12 +46,7 @@ impl PlruTree {
     fn victim(&self) -> usize {
         match self {
             PlruTree::Leaf(w) => *w,
-            PlruTree::Node {
-                victim_right,
-                left,
-                right,
-                ..
-            } => {
+            PlruTree::Node { victim_right, left, right, .. } => {
                 if *victim_right {
                     right.victim()
                 } else {
@@ -93,10 +70,7 @@ fn matches_global(e: &TlbEntry, vpn: Vpn, size: PageSize) -> bool {
 }
 /// Same identity for `insert`'s overwrite rule (global entries are identified by page).
 fn same_key(a: &TlbEntry, b: &TlbEntry) -> bool {
-    a.vpn == b.vpn
-        && a.size == b.size
-        && is_global(a) == is_global(b)
-        && (is_global(a) || a.tag == b.tag)
+    a.vpn == b.vpn && a.size == b.size && is_global(a) == is_global(b) && (is_global(a) || a.tag == b.tag)
 }
 
 struct RefTlb {
@@ -112,11 +86,7 @@ struct RefTlb {
 
 impl RefTlb {
     fn new(g: &TlbGeometry) -> RefTlb {
-        let (nsets, ways) = if g.entries == 0 {
-            (0, 0)
-        } else {
-            ((g.entries / g.ways) as usize, g.ways as usize)
-        };
+        let (nsets, ways) = if g.entries == 0 { (0, 0) } else { ((g.entries / g.ways) as usize, g.ways as usize) };
         RefTlb {
             policy: g.replacement,
             ways,
@@ -137,12 +107,8 @@ impl RefTlb {
         }
         let s = self.set_of(vpn, size);
         let ways = &self.sets[s];
-        let exact = ways
-            .iter()
-            .position(|e| e.is_some_and(|e| matches_exact(&e, vpn, size, tag)));
-        let global = ways
-            .iter()
-            .position(|e| e.is_some_and(|e| matches_global(&e, vpn, size)));
+        let exact = ways.iter().position(|e| e.is_some_and(|e| matches_exact(&e, vpn, size, tag)));
+        let global = ways.iter().position(|e| e.is_some_and(|e| matches_global(&e, vpn, size)));
         exact.or(global).map(|w| (s, w))
     }
 
@@ -191,20 +157,12 @@ impl RefTlb {
     }
 
     /// Insert. `told`: for Random, the way the structure under test evicted (if any).
-    fn insert_impl(
-        &mut self,
-        e: TlbEntry,
-        quota: Option<&[u32]>,
-        told: Option<usize>,
-    ) -> Option<TlbEntry> {
+    fn insert_impl(&mut self, e: TlbEntry, quota: Option<&[u32]>, told: Option<usize>) -> Option<TlbEntry> {
         if self.sets.is_empty() {
             return None;
         }
         let s = self.set_of(e.vpn, e.size);
-        if let Some(w) = self.sets[s]
-            .iter()
-            .position(|x| x.is_some_and(|x| same_key(&x, &e)))
-        {
+        if let Some(w) = self.sets[s].iter().position(|x| x.is_some_and(|x| same_key(&x, &e))) {
             self.sets[s][w] = Some(e);
             self.touch(s, w);
             return None;
@@ -220,10 +178,7 @@ impl RefTlb {
             let lru_order = &self.lru[s];
             let set = &self.sets[s];
             victim = if count(e.sl) >= q(e.sl) {
-                lru_order
-                    .iter()
-                    .copied()
-                    .find(|&w| set[w].unwrap().sl == e.sl)
+                lru_order.iter().copied().find(|&w| set[w].unwrap().sl == e.sl)
             } else {
                 lru_order.iter().copied().find(|&w| {
                     let sl = set[w].unwrap().sl;
@@ -290,20 +245,13 @@ impl RefTlb {
     }
 
     fn occupancy_of_sl(&self, sl: u8) -> u32 {
-        self.sets
-            .iter()
-            .flatten()
-            .filter(|e| e.is_some_and(|e| e.sl == sl))
-            .count() as u32
+        self.sets.iter().flatten().filter(|e| e.is_some_and(|e| e.sl == sl)).count() as u32
     }
 
     /// The way of set-of-`e` that holds `old` (to learn Random's choice).
     fn way_holding(&self, e: &TlbEntry, old: &TlbEntry) -> usize {
         let s = self.set_of(e.vpn, e.size);
-        self.sets[s]
-            .iter()
-            .position(|x| x.as_ref() == Some(old))
-            .expect("evicted entry not in the model's set")
+        self.sets[s].iter().position(|x| x.as_ref() == Some(old)).expect("evicted entry not in the model's set")
     }
 }
 
@@ -352,14 +300,7 @@ fn entry() -> impl Strategy<Value = TlbEntry> {
         if f & 0xE0 == 0xE0 {
             flags |= FLAG_GLOBAL; // 1 in 8
         }
-        TlbEntry {
-            vpn,
-            pfn: Pfn(pfn << size.shift_4k()),
-            size,
-            tag,
-            sl,
-            flags,
-        }
+        TlbEntry { vpn, pfn: Pfn(pfn << size.shift_4k()), size, tag, sl, flags }
     })
 }
 
@@ -412,11 +353,7 @@ fn geometry(policy: Replacement) -> impl Strategy<Value = TlbGeometry> {
     let list: Vec<TlbGeometry> = GEOMETRIES
         .iter()
         .filter(|(e, w)| policy != Replacement::Plru || *e == 0 || w.is_power_of_two())
-        .map(|&(entries, ways)| TlbGeometry {
-            entries,
-            ways,
-            replacement: policy,
-        })
+        .map(|&(entries, ways)| TlbGeometry { entries, ways, replacement: policy })
         .collect();
     prop::sample::select(list)
 }
@@ -430,27 +367,13 @@ fn sorted(mut v: Vec<TlbEntry>) -> Vec<TlbEntry> {
 }
 
 fn check_contents(tlb: &Tlb, model: &RefTlb) {
-    let got: Vec<(usize, usize, TlbEntry)> = tlb
-        .entries_with_position()
-        .map(|(s, w, e)| (s, w, *e))
-        .collect();
+    let got: Vec<(usize, usize, TlbEntry)> = tlb.entries_with_position().map(|(s, w, e)| (s, w, *e)).collect();
     assert_eq!(got, model.contents(), "contents differ");
     let plain: Vec<TlbEntry> = tlb.entries().copied().collect();
-    assert_eq!(
-        plain,
-        model
-            .contents()
-            .into_iter()
-            .map(|x| x.2)
-            .collect::<Vec<_>>()
-    );
+    assert_eq!(plain, model.contents().into_iter().map(|x| x.2).collect::<Vec<_>>());
     assert_eq!(tlb.occupancy() as usize, plain.len());
     for sl in 0..5 {
-        assert_eq!(
-            tlb.occupancy_of_sl(sl),
-            model.occupancy_of_sl(sl),
-            "occupancy of sl {sl}"
-        );
+        assert_eq!(tlb.occupancy_of_sl(sl), model.occupancy_of_sl(sl), "occupancy of sl {sl}");
     }
 }
 
@@ -493,21 +416,14 @@ fn run_against_model(g: &TlbGeometry, seed: u64, ops: &[Op]) -> Vec<String> {
                 };
                 let full_before = !model.sets.is_empty() && {
                     let s = model.set_of(e.vpn, e.size);
-                    model.sets[s].iter().all(|x| x.is_some())
-                        && !model.sets[s]
-                            .iter()
-                            .any(|x| x.is_some_and(|x| same_key(&x, e)))
+                    model.sets[s].iter().all(|x| x.is_some()) && !model.sets[s].iter().any(|x| x.is_some_and(|x| same_key(&x, e)))
                 };
                 let a = match quota {
                     Some(q) => tlb.insert_with_quota(*e, q),
                     None => tlb.insert(*e),
                 };
                 // Evicts exactly when the set is full and the key is new.
-                assert_eq!(
-                    a.is_some(),
-                    full_before,
-                    "evicted {a:?} with full_before={full_before}"
-                );
+                assert_eq!(a.is_some(), full_before, "evicted {a:?} with full_before={full_before}");
                 let told = a.map(|old| model.way_holding(e, &old));
                 let b = model.insert_impl(*e, quota, if random { told } else { None });
                 assert_eq!(a, b, "insert {e:?} quota {quota:?}");
@@ -519,12 +435,7 @@ fn run_against_model(g: &TlbGeometry, seed: u64, ops: &[Op]) -> Vec<String> {
                     continue;
                 }
                 let old = present[n % present.len()];
-                let e = TlbEntry {
-                    pfn: Pfn(pfn << old.size.shift_4k()),
-                    sl: *sl,
-                    flags: old.flags ^ FLAG_DIRTY,
-                    ..old
-                };
+                let e = TlbEntry { pfn: Pfn(pfn << old.size.shift_4k()), sl: *sl, flags: old.flags ^ FLAG_DIRTY, ..old };
                 let a = match quota {
                     Some(q) => tlb.insert_with_quota(e, q),
                     None => tlb.insert(e),
@@ -537,11 +448,7 @@ fn run_against_model(g: &TlbGeometry, seed: u64, ops: &[Op]) -> Vec<String> {
                 let mut got = vec![];
                 let n = tlb.invalidate_page(*v, *t, &mut |e| got.push(*e));
                 assert_eq!(n as usize, got.len());
-                assert_eq!(
-                    sorted(got),
-                    sorted(model.invalidate_page(*v, *t)),
-                    "invalidate_page"
-                );
+                assert_eq!(sorted(got), sorted(model.invalidate_page(*v, *t)), "invalidate_page");
                 format!("invpage {n}")
             }
             Op::InvalidateTag(t) => {
@@ -604,22 +511,11 @@ proptest! {
 // ---------------------------------------------------------------------------------------
 
 fn geom(entries: u32, ways: u32, replacement: Replacement) -> TlbGeometry {
-    TlbGeometry {
-        entries,
-        ways,
-        replacement,
-    }
+    TlbGeometry { entries, ways, replacement }
 }
 
 fn e4k(vpn: u64, tag: u16) -> TlbEntry {
-    TlbEntry {
-        vpn: Vpn(vpn),
-        pfn: Pfn(vpn + 1000),
-        size: PageSize::Size4K,
-        tag,
-        sl: 0,
-        flags: 0,
-    }
+    TlbEntry { vpn: Vpn(vpn), pfn: Pfn(vpn + 1000), size: PageSize::Size4K, tag, sl: 0, flags: 0 }
 }
 
 fn nop() -> impl FnMut(&TlbEntry) {
@@ -629,14 +525,9 @@ fn nop() -> impl FnMut(&TlbEntry) {
 #[test]
 fn geometry_errors_say_what_is_wrong() {
     let err = |e, w, r| Tlb::new(&geom(e, w, r), 0).err().unwrap();
-    assert_eq!(
-        err(100, 8, Replacement::Lru),
-        "entries (100) must be a multiple of ways (8)"
-    );
-    assert!(err(24, 8, Replacement::Lru)
-        .starts_with("entries/ways = 3 sets: the number of sets must be a power of two"));
-    assert!(err(48, 6, Replacement::Plru)
-        .starts_with("plru needs a power-of-two number of ways, got 6"));
+    assert_eq!(err(100, 8, Replacement::Lru), "entries (100) must be a multiple of ways (8)");
+    assert!(err(24, 8, Replacement::Lru).starts_with("entries/ways = 3 sets: the number of sets must be a power of two"));
+    assert!(err(48, 6, Replacement::Plru).starts_with("plru needs a power-of-two number of ways, got 6"));
     assert!(err(8, 0, Replacement::Lru).contains("ways is 0"));
     assert!(err(8, 16, Replacement::Lru).contains("must not exceed"));
     // Valid shapes.
@@ -672,14 +563,7 @@ fn zero_entries_never_holds_anything() {
 fn mixed_page_sizes_in_one_structure() {
     // A unified L2: 4 KiB and 2 MiB entries side by side.
     let mut t = Tlb::new(&geom(64, 4, Replacement::Lru), 0).unwrap();
-    let huge = TlbEntry {
-        vpn: Vpn(1024),
-        pfn: Pfn(4096),
-        size: PageSize::Size2M,
-        tag: 3,
-        sl: 0,
-        flags: 0,
-    };
+    let huge = TlbEntry { vpn: Vpn(1024), pfn: Pfn(4096), size: PageSize::Size2M, tag: 3, sl: 0, flags: 0 };
     t.insert(huge);
     t.insert(e4k(1024, 3)); // same first 4K page, different size: a separate entry
     t.insert(e4k(5, 3));
@@ -690,45 +574,25 @@ fn mixed_page_sizes_in_one_structure() {
     assert_eq!(t.invalidate_page(Vpn(1024 + 300), Some(4), &mut nop()), 0);
     // Same tag: the 2M entry goes, the 4K entry at 1024 (a different 4K page) stays.
     let mut removed = vec![];
-    assert_eq!(
-        t.invalidate_page(Vpn(1024 + 300), Some(3), &mut |e| removed.push(*e)),
-        1
-    );
+    assert_eq!(t.invalidate_page(Vpn(1024 + 300), Some(3), &mut |e| removed.push(*e)), 1);
     assert_eq!(removed, vec![huge]);
     assert_eq!(t.lookup(Vpn(1024), PageSize::Size2M, 3), None);
     assert_eq!(t.lookup(Vpn(1024), PageSize::Size4K, 3), Some(e4k(1024, 3)));
     // A 1G page is removed by any 4K page inside it, for every tag with `None`.
-    let giga = TlbEntry {
-        vpn: Vpn(1 << 18),
-        pfn: Pfn(0),
-        size: PageSize::Size1G,
-        tag: 9,
-        sl: 0,
-        flags: 0,
-    };
+    let giga = TlbEntry { vpn: Vpn(1 << 18), pfn: Pfn(0), size: PageSize::Size1G, tag: 9, sl: 0, flags: 0 };
     t.insert(giga);
-    assert_eq!(
-        t.invalidate_page(Vpn((1 << 18) + 123_456), None, &mut nop()),
-        1
-    );
+    assert_eq!(t.invalidate_page(Vpn((1 << 18) + 123_456), None, &mut nop()), 1);
     assert_eq!(t.occupancy(), 2);
 }
 
 #[test]
 fn global_entries() {
     let mut t = Tlb::new(&geom(16, 4, Replacement::Lru), 0).unwrap();
-    let g = TlbEntry {
-        flags: FLAG_GLOBAL,
-        ..e4k(7, 1)
-    };
+    let g = TlbEntry { flags: FLAG_GLOBAL, ..e4k(7, 1) };
     t.insert(g);
     t.insert(e4k(8, 1));
     for tag in [0, 1, 2, 4095, u16::MAX] {
-        assert_eq!(
-            t.lookup(Vpn(7), PageSize::Size4K, tag),
-            Some(g),
-            "tag {tag}"
-        );
+        assert_eq!(t.lookup(Vpn(7), PageSize::Size4K, tag), Some(g), "tag {tag}");
         assert_eq!(t.probe(Vpn(7), PageSize::Size4K, tag), Some(g));
     }
     // Survives invalidate_tag (even of its own stored tag) and flush(keep_global).
@@ -736,11 +600,7 @@ fn global_entries() {
     assert_eq!(t.flush(true, &mut nop()), 0);
     assert_eq!(t.lookup(Vpn(7), PageSize::Size4K, 5), Some(g));
     // A global insert for the same page overwrites it whatever the stored tag.
-    let g2 = TlbEntry {
-        tag: 2,
-        pfn: Pfn(77),
-        ..g
-    };
+    let g2 = TlbEntry { tag: 2, pfn: Pfn(77), ..g };
     assert_eq!(t.insert(g2), None);
     assert_eq!(t.occupancy(), 1);
     // A non-global entry of the same page outranks it for its own tag.
@@ -761,10 +621,7 @@ fn memo_follows_global_then_local() {
     // The last-hit memo must not keep answering with a global entry once a non-global
     // entry for the same query is inserted, nor with an invalidated entry.
     let mut t = Tlb::new(&geom(4, 4, Replacement::Lru), 0).unwrap();
-    let g = TlbEntry {
-        flags: FLAG_GLOBAL,
-        ..e4k(7, 0)
-    };
+    let g = TlbEntry { flags: FLAG_GLOBAL, ..e4k(7, 0) };
     t.insert(g);
     assert_eq!(t.lookup(Vpn(7), PageSize::Size4K, 2), Some(g));
     assert_eq!(t.lookup(Vpn(7), PageSize::Size4K, 2), Some(g));
@@ -823,10 +680,7 @@ fn plru_tree_4way() {
 fn quota_victim_selection() {
     // Fully associative 4 entries, LRU. sl 0 allotted 1 entry, sl 1 allotted 3.
     let mut t = Tlb::new(&geom(4, 4, Replacement::Lru), 0).unwrap();
-    let e = |v: u64, sl: u8| TlbEntry {
-        sl,
-        ..e4k(v, sl as u16)
-    };
+    let e = |v: u64, sl: u8| TlbEntry { sl, ..e4k(v, sl as u16) };
     let quota = [1, 3];
     for (v, sl) in [(1, 0), (2, 0), (3, 0), (4, 1)] {
         assert_eq!(t.insert_with_quota(e(v, sl), &quota), None);
@@ -883,13 +737,7 @@ fn lru_victim_in_a_wide_set() {
             }
         }
         assert_eq!(t.insert(e4k(100, 0)), Some(e4k(hot, 0)));
-        assert_eq!(
-            t.entries_with_position()
-                .find(|x| x.2.vpn == Vpn(100))
-                .unwrap()
-                .1,
-            hot as usize
-        );
+        assert_eq!(t.entries_with_position().find(|x| x.2.vpn == Vpn(100)).unwrap().1, hot as usize);
     }
 }
 
@@ -897,10 +745,7 @@ fn lru_victim_in_a_wide_set() {
 fn wide_set_fingerprint_collisions() {
     // 16 pages whose keys share one fingerprint, in a 64-way fully associative structure.
     let mut t = Tlb::new(&geom(64, 64, Replacement::Lru), 0).unwrap();
-    let g = TlbEntry {
-        flags: FLAG_GLOBAL,
-        ..e4k(0x10001 * 3, 0)
-    };
+    let g = TlbEntry { flags: FLAG_GLOBAL, ..e4k(0x10001 * 3, 0) };
     t.insert(g);
     for k in 0..16 {
         if k != 3 {
@@ -914,10 +759,7 @@ fn wide_set_fingerprint_collisions() {
     }
     assert_eq!(t.lookup(Vpn(0x10001 * 5), PageSize::Size4K, 2), None);
     t.insert(e4k(0x10001 * 3, 1)); // non-global outranks the global entry for tag 1
-    assert_eq!(
-        t.lookup(Vpn(0x10001 * 3), PageSize::Size4K, 1),
-        Some(e4k(0x10001 * 3, 1))
-    );
+    assert_eq!(t.lookup(Vpn(0x10001 * 3), PageSize::Size4K, 1), Some(e4k(0x10001 * 3, 1)));
     assert_eq!(t.lookup(Vpn(0x10001 * 3), PageSize::Size4K, 7), Some(g));
     assert_eq!(t.insert(e4k(0x10001 * 7, 1)), None); // overwrite in place
     assert_eq!(t.occupancy(), 17);
@@ -931,11 +773,7 @@ fn canonical_kernel_and_user_pages_do_not_alias() {
     let kernel57 = Vpn::of_va(0xff00_0000_0000_0000);
     let user57 = Vpn::of_va(0x00ff_ffff_ffff_f000);
     for v in [user, kernel, kernel57, user57] {
-        t.insert(TlbEntry {
-            vpn: v,
-            pfn: Pfn(v.0 & 0xffff),
-            ..e4k(0, 0)
-        });
+        t.insert(TlbEntry { vpn: v, pfn: Pfn(v.0 & 0xffff), ..e4k(0, 0) });
     }
     assert_eq!(t.occupancy(), 4);
     for v in [user, kernel, kernel57, user57] {

@@ -10,8 +10,7 @@ use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use tlbsim_core::trace::{
-    self, champsim, native, ChampsimReader, Compression, LackeyReader, NativeReader, NativeWriter,
-    TraceError, TraceEvent, TraceFormat, TraceSource,
+    self, champsim, native, ChampsimReader, Compression, LackeyReader, NativeReader, NativeWriter, TraceError, TraceEvent, TraceFormat, TraceSource,
 };
 use tlbsim_core::types::AccessKind;
 
@@ -19,9 +18,7 @@ use tlbsim_core::types::AccessKind;
 // Helpers
 
 fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
 }
 
 fn read_path(path: &Path, fmt: TraceFormat) -> Result<Vec<TraceEvent>, TraceError> {
@@ -65,22 +62,10 @@ fn counts(evs: &[TraceEvent]) -> [u64; 5] {
     let mut c = [0u64; 5];
     for e in evs {
         let i = match e {
-            TraceEvent::Access {
-                kind: AccessKind::Fetch,
-                ..
-            } => 0,
-            TraceEvent::Access {
-                kind: AccessKind::Load,
-                ..
-            } => 1,
-            TraceEvent::Access {
-                kind: AccessKind::Store,
-                ..
-            } => 2,
-            TraceEvent::Access {
-                kind: AccessKind::Modify,
-                ..
-            } => 3,
+            TraceEvent::Access { kind: AccessKind::Fetch, .. } => 0,
+            TraceEvent::Access { kind: AccessKind::Load, .. } => 1,
+            TraceEvent::Access { kind: AccessKind::Store, .. } => 2,
+            TraceEvent::Access { kind: AccessKind::Modify, .. } => 3,
             _ => 4,
         };
         c[i] += 1;
@@ -108,12 +93,7 @@ fn checksum(evs: &[TraceEvent]) -> u64 {
                 eat(&[1]);
                 eat(&n.to_le_bytes());
             }
-            TraceEvent::Mmap {
-                start,
-                len,
-                prot,
-                flags,
-            } => {
+            TraceEvent::Mmap { start, len, prot, flags } => {
                 eat(&[2, prot]);
                 eat(&start.to_le_bytes());
                 eat(&len.to_le_bytes());
@@ -204,10 +184,7 @@ fn lackey_golden_plain() {
     assert_eq!(r.compression(), Compression::None);
     let evs = read_batched(&mut r, 4096).unwrap();
     assert_eq!(r.lines(), LACKEY_LINES);
-    assert_eq!(
-        counts(&evs),
-        [LACKEY_FETCH, LACKEY_LOAD, LACKEY_STORE, LACKEY_MODIFY, 0]
-    );
+    assert_eq!(counts(&evs), [LACKEY_FETCH, LACKEY_LOAD, LACKEY_STORE, LACKEY_MODIFY, 0]);
     assert_eq!(
         &evs[..5],
         &[
@@ -219,28 +196,13 @@ fn lackey_golden_plain() {
         ]
     );
     assert_eq!(evs.last(), Some(&acc(AccessKind::Fetch, 0x00401090, 2)));
-    assert!(
-        evs.contains(&acc(AccessKind::Modify, 0x403000, 1)),
-        "a byte modify of text[]"
-    );
-    assert_eq!(
-        checksum(&evs),
-        LACKEY_CHECKSUM,
-        "checksum {:#x}",
-        checksum(&evs)
-    );
+    assert!(evs.contains(&acc(AccessKind::Modify, 0x403000, 1)), "a byte modify of text[]");
+    assert_eq!(checksum(&evs), LACKEY_CHECKSUM, "checksum {:#x}", checksum(&evs));
 
     // Valgrind's own count of executed guest instructions, from the summary in the file.
     let text = std::fs::read_to_string(&path).unwrap();
     let line = text.lines().find(|l| l.contains("guest instrs:")).unwrap();
-    let n: u64 = line
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .trim()
-        .replace(',', "")
-        .parse()
-        .unwrap();
+    let n: u64 = line.rsplit(':').next().unwrap().trim().replace(',', "").parse().unwrap();
     assert_eq!(n, LACKEY_FETCH);
 }
 
@@ -257,33 +219,20 @@ fn lackey_golden_gzip_matches_plain() {
 fn lackey_batch_size_does_not_matter() {
     for max in [1, 2, 3, 7, 64, 100_000] {
         let mut r = LackeyReader::open(&data("lackey_tiny.txt")).unwrap();
-        assert_eq!(
-            read_batched(&mut r, max).unwrap(),
-            lackey_golden_events(),
-            "max {max}"
-        );
+        assert_eq!(read_batched(&mut r, max).unwrap(), lackey_golden_events(), "max {max}");
     }
 }
 
 #[test]
 fn lackey_xz_and_zstd_detected_by_content() {
     let plain = file_bytes("lackey_tiny.txt");
-    assert_eq!(
-        read_bytes(&xz(plain), TraceFormat::Lackey).unwrap(),
-        lackey_golden_events()
-    );
-    assert_eq!(
-        read_bytes(&zst(plain), TraceFormat::Lackey).unwrap(),
-        lackey_golden_events()
-    );
+    assert_eq!(read_bytes(&xz(plain), TraceFormat::Lackey).unwrap(), lackey_golden_events());
+    assert_eq!(read_bytes(&zst(plain), TraceFormat::Lackey).unwrap(), lackey_golden_events());
     // The name says nothing: a gzip file named .txt is still read as gzip.
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("looks_plain.txt");
     std::fs::write(&p, file_bytes("lackey_tiny.txt.gz")).unwrap();
-    assert_eq!(
-        read_path(&p, TraceFormat::Lackey).unwrap(),
-        lackey_golden_events()
-    );
+    assert_eq!(read_path(&p, TraceFormat::Lackey).unwrap(), lackey_golden_events());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -314,9 +263,7 @@ fn lackey_tolerated_variants() {
         ]
     );
     assert!(read_bytes(b"", TraceFormat::Lackey).unwrap().is_empty());
-    assert!(read_bytes(b"==1== only a banner", TraceFormat::Lackey)
-        .unwrap()
-        .is_empty());
+    assert!(read_bytes(b"==1== only a banner", TraceFormat::Lackey).unwrap().is_empty());
 }
 
 fn lackey_with_bad_line_17(bad: &str) -> Vec<u8> {
@@ -333,10 +280,7 @@ fn lackey_with_bad_line_17(bad: &str) -> Vec<u8> {
 fn lackey_bad_kind_names_line() {
     let bytes = lackey_with_bad_line_17("X 12,4");
     let e = err_of(read_bytes(&bytes, TraceFormat::Lackey));
-    assert_eq!(
-        e,
-        "mem: line 17: expected 'I', 'L', 'S' or 'M', found \"X 12,4\""
-    );
+    assert_eq!(e, "mem: line 17: expected 'I', 'L', 'S' or 'M', found \"X 12,4\"");
 
     // The 16 good events come first, then the error, then the same error again.
     let mut r = LackeyReader::from_reader(Cursor::new(bytes), "mem").unwrap();
@@ -346,10 +290,7 @@ fn lackey_bad_kind_names_line() {
     assert!(out.is_empty());
     let e2 = r.next_batch(&mut out, 100).unwrap_err().to_string();
     assert_eq!(e1, e2);
-    assert!(matches!(
-        r.next_batch(&mut out, 100),
-        Err(TraceError::Line { line: 17, .. })
-    ));
+    assert!(matches!(r.next_batch(&mut out, 100), Err(TraceError::Line { line: 17, .. })));
 }
 
 #[test]
@@ -357,66 +298,30 @@ fn lackey_error_messages() {
     let cases = [
         (" L 12zz,4", "line 17: bad hex address \"12zz\""),
         (" L 0x12,4", "line 17: bad hex address \"0x12\""),
-        (
-            " L 1234",
-            "line 17: missing ',' and size after the address in \"L 1234\"",
-        ),
+        (" L 1234", "line 17: missing ',' and size after the address in \"L 1234\""),
         (" L 1234,", "line 17: missing size in \"L 1234,\""),
         (" L ,8", "line 17: missing address in \"L ,8\""),
         (" L 1234,4x", "line 17: bad size \"4x\""),
-        (
-            " S 1234,70000",
-            "line 17: size 70000 out of range (max 65535)",
-        ),
-        (
-            " S 1234,99999999999999999999999",
-            "line 17: size 99999999999999999999999 out of range (max 65535)",
-        ),
-        (
-            " S 1234,8 extra",
-            "line 17: unexpected text after the size: \"extra\"",
-        ),
-        (
-            " S 1234 ;8",
-            "line 17: expected ',' after the address, found \"S 1234 ;8\"",
-        ),
+        (" S 1234,70000", "line 17: size 70000 out of range (max 65535)"),
+        (" S 1234,99999999999999999999999", "line 17: size 99999999999999999999999 out of range (max 65535)"),
+        (" S 1234,8 extra", "line 17: unexpected text after the size: \"extra\""),
+        (" S 1234 ;8", "line 17: expected ',' after the address, found \"S 1234 ;8\""),
         (" S 1234;8", "line 17: bad hex address \"1234;8\""),
-        (
-            "I04015a0,3",
-            "line 17: expected a space after 'I', found \"I04015a0,3\"",
-        ),
-        (
-            " L 10000000000000000,8",
-            "line 17: hex address \"10000000000000000\" does not fit in 64 bits",
-        ),
-        (
-            "= not quite a banner",
-            "line 17: expected 'I', 'L', 'S' or 'M', found \"= not quite a banner\"",
-        ),
-        (
-            "i  04015a0,3",
-            "line 17: expected 'I', 'L', 'S' or 'M', found \"i  04015a0,3\"",
-        ),
+        ("I04015a0,3", "line 17: expected a space after 'I', found \"I04015a0,3\""),
+        (" L 10000000000000000,8", "line 17: hex address \"10000000000000000\" does not fit in 64 bits"),
+        ("= not quite a banner", "line 17: expected 'I', 'L', 'S' or 'M', found \"= not quite a banner\""),
+        ("i  04015a0,3", "line 17: expected 'I', 'L', 'S' or 'M', found \"i  04015a0,3\""),
     ];
     for (bad, want) in cases {
-        let e = err_of(read_bytes(
-            &lackey_with_bad_line_17(bad),
-            TraceFormat::Lackey,
-        ));
+        let e = err_of(read_bytes(&lackey_with_bad_line_17(bad), TraceFormat::Lackey));
         assert_eq!(e, format!("mem: {want}"), "input {bad:?}");
     }
     // A bad final line without newline is still reported with its number.
     let e = err_of(read_bytes(b"I  1,1\nI  2,1\n L 3", TraceFormat::Lackey));
-    assert_eq!(
-        e,
-        "mem: line 3: missing ',' and size after the address in \"L 3\""
-    );
+    assert_eq!(e, "mem: line 3: missing ',' and size after the address in \"L 3\"");
     // Invalid UTF-8 is shown lossily, not a panic.
     let e = err_of(read_bytes(b"\xff\xfe 1,1\n", TraceFormat::Lackey));
-    assert!(
-        e.starts_with("mem: line 1: expected 'I', 'L', 'S' or 'M', found \""),
-        "{e}"
-    );
+    assert!(e.starts_with("mem: line 1: expected 'I', 'L', 'S' or 'M', found \""), "{e}");
 }
 
 #[test]
@@ -425,18 +330,9 @@ fn lackey_file_error_names_path() {
     let p = dir.path().join("bad.lackey");
     std::fs::write(&p, b"I  1,1\nnonsense\n").unwrap();
     let e = err_of(read_path(&p, TraceFormat::Lackey));
-    assert_eq!(
-        e,
-        format!(
-            "{}: line 2: expected 'I', 'L', 'S' or 'M', found \"nonsense\"",
-            p.display()
-        )
-    );
+    assert_eq!(e, format!("{}: line 2: expected 'I', 'L', 'S' or 'M', found \"nonsense\"", p.display()));
     let missing = dir.path().join("missing.lackey");
-    assert!(matches!(
-        trace::open(&missing, TraceFormat::Lackey),
-        Err(TraceError::Io { .. })
-    ));
+    assert!(matches!(trace::open(&missing, TraceFormat::Lackey), Err(TraceError::Io { .. })));
 }
 
 #[test]
@@ -447,18 +343,9 @@ fn lackey_gzip_errors_name_line() {
     let n = gz.len();
     gz[n - 8] ^= 0xff;
     let e = err_of(read_bytes(&gz, TraceFormat::Lackey));
-    assert!(
-        e.starts_with(&format!(
-            "mem: line {}: gzip stream error: ",
-            LACKEY_LINES + 1
-        )),
-        "{e}"
-    );
+    assert!(e.starts_with(&format!("mem: line {}: gzip stream error: ", LACKEY_LINES + 1)), "{e}");
     // A gzip magic followed by garbage: fails before the first line.
-    let e = err_of(read_bytes(
-        b"\x1f\x8b\x00garbage garbage garbage",
-        TraceFormat::Lackey,
-    ));
+    let e = err_of(read_bytes(b"\x1f\x8b\x00garbage garbage garbage", TraceFormat::Lackey));
     assert!(e.starts_with("mem: line 1: gzip stream error: "), "{e}");
     // Truncated stream: an error at some line, after the events that did arrive.
     let gz = gzip(plain);
@@ -474,9 +361,7 @@ fn lackey_gzip_errors_name_line() {
         }
     };
     match err {
-        TraceError::Line {
-            line, ref message, ..
-        } => {
+        TraceError::Line { line, ref message, .. } => {
             assert!(message.starts_with("gzip stream error"), "{message}");
             assert!(line > 1 && line <= LACKEY_LINES, "{line}");
             assert_eq!(line, r.lines() + 1);
@@ -492,22 +377,13 @@ fn lackey_long_lines() {
     let mut b = b"I  10,1\n==1== ".to_vec();
     b.extend(std::iter::repeat_n(b'x', 3 << 20));
     b.extend_from_slice(b" L 20,8\nI  30,1\n");
-    assert_eq!(
-        read_bytes(&b, TraceFormat::Lackey).unwrap(),
-        vec![
-            acc(AccessKind::Fetch, 0x10, 1),
-            acc(AccessKind::Fetch, 0x30, 1)
-        ]
-    );
+    assert_eq!(read_bytes(&b, TraceFormat::Lackey).unwrap(), vec![acc(AccessKind::Fetch, 0x10, 1), acc(AccessKind::Fetch, 0x30, 1)]);
     // Any other line that long is an error.
     let mut b = b"I  10,1\n L 20,".to_vec();
     b.extend(std::iter::repeat_n(b'7', 2 << 20));
     b.push(b'\n');
     let e = err_of(read_bytes(&b, TraceFormat::Lackey));
-    assert!(
-        e.starts_with("mem: line 2: line longer than 1048576 bytes"),
-        "{e}"
-    );
+    assert!(e.starts_with("mem: line 2: line longer than 1048576 bytes"), "{e}");
 }
 
 /// Render events as lackey lines, in lackey's own layout or a tolerated variant.
@@ -539,12 +415,7 @@ fn lackey_large_input_crosses_window_boundaries() {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let kind = [
-                AccessKind::Fetch,
-                AccessKind::Load,
-                AccessKind::Store,
-                AccessKind::Modify,
-            ][(x % 4) as usize];
+            let kind = [AccessKind::Fetch, AccessKind::Load, AccessKind::Store, AccessKind::Modify][(x % 4) as usize];
             (kind, x >> (x % 40), (x >> 50) as u16, (x >> 20) as u8)
         })
         .collect();
@@ -588,18 +459,8 @@ impl Instr {
 
     fn events(&self) -> Vec<TraceEvent> {
         let mut v = vec![acc(AccessKind::Fetch, self.ip, 4)];
-        v.extend(
-            self.src_mem
-                .iter()
-                .filter(|&&m| m != 0)
-                .map(|&m| acc(AccessKind::Load, m, 8)),
-        );
-        v.extend(
-            self.dst_mem
-                .iter()
-                .filter(|&&m| m != 0)
-                .map(|&m| acc(AccessKind::Store, m, 8)),
-        );
+        v.extend(self.src_mem.iter().filter(|&&m| m != 0).map(|&m| acc(AccessKind::Load, m, 8)));
+        v.extend(self.dst_mem.iter().filter(|&&m| m != 0).map(|&m| acc(AccessKind::Store, m, 8)));
         v
     }
 }
@@ -617,15 +478,8 @@ fn champsim_records(n: usize) -> Vec<Instr> {
     (0..n)
         .map(|i| {
             let r = next();
-            ip = if r % 13 == 0 {
-                0x0040_0000 + (next() % 0x4000)
-            } else {
-                ip + 1 + r % 7
-            };
-            let mut ins = Instr {
-                ip,
-                ..Instr::default()
-            };
+            ip = if r % 13 == 0 { 0x0040_0000 + (next() % 0x4000) } else { ip + 1 + r % 7 };
+            let mut ins = Instr { ip, ..Instr::default() };
             ins.is_branch = (r % 5 == 0) as u8;
             ins.taken = (ins.is_branch == 1 && r % 2 == 0) as u8;
             ins.dst_regs = [(r >> 8) as u8 % 32, 0];
@@ -662,10 +516,7 @@ fn champsim_raw(n: usize) -> Vec<u8> {
 }
 
 fn champsim_expected(n: usize) -> Vec<TraceEvent> {
-    champsim_records(n)
-        .iter()
-        .flat_map(|r| r.events())
-        .collect()
+    champsim_records(n).iter().flat_map(|r| r.events()).collect()
 }
 
 /// Writes tests/data/champsim_small.trace; compress with `xz -k -6` and `gzip -k -n -9`.
@@ -682,12 +533,7 @@ const CHAMPSIM_CHECKSUM: u64 = 0xfe6b_c7dc_789b_d4d3;
 fn champsim_golden_files() {
     let want = champsim_expected(CHAMPSIM_RECORDS);
     assert_eq!(counts(&want), CHAMPSIM_COUNTS, "{:?}", counts(&want));
-    assert_eq!(
-        checksum(&want),
-        CHAMPSIM_CHECKSUM,
-        "checksum {:#x}",
-        checksum(&want)
-    );
+    assert_eq!(checksum(&want), CHAMPSIM_CHECKSUM, "checksum {:#x}", checksum(&want));
     // The first three records, as decoded from the committed file by an independent
     // Python struct.unpack script.
     assert_eq!(
@@ -705,11 +551,8 @@ fn champsim_golden_files() {
             acc(AccessKind::Load, 0x5555_5561_0cb8, 8),
         ]
     );
-    for (name, c) in [
-        ("champsim_small.trace", Compression::None),
-        ("champsim_small.trace.xz", Compression::Xz),
-        ("champsim_small.trace.gz", Compression::Gzip),
-    ] {
+    for (name, c) in [("champsim_small.trace", Compression::None), ("champsim_small.trace.xz", Compression::Xz), ("champsim_small.trace.gz", Compression::Gzip)]
+    {
         let mut r = ChampsimReader::open(&data(name)).unwrap();
         assert_eq!(r.compression(), c, "{name}");
         let got = read_batched(&mut r, 4096).unwrap();
@@ -756,8 +599,7 @@ fn champsim_large_input_crosses_window_boundaries() {
 fn champsim_truncated_record_names_offset() {
     let mut raw = champsim_raw(10);
     raw.extend_from_slice(&[0xab; 20]);
-    let want =
-        "mem: byte offset 640: truncated record: the trace ends 20 bytes into a 64-byte record";
+    let want = "mem: byte offset 640: truncated record: the trace ends 20 bytes into a 64-byte record";
     assert_eq!(err_of(read_bytes(&raw, TraceFormat::Champsim)), want);
     // The offset is in the decompressed stream.
     assert_eq!(err_of(read_bytes(&xz(&raw), TraceFormat::Champsim)), want);
@@ -765,19 +607,10 @@ fn champsim_truncated_record_names_offset() {
     // The ten whole records come out before the error.
     let mut r = ChampsimReader::from_reader(Cursor::new(raw), "mem").unwrap();
     let mut out = Vec::new();
-    assert_eq!(
-        r.next_batch(&mut out, 1000).unwrap(),
-        champsim_expected(10).len()
-    );
-    assert!(matches!(
-        r.next_batch(&mut out, 1000),
-        Err(TraceError::Offset { offset: 640, .. })
-    ));
+    assert_eq!(r.next_batch(&mut out, 1000).unwrap(), champsim_expected(10).len());
+    assert!(matches!(r.next_batch(&mut out, 1000), Err(TraceError::Offset { offset: 640, .. })));
     // A lone partial record.
-    assert_eq!(
-        err_of(read_bytes(&[1, 2, 3], TraceFormat::Champsim)),
-        "mem: byte offset 0: truncated record: the trace ends 3 bytes into a 64-byte record"
-    );
+    assert_eq!(err_of(read_bytes(&[1, 2, 3], TraceFormat::Champsim)), "mem: byte offset 0: truncated record: the trace ends 3 bytes into a 64-byte record");
     assert!(read_bytes(&[], TraceFormat::Champsim).unwrap().is_empty());
 }
 
@@ -789,28 +622,16 @@ fn champsim_bad_compressed_streams() {
     let n = gz.len();
     gz[n - 6] ^= 1;
     let e = err_of(read_bytes(&gz, TraceFormat::Champsim));
-    assert!(
-        e.starts_with("mem: byte offset 6400: gzip stream error: "),
-        "{e}"
-    );
+    assert!(e.starts_with("mem: byte offset 6400: gzip stream error: "), "{e}");
     // xz with a corrupted byte inside the compressed data.
     let mut x = xz(&raw);
     let mid = x.len() / 2;
     x[mid] ^= 0x55;
     let e = err_of(read_bytes(&x, TraceFormat::Champsim));
-    assert!(
-        e.starts_with("mem: byte offset ") && e.contains(": xz stream error: "),
-        "{e}"
-    );
+    assert!(e.starts_with("mem: byte offset ") && e.contains(": xz stream error: "), "{e}");
     // xz magic then garbage.
-    let e = err_of(read_bytes(
-        b"\xfd7zXZ\x00\x00\x00garbage",
-        TraceFormat::Champsim,
-    ));
-    assert!(
-        e.starts_with("mem: byte offset 0: xz stream error: "),
-        "{e}"
-    );
+    let e = err_of(read_bytes(b"\xfd7zXZ\x00\x00\x00garbage", TraceFormat::Champsim));
+    assert!(e.starts_with("mem: byte offset 0: xz stream error: "), "{e}");
     // A truncated xz file.
     let x = xz(&raw);
     let e = err_of(read_bytes(&x[..x.len() - 10], TraceFormat::Champsim));
@@ -837,16 +658,8 @@ fn native_layout_is_as_documented() {
         TraceEvent::Thread { tid: 0 },
         acc(AccessKind::Fetch, 0x1004, 4),
         TraceEvent::Instructions { n: 300 },
-        TraceEvent::Mmap {
-            start: 0x7f00,
-            len: 0x2000,
-            prot: 3,
-            flags: 0x22,
-        },
-        TraceEvent::Munmap {
-            start: 0x7f00,
-            len: 0x1000,
-        },
+        TraceEvent::Mmap { start: 0x7f00, len: 0x2000, prot: 3, flags: 0x22 },
+        TraceEvent::Munmap { start: 0x7f00, len: 0x1000 },
     ];
     let raw = zstd::decode_all(&native_bytes(&evs)[..]).unwrap();
     let want = raw_native(&[
@@ -865,18 +678,12 @@ fn native_layout_is_as_documented() {
     assert_eq!(raw, want);
     assert_eq!(read_bytes(&raw, TraceFormat::Native).unwrap(), evs);
     assert_eq!(read_bytes(&zst(&raw), TraceFormat::Native).unwrap(), evs);
-    assert!(
-        native_bytes(&evs).starts_with(&[0x28, 0xb5, 0x2f, 0xfd]),
-        "zstd on disk"
-    );
+    assert!(native_bytes(&evs).starts_with(&[0x28, 0xb5, 0x2f, 0xfd]), "zstd on disk");
 }
 
 #[test]
 fn native_wrong_magic_at_offset_0() {
-    let e = err_of(read_bytes(
-        &zst(b"TLBSIX\0\x01\x7f\x00"),
-        TraceFormat::Native,
-    ));
+    let e = err_of(read_bytes(&zst(b"TLBSIX\0\x01\x7f\x00"), TraceFormat::Native));
     assert_eq!(
         e,
         "mem: byte offset 0: not a tlbsim native trace: expected magic \"TLBSIM\\0\" + version byte \
@@ -884,32 +691,16 @@ fn native_wrong_magic_at_offset_0() {
     );
     // A lackey trace read as native.
     let e = err_of(read_path(&data("lackey_tiny.txt.gz"), TraceFormat::Native));
-    assert!(
-        e.contains(": byte offset 0: not a tlbsim native trace: expected magic"),
-        "{e}"
-    );
-    assert!(
-        e.ends_with("found 3d 3d 39 34 36 32 3d 3d after gzip decompression"),
-        "{e}"
-    );
+    assert!(e.contains(": byte offset 0: not a tlbsim native trace: expected magic"), "{e}");
+    assert!(e.ends_with("found 3d 3d 39 34 36 32 3d 3d after gzip decompression"), "{e}");
     // Too short for a magic.
     let e = err_of(read_bytes(b"TLB", TraceFormat::Native));
-    assert!(
-        e.starts_with("mem: byte offset 0: not a tlbsim native trace")
-            && e.ends_with("found 54 4c 42"),
-        "{e}"
-    );
+    assert!(e.starts_with("mem: byte offset 0: not a tlbsim native trace") && e.ends_with("found 54 4c 42"), "{e}");
     let e = err_of(read_bytes(b"", TraceFormat::Native));
     assert!(e.ends_with("found nothing (empty stream)"), "{e}");
     // Unsupported version.
-    let e = err_of(read_bytes(
-        &zst(b"TLBSIM\0\x03\x7f\x00"),
-        TraceFormat::Native,
-    ));
-    assert_eq!(
-        e,
-        "mem: byte offset 7: unsupported native trace version 3 (this reader reads versions 1 and 2)"
-    );
+    let e = err_of(read_bytes(&zst(b"TLBSIM\0\x03\x7f\x00"), TraceFormat::Native));
+    assert_eq!(e, "mem: byte offset 7: unsupported native trace version 3 (this reader reads versions 1 and 2)");
 }
 
 #[test]
@@ -922,27 +713,15 @@ fn native_unknown_tag_names_offset() {
     let mut r = NativeReader::from_reader(Cursor::new(zst(&raw)), "mem").unwrap();
     let mut out = Vec::new();
     assert_eq!(r.next_batch(&mut out, 100).unwrap(), 2);
-    assert_eq!(
-        out,
-        vec![
-            acc(AccessKind::Fetch, 8, 4),
-            TraceEvent::Instructions { n: 5 }
-        ]
-    );
+    assert_eq!(out, vec![acc(AccessKind::Fetch, 8, 4), TraceEvent::Instructions { n: 5 }]);
     assert_eq!(r.next_batch(&mut out, 100).unwrap_err().to_string(), want);
     // Reserved bits of an access tag (0x20 and up are not accesses) and other reserved tags.
     // (0x24, a v2 Syscall record, is reserved in a version-1 file.)
     for tag in [0x24u8, 0x26, 0x40, 0x7e, 0x80, 0xff] {
         let mut v1 = native::MAGIC_V1.to_vec();
         v1.extend_from_slice(&[tag, 0, 0x7f, 0]);
-        let e = err_of(read_bytes(
-            &zst(&v1),
-            TraceFormat::Native,
-        ));
-        assert_eq!(
-            e,
-            format!("mem: byte offset 8: unknown record tag 0x{tag:02x}")
-        );
+        let e = err_of(read_bytes(&zst(&v1), TraceFormat::Native));
+        assert_eq!(e, format!("mem: byte offset 8: unknown record tag 0x{tag:02x}"));
     }
 }
 
@@ -950,49 +729,24 @@ fn native_unknown_tag_names_offset() {
 fn native_truncated_varint_names_offset() {
     // Fetch at 8..10, Instructions tag at 10, its varint starts at 11 and never ends.
     let raw = raw_native(&[0x0c, 0x10, 0x20, 0xff, 0xff]);
-    assert_eq!(
-        err_of(read_bytes(&zst(&raw), TraceFormat::Native)),
-        "mem: byte offset 11: truncated varint (instruction count): the trace ends inside it"
-    );
+    assert_eq!(err_of(read_bytes(&zst(&raw), TraceFormat::Native)), "mem: byte offset 11: truncated varint (instruction count): the trace ends inside it");
     // Access with explicit size: the size varint (offset 10) is cut.
     let raw = raw_native(&[0x01, 0x10]);
-    assert_eq!(
-        err_of(read_bytes(&raw, TraceFormat::Native)),
-        "mem: byte offset 10: truncated varint (access size): the trace ends inside it"
-    );
+    assert_eq!(err_of(read_bytes(&raw, TraceFormat::Native)), "mem: byte offset 10: truncated varint (access size): the trace ends inside it");
     // Mmap missing its prot byte.
     let raw = raw_native(&[0x22, 0x01, 0x02]);
-    assert_eq!(
-        err_of(read_bytes(&raw, TraceFormat::Native)),
-        "mem: byte offset 11: truncated record: the trace ends before its mmap prot byte"
-    );
+    assert_eq!(err_of(read_bytes(&raw, TraceFormat::Native)), "mem: byte offset 11: truncated record: the trace ends before its mmap prot byte");
     // Overlong varint: 11 continuation bytes.
-    let raw = raw_native(&[
-        0x20, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0x7f, 0x01,
-    ]);
-    assert_eq!(
-        err_of(read_bytes(&raw, TraceFormat::Native)),
-        "mem: byte offset 9: varint (instruction count) overflows 64 bits"
-    );
+    let raw = raw_native(&[0x20, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0x7f, 0x01]);
+    assert_eq!(err_of(read_bytes(&raw, TraceFormat::Native)), "mem: byte offset 9: varint (instruction count) overflows 64 bits");
     // u64::MAX in 10 bytes is fine.
-    let raw = raw_native(&[
-        0x20, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x7f, 0x01,
-    ]);
-    assert_eq!(
-        read_bytes(&raw, TraceFormat::Native).unwrap(),
-        vec![TraceEvent::Instructions { n: u64::MAX }]
-    );
+    let raw = raw_native(&[0x20, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x7f, 0x01]);
+    assert_eq!(read_bytes(&raw, TraceFormat::Native).unwrap(), vec![TraceEvent::Instructions { n: u64::MAX }]);
     // Out-of-range fields.
     let raw = raw_native(&[0x21, 0x80, 0x80, 0x80, 0x80, 0x10, 0x7f, 0x01]);
-    assert_eq!(
-        err_of(read_bytes(&raw, TraceFormat::Native)),
-        "mem: byte offset 9: thread id 4294967296 out of range (max 4294967295)"
-    );
+    assert_eq!(err_of(read_bytes(&raw, TraceFormat::Native)), "mem: byte offset 9: thread id 4294967296 out of range (max 4294967295)");
     let raw = raw_native(&[0x00, 0x00, 0x80, 0x80, 0x04, 0x7f, 0x01]);
-    assert_eq!(
-        err_of(read_bytes(&raw, TraceFormat::Native)),
-        "mem: byte offset 10: access size 65536 out of range (max 65535)"
-    );
+    assert_eq!(err_of(read_bytes(&raw, TraceFormat::Native)), "mem: byte offset 10: access size 65536 out of range (max 65535)");
 }
 
 #[test]
@@ -1010,54 +764,32 @@ fn native_end_record_checks() {
     );
     // Wrong count.
     assert_eq!(
-        err_of(read_bytes(
-            &raw_native(&[0x20, 0x01, 0x7f, 0x02]),
-            TraceFormat::Native
-        )),
+        err_of(read_bytes(&raw_native(&[0x20, 0x01, 0x7f, 0x02]), TraceFormat::Native)),
         "mem: byte offset 10: end record counts 2 events but the trace holds 1"
     );
     // Data after the end.
-    assert_eq!(
-        err_of(read_bytes(
-            &raw_native(&[0x20, 0x01, 0x7f, 0x01, 0x20]),
-            TraceFormat::Native
-        )),
-        "mem: byte offset 12: data after the end record"
-    );
+    assert_eq!(err_of(read_bytes(&raw_native(&[0x20, 0x01, 0x7f, 0x01, 0x20]), TraceFormat::Native)), "mem: byte offset 12: data after the end record");
     // Empty trace.
-    assert!(read_bytes(&native_bytes(&[]), TraceFormat::Native)
-        .unwrap()
-        .is_empty());
+    assert!(read_bytes(&native_bytes(&[]), TraceFormat::Native).unwrap().is_empty());
 }
 
 #[test]
 fn native_bad_zstd_stream() {
-    let evs: Vec<TraceEvent> = (0..20_000u64)
-        .map(|i| acc(AccessKind::Load, i * 0x9e37_79b9, 8))
-        .collect();
+    let evs: Vec<TraceEvent> = (0..20_000u64).map(|i| acc(AccessKind::Load, i * 0x9e37_79b9, 8)).collect();
     let z = native_bytes(&evs);
     // Truncated compressed file.
     let e = err_of(read_bytes(&z[..z.len() - 3], TraceFormat::Native));
-    assert!(
-        e.starts_with("mem: byte offset ") && e.contains(": zstd stream error: "),
-        "{e}"
-    );
+    assert!(e.starts_with("mem: byte offset ") && e.contains(": zstd stream error: "), "{e}");
     // Corrupted content checksum (last 4 bytes of the frame). zstd withholds the data of
     // the failing call, so the offset is where the stream was known good, here 0.
     let mut c = z.clone();
     let n = c.len();
     c[n - 1] ^= 0xff;
     let e = err_of(read_bytes(&c, TraceFormat::Native));
-    assert_eq!(
-        e,
-        "mem: byte offset 0: zstd stream error: Restored data doesn't match checksum"
-    );
+    assert_eq!(e, "mem: byte offset 0: zstd stream error: Restored data doesn't match checksum");
     // zstd magic then garbage.
     let e = err_of(read_bytes(b"\x28\xb5\x2f\xfdgarbage!", TraceFormat::Native));
-    assert!(
-        e.starts_with("mem: byte offset 0: zstd stream error: "),
-        "{e}"
-    );
+    assert!(e.starts_with("mem: byte offset 0: zstd stream error: "), "{e}");
 }
 
 #[test]
@@ -1069,15 +801,8 @@ fn native_large_round_trip_crosses_window_boundaries() {
             x ^= x >> 7;
             x ^= x << 17;
             match i % 50 {
-                0 => TraceEvent::Thread {
-                    tid: (x % 5) as u32,
-                },
-                1 => TraceEvent::Mmap {
-                    start: x,
-                    len: x >> 3,
-                    prot: x as u8,
-                    flags: (x >> 32) as u32,
-                },
+                0 => TraceEvent::Thread { tid: (x % 5) as u32 },
+                1 => TraceEvent::Mmap { start: x, len: x >> 3, prot: x as u8, flags: (x >> 32) as u32 },
                 2 => TraceEvent::Instructions { n: x },
                 _ => acc(AccessKind::Load, x, (x >> 48) as u16),
             }
@@ -1108,22 +833,11 @@ fn convert_lackey_to_native_same_stream() {
     // Native -> native is the identity on events too; ChampSim converts as well.
     let out2 = dir.path().join("again.tlbt");
     native::convert(&out, TraceFormat::Native, &out2).unwrap();
-    assert_eq!(
-        read_path(&out2, TraceFormat::Native).unwrap(),
-        lackey_golden_events()
-    );
+    assert_eq!(read_path(&out2, TraceFormat::Native).unwrap(), lackey_golden_events());
     let out3 = dir.path().join("champsim.tlbt");
-    let rep = native::convert(
-        &data("champsim_small.trace.xz"),
-        TraceFormat::Champsim,
-        &out3,
-    )
-    .unwrap();
+    let rep = native::convert(&data("champsim_small.trace.xz"), TraceFormat::Champsim, &out3).unwrap();
     assert_eq!(rep.instructions, CHAMPSIM_RECORDS as u64);
-    assert_eq!(
-        read_path(&out3, TraceFormat::Native).unwrap(),
-        champsim_expected(CHAMPSIM_RECORDS)
-    );
+    assert_eq!(read_path(&out3, TraceFormat::Native).unwrap(), champsim_expected(CHAMPSIM_RECORDS));
 }
 
 #[test]
@@ -1145,34 +859,19 @@ fn convert_failure_leaves_no_output() {
 #[test]
 fn sources_are_send() {
     let mut src = trace::open(&data("lackey_tiny.txt.gz"), TraceFormat::Lackey).unwrap();
-    let n = std::thread::spawn(move || trace::read_all(&mut *src).unwrap().len())
-        .join()
-        .unwrap();
-    assert_eq!(
-        n as u64,
-        LACKEY_FETCH + LACKEY_LOAD + LACKEY_STORE + LACKEY_MODIFY
-    );
+    let n = std::thread::spawn(move || trace::read_all(&mut *src).unwrap().len()).join().unwrap();
+    assert_eq!(n as u64, LACKEY_FETCH + LACKEY_LOAD + LACKEY_STORE + LACKEY_MODIFY);
 }
 
 // ---------------------------------------------------------------------------------------
 // Property tests
 
 fn arb_kind() -> impl Strategy<Value = AccessKind> {
-    prop_oneof![
-        Just(AccessKind::Fetch),
-        Just(AccessKind::Load),
-        Just(AccessKind::Store),
-        Just(AccessKind::Modify)
-    ]
+    prop_oneof![Just(AccessKind::Fetch), Just(AccessKind::Load), Just(AccessKind::Store), Just(AccessKind::Modify)]
 }
 
 fn arb_event() -> impl Strategy<Value = TraceEvent> {
-    let va = prop_oneof![
-        any::<u64>(),
-        0x40_0000u64..0x40_1000,
-        Just(0u64),
-        Just(u64::MAX)
-    ];
+    let va = prop_oneof![any::<u64>(), 0x40_0000u64..0x40_1000, Just(0u64), Just(u64::MAX)];
     let size = prop_oneof![Just(1u16), Just(4), Just(8), Just(64), any::<u16>()];
     prop_oneof![
         8 => (va, arb_kind(), size).prop_map(|(va, kind, size)| TraceEvent::Access { va, kind, size }),

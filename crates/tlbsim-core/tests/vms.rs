@@ -63,10 +63,7 @@ fn credit_shares_follow_weights() {
     // One CPU; dom0's CPU-bound thread finishes, dom1's runs forever beside it. While both
     // run, the CPU is shared 2:1 by weight (512 against 256), and 1:1 with equal weights.
     for (w0, w1, want) in [(512, 256, 2.0), (256, 256, 1.0)] {
-        let vms = vec![
-            vm("dom0", 1, w0, None, vec![proc("fg", 0, 16, 20_000, 0, false)]),
-            vm("dom1", 1, w1, None, vec![proc("bg", 0, 16, 0, 0, true)]),
-        ];
+        let vms = vec![vm("dom0", 1, w0, None, vec![proc("fg", 0, 16, 20_000, 0, false)]), vm("dom1", 1, w1, None, vec![proc("bg", 0, 16, 0, 0, true)])];
         let v = run(1, "none", vms, &[]);
         let ratio = vm_stat(&v, 0, "cycles") as f64 / vm_stat(&v, 1, "cycles") as f64;
         assert!((ratio / want - 1.0).abs() < 0.1, "weights {w0}:{w1}: CPU time ratio {ratio}, want {want}");
@@ -124,10 +121,7 @@ fn intra_vm_switches_flush_untagged_and_domain_tagged_tlbs_only() {
 #[test]
 fn inter_vm_switches_flush_only_untagged_tlbs() {
     // Two single-process VMs sharing one CPU, each CPU-bound: VCPU switches every slice.
-    let vms = vec![
-        vm("dom0", 1, 256, None, vec![proc("a", 0, 16, 10_000, 0, false)]),
-        vm("dom1", 1, 256, None, vec![proc("b", 0, 16, 0, 0, true)]),
-    ];
+    let vms = vec![vm("dom0", 1, 256, None, vec![proc("a", 0, 16, 10_000, 0, false)]), vm("dom1", 1, 256, None, vec![proc("b", 0, 16, 0, 0, true)])];
     let mut inter = Vec::new();
     let mut misses = Vec::new();
     for tagging in ["none", "domain", "cr3"] {
@@ -173,10 +167,12 @@ fn a_fifth_address_space_on_a_four_entry_tmt_is_a_capacity_flush() {
 
 #[test]
 fn a_thread_core_names_a_vcpu_of_its_vm() {
-    let tree = |core: u32| json!({
-        "machine": {"sockets": 1, "cores_per_socket": 4},
-        "workload": {"kind": "scenario", "scenario": {"vm": [vm("dom0", 2, 256, None, vec![proc("a", core, 4, 1, 0, false)])]}},
-    });
+    let tree = |core: u32| {
+        json!({
+            "machine": {"sockets": 1, "cores_per_socket": 4},
+            "workload": {"kind": "scenario", "scenario": {"vm": [vm("dom0", 2, 256, None, vec![proc("a", core, 4, 1, 0, false)])]}},
+        })
+    };
     assert!(tlbsim_core::run(tree(1), &[], std::path::Path::new(".")).is_ok());
     let e = tlbsim_core::run(tree(2), &[], std::path::Path::new(".")).err().expect("VCPU 2 of 2").to_string();
     assert!(e.contains("workload.scenario.vm[0].process[0].thread[0].core"), "{e}");
@@ -209,10 +205,7 @@ fn cr3_tags_cut_the_misses_of_a_mix_that_switches_often() {
 #[test]
 fn fuzz_scenarios_with_vms_are_clean_under_every_policy_and_tagging() {
     // The fuzz generator puts a third of its scenarios in VMs; run those alone here.
-    let seeds: Vec<u64> = (0..400u64)
-        .filter(|&s| tlbsim_core::fuzz::scenario(s, "linux", None, &[]).unwrap().1.vms.len() > 0)
-        .take(40)
-        .collect();
+    let seeds: Vec<u64> = (0..400u64).filter(|&s| tlbsim_core::fuzz::scenario(s, "linux", None, &[]).unwrap().1.vms.len() > 0).take(40).collect();
     assert_eq!(seeds.len(), 40);
     // Every registered policy but the deliberately unsafe ones (none, abis-gap1,
     // abis-naive-insert, latr-early-reuse: each caught by tests/os_property.rs).
@@ -262,7 +255,12 @@ fn vm_mix_runs_the_paper_setup_with_instruction_fetches() {
     // CR3 tags keep address spaces across switches; what is left is a guest reusing one
     // of a CPU's six PCID slots for another process (os/asid.rs: its entries must go).
     let untagged = run("tpcc-tpcc", "none", "none");
-    assert!(total(&cr3, "context_switch") * 10 < total(&untagged, "context_switch"), "{} against {}", total(&cr3, "context_switch"), total(&untagged, "context_switch"));
+    assert!(
+        total(&cr3, "context_switch") * 10 < total(&untagged, "context_switch"),
+        "{} against {}",
+        total(&cr3, "context_switch"),
+        total(&untagged, "context_switch")
+    );
 }
 
 #[test]
@@ -276,9 +274,11 @@ fn intervals_add_up_to_the_run_per_vm() {
     let intervals = v["intervals"].as_array().unwrap();
     assert!(intervals.len() > 10, "{}", intervals.len());
     for vm in 0..3 {
-        let sum: u64 = intervals.iter().flat_map(|i| i["per_vm"].as_array().unwrap()).filter(|x| x["vm"] == vm).map(|x| x["instructions"].as_u64().unwrap()).sum();
+        let sum: u64 =
+            intervals.iter().flat_map(|i| i["per_vm"].as_array().unwrap()).filter(|x| x["vm"] == vm).map(|x| x["instructions"].as_u64().unwrap()).sum();
         assert_eq!(sum, vm_stat(&v, vm as usize, "instructions"), "VM {vm}");
-        let misses: u64 = intervals.iter().flat_map(|i| i["per_vm"].as_array().unwrap()).filter(|x| x["vm"] == vm).map(|x| x["dtlb_misses"].as_u64().unwrap()).sum();
+        let misses: u64 =
+            intervals.iter().flat_map(|i| i["per_vm"].as_array().unwrap()).filter(|x| x["vm"] == vm).map(|x| x["dtlb_misses"].as_u64().unwrap()).sum();
         assert_eq!(misses, v["per_vm"][vm]["misses"]["l1d"].as_u64().unwrap(), "VM {vm}");
     }
     // Each interval but a CPU's last is at least as long as asked.

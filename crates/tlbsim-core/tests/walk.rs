@@ -101,7 +101,12 @@ fn huge_pages_walk_three_levels_and_faults_are_reported() {
     let root = pt.alloc_table(&mut mem, NodeId(0), 1).unwrap();
     let va = 0x4000_0000;
     pt.map(&mut mem, root, 4, va, Pfn(512), PageSize::Size2M, 0, 1, &mut || NodeId(0)).unwrap();
-    let cfg = Config::resolve(json!({}), &["machine.tlb.pwc_pd.entries=0".into(), "machine.tlb.pwc_pdpt.entries=0".into(), "machine.tlb.pwc_pml4.entries=0".into()], Path::new(".")).unwrap();
+    let cfg = Config::resolve(
+        json!({}),
+        &["machine.tlb.pwc_pd.entries=0".into(), "machine.tlb.pwc_pdpt.entries=0".into(), "machine.tlb.pwc_pml4.entries=0".into()],
+        Path::new("."),
+    )
+    .unwrap();
     let mut tlbs = TlbHierarchy::new(CoreId(0), &cfg.machine.tlb, 1).unwrap();
     let lat = [280];
     let mut memsys = WalkMemory { pt_cache: None, pt_cache_latency: 40, node_latency: &lat, socket: 0, mem: None, core: 0, now: 0 };

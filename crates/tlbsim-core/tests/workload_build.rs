@@ -225,7 +225,8 @@ fn count(prog: &[Op], f: impl Fn(&Op) -> bool) -> usize {
 fn ycsb_leveldb_opens_and_closes_tables_like_an_lru_table_cache() {
     // 8 tables of 2 MiB. A cache as large as the data: each table opened at most once per
     // thread, never closed by a read-only mix.
-    let all = workload(json!({"workload": {"kind": "ycsb", "test": "leveldb", "ycsb": "c", "threads": 2, "ops": 200, "region_bytes": 16 << 20, "table_cache": 8}}));
+    let all =
+        workload(json!({"workload": {"kind": "ycsb", "test": "leveldb", "ycsb": "c", "threads": 2, "ops": 200, "region_bytes": 16 << 20, "table_cache": 8}}));
     for t in &all.processes[0].threads {
         let prog = &all.programs[t.program];
         assert_eq!(counted_ops(prog), Some(200));
@@ -242,7 +243,8 @@ fn ycsb_leveldb_opens_and_closes_tables_like_an_lru_table_cache() {
         }
     }
     // A cache of one table: a read of another table than the last closes it first.
-    let one = workload(json!({"workload": {"kind": "ycsb", "test": "leveldb", "ycsb": "c", "threads": 1, "ops": 300, "region_bytes": 16 << 20, "table_cache": 1}}));
+    let one =
+        workload(json!({"workload": {"kind": "ycsb", "test": "leveldb", "ycsb": "c", "threads": 1, "ops": 300, "region_bytes": 16 << 20, "table_cache": 1}}));
     let prog = &one.programs[one.processes[0].threads[0].program];
     let tables: Vec<u64> = prog
         .iter()
@@ -349,15 +351,8 @@ fn shootdown_operations_are_those_of_shootdown_c() {
         let w = workload(json!({"workload": {"kind": "shootdown-patterns", "pattern": name, "ops": ops}}));
         (w.programs[w.processes[0].threads[0].program].clone(), w)
     };
-    let write_page = |page: u64| Op::Access {
-        slot: 0,
-        pattern: Pattern::Sequential,
-        mode: AccessMode::Write,
-        count: 1,
-        offset: page * 4096,
-        len: 4096,
-        stride: 4096,
-    };
+    let write_page =
+        |page: u64| Op::Access { slot: 0, pattern: Pattern::Sequential, mode: AccessMode::Write, count: 1, offset: page * 4096, len: 4096, stride: 4096 };
     let (p, _) = prog("munmap-4k", 10);
     assert!(matches!(p[0], Op::Loop { count: 10, body: 4 }));
     assert!(matches!(p[1], Op::Mmap { slot: 0, spec } if spec.bytes == 4096 && spec.backing == Backing::Anonymous && !spec.shared));
@@ -388,7 +383,17 @@ fn shootdown_operations_are_those_of_shootdown_c() {
     assert_eq!((cow.op, cow.pages), (PatternOp::Cow, 4096));
     let (p, w) = prog("cow", 2 * 4096 + 808);
     assert!(matches!(p[0], Op::Loop { count: 2, .. }));
-    let forks: Vec<usize> = p.iter().filter_map(|op| if let Op::Fork { program, core } = op { assert_eq!(*core, Some(0)); Some(*program) } else { None }).collect();
+    let forks: Vec<usize> = p
+        .iter()
+        .filter_map(|op| {
+            if let Op::Fork { program, core } = op {
+                assert_eq!(*core, Some(0));
+                Some(*program)
+            } else {
+                None
+            }
+        })
+        .collect();
     assert_eq!(forks.len(), 2, "one fork in the looped full round, one in the partial round");
     assert!(forks.iter().all(|c| w.daemon_programs.contains(c)));
     assert_eq!(counted_ops(&w.programs[forks[0]]), None);
@@ -415,7 +420,11 @@ fn generator_parameter_errors_name_the_key() {
         (json!({"workload": {"kind": "apache", "threads": 2, "processes": 3}}), "workload.processes", "each process needs a worker"),
         (json!({"workload": {"kind": "apache", "test": "prefork"}}), "workload.test", "mpm_event"),
         (json!({"machine": {"cores_per_socket": 6}, "workload": {"kind": "apache", "test": "mpm_event"}}), "workload.client_cores", "leaves none"),
-        (json!({"machine": {"cores_per_socket": 8}, "workload": {"kind": "apache", "test": "mpm_event", "processes": 7}}), "workload.processes", "wrk's 6 threads"),
+        (
+            json!({"machine": {"cores_per_socket": 8}, "workload": {"kind": "apache", "test": "mpm_event", "processes": 7}}),
+            "workload.processes",
+            "wrk's 6 threads",
+        ),
         (json!({"workload": {"kind": "stm-mprotect", "file_pages": 1}}), "workload.file_pages", "out of range"),
         (json!({"workload": {"kind": "fpr-munmap", "threads": 5000}}), "workload.threads", "out of range"),
         (json!({"workload": {"kind": "nonsense"}}), "workload.kind", "\"stm-mprotect\""),
@@ -509,10 +518,7 @@ fn scenario_compiles_to_flat_programs_and_slots() {
     assert_eq!(prog[0], Op::Mmap { slot: 2, spec: prog[0].clone().spec() });
     // Nested loops, flat: the outer body is 5 operations (access, inner loop header + 2, access).
     assert_eq!(prog[1], Op::Loop { count: 3, body: 5 });
-    assert_eq!(
-        prog[2],
-        Op::Access { slot: 0, pattern: Pattern::Zipf { theta: 0.8 }, mode: AccessMode::Mixed(0.25), count: 10, offset: 0, len: 0, stride: 64 }
-    );
+    assert_eq!(prog[2], Op::Access { slot: 0, pattern: Pattern::Zipf { theta: 0.8 }, mode: AccessMode::Mixed(0.25), count: 10, offset: 0, len: 0, stride: 64 });
     assert_eq!(prog[3..6], [Op::Loop { count: 2, body: 2 }, Op::Compute { cycles: 100 }, Op::CountOp]);
     assert_eq!(prog[6], Op::Access { slot: 2, pattern: Pattern::Strided, mode: AccessMode::Write, count: 5, offset: 64, len: 1024, stride: 128 });
     assert_eq!(counted_ops(prog), Some(6));
@@ -597,11 +603,23 @@ fn scenario_errors_name_the_key() {
     let at = "workload.scenario.process[0].thread[1]";
     let cases: Vec<(Value, String, &str)> = vec![
         // Unknown keys, at any depth.
-        (one_thread("", r#"[{ op = "count" }, { op = "count" }, { op = "access", region = "heap", count = 1, patern = "random" }]"#), format!("{at}.program[2].patern"), "unknown key"),
+        (
+            one_thread("", r#"[{ op = "count" }, { op = "count" }, { op = "access", region = "heap", count = 1, patern = "random" }]"#),
+            format!("{at}.program[2].patern"),
+            "unknown key",
+        ),
         (one_thread("colour = 1", r#"[{ op = "count" }]"#), format!("{at}.colour"), "unknown key"),
-        (one_thread("", r#"[{ op = "loop", count = 2, body = [{ op = "compute", cycles = 1, speed = 2 }] }]"#), format!("{at}.program[0].body[0].speed"), "unknown key"),
+        (
+            one_thread("", r#"[{ op = "loop", count = 2, body = [{ op = "compute", cycles = 1, speed = 2 }] }]"#),
+            format!("{at}.program[0].body[0].speed"),
+            "unknown key",
+        ),
         // Bad values.
-        (one_thread("", r#"[{ op = "count" }, { op = "count" }, { op = "access", region = "heap", count = 1, pattern = "zigzag" }]"#), format!("{at}.program[2].pattern"), "zigzag"),
+        (
+            one_thread("", r#"[{ op = "count" }, { op = "count" }, { op = "access", region = "heap", count = 1, pattern = "zigzag" }]"#),
+            format!("{at}.program[2].pattern"),
+            "zigzag",
+        ),
         (one_thread("", r#"[{ op = "jump" }]"#), format!("{at}.program[0].op"), "jump"),
         (one_thread("", r#"[{ op = "access", region = "heap", count = -1 }]"#), format!("{at}.program[0].count"), ""),
         // A key the operation does not take; a key it needs.
@@ -611,7 +629,10 @@ fn scenario_errors_name_the_key() {
         // Unknown region names.
         (one_thread("", r#"[{ op = "access", region = "hepa", count = 1 }]"#), format!("{at}.program[0].region"), "unknown region \"hepa\""),
         (
-            one_thread("", r#"[{ op = "fork", program = [{ op = "mmap", region = "mine", bytes = 4096 }, { op = "exit" }] }, { op = "munmap", region = "mine" }]"#),
+            one_thread(
+                "",
+                r#"[{ op = "fork", program = [{ op = "mmap", region = "mine", bytes = 4096 }, { op = "exit" }] }, { op = "munmap", region = "mine" }]"#,
+            ),
             format!("{at}.program[1].region"),
             "unknown region \"mine\"",
         ),

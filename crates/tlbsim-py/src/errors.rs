@@ -46,12 +46,7 @@ impl Kind {
     }
 }
 
-fn make_type<'py>(
-    py: Python<'py>,
-    name: &str,
-    bases: Vec<Bound<'py, PyAny>>,
-    doc: &str,
-) -> PyResult<Bound<'py, PyType>> {
+fn make_type<'py>(py: Python<'py>, name: &str, bases: Vec<Bound<'py, PyAny>>, doc: &str) -> PyResult<Bound<'py, PyType>> {
     let ns = PyDict::new(py);
     ns.set_item("__module__", "tlbsim")?;
     ns.set_item("__doc__", doc)?;
@@ -65,53 +60,19 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     let base = TLBSIM_ERROR
         .get_or_try_init(py, || {
-            make_type(
-                py,
-                "TlbsimError",
-                vec![py.get_type::<PyException>().into_any()],
-                "Base class of every error tlbsim raises.",
-            )
-            .map(Bound::unbind)
+            make_type(py, "TlbsimError", vec![py.get_type::<PyException>().into_any()], "Base class of every error tlbsim raises.").map(Bound::unbind)
         })?
         .bind(py)
         .clone();
     let subs: [(Kind, &str, Bound<'_, PyType>, &str); 4] = [
-        (
-            Kind::Config,
-            "ConfigError",
-            py.get_type::<PyValueError>(),
-            "A config value is wrong; `key` is its dotted path (machine.tlb.l1d.ways).",
-        ),
-        (
-            Kind::Trace,
-            "TraceError",
-            py.get_type::<PyValueError>(),
-            "A trace file is malformed or cannot be read; the message names file and position.",
-        ),
-        (
-            Kind::Simulation,
-            "SimulationError",
-            py.get_type::<PyRuntimeError>(),
-            "The simulation failed internally (a bug in tlbsim), including Rust panics.",
-        ),
-        (
-            Kind::Io,
-            "IoError",
-            py.get_type::<PyOSError>(),
-            "A file could not be read or written.",
-        ),
+        (Kind::Config, "ConfigError", py.get_type::<PyValueError>(), "A config value is wrong; `key` is its dotted path (machine.tlb.l1d.ways)."),
+        (Kind::Trace, "TraceError", py.get_type::<PyValueError>(), "A trace file is malformed or cannot be read; the message names file and position."),
+        (Kind::Simulation, "SimulationError", py.get_type::<PyRuntimeError>(), "The simulation failed internally (a bug in tlbsim), including Rust panics."),
+        (Kind::Io, "IoError", py.get_type::<PyOSError>(), "A file could not be read or written."),
     ];
     m.add("TlbsimError", &base)?;
     for (kind, name, std_base, doc) in subs {
-        let ty = kind.cell().get_or_try_init(py, || {
-            make_type(
-                py,
-                name,
-                vec![base.clone().into_any(), std_base.into_any()],
-                doc,
-            )
-            .map(Bound::unbind)
-        })?;
+        let ty = kind.cell().get_or_try_init(py, || make_type(py, name, vec![base.clone().into_any(), std_base.into_any()], doc).map(Bound::unbind))?;
         m.add(name, ty.bind(py))?;
     }
     Ok(())

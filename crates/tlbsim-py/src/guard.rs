@@ -28,9 +28,7 @@ pub fn install_panic_hook() {
                 previous(info);
                 return;
             }
-            let loc = info
-                .location()
-                .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
+            let loc = info.location().map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
             LAST_LOCATION.with(|cell| *cell.borrow_mut() = loc);
             if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
                 previous(info);
@@ -64,9 +62,7 @@ where
             let message = payload_message(payload.as_ref());
             let location = LAST_LOCATION.with(|cell| cell.borrow_mut().take());
             match location {
-                Some(loc) => format!(
-                    "internal error: Rust panic at {loc}: {message} (this is a bug in tlbsim)"
-                ),
+                Some(loc) => format!("internal error: Rust panic at {loc}: {message} (this is a bug in tlbsim)"),
                 None => format!("internal error: Rust panic: {message} (this is a bug in tlbsim)"),
             }
         })

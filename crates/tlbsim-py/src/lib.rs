@@ -14,14 +14,7 @@ use std::path::PathBuf;
 use tlbsim_core::trace::TraceFormat;
 
 fn to_json_string(py: Python<'_>, value: &impl serde::Serialize) -> PyResult<String> {
-    serde_json::to_string(value).map_err(|e| {
-        errors::new_err(
-            py,
-            errors::Kind::Simulation,
-            format!("cannot serialise output: {e}"),
-            &[],
-        )
-    })
+    serde_json::to_string(value).map_err(|e| errors::new_err(py, errors::Kind::Simulation, format!("cannot serialise output: {e}"), &[]))
 }
 
 /// Progress and stop of a run (`tlbsim_core::control`): pass one to `run`, watch it from
@@ -57,54 +50,31 @@ impl RunControlPy {
 /// Run one simulation. Returns (effective config JSON, stats JSON).
 #[pyfunction]
 #[pyo3(signature = (config_json, overrides, base_dir, control = None))]
-fn run(
-    py: Python<'_>,
-    config_json: String,
-    overrides: Vec<String>,
-    base_dir: PathBuf,
-    control: Option<Py<RunControlPy>>,
-) -> PyResult<(String, String)> {
-    let config: serde_json::Value = serde_json::from_str(&config_json).map_err(|e| {
-        errors::new_err(
-            py,
-            errors::Kind::Config,
-            format!("config: not valid JSON: {e}"),
-            &[],
-        )
-    })?;
+fn run(py: Python<'_>, config_json: String, overrides: Vec<String>, base_dir: PathBuf, control: Option<Py<RunControlPy>>) -> PyResult<(String, String)> {
+    let config: serde_json::Value =
+        serde_json::from_str(&config_json).map_err(|e| errors::new_err(py, errors::Kind::Config, format!("config: not valid JSON: {e}"), &[]))?;
     let control = control.map(|c| c.get().inner.clone());
     let out = detached(py, move || match control {
         Some(c) => tlbsim_core::control::with_control(c, || tlbsim_core::run(config, &overrides, &base_dir)),
         None => tlbsim_core::run(config, &overrides, &base_dir),
     })?
     .map_err(|e| errors::from_core(py, e))?;
-    Ok((
-        to_json_string(py, &out.effective_config)?,
-        to_json_string(py, &out.stats)?,
-    ))
+    Ok((to_json_string(py, &out.effective_config)?, to_json_string(py, &out.stats)?))
 }
 
 /// Resolve a config without running it; returns the effective config as JSON.
 #[pyfunction]
-fn resolve(
-    py: Python<'_>,
-    config_json: String,
-    overrides: Vec<String>,
-    base_dir: PathBuf,
-) -> PyResult<String> {
-    let config: serde_json::Value = serde_json::from_str(&config_json).map_err(|e| {
-        errors::new_err(py, errors::Kind::Config, format!("config: not valid JSON: {e}"), &[])
-    })?;
-    let effective = detached(py, move || tlbsim_core::resolve_config(config, &overrides, &base_dir))?
-        .map_err(|e| errors::from_core(py, e))?;
+fn resolve(py: Python<'_>, config_json: String, overrides: Vec<String>, base_dir: PathBuf) -> PyResult<String> {
+    let config: serde_json::Value =
+        serde_json::from_str(&config_json).map_err(|e| errors::new_err(py, errors::Kind::Config, format!("config: not valid JSON: {e}"), &[]))?;
+    let effective = detached(py, move || tlbsim_core::resolve_config(config, &overrides, &base_dir))?.map_err(|e| errors::from_core(py, e))?;
     to_json_string(py, &effective)
 }
 
 /// Parse a TOML config file; returns the config tree as JSON.
 #[pyfunction]
 fn load_config(py: Python<'_>, path: PathBuf) -> PyResult<String> {
-    let tree = detached(py, move || tlbsim_core::load_config_file(&path))?
-        .map_err(|e| errors::from_core(py, e))?;
+    let tree = detached(py, move || tlbsim_core::load_config_file(&path))?.map_err(|e| errors::from_core(py, e))?;
     to_json_string(py, &tree)
 }
 
@@ -113,49 +83,25 @@ fn load_config(py: Python<'_>, path: PathBuf) -> PyResult<String> {
 #[pyo3(signature = (accesses, memory_model = "flat".to_string(), replicas = 1, policy = "linux".to_string()))]
 fn bench_py(py: Python<'_>, accesses: u64, memory_model: String, replicas: u32, policy: String) -> PyResult<String> {
     let opts = tlbsim_core::bench::BenchOptions { accesses, memory_model, replicas, policy };
-    let report = detached(py, move || tlbsim_core::bench::run_bench(&opts))?
-        .map_err(|e| errors::from_core(py, e))?;
+    let report = detached(py, move || tlbsim_core::bench::run_bench(&opts))?.map_err(|e| errors::from_core(py, e))?;
     to_json_string(py, &report)
 }
 
 /// Convert a trace to tlbsim's native format; returns the conversion report as JSON.
 #[pyfunction]
-fn convert(
-    py: Python<'_>,
-    input: PathBuf,
-    input_format: String,
-    output: PathBuf,
-) -> PyResult<String> {
-    let format: TraceFormat =
-        serde_json::from_value(serde_json::Value::String(input_format.clone())).map_err(|_| {
-            errors::new_err(
-                py,
-                errors::Kind::Trace,
-                format!(
-                    "unknown trace format {input_format:?}: expected lackey, champsim or native"
-                ),
-                &[],
-            )
-        })?;
-    let report = detached(py, move || tlbsim_core::trace::native::convert(&input, format, &output))?
-        .map_err(|e| errors::from_trace(py, e))?;
+fn convert(py: Python<'_>, input: PathBuf, input_format: String, output: PathBuf) -> PyResult<String> {
+    let format: TraceFormat = serde_json::from_value(serde_json::Value::String(input_format.clone()))
+        .map_err(|_| errors::new_err(py, errors::Kind::Trace, format!("unknown trace format {input_format:?}: expected lackey, champsim or native"), &[]))?;
+    let report = detached(py, move || tlbsim_core::trace::native::convert(&input, format, &output))?.map_err(|e| errors::from_trace(py, e))?;
     to_json_string(py, &report)
 }
 
 /// `tlbsim fuzz`: random OS scenarios under a policy; returns the report as JSON.
 #[pyfunction]
 #[pyo3(signature = (policy, tagging, overrides, scenarios, seed))]
-fn fuzz(
-    py: Python<'_>,
-    policy: String,
-    tagging: Option<String>,
-    overrides: Vec<String>,
-    scenarios: u64,
-    seed: u64,
-) -> PyResult<String> {
+fn fuzz(py: Python<'_>, policy: String, tagging: Option<String>, overrides: Vec<String>, scenarios: u64, seed: u64) -> PyResult<String> {
     let opts = tlbsim_core::fuzz::FuzzOptions { policy, tagging, overrides, scenarios, seed };
-    let report = detached(py, move || tlbsim_core::fuzz::fuzz(&opts))?
-        .map_err(|e| errors::from_core(py, e))?;
+    let report = detached(py, move || tlbsim_core::fuzz::fuzz(&opts))?.map_err(|e| errors::from_core(py, e))?;
     to_json_string(py, &report)
 }
 
@@ -163,17 +109,9 @@ fn fuzz(
 /// `tlbsim.Policy` instance). Returns (effective config JSON, stats JSON); an exception a
 /// hook raised is re-raised with its traceback.
 #[pyfunction]
-fn run_policy(
-    py: Python<'_>,
-    config_json: String,
-    overrides: Vec<String>,
-    base_dir: PathBuf,
-    policy: Py<PyAny>,
-    label: String,
-) -> PyResult<(String, String)> {
-    let config: serde_json::Value = serde_json::from_str(&config_json).map_err(|e| {
-        errors::new_err(py, errors::Kind::Config, format!("config: not valid JSON: {e}"), &[])
-    })?;
+fn run_policy(py: Python<'_>, config_json: String, overrides: Vec<String>, base_dir: PathBuf, policy: Py<PyAny>, label: String) -> PyResult<(String, String)> {
+    let config: serde_json::Value =
+        serde_json::from_str(&config_json).map_err(|e| errors::new_err(py, errors::Kind::Config, format!("config: not valid JSON: {e}"), &[]))?;
     let slot: policy::ErrorSlot = Default::default();
     let p = policy::PyPolicy::new(py, policy, slot.clone())?;
     let out = detached(py, move || tlbsim_core::run_with_policy(config, &overrides, &base_dir, &label, move |_| p))?;
@@ -228,8 +166,7 @@ fn fuzz_policy(
 /// summary as JSON.
 #[pyfunction]
 fn record_finish(py: Python<'_>, raw: PathBuf, output: PathBuf) -> PyResult<String> {
-    let s = detached(py, move || tlbsim_core::trace::recorded::finish(&raw, &output))?
-        .map_err(|e| errors::from_trace(py, e))?;
+    let s = detached(py, move || tlbsim_core::trace::recorded::finish(&raw, &output))?.map_err(|e| errors::from_trace(py, e))?;
     to_json_string(py, &s)
 }
 
@@ -238,8 +175,7 @@ fn record_finish(py: Python<'_>, raw: PathBuf, output: PathBuf) -> PyResult<Stri
 #[pyfunction]
 #[pyo3(signature = (path, syscalls=false))]
 fn record_info(py: Python<'_>, path: PathBuf, syscalls: bool) -> PyResult<String> {
-    let s = detached(py, move || tlbsim_core::trace::recorded::summarise(&path, syscalls))?
-        .map_err(|e| errors::from_trace(py, e))?;
+    let s = detached(py, move || tlbsim_core::trace::recorded::summarise(&path, syscalls))?.map_err(|e| errors::from_trace(py, e))?;
     to_json_string(py, &s)
 }
 

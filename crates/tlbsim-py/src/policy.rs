@@ -58,10 +58,7 @@ impl PyPolicy {
         let b = obj.bind(py);
         let base = py.import("tlbsim.policy")?.getattr("Policy")?;
         if !b.is_instance(&base)? {
-            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                "policy must be a tlbsim.Policy instance, got {}",
-                b.get_type().name()?
-            )));
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!("policy must be a tlbsim.Policy instance, got {}", b.get_type().name()?)));
         }
         // The class checks its own per-access hooks when defined; check again here.
         b.call_method0("_check")?;
@@ -81,7 +78,12 @@ impl PyPolicy {
     }
 
     /// Call `name(*args)` on the object with the GIL; keep the first exception.
-    fn call<T>(&mut self, name: &str, args: impl FnOnce(Python<'_>) -> PyResult<Bound<'_, PyTuple>>, parse: impl FnOnce(&Bound<'_, PyAny>) -> PyResult<T>) -> Option<T> {
+    fn call<T>(
+        &mut self,
+        name: &str,
+        args: impl FnOnce(Python<'_>) -> PyResult<Bound<'_, PyTuple>>,
+        parse: impl FnOnce(&Bound<'_, PyAny>) -> PyResult<T>,
+    ) -> Option<T> {
         if self.failed {
             return None;
         }
@@ -181,13 +183,18 @@ impl Coherence for PyPolicy {
             },
             |out| {
                 // (targets, pages_of, delivery kind, latency, initiator_cycles, target_cycles)
-                let (targets, pages_of, kind, latency, initiator_cycles, target_cycles): (Vec<u32>, Vec<Option<Vec<u64>>>, String, u64, u64, u64) = out.extract()?;
+                let (targets, pages_of, kind, latency, initiator_cycles, target_cycles): (Vec<u32>, Vec<Option<Vec<u64>>>, String, u64, u64, u64) =
+                    out.extract()?;
                 let delivery = match kind.as_str() {
                     "ipi" => Delivery::Ipi,
                     "free" => Delivery::Free,
                     "deferred" => Delivery::Deferred,
                     "message" => Delivery::Message { latency, initiator_cycles, target_cycles },
-                    other => return Err(pyo3::exceptions::PyValueError::new_err(format!("plan: delivery {other:?}: use \"ipi\", \"message\", \"deferred\" or \"free\""))),
+                    other => {
+                        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                            "plan: delivery {other:?}: use \"ipi\", \"message\", \"deferred\" or \"free\""
+                        )))
+                    }
                 };
                 Ok((targets, pages_of, delivery))
             },
@@ -219,7 +226,17 @@ impl Coherence for PyPolicy {
         let mut cache = self.last_request.take();
         let r = self.call(
             "_on_deliver",
-            |py| PyTuple::new(py, [core.0.into_pyobject(py)?.into_any(), core_view(py, me)?.into_any(), cached_request(py, &mut cache, req)?.into_any(), flush_ceiling.into_pyobject(py)?.into_any()]),
+            |py| {
+                PyTuple::new(
+                    py,
+                    [
+                        core.0.into_pyobject(py)?.into_any(),
+                        core_view(py, me)?.into_any(),
+                        cached_request(py, &mut cache, req)?.into_any(),
+                        flush_ceiling.into_pyobject(py)?.into_any(),
+                    ],
+                )
+            },
             |out| {
                 let s: String = out.extract()?;
                 Ok(match s.as_str() {
@@ -269,7 +286,9 @@ impl Coherence for PyPolicy {
     fn on_frame_alloc(&mut self, core: CoreId, pfn: Pfn, technique_word: &mut u64, usage: FrameUse, _fx: &mut Effects) {
         if self.has.frame_alloc {
             let word = *technique_word;
-            if let Some(Some(w)) = self.call("on_frame_alloc", |py| (core.0, pfn.0, word, usage.mm, usage.file).into_pyobject(py), |out| out.extract::<Option<u64>>()) {
+            if let Some(Some(w)) =
+                self.call("on_frame_alloc", |py| (core.0, pfn.0, word, usage.mm, usage.file).into_pyobject(py), |out| out.extract::<Option<u64>>())
+            {
                 *technique_word = w;
             }
         }

@@ -47,10 +47,10 @@
 use super::{linux_targets, Coherence, CoreView, Cr3Load, Delivery, Effects, FlushPlan, FlushRequest, FullFlushCause, LocalFlush, OsView, Policy};
 use crate::config::Config;
 use crate::error::Result;
+use crate::fasthash::{FastMap as HashMap, FastSet as HashSet};
 use crate::page_table::{PTE_ACCESSED, PTE_PFN_MASK, PTE_PRESENT};
 use crate::types::{CoreId, Vpn};
 use serde::{Deserialize, Serialize};
-use crate::fasthash::{FastMap as HashMap, FastSet as HashSet};
 
 /// `[coherence.abis]`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -183,7 +183,9 @@ impl<const GAP: u64, const NAIVE: bool> Coherence for Abis<GAP, NAIVE> {
             linux_targets(view, req, plan);
             return;
         }
-        let holders: Vec<u32> = (0..view.cores.len() as u32).filter(|&c| c != req.initiator.0 && (self.may_hold[c as usize].contains(&req.mm) || (view.cpumask[c as usize] && req.freed_tables))).collect();
+        let holders: Vec<u32> = (0..view.cores.len() as u32)
+            .filter(|&c| c != req.initiator.0 && (self.may_hold[c as usize].contains(&req.mm) || (view.cpumask[c as usize] && req.freed_tables)))
+            .collect();
         if req.global || req.full || req.freed_tables {
             // Whole-address-space and table-freeing requests: every possible holder. (A
             // long list of pages is still decided page by page, as ABIS checks each PTE of
@@ -360,6 +362,8 @@ impl<const GAP: u64, const NAIVE: bool> Coherence for Abis<GAP, NAIVE> {
     }
 
     fn core_stats_json(&self, core: CoreId) -> Option<serde_json::Value> {
-        Some(serde_json::json!({"direct_insertions": self.insertions_per_core[core.0 as usize], "idle_page_flushes_pending": self.idle_flushes[core.0 as usize]}))
+        Some(
+            serde_json::json!({"direct_insertions": self.insertions_per_core[core.0 as usize], "idle_page_flushes_pending": self.idle_flushes[core.0 as usize]}),
+        )
     }
 }

@@ -39,11 +39,11 @@
 use super::{linux_on_deliver, linux_targets, Coherence, CoreView, Cr3Load, Delivery, Effect, Effects, FlushPlan, FlushRequest, LocalFlush, OsView, Policy};
 use crate::config::{Config, CostsConfig};
 use crate::error::{Error, Result};
+use crate::fasthash::{FastMap as HashMap, FastSet as HashSet};
 use crate::tlb::hierarchy::{L1D_4K, L2};
 use crate::tlb::TlbEntry;
 use crate::types::{CoreId, PageSize, Vpn};
 use serde::{Deserialize, Serialize};
-use crate::fasthash::{FastMap as HashMap, FastSet as HashSet};
 
 /// `[coherence.didi]` (shared by the variants).
 #[derive(Clone, Debug, Serialize, Deserialize)]

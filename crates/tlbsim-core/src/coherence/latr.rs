@@ -36,7 +36,9 @@
 //! mmap may hand the address out again while another core still caches the old
 //! translation; `tlbsim fuzz` must catch it.
 
-use super::{linux_on_deliver, linux_targets, Coherence, CoreView, Delivery, Effect, Effects, FlushPlan, FlushReason, FlushRequest, LocalFlush, OsView, Policy};
+use super::{
+    linux_on_deliver, linux_targets, Coherence, CoreView, Delivery, Effect, Effects, FlushPlan, FlushReason, FlushRequest, LocalFlush, OsView, Policy,
+};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::types::CoreId;
@@ -172,10 +174,10 @@ impl<const SAFE: bool> Coherence for Latr<SAFE> {
         // Held in epoch order: only the oldest can be due.
         if self.held.first().is_some_and(|&(_, _, _, at)| at + 2 <= epoch) {
             self.held.retain(|&(mm, start, end, at)| {
-            let release = at + 2 <= epoch;
-            if release {
-                fx.push(Effect::ReleaseRange { mm, start, end });
-            }
+                let release = at + 2 <= epoch;
+                if release {
+                    fx.push(Effect::ReleaseRange { mm, start, end });
+                }
                 !release
             });
         }

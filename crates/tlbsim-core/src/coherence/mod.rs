@@ -153,7 +153,8 @@ pub enum FlushReason {
 
 impl FlushReason {
     /// Names in stats.json (`shootdowns_sent_by_reason`), in declaration order.
-    pub const NAMES: [&'static str; 10] = ["munmap", "mprotect", "madvise_dontneed", "msync", "copy_on_write", "fork", "migration", "reclaim", "numa_hint", "policy"];
+    pub const NAMES: [&'static str; 10] =
+        ["munmap", "mprotect", "madvise_dontneed", "msync", "copy_on_write", "fork", "migration", "reclaim", "numa_hint", "policy"];
 }
 
 /// One flush request: a batch of page-table changes to one address space (mmu_gather's

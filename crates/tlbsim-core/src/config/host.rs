@@ -128,8 +128,20 @@ fn amd_leaves() -> Vec<ReportedTlb> {
 pub fn decode_amd(l1: [u32; 4], l2: [u32; 4]) -> Vec<ReportedTlb> {
     let l1_ways = |a: u32, n: u32| if a == 0xff { n } else { a };
     let l2_ways = |code: u32, n: u32| match code {
-        1 => 1, 2 => 2, 3 => 3, 4 => 4, 5 => 6, 6 => 8, 8 => 16, 0xa => 32, 0xb => 48,
-        0xc => 64, 0xd => 96, 0xe => 128, 0xf => n, _ => 0,
+        1 => 1,
+        2 => 2,
+        3 => 3,
+        4 => 4,
+        5 => 6,
+        6 => 8,
+        8 => 16,
+        0xa => 32,
+        0xb => 48,
+        0xc => 64,
+        0xd => 96,
+        0xe => 128,
+        0xf => n,
+        _ => 0,
     };
     let mut out = Vec::new();
     let mut push = |level, kind, big: bool, entries: u32, ways: u32| {

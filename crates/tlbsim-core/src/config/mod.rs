@@ -11,11 +11,11 @@ pub mod presets;
 pub mod storage;
 mod tree;
 
-pub use costs::CostsConfig;
 use crate::error::{Error, Result};
 use crate::tlb::Replacement;
 use crate::trace::TraceFormat;
 use crate::workload::scenario::ScenarioSpec;
+pub use costs::CostsConfig;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -591,11 +591,7 @@ impl Config {
         let preset_name = user
             .get("machine")
             .and_then(|m| m.get("preset"))
-            .map(|p| {
-                p.as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| Error::config("machine.preset", format!("expected a string, got {p}")))
-            })
+            .map(|p| p.as_str().map(str::to_owned).ok_or_else(|| Error::config("machine.preset", format!("expected a string, got {p}"))))
             .transpose()?
             .unwrap_or_else(|| "none".to_owned());
         // Merge complete trees, so that a table the user gives in part keeps the preset's
@@ -654,10 +650,7 @@ impl Config {
         if !m.memory.latency_matrix.is_empty() {
             let n = m.sockets as usize;
             if m.memory.latency_matrix.len() != n || m.memory.latency_matrix.iter().any(|r| r.len() != n) {
-                return Err(Error::config(
-                    "machine.memory.latency_matrix",
-                    format!("must be {n} rows of {n} latencies (machine.sockets = {n})"),
-                ));
+                return Err(Error::config("machine.memory.latency_matrix", format!("must be {n} rows of {n} latencies (machine.sockets = {n})")));
             }
         }
         let t = &m.tlb;
@@ -673,11 +666,10 @@ impl Config {
                 if bytes % 64 != 0 || bytes / 64 > (1 << 24) {
                     return Err(Error::config(format!("{key}_bytes"), format!("{bytes}: a whole number of 64-byte lines, at most 1 GiB")));
                 }
-                check_geometry(key, (bytes / 64) as u32, ways, crate::tlb::Replacement::Lru)
-                    .map_err(|e| match e {
-                        Error::Config { message, .. } => Error::config(format!("{key}_ways"), message),
-                        e => e,
-                    })?;
+                check_geometry(key, (bytes / 64) as u32, ways, crate::tlb::Replacement::Lru).map_err(|e| match e {
+                    Error::Config { message, .. } => Error::config(format!("{key}_ways"), message),
+                    e => e,
+                })?;
             }
             positive("machine.memory.bandwidth_gbps_local", mem.bandwidth_gbps_local)?;
             positive("machine.memory.bandwidth_gbps_remote", mem.bandwidth_gbps_remote)?;
@@ -687,10 +679,7 @@ impl Config {
         }
         for (i, f) in t.sl_quota_fraction.iter().enumerate() {
             if !(0.0..=1.0).contains(f) {
-                return Err(Error::config(
-                    format!("machine.tlb.sl_quota_fraction[{i}]"),
-                    format!("{f} is out of range: a fraction of the TLB, 0.0 to 1.0"),
-                ));
+                return Err(Error::config(format!("machine.tlb.sl_quota_fraction[{i}]"), format!("{f} is out of range: a fraction of the TLB, 0.0 to 1.0")));
             }
         }
         if t.sl_quota_fraction.len() > 256 {
@@ -730,15 +719,15 @@ impl Config {
         }
         positive("os.numa_scan_delay_ms", self.os.numa_scan_delay_ms)?;
         if !matches!(self.os.numa_hint_order.as_str(), "migrate-first" | "restore-first") {
-            return Err(Error::config(
-                "os.numa_hint_order",
-                format!("{:?}: use \"migrate-first\" or \"restore-first\"", self.os.numa_hint_order),
-            ));
+            return Err(Error::config("os.numa_hint_order", format!("{:?}: use \"migrate-first\" or \"restore-first\"", self.os.numa_hint_order)));
         }
         positive("os.numa_scan_period_ms", self.os.numa_scan_period_ms)?;
         positive("os.numa_scan_period_max_ms", self.os.numa_scan_period_max_ms)?;
         if self.os.numa_scan_period_max_ms < self.os.numa_scan_period_ms {
-            return Err(Error::config("os.numa_scan_period_max_ms", format!("{} is below os.numa_scan_period_ms ({})", self.os.numa_scan_period_max_ms, self.os.numa_scan_period_ms)));
+            return Err(Error::config(
+                "os.numa_scan_period_max_ms",
+                format!("{} is below os.numa_scan_period_ms ({})", self.os.numa_scan_period_max_ms, self.os.numa_scan_period_ms),
+            ));
         }
         range("os.numa_scan_size_mb", self.os.numa_scan_size_mb, 1, 1 << 30)?;
         if !matches!(self.os.balance.as_str(), "none" | "linux") {
@@ -762,19 +751,13 @@ impl Config {
                 }
             }
             "synthetic" => {
-                range("workload.threads", w.threads as u64, 0, self.cores() as u64)
-                    .map_err(|e| match e {
-                        Error::Config { key, message } => Error::Config { key, message: format!("{message} (one thread per core)") },
-                        e => e,
-                    })?;
+                range("workload.threads", w.threads as u64, 0, self.cores() as u64).map_err(|e| match e {
+                    Error::Config { key, message } => Error::Config { key, message: format!("{message} (one thread per core)") },
+                    e => e,
+                })?;
                 match w.pattern.as_str() {
                     "random" | "sequential" | "strided" => {}
-                    p => {
-                        return Err(Error::config(
-                            "workload.pattern",
-                            format!("{p:?}: use \"random\", \"sequential\" or \"strided\""),
-                        ))
-                    }
+                    p => return Err(Error::config("workload.pattern", format!("{p:?}: use \"random\", \"sequential\" or \"strided\""))),
                 }
                 range("workload.region_bytes", w.region_bytes, 4096, 1 << 47)?;
                 range("workload.stride", w.stride, 1, 1 << 40)?;
@@ -786,13 +769,19 @@ impl Config {
             // A recording is read (and checked) when the run builds it: only its path here.
             "recorded" => {
                 if w.paths.len() != 1 {
-                    return Err(Error::config("workload.paths", format!("a recorded workload replays one recording (`tlbsim record --out FILE`), got {} paths", w.paths.len())));
+                    return Err(Error::config(
+                        "workload.paths",
+                        format!("a recorded workload replays one recording (`tlbsim record --out FILE`), got {} paths", w.paths.len()),
+                    ));
                 }
                 if !w.paths[0].is_file() {
                     return Err(Error::config("workload.paths", format!("{}: no such recording", w.paths[0].display())));
                 }
                 if !(w.time_scale > 0.0 && w.time_scale <= 1e6) {
-                    return Err(Error::config("workload.time_scale", format!("{}: must be above 0 (1 = the machine's CPI per recorded instruction)", w.time_scale)));
+                    return Err(Error::config(
+                        "workload.time_scale",
+                        format!("{}: must be above 0 (1 = the machine's CPI per recorded instruction)", w.time_scale),
+                    ));
                 }
             }
             // OS mode: building the workload checks every parameter the kind reads (errors
@@ -804,15 +793,9 @@ impl Config {
                 crate::workload::build(self)?;
             }
             k => {
-                let kinds: Vec<String> = ["trace", "synthetic", "scenario", "recorded"]
-                    .iter()
-                    .chain(crate::workload::generators::KINDS)
-                    .map(|k| format!("{k:?}"))
-                    .collect();
-                return Err(Error::config(
-                    "workload.kind",
-                    format!("{k:?} is not a workload kind: use one of {}", kinds.join(", ")),
-                ));
+                let kinds: Vec<String> =
+                    ["trace", "synthetic", "scenario", "recorded"].iter().chain(crate::workload::generators::KINDS).map(|k| format!("{k:?}")).collect();
+                return Err(Error::config("workload.kind", format!("{k:?} is not a workload kind: use one of {}", kinds.join(", "))));
             }
         }
         Ok(())
@@ -855,14 +838,9 @@ fn check_geometry(key: &str, entries: u32, ways: u32, replacement: Replacement) 
     }
     range(&format!("{key}.entries"), entries as u64, 0, 1 << 20)?;
     if ways == 0 || ways > entries {
-        return Err(Error::config(
-            format!("{key}.ways"),
-            format!("{ways}: ways must be 1 (direct mapped) to entries = {entries} (fully associative)"),
-        ));
+        return Err(Error::config(format!("{key}.ways"), format!("{ways}: ways must be 1 (direct mapped) to entries = {entries} (fully associative)")));
     }
-    crate::tlb::Tlb::new(&crate::tlb::TlbGeometry { entries, ways, replacement }, 0)
-        .map(|_| ())
-        .map_err(|m| Error::config(format!("{key}.ways"), m))
+    crate::tlb::Tlb::new(&crate::tlb::TlbGeometry { entries, ways, replacement }, 0).map(|_| ()).map_err(|m| Error::config(format!("{key}.ways"), m))
 }
 
 impl Default for MemoryConfig {

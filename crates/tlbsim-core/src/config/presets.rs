@@ -2,7 +2,7 @@
 //! manual, or a measurement on this workplace's machines. A preset is a partial machine
 //! table merged over the built-in defaults; the user's own keys are merged over the preset.
 
-use super::{CacheConfig, LevelConfig, MachineConfig, MemoryConfig, TlbConfig, Tagging};
+use super::{CacheConfig, LevelConfig, MachineConfig, MemoryConfig, Tagging, TlbConfig};
 use crate::error::{Error, Result};
 use crate::tlb::Replacement::Lru;
 use serde_json::{json, Value};
@@ -196,12 +196,6 @@ pub fn preset_tree(name: &str) -> Result<Value> {
                 "l2": {"entries": 2048, "ways": 16, "replacement": "lru", "latency": 7}
             }
         }),
-        other => {
-            return Err(Error::config(
-                "machine.preset",
-                format!("unknown preset {other:?}; known: {}", NAMES.join(", ")),
-            ))
-        }
+        other => return Err(Error::config("machine.preset", format!("unknown preset {other:?}; known: {}", NAMES.join(", ")))),
     })
 }
-

@@ -7,8 +7,7 @@ use std::path::Path;
 
 /// Read a TOML file into a JSON-shaped tree.
 pub fn load_toml_file(path: &Path) -> Result<Value> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::Io { context: format!("reading config {}", path.display()), source: e })?;
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Io { context: format!("reading config {}", path.display()), source: e })?;
     parse_toml(&text).map_err(|m| Error::config(path.display().to_string(), m))
 }
 
@@ -22,17 +21,14 @@ pub fn parse_toml(text: &str) -> std::result::Result<Value, String> {
 /// (`64`, `true`, `"lru"`, `[1, 2]`); a value that is not one is taken as a bare string,
 /// so `--set os.coherence=linux` works without quotes.
 pub fn apply_override(tree: &mut Value, spec: &str) -> Result<()> {
-    let (key, raw) = spec
-        .split_once('=')
-        .ok_or_else(|| Error::config(spec, "an override is dotted.key=value"))?;
+    let (key, raw) = spec.split_once('=').ok_or_else(|| Error::config(spec, "an override is dotted.key=value"))?;
     let key = key.trim();
     if key.is_empty() || key.split('.').any(str::is_empty) {
         return Err(Error::config(key, "an override's key is dotted names, like machine.tlb.l1d.entries"));
     }
     let raw = raw.trim();
     let value = match toml::from_str::<toml::Value>(&format!("v = {raw}")) {
-        Ok(toml::Value::Table(mut t)) => serde_json::to_value(t.remove("v").expect("v present"))
-            .map_err(|e| Error::config(key, e.to_string()))?,
+        Ok(toml::Value::Table(mut t)) => serde_json::to_value(t.remove("v").expect("v present")).map_err(|e| Error::config(key, e.to_string()))?,
         _ => Value::String(raw.to_owned()),
     };
     let mut node = tree;
@@ -40,12 +36,7 @@ pub fn apply_override(tree: &mut Value, spec: &str) -> Result<()> {
     for (i, part) in parts.iter().enumerate() {
         let obj = match node {
             Value::Object(o) => o,
-            _ => {
-                return Err(Error::config(
-                    parts[..i].join("."),
-                    format!("is not a table, so {key} cannot be set"),
-                ))
-            }
+            _ => return Err(Error::config(parts[..i].join("."), format!("is not a table, so {key} cannot be set"))),
         };
         if i + 1 == parts.len() {
             obj.insert((*part).to_owned(), value);

@@ -84,7 +84,9 @@ impl<P: Coherence> AccessEnv for Os<P> {
             return Ok(FaultOutcome::Done);
         }
         if !present
-            && self.pte_lookup(pid, va).is_some_and(|l| l.pte & crate::page_table::PTE_PROTNONE == 0 && (!kind.is_write() || l.pte & crate::page_table::PTE_WRITABLE != 0))
+            && self
+                .pte_lookup(pid, va)
+                .is_some_and(|l| l.pte & crate::page_table::PTE_PROTNONE == 0 && (!kind.is_write() || l.pte & crate::page_table::PTE_WRITABLE != 0))
         {
             // Spurious: the walk reached a table the page is no longer in (a page-walk-cache
             // entry into a table a lazy munmap unlinked). A #PF invalidates the paging-

@@ -37,7 +37,6 @@ impl<P: Coherence> Os<P> {
         }
     }
 
-
     /// Mark, on every core but `except`, the entries of `pid` that translate each page to
     /// the given frame (a translation just unmapped without a flush; other stale ones are
     /// left to the flush in flight that covers the page).
@@ -69,7 +68,13 @@ impl<P: Coherence> Os<P> {
                 let (pt, backend, levels) = (&self.m.pt, &self.m.backend, self.pt_levels);
                 let tlbs = &mut self.m.cores[core].tlbs;
                 let mut n = 0;
-                for i in [crate::tlb::hierarchy::L1D_4K, crate::tlb::hierarchy::L1D_2M, crate::tlb::hierarchy::L1D_1G, crate::tlb::hierarchy::L1I, crate::tlb::hierarchy::L2] {
+                for i in [
+                    crate::tlb::hierarchy::L1D_4K,
+                    crate::tlb::hierarchy::L1D_2M,
+                    crate::tlb::hierarchy::L1D_1G,
+                    crate::tlb::hierarchy::L1I,
+                    crate::tlb::hierarchy::L2,
+                ] {
                     if !tlbs.present(i) {
                         continue;
                     }

@@ -62,7 +62,13 @@ impl<P: Coherence> Os<P> {
         }
         let system_call = matches!(
             op,
-            Op::Fork { .. } | Op::Mmap { .. } | Op::Munmap { .. } | Op::Mprotect { .. } | Op::MadviseDontneed { .. } | Op::Msync { .. } | Op::MigratePages { .. }
+            Op::Fork { .. }
+                | Op::Mmap { .. }
+                | Op::Munmap { .. }
+                | Op::Mprotect { .. }
+                | Op::MadviseDontneed { .. }
+                | Op::Msync { .. }
+                | Op::MigratePages { .. }
         );
         if system_call && self.ahead_of_others(core) {
             self.yield_core = true;
@@ -267,7 +273,15 @@ impl<P: Coherence> Os<P> {
     /// A system call on region `slot` of `thread`: take `mmap_lock` in `mode` (or wait and
     /// run again when granted), write-lock the region's VMAs if `lock_vmas`, run `call` on
     /// (address, length), release (after the flush, if it left the core waiting).
-    fn region_syscall(&mut self, core: usize, thread: usize, slot: usize, mode: LockMode, lock_vmas: bool, call: impl FnOnce(&mut Self, (u64, u64)) -> Result<()>) -> Result<()> {
+    fn region_syscall(
+        &mut self,
+        core: usize,
+        thread: usize,
+        slot: usize,
+        mode: LockMode,
+        lock_vmas: bool,
+        call: impl FnOnce(&mut Self, (u64, u64)) -> Result<()>,
+    ) -> Result<()> {
         let pid = self.threads[thread].pid;
         if !self.mmap_lock(core, thread, pid, mode) {
             return Ok(());

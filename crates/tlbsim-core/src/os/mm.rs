@@ -88,7 +88,9 @@ impl<P: Coherence> Os<P> {
             let default_va = if self.recycling_on { self.recycling.choose_mmap_va(pid, len, default_va, &is_free) } else { default_va };
             let va = self.policy.choose_mmap_va(pid, len, default_va, &is_free);
             if va % PAGE != 0 || !is_free(va, va + len) {
-                return Err(Error::Sim(format!("process {pid}: the coherence policy chose {va:#x} for a {len}-byte mapping, which is not a free, page-aligned range")));
+                return Err(Error::Sim(format!(
+                    "process {pid}: the coherence policy chose {va:#x} for a {len}-byte mapping, which is not a free, page-aligned range"
+                )));
             }
             va
         };
@@ -100,10 +102,9 @@ impl<P: Coherence> Os<P> {
             let pages: Vec<Vpn> = (va >> 12..(va + len) >> 12).map(Vpn).collect();
             self.flush(core, pid, FlushReason::Policy, false, Gather::of_pages(pages));
         }
-        self.procs[pid as usize].vmas.insert(
-            va,
-            Vma { end: va + len, writable: spec.writable, shared: spec.shared, backing: spec.backing, reserved: false, recycling },
-        );
+        self.procs[pid as usize]
+            .vmas
+            .insert(va, Vma { end: va + len, writable: spec.writable, shared: spec.shared, backing: spec.backing, reserved: false, recycling });
         if spec.populate {
             let mut page = va;
             while page < va + len {
@@ -406,7 +407,9 @@ impl<P: Coherence> Os<P> {
                 if let Some(pfn) = self.m.huge_block(core, node, pid) {
                     for f in pfn.0..pfn.0 + 512 {
                         let (policy, fx) = (&mut self.policy, &mut self.fx);
-                        self.m.mem.update_word(Pfn(f), FrameWord::Technique, |w| policy.on_frame_alloc(CoreId(core as u32), Pfn(f), w, FrameUse { mm: pid, file: false }, fx));
+                        self.m.mem.update_word(Pfn(f), FrameWord::Technique, |w| {
+                            policy.on_frame_alloc(CoreId(core as u32), Pfn(f), w, FrameUse { mm: pid, file: false }, fx)
+                        });
                     }
                     self.apply_effects();
                     self.charge(core, self.costs.zero_page * 512);
@@ -542,7 +545,12 @@ impl<P: Coherence> Os<P> {
             let mapping = self.m.mem.mapping(old);
             // A mapped page has a map count of at least 1 (checked in release builds too:
             // a wrapped count would go unnoticed, and a fault is no hot path).
-            let count = self.m.mem.mapcount(old).checked_sub(1).ok_or_else(|| Error::Sim(format!("copy-on-write at {page:#x} of process {pid}: its frame {:#x} has a map count of 0", old.0)))?;
+            let count = self
+                .m
+                .mem
+                .mapcount(old)
+                .checked_sub(1)
+                .ok_or_else(|| Error::Sim(format!("copy-on-write at {page:#x} of process {pid}: its frame {:#x} has a map count of 0", old.0)))?;
             self.m.mem.set_mapcount(old, count);
             if count == 0 && mapping == 0 {
                 self.free_after_flush(old, &mut gather);

@@ -59,21 +59,21 @@ mod mm;
 mod numa;
 mod output;
 mod pte;
+mod replay;
 mod sched;
 mod shootdown;
-mod replay;
 mod virt;
 
 use crate::coherence::{Coherence, Effect, Effects, WithPolicy};
 use crate::config::{Config, CostsConfig, Tagging};
 use crate::error::{Error, Result};
+use crate::fasthash::{FastMap as HashMap, FastSet};
 use crate::rng::SplitMix64;
 use crate::sim::{Machine, CLOCK_SHIFT};
 use crate::tlb::TlbEntry;
 use crate::types::{CoreId, Pfn, Vpn};
 use crate::workload::program::{MapSpec, Workload};
 use std::cmp::Reverse;
-use crate::fasthash::{FastMap as HashMap, FastSet};
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::rc::Rc;
 
@@ -100,8 +100,18 @@ const LIBS_BYTES: u64 = (2 << 20) + (300 << 12);
 pub(crate) use crate::coherence::FullFlushCause as Cause;
 /// The last two split `context_switch` by whether the switch changed VM (natively every
 /// switch is intra-VM).
-pub(crate) const CAUSES: [&str; 10] =
-    ["shootdown", "ceiling", "context_switch", "lazy_switch", "tag_capacity", "tag_forced", "policy", "involuntary", "context_switch_intra_vm", "context_switch_inter_vm"];
+pub(crate) const CAUSES: [&str; 10] = [
+    "shootdown",
+    "ceiling",
+    "context_switch",
+    "lazy_switch",
+    "tag_capacity",
+    "tag_forced",
+    "policy",
+    "involuntary",
+    "context_switch_intra_vm",
+    "context_switch_inter_vm",
+];
 /// Index in `CAUSES` of `context_switch_intra_vm` (+1: inter).
 pub(crate) const INTRA_VM: usize = 8;
 
@@ -719,7 +729,10 @@ impl<P: Coherence> Os<P> {
                 intervals: Vec::new(),
             });
         } else if cfg.sim.interval_instructions > 0 {
-            return Err(Error::config("sim.interval_instructions", "time series are counted per VM: the workload has none (workload.scenario.vm, or kind = \"vm-mix\")"));
+            return Err(Error::config(
+                "sim.interval_instructions",
+                "time series are counted per VM: the workload has none (workload.scenario.vm, or kind = \"vm-mix\")",
+            ));
         }
         let mut next_core = 0usize;
         let mut declared = 0usize;

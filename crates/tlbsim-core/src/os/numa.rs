@@ -60,7 +60,6 @@ use crate::memory::FrameKind;
 use crate::page_table::{make_pte, pte_pfn, Leaf, PTE_PFN_MASK, PTE_PROTNONE};
 use crate::types::{NodeId, Pfn, Vpn};
 
-
 /// AutoNUMA's state: its parameters in cycles and pages, per process its scan, per frame
 /// its last hinting fault.
 pub(crate) struct NumaBalancing {
@@ -114,11 +113,7 @@ impl NumaProc {
             let slot = period.div_ceil(SLOTS) as i64;
             let lr_ratio = (local * SLOTS / (local + remote).max(1)) as i64;
             let ps_ratio = (private * SLOTS / (private + shared).max(1)) as i64;
-            let diff = if lr_ratio >= THRESHOLD {
-                (lr_ratio - THRESHOLD).max(1) * slot
-            } else {
-                -(THRESHOLD - lr_ratio.max(ps_ratio)) * slot
-            };
+            let diff = if lr_ratio >= THRESHOLD { (lr_ratio - THRESHOLD).max(1) * slot } else { -(THRESHOLD - lr_ratio.max(ps_ratio)) * slot };
             (period as i64 + diff).clamp(min as i64, max as i64) as u64
         };
         self.period = next;
@@ -228,11 +223,7 @@ impl<P: Coherence> Os<P> {
         let mut start = self.numa.as_ref().map_or(0, |n| n.procs[pid as usize].offset);
         loop {
             // The VMA at or after `start` that the scan may change.
-            let next = self.procs[pid as usize]
-                .vmas
-                .range(..)
-                .find(|(_, v)| v.end > start && !v.reserved && scannable(v))
-                .map(|(&s, v)| (s, v.end));
+            let next = self.procs[pid as usize].vmas.range(..).find(|(_, v)| v.end > start && !v.reserved && scannable(v)).map(|(&s, v)| (s, v.end));
             let Some((vma_start, vma_end)) = next else {
                 // Past the last VMA: the next scan starts over (reset_ptenuma_scan).
                 start = 0;

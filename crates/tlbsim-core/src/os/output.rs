@@ -62,11 +62,36 @@ fn sum(all: &[OsCoreStats]) -> OsCoreStats {
     let mut t = OsCoreStats { targets_hist: vec![0; all.first().map_or(0, |s| s.targets_hist.len())], ..Default::default() };
     for s in all {
         macro_rules! add { ($($f:ident),*) => { $( t.$f += s.$f; )* } }
-        add!(shootdowns_sent, shootdown_ipis_sent, shootdown_ipis_received, shootdown_messages_received, shootdowns_deferred_received,
-            shootdowns_deferred_lazy, shootdowns_taken_on_kernel_exit, direct_fills, false_positive_targets, pages_flushed,
-            shootdown_cycles_initiator_send, shootdown_cycles_initiator_wait, shootdown_cycles_target,
-            violations_security, violations_consistency, stale_entries_marked, stale_uses_in_lazy_window, context_switches, syscalls, segv_signals, spurious_faults, cow_faults,
-            file_faults, page_cache_misses, io_sleeps, pages_reclaimed, pages_migrated, idle_cycles);
+        add!(
+            shootdowns_sent,
+            shootdown_ipis_sent,
+            shootdown_ipis_received,
+            shootdown_messages_received,
+            shootdowns_deferred_received,
+            shootdowns_deferred_lazy,
+            shootdowns_taken_on_kernel_exit,
+            direct_fills,
+            false_positive_targets,
+            pages_flushed,
+            shootdown_cycles_initiator_send,
+            shootdown_cycles_initiator_wait,
+            shootdown_cycles_target,
+            violations_security,
+            violations_consistency,
+            stale_entries_marked,
+            stale_uses_in_lazy_window,
+            context_switches,
+            syscalls,
+            segv_signals,
+            spurious_faults,
+            cow_faults,
+            file_faults,
+            page_cache_misses,
+            io_sleeps,
+            pages_reclaimed,
+            pages_migrated,
+            idle_cycles
+        );
         for (a, b) in t.full_flushes_by_cause.iter_mut().zip(s.full_flushes_by_cause) {
             *a += b;
         }

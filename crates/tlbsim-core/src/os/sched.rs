@@ -10,11 +10,18 @@ use std::cmp::Reverse;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Event {
-    Wake { thread: usize },
+    Wake {
+        thread: usize,
+    },
     /// A lock released (in host order) before its waiters reached this time is theirs now.
-    LockFree { pid: u32 },
+    LockFree {
+        pid: u32,
+    },
     /// The device finished a split-driver request of `client` that `server` sent it.
-    IoDone { server: usize, client: usize },
+    IoDone {
+        server: usize,
+        client: usize,
+    },
 }
 
 impl<P: Coherence> Os<P> {
@@ -77,10 +84,7 @@ impl<P: Coherence> Os<P> {
             let next_event = self.events.peek().map(|Reverse((t, _, _))| *t);
             match (best, next_event) {
                 (None, None) => {
-                    return Err(Error::Sim(format!(
-                        "deadlock: {} threads still to finish but no core has work and no wake-up is due",
-                        self.live_workers
-                    )))
+                    return Err(Error::Sim(format!("deadlock: {} threads still to finish but no core has work and no wake-up is due", self.live_workers)))
                 }
                 (Some((t, _)), Some(e)) if e <= t => self.process_event()?,
                 (None, Some(_)) => self.process_event()?,
@@ -121,7 +125,11 @@ impl<P: Coherence> Os<P> {
             } else {
                 let irq = co.pending.front().map_or(u64::MAX, |i| clock.max(i.arrival));
                 // An idle core also wakes for the policy's timer tick.
-                if co.waiting == 0 { irq.min(co.next_tick.max(clock)) } else { irq }
+                if co.waiting == 0 {
+                    irq.min(co.next_tick.max(clock))
+                } else {
+                    irq
+                }
             };
             self.keys.set(c, key);
         }
@@ -386,7 +394,6 @@ impl<P: Coherence> Os<P> {
         let now = self.clock(core);
         self.cores[core].slice_end = now + self.time_slice;
     }
-
 
     /// `thread` leaves `core` asleep, with no wake-up time: whoever it waits for wakes it.
     pub(crate) fn park(&mut self, core: usize, thread: usize) {

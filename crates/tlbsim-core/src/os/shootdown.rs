@@ -19,8 +19,8 @@
 //! disagrees with the page table.
 
 use super::{Cause, Gather, Os, PolicyTlb, Req};
-use crate::sim::CLOCK_SHIFT;
 use crate::coherence::{Coherence, CoreView, Delivery, FlushPlan, FlushReason, FlushRequest, LocalFlush, OsView};
+use crate::sim::CLOCK_SHIFT;
 use crate::types::{CoreId, Pfn, Vpn};
 use std::rc::Rc;
 
@@ -331,7 +331,14 @@ impl<P: Coherence> Os<P> {
 
     /// Carry out a core's decision about request `req` for `pages`. Returns whether the core
     /// flushed the pages. `removed` sees the entries a per-page flush removes.
-    fn apply_local<L: crate::tlb::hierarchy::TlbListener>(&mut self, core: usize, req: &FlushRequest, pages: &[Vpn], action: LocalFlush, removed: &mut L) -> bool {
+    fn apply_local<L: crate::tlb::hierarchy::TlbListener>(
+        &mut self,
+        core: usize,
+        req: &FlushRequest,
+        pages: &[Vpn],
+        action: LocalFlush,
+        removed: &mut L,
+    ) -> bool {
         let pid = req.mm;
         match action {
             LocalFlush::Nothing => false,

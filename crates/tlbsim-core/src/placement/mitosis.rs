@@ -48,7 +48,7 @@
 use super::{Migration, PageTableBackend, PtCtx, PtOptions};
 use crate::error::{Error, Result};
 use crate::memory::{node_of, FrameKind, PhysMem};
-use crate::page_table::{level_index, leaf_level, make_pte, Leaf, PageTables, NO_SLOT, PTE_ACCESSED, PTE_DIRTY, PTE_HUGE, PTE_PRESENT};
+use crate::page_table::{leaf_level, level_index, make_pte, Leaf, PageTables, NO_SLOT, PTE_ACCESSED, PTE_DIRTY, PTE_HUGE, PTE_PRESENT};
 use crate::types::{NodeId, PageSize, Pfn};
 use serde::{Deserialize, Serialize};
 
@@ -554,8 +554,7 @@ impl PageTableBackend for Mitosis {
             v["address_spaces_with_own_mask"] = serde_json::json!(self.own_masks);
         }
         v["reserve_frames_held"] = serde_json::json!(self.reserves.iter().map(|r| r.len()).collect::<Vec<_>>());
-        v["replicated_address_spaces"] =
-            serde_json::json!(self.mms.iter().flatten().filter(|m| m.roots.iter().filter(|&&r| r != NO_SLOT).count() > 1).count());
+        v["replicated_address_spaces"] = serde_json::json!(self.mms.iter().flatten().filter(|m| m.roots.iter().filter(|&&r| r != NO_SLOT).count() > 1).count());
         v
     }
 }

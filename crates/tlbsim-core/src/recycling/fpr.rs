@@ -176,7 +176,15 @@ pub struct Fpr {
 
 impl Fpr {
     pub fn new(params: FprParams) -> Result<Fpr> {
-        Ok(Fpr { params, counter: 1, completed: 1, cursor: Vec::new(), next_mmap_context: 0, mmap_context_owner: Default::default(), stats: FprStats::default() })
+        Ok(Fpr {
+            params,
+            counter: 1,
+            completed: 1,
+            cursor: Vec::new(),
+            next_mmap_context: 0,
+            mmap_context_owner: Default::default(),
+            stats: FprStats::default(),
+        })
     }
 
     fn process_context(&self, pid: u32, family: u32) -> u32 {
@@ -464,7 +472,15 @@ mod tests {
 
     #[test]
     fn contexts_follow_their_scope() {
-        let spec = MapSpec { fpr: true, fixed: false, bytes: 4096, backing: crate::workload::program::Backing::Anonymous, shared: false, populate: false, writable: true };
+        let spec = MapSpec {
+            fpr: true,
+            fixed: false,
+            bytes: 4096,
+            backing: crate::workload::program::Backing::Anonymous,
+            shared: false,
+            populate: false,
+            writable: true,
+        };
         let plain = MapSpec { fpr: false, ..spec };
         let mut f = fpr();
         assert_eq!(f.mapping_context(2, 1, &plain), 0);

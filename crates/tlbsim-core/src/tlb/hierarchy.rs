@@ -21,8 +21,8 @@
 //! and, for invalidations of one page, entirely (x86 allows INVLPG to drop any
 //! paging-structure-cache entry).
 
-use super::partition::{Controller, PartitionController, Settings};
 use super::level::TlbLevel;
+use super::partition::{Controller, PartitionController, Settings};
 use super::set_assoc::{TlbEntry, TlbGeometry, FLAG_GLOBAL, FLAG_STALE};
 use super::tmt::{Cr3WriteOutcome, Tmt};
 use super::walk_cache::WalkCache;
@@ -699,9 +699,7 @@ impl TlbHierarchy {
     /// Whether a TLB level holds an entry of 4 KiB page `vpn` with `tag` for which
     /// `stale(entry)` holds.
     pub fn holds_if(&mut self, vpn: Vpn, tag: u16, stale: &dyn Fn(&TlbEntry) -> bool) -> bool {
-        [L1D_4K, L1D_2M, L1D_1G, L1I, L2]
-            .into_iter()
-            .any(|i| self.present[i] && self.structs[i].mark_page_if(vpn, Some(tag), 0, stale) > 0)
+        [L1D_4K, L1D_2M, L1D_1G, L1I, L2].into_iter().any(|i| self.present[i] && self.structs[i].mark_page_if(vpn, Some(tag), 0, stale) > 0)
     }
 
     /// (name, counters) of every present structure.
@@ -709,4 +707,3 @@ impl TlbHierarchy {
         (0..8).filter(|&i| self.present[i]).map(|i| (NAMES[i], self.counters[i])).collect()
     }
 }
-

@@ -26,8 +26,8 @@
 //! they name the same way.
 
 use super::set_assoc::{
-    entry_key, find_key, fingerprint, fp_mask, key_base, key_is_tag, order_touch, Replacement, Tlb, TlbEntry, TlbGeometry,
-    FLAG_DIRTY, KEY_GLOBAL_BIT, KEY_SIZE_SHIFT, NO_ENTRY,
+    entry_key, find_key, fingerprint, fp_mask, key_base, key_is_tag, order_touch, Replacement, Tlb, TlbEntry, TlbGeometry, FLAG_DIRTY, KEY_GLOBAL_BIT,
+    KEY_SIZE_SHIFT, NO_ENTRY,
 };
 use crate::types::{PageSize, Vpn};
 
@@ -298,12 +298,7 @@ impl TlbLevel {
     /// Every entry, in storage order (set by set, way by way), as [`Tlb::entries`].
     pub fn entries(&self) -> Vec<TlbEntry> {
         match &self.imp {
-            Imp::Lean(c) => c
-                .sets
-                .iter()
-                .zip(&c.slots)
-                .flat_map(|(set, slots)| (0..c.ways).filter(|&w| set.keys[w] != INVALID).map(|w| slots[w]))
-                .collect(),
+            Imp::Lean(c) => c.sets.iter().zip(&c.slots).flat_map(|(set, slots)| (0..c.ways).filter(|&w| set.keys[w] != INVALID).map(|w| slots[w])).collect(),
             Imp::Fa(c) => c.a.keys[..c.ways].iter().zip(&c.a.slots).filter(|(&k, _)| k != INVALID).map(|(_, e)| *e).collect(),
             Imp::General(t) => t.entries().copied().collect(),
         }
@@ -479,7 +474,6 @@ impl LeanLevel {
         n
     }
 }
-
 
 /// A fully associative level of 17 to 255 ways: per way its key, entry, the next way of its
 /// hash bucket and its neighbours in recency order (a doubly linked list, most recently
@@ -784,9 +778,7 @@ mod tests {
                 // 4 KiB pages over a few 2 MiB regions of two 1 GiB regions, so that sizes
                 // overlap and sets collide.
                 let pages = 4 * entries as u64;
-                let page = |rng: &mut SplitMix64| {
-                    Vpn(rng.below(2) << 18 | rng.below(3) << 9 | rng.below(pages.min(512)))
-                };
+                let page = |rng: &mut SplitMix64| Vpn(rng.below(2) << 18 | rng.below(3) << 9 | rng.below(pages.min(512)));
                 for step in 0..6000 {
                     let size = match rng.below(10) {
                         0 => PageSize::Size1G,
@@ -814,7 +806,11 @@ mod tests {
                         84..=89 => {
                             let t = if rng.below(3) == 0 { None } else { Some(tag) };
                             let (mut a, mut b) = (Vec::new(), Vec::new());
-                            assert_eq!(lean.invalidate_page(vpn, t, &mut |e| a.push(*e)), tlb.invalidate_page(vpn, t, &mut |e| b.push(*e)), "{at}: invalidate_page");
+                            assert_eq!(
+                                lean.invalidate_page(vpn, t, &mut |e| a.push(*e)),
+                                tlb.invalidate_page(vpn, t, &mut |e| b.push(*e)),
+                                "{at}: invalidate_page"
+                            );
                             assert_eq!(a, b, "{at}: removed by invalidate_page");
                         }
                         90..=92 => {
@@ -826,7 +822,11 @@ mod tests {
                         }
                         93..=94 => {
                             let p = rng.below(1000);
-                            assert_eq!(lean.mark_where(|e| e.pfn.0 % 7 == p % 7, FLAG_STALE), tlb.mark_where(|e| e.pfn.0 % 7 == p % 7, FLAG_STALE), "{at}: mark");
+                            assert_eq!(
+                                lean.mark_where(|e| e.pfn.0 % 7 == p % 7, FLAG_STALE),
+                                tlb.mark_where(|e| e.pfn.0 % 7 == p % 7, FLAG_STALE),
+                                "{at}: mark"
+                            );
                         }
                         95..=97 => {
                             let (mut a, mut b) = (Vec::new(), Vec::new());

@@ -333,9 +333,8 @@ impl Controller {
         let m = &self.monitors[mi];
         let levels = m.stacks.len().max(self.instructions.len());
         let scale = (1u64 << m.sample_shift) as f64;
-        let active: Vec<bool> = (0..levels)
-            .map(|l| self.instructions.get(l).is_some_and(|&i| i > 0) && m.stacks.get(l).is_some_and(|s| s.accesses > 0))
-            .collect();
+        let active: Vec<bool> =
+            (0..levels).map(|l| self.instructions.get(l).is_some_and(|&i| i > 0) && m.stacks.get(l).is_some_and(|s| s.accesses > 0)).collect();
         if !active.contains(&true) {
             return None;
         }
@@ -367,11 +366,14 @@ impl Controller {
         let alloc = if start.iter().sum::<usize>() > m.positions {
             // More active levels than units: one unit each as far as they go.
             let mut left = m.positions;
-            start.iter().map(|&a| {
-                let give = a.min(left);
-                left -= give;
-                give
-            }).collect()
+            start
+                .iter()
+                .map(|&a| {
+                    let give = a.min(left);
+                    left -= give;
+                    give
+                })
+                .collect()
         } else {
             lookahead(&cost, &start, budget, &greedy)
         };

@@ -151,23 +151,12 @@ pub(crate) fn key_base(vpn: Vpn, size: PageSize) -> (u64, u64) {
 #[inline(always)]
 pub(crate) fn entry_key(e: &TlbEntry) -> (u64, u64) {
     let (base, units) = key_base(e.vpn, e.size);
-    let key = if e.flags & FLAG_GLOBAL != 0 {
-        base | KEY_GLOBAL_BIT
-    } else {
-        base | e.tag as u64
-    };
+    let key = if e.flags & FLAG_GLOBAL != 0 { base | KEY_GLOBAL_BIT } else { base | e.tag as u64 };
     (key, units)
 }
 
 /// The entry an empty way holds (never read as an entry: its key says the way is empty).
-pub(crate) const NO_ENTRY: TlbEntry = TlbEntry {
-    vpn: Vpn(0),
-    pfn: Pfn(0),
-    size: PageSize::Size4K,
-    tag: 0,
-    sl: 0,
-    flags: 0,
-};
+pub(crate) const NO_ENTRY: TlbEntry = TlbEntry { vpn: Vpn(0), pfn: Pfn(0), size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 };
 
 /// A set-associative structure. See the module comment.
 ///
@@ -281,9 +270,7 @@ impl Tlb {
                 ));
             }
             if !entries.is_multiple_of(ways) {
-                return Err(format!(
-                    "entries ({entries}) must be a multiple of ways ({ways})"
-                ));
+                return Err(format!("entries ({entries}) must be a multiple of ways ({ways})"));
             }
             let sets = entries / ways;
             if !sets.is_power_of_two() {
@@ -299,17 +286,9 @@ impl Tlb {
                 ));
             }
         }
-        let (sets, ways) = if disabled {
-            (1usize, 1usize)
-        } else {
-            ((entries / ways) as usize, ways as usize)
-        };
+        let (sets, ways) = if disabled { (1usize, 1usize) } else { ((entries / ways) as usize, ways as usize) };
         let n = sets * ways;
-        let plru_words = if geometry.replacement == Replacement::Plru {
-            ways.div_ceil(64)
-        } else {
-            0
-        };
+        let plru_words = if geometry.replacement == Replacement::Plru { ways.div_ceil(64) } else { 0 };
         let lru_order_on = !disabled && geometry.replacement == Replacement::Lru && (ways == 8 || ways == 16);
         let mut tlb = Tlb {
             geometry: geometry.clone(),
@@ -320,19 +299,11 @@ impl Tlb {
             wide: ways > WIDE_WAYS,
             index: if ways > WIDE_WAYS { vec![INDEX_EMPTY; (4 * n).next_power_of_two()] } else { Vec::new() },
             index_shift: 64 - (4 * n).next_power_of_two().trailing_zeros(),
-            fps: if ways >= WIDE_WAYS {
-                vec![0; n]
-            } else {
-                Vec::new()
-            },
+            fps: if ways >= WIDE_WAYS { vec![0; n] } else { Vec::new() },
             slots: vec![NO_ENTRY; n],
             // A recency-order word (below) replaces the stamps.
             recency: if lru_order_on { Vec::new() } else { vec![0; n] },
-            inserted: if geometry.replacement == Replacement::Fifo {
-                vec![0; n]
-            } else {
-                Vec::new()
-            },
+            inserted: if geometry.replacement == Replacement::Fifo { vec![0; n] } else { Vec::new() },
             fifo: geometry.replacement == Replacement::Fifo,
             lru_queue: Vec::new(),
             lru_head: 0,
@@ -349,11 +320,7 @@ impl Tlb {
                 Vec::new()
             },
             touch_more: false,
-            plru_path: if plru_words == 1 {
-                plru_paths(ways)
-            } else {
-                Vec::new()
-            },
+            plru_path: if plru_words == 1 { plru_paths(ways) } else { Vec::new() },
             clock: 0,
             rng: SplitMix64::new(seed),
             valid: 0,
@@ -450,8 +417,7 @@ impl Tlb {
     pub fn probe(&self, vpn: Vpn, size: PageSize, tag: u16) -> Option<TlbEntry> {
         let (base, units) = key_base(vpn, size);
         let start = (units as usize & self.set_mask) * self.ways;
-        self.find_in_set(start, base | tag as u64, base | KEY_GLOBAL_BIT)
-            .map(|w| self.slots[w])
+        self.find_in_set(start, base | tag as u64, base | KEY_GLOBAL_BIT).map(|w| self.slots[w])
     }
 
     /// Set the dirty flag of a present entry (a write hit an entry filled by a read).
@@ -539,12 +505,7 @@ impl Tlb {
     /// Invalidate every entry (of any size) whose page contains 4 KiB page `vpn`; only
     /// those with tag `tag` if `Some` (global entries are also removed, as INVLPG does),
     /// every tag if `None`. Calls `removed` on each invalidated entry; returns how many.
-    pub fn invalidate_page(
-        &mut self,
-        vpn: Vpn,
-        tag: Option<u16>,
-        removed: &mut dyn FnMut(&TlbEntry),
-    ) -> u32 {
+    pub fn invalidate_page(&mut self, vpn: Vpn, tag: Option<u16>, removed: &mut dyn FnMut(&TlbEntry)) -> u32 {
         self.visit_page(vpn, tag, &mut |tlb, w| {
             removed(&tlb.slots[w]);
             tlb.remove(w);
@@ -673,22 +634,13 @@ impl Tlb {
 
     /// Every valid entry, in storage order (set by set, way by way).
     pub fn entries(&self) -> impl Iterator<Item = &TlbEntry> + '_ {
-        self.keys
-            .iter()
-            .zip(self.slots.iter())
-            .filter(|(k, _)| **k != INVALID)
-            .map(|(_, e)| e)
+        self.keys.iter().zip(self.slots.iter()).filter(|(k, _)| **k != INVALID).map(|(_, e)| e)
     }
 
     /// Every valid entry with its (set, way) position, in storage order.
     pub fn entries_with_position(&self) -> impl Iterator<Item = (usize, usize, &TlbEntry)> + '_ {
         let ways = self.ways;
-        self.keys
-            .iter()
-            .zip(self.slots.iter())
-            .enumerate()
-            .filter(|(_, (k, _))| **k != INVALID)
-            .map(move |(i, (_, e))| (i / ways, i % ways, e))
+        self.keys.iter().zip(self.slots.iter()).enumerate().filter(|(_, (k, _))| **k != INVALID).map(move |(i, (_, e))| (i / ways, i % ways, e))
     }
 
     // ---- private helpers ----
@@ -838,11 +790,7 @@ impl Tlb {
     /// Key and set start of an entry about to be inserted.
     #[inline(always)]
     fn prepare(&self, entry: &TlbEntry) -> (u64, usize) {
-        debug_assert_eq!(
-            entry.vpn,
-            entry.vpn.align(entry.size),
-            "TLB entry vpn not aligned to its size"
-        );
+        debug_assert_eq!(entry.vpn, entry.vpn.align(entry.size), "TLB entry vpn not aligned to its size");
         let (key, units) = entry_key(entry);
         (key, (units as usize & self.set_mask) * self.ways)
     }
@@ -898,17 +846,12 @@ impl Tlb {
         if !self.lru_order.is_empty() {
             // Up the recency order from the least recently used way.
             let order = self.lru_order[start >> self.ways_log2];
-            return (0..self.ways)
-                .map(|p| ((order >> (4 * p)) & 15) as usize)
-                .find(|&w| self.keys[start + w] != INVALID && pred(&self.slots[start + w]));
+            return (0..self.ways).map(|p| ((order >> (4 * p)) & 15) as usize).find(|&w| self.keys[start + w] != INVALID && pred(&self.slots[start + w]));
         }
         let mut best: Option<(u64, usize)> = None;
         for w in 0..self.ways {
             let i = start + w;
-            if self.keys[i] != INVALID
-                && pred(&self.slots[i])
-                && best.is_none_or(|(s, _)| self.recency[i] < s)
-            {
+            if self.keys[i] != INVALID && pred(&self.slots[i]) && best.is_none_or(|(s, _)| self.recency[i] < s) {
                 best = Some((self.recency[i], w));
             }
         }
@@ -1149,10 +1092,7 @@ pub(crate) fn fp_mask(fps: &[u16], f: u16) -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
         // SSE2 (always present on x86_64): 16 fingerprints per step.
-        use std::arch::x86_64::{
-            __m128i, _mm_cmpeq_epi16, _mm_loadu_si128, _mm_movemask_epi8, _mm_packs_epi16,
-            _mm_set1_epi16,
-        };
+        use std::arch::x86_64::{__m128i, _mm_cmpeq_epi16, _mm_loadu_si128, _mm_movemask_epi8, _mm_packs_epi16, _mm_set1_epi16};
         let mut chunks = fps.chunks_exact(16);
         // SAFETY: SSE2 is part of the x86_64 baseline, so the intrinsics are available on
         // every x86_64 CPU; each chunk is 16 u16s (32 bytes) and the two 16-byte loads are
@@ -1185,11 +1125,7 @@ fn find_any(keys: &[u64], k: u64) -> Option<usize> {
         }
         base += 8;
     }
-    chunks
-        .remainder()
-        .iter()
-        .position(|&x| x == k)
-        .map(|w| base + w)
+    chunks.remainder().iter().position(|&x| x == k).map(|w| base + w)
 }
 
 /// For each way of a `ways`-way (power of two, at most 64) tree-PLRU set: the mask of the

@@ -52,23 +52,8 @@ impl Tmt {
     /// config layer is expected to reject those with a message).
     pub fn new(entries: u32) -> Tmt {
         assert!(entries >= 1, "the TMT needs at least one entry, got 0");
-        assert!(
-            entries <= 1 << 16,
-            "the TMT's VASIs are 16-bit TLB tags: at most 65536 entries, got {entries}"
-        );
-        Tmt {
-            slots: vec![
-                TmtSlot {
-                    valid: false,
-                    cr3: 0,
-                    sl: 0,
-                    loaded: 0
-                };
-                entries as usize
-            ],
-            ccr: None,
-            clock: 0,
-        }
+        assert!(entries <= 1 << 16, "the TMT's VASIs are 16-bit TLB tags: at most 65536 entries, got {entries}");
+        Tmt { slots: vec![TmtSlot { valid: false, cr3: 0, sl: 0, loaded: 0 }; entries as usize], ccr: None, clock: 0 }
     }
 
     /// Write `cr3` for a context of service level `sl`. After any outcome the CCR holds
@@ -95,9 +80,7 @@ impl Tmt {
             return Cr3WriteOutcome::Inserted;
         }
         // Full: evict the least recently loaded context and reuse its VASI.
-        let victim = (0..self.slots.len())
-            .min_by_key(|&i| self.slots[i].loaded)
-            .unwrap_or(0);
+        let victim = (0..self.slots.len()).min_by_key(|&i| self.slots[i].loaded).unwrap_or(0);
         self.load(victim, cr3, sl);
         self.flush_keep_current();
         Cr3WriteOutcome::CapacityFlush
@@ -145,28 +128,16 @@ impl Tmt {
 
     /// Valid entries as (cr3, sl, vasi), in VASI order.
     pub fn contexts(&self) -> impl Iterator<Item = (u64, u8, u16)> + '_ {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.valid)
-            .map(|(i, s)| (s.cr3, s.sl, i as u16))
+        self.slots.iter().enumerate().filter(|(_, s)| s.valid).map(|(i, s)| (s.cr3, s.sl, i as u16))
     }
 
     /// VASI of `cr3` if it is in the TMT.
     pub fn vasi_of(&self, cr3: u64) -> Option<u16> {
-        self.slots
-            .iter()
-            .position(|s| s.valid && s.cr3 == cr3)
-            .map(|i| i as u16)
+        self.slots.iter().position(|s| s.valid && s.cr3 == cr3).map(|i| i as u16)
     }
 
     fn load(&mut self, i: usize, cr3: u64, sl: u8) {
-        self.slots[i] = TmtSlot {
-            valid: true,
-            cr3,
-            sl,
-            loaded: self.clock,
-        };
+        self.slots[i] = TmtSlot { valid: true, cr3, sl, loaded: self.clock };
         self.ccr = Some(i);
     }
 }

@@ -279,7 +279,11 @@ mod tests {
                         }
                         90..=94 => {
                             let p = rng.below(1000);
-                            assert_eq!(lean.mark_where(|e| e.pfn.0 % 7 == p % 7, FLAG_STALE), tlb.mark_where(|e| e.pfn.0 % 7 == p % 7, FLAG_STALE), "{at}: mark");
+                            assert_eq!(
+                                lean.mark_where(|e| e.pfn.0 % 7 == p % 7, FLAG_STALE),
+                                tlb.mark_where(|e| e.pfn.0 % 7 == p % 7, FLAG_STALE),
+                                "{at}: mark"
+                            );
                         }
                         95..=97 => {
                             let (mut a, mut b) = (Vec::new(), Vec::new());

@@ -56,10 +56,7 @@ impl ChampsimReader {
 
     /// Read a ChampSim trace from any reader (compression detected from its first bytes);
     /// `name` is used in error messages.
-    pub fn from_reader<R: Read + Send + 'static>(
-        r: R,
-        name: impl Into<PathBuf>,
-    ) -> Result<ChampsimReader, TraceError> {
+    pub fn from_reader<R: Read + Send + 'static>(r: R, name: impl Into<PathBuf>) -> Result<ChampsimReader, TraceError> {
         let name = name.into();
         let (src, c) = input::wrap_reader(r, &name)?;
         Ok(ChampsimReader::with_source(src, c, name))
@@ -91,11 +88,7 @@ impl ChampsimReader {
         while out.len() < max {
             if self.pending_pos < self.pending_len {
                 let take = (self.pending_len - self.pending_pos).min(max - out.len());
-                out.extend_from_slice(
-                    self.pending
-                        .get(self.pending_pos..self.pending_pos + take)
-                        .unwrap_or(&[]),
-                );
+                out.extend_from_slice(self.pending.get(self.pending_pos..self.pending_pos + take).unwrap_or(&[]));
                 self.pending_pos += take;
                 continue;
             }
@@ -108,11 +101,7 @@ impl ChampsimReader {
                     let path = self.win.path.clone();
                     return Err(match self.win.compression {
                         Compression::None => TraceError::Io { path, source: e },
-                        _ => TraceError::Offset {
-                            path,
-                            offset: self.win.base.wrapping_add(self.win.end as u64),
-                            message: self.win.error_message(&e),
-                        },
+                        _ => TraceError::Offset { path, offset: self.win.base.wrapping_add(self.win.end as u64), message: self.win.error_message(&e) },
                     });
                 }
                 if self.win.avail() == 0 {
@@ -122,10 +111,7 @@ impl ChampsimReader {
                 return Err(TraceError::Offset {
                     path: self.win.path.clone(),
                     offset: self.win.offset(),
-                    message: format!(
-                        "truncated record: the trace ends {} bytes into a {RECORD_SIZE}-byte record",
-                        self.win.avail()
-                    ),
+                    message: format!("truncated record: the trace ends {} bytes into a {RECORD_SIZE}-byte record", self.win.avail()),
                 });
             }
             // Decode as many whole records as fit in the window and the batch.
@@ -166,31 +152,19 @@ fn le64(rec: &[u8], at: usize) -> u64 {
 /// Decode one 64-byte record into `events`; returns how many were written.
 #[inline(always)]
 fn decode_record(rec: &[u8], events: &mut [TraceEvent; MAX_EVENTS_PER_RECORD]) -> usize {
-    events[0] = TraceEvent::Access {
-        va: le64(rec, 0),
-        kind: AccessKind::Fetch,
-        size: FETCH_SIZE,
-    };
+    events[0] = TraceEvent::Access { va: le64(rec, 0), kind: AccessKind::Fetch, size: FETCH_SIZE };
     let mut n = 1;
     for k in 0..4 {
         let va = le64(rec, 32 + 8 * k);
         if va != 0 {
-            events[n] = TraceEvent::Access {
-                va,
-                kind: AccessKind::Load,
-                size: DATA_SIZE,
-            };
+            events[n] = TraceEvent::Access { va, kind: AccessKind::Load, size: DATA_SIZE };
             n += 1;
         }
     }
     for k in 0..2 {
         let va = le64(rec, 16 + 8 * k);
         if va != 0 {
-            events[n] = TraceEvent::Access {
-                va,
-                kind: AccessKind::Store,
-                size: DATA_SIZE,
-            };
+            events[n] = TraceEvent::Access { va, kind: AccessKind::Store, size: DATA_SIZE };
             n += 1;
         }
     }

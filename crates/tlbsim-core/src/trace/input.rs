@@ -49,19 +49,13 @@ impl Compression {
 
 /// Open `path`, detect its compression and return a reader of the decompressed bytes.
 pub(crate) fn open_path(path: &Path) -> Result<(Box<dyn Read + Send>, Compression), TraceError> {
-    let file = File::open(path).map_err(|source| TraceError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let file = File::open(path).map_err(|source| TraceError::Io { path: path.to_path_buf(), source })?;
     wrap_reader(file, path)
 }
 
 /// Detect the compression of `r` from its first bytes and return a reader of the
 /// decompressed bytes. Works on any `Read` (the peeked bytes are chained back in front).
-pub(crate) fn wrap_reader<R: Read + Send + 'static>(
-    mut r: R,
-    path: &Path,
-) -> Result<(Box<dyn Read + Send>, Compression), TraceError> {
+pub(crate) fn wrap_reader<R: Read + Send + 'static>(mut r: R, path: &Path) -> Result<(Box<dyn Read + Send>, Compression), TraceError> {
     let mut head = [0u8; 6];
     let mut n = 0;
     while n < head.len() {
@@ -69,12 +63,7 @@ pub(crate) fn wrap_reader<R: Read + Send + 'static>(
             Ok(0) => break,
             Ok(k) => n += k,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(source) => {
-                return Err(TraceError::Io {
-                    path: path.to_path_buf(),
-                    source,
-                })
-            }
+            Err(source) => return Err(TraceError::Io { path: path.to_path_buf(), source }),
         }
     }
     let head = head.get(..n).unwrap_or(&[]).to_vec();
@@ -86,20 +75,11 @@ pub(crate) fn wrap_reader<R: Read + Send + 'static>(
         Compression::Xz => {
             // Concatenated streams allowed; memory capped so a corrupt header cannot ask
             // for an absurd dictionary (xz -9 needs 65 MiB).
-            let stream =
-                xz2::stream::Stream::new_stream_decoder(XZ_MEMLIMIT, xz2::stream::CONCATENATED)
-                    .map_err(|e| TraceError::Io {
-                        path: path.to_path_buf(),
-                        source: e.into(),
-                    })?;
+            let stream = xz2::stream::Stream::new_stream_decoder(XZ_MEMLIMIT, xz2::stream::CONCATENATED)
+                .map_err(|e| TraceError::Io { path: path.to_path_buf(), source: e.into() })?;
             Box::new(xz2::bufread::XzDecoder::new_stream(raw, stream))
         }
-        Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(raw).map_err(
-            |source| TraceError::Io {
-                path: path.to_path_buf(),
-                source,
-            },
-        )?),
+        Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(raw).map_err(|source| TraceError::Io { path: path.to_path_buf(), source })?),
     };
     // Decompression runs on its own thread, ahead of the simulator.
     Ok((Box::new(Prefetched::spawn(reader)), compression))
@@ -214,23 +194,8 @@ pub(crate) struct Window {
 }
 
 impl Window {
-    pub fn new(
-        src: Box<dyn Read + Send>,
-        compression: Compression,
-        path: PathBuf,
-        cap: usize,
-    ) -> Window {
-        Window {
-            src,
-            buf: vec![0u8; cap.max(64)].into_boxed_slice(),
-            pos: 0,
-            end: 0,
-            base: 0,
-            eof: false,
-            error: None,
-            compression,
-            path,
-        }
+    pub fn new(src: Box<dyn Read + Send>, compression: Compression, path: PathBuf, cap: usize) -> Window {
+        Window { src, buf: vec![0u8; cap.max(64)].into_boxed_slice(), pos: 0, end: 0, base: 0, eof: false, error: None, compression, path }
     }
 
     /// Bytes available in the window.
@@ -299,28 +264,9 @@ impl Window {
 /// Rebuild an equivalent error (so a reader can report the same error on every later call).
 pub(crate) fn clone_error(e: &TraceError) -> TraceError {
     match e {
-        TraceError::Line {
-            path,
-            line,
-            message,
-        } => TraceError::Line {
-            path: path.clone(),
-            line: *line,
-            message: message.clone(),
-        },
-        TraceError::Offset {
-            path,
-            offset,
-            message,
-        } => TraceError::Offset {
-            path: path.clone(),
-            offset: *offset,
-            message: message.clone(),
-        },
-        TraceError::Io { path, source } => TraceError::Io {
-            path: path.clone(),
-            source: io::Error::new(source.kind(), source.to_string()),
-        },
+        TraceError::Line { path, line, message } => TraceError::Line { path: path.clone(), line: *line, message: message.clone() },
+        TraceError::Offset { path, offset, message } => TraceError::Offset { path: path.clone(), offset: *offset, message: message.clone() },
+        TraceError::Io { path, source } => TraceError::Io { path: path.clone(), source: io::Error::new(source.kind(), source.to_string()) },
     }
 }
 

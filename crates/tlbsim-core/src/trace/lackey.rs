@@ -48,23 +48,14 @@ impl LackeyReader {
 
     /// Read a lackey trace from any reader (compression detected from its first bytes);
     /// `name` is used in error messages.
-    pub fn from_reader<R: Read + Send + 'static>(
-        r: R,
-        name: impl Into<PathBuf>,
-    ) -> Result<LackeyReader, TraceError> {
+    pub fn from_reader<R: Read + Send + 'static>(r: R, name: impl Into<PathBuf>) -> Result<LackeyReader, TraceError> {
         let name = name.into();
         let (src, c) = input::wrap_reader(r, &name)?;
         Ok(LackeyReader::with_source(src, c, name))
     }
 
     fn with_source(src: Box<dyn Read + Send>, c: Compression, path: PathBuf) -> LackeyReader {
-        LackeyReader {
-            win: Window::new(src, c, path, WINDOW),
-            line: 0,
-            skipping: false,
-            done: false,
-            failed: None,
-        }
+        LackeyReader { win: Window::new(src, c, path, WINDOW), line: 0, skipping: false, done: false, failed: None }
     }
 
     /// Lines consumed so far (including skipped ones).
@@ -78,11 +69,7 @@ impl LackeyReader {
     }
 
     fn line_error(&self, message: String) -> TraceError {
-        TraceError::Line {
-            path: self.win.path.clone(),
-            line: self.line.wrapping_add(1),
-            message,
-        }
+        TraceError::Line { path: self.win.path.clone(), line: self.line.wrapping_add(1), message }
     }
 
     /// The window needs more bytes but the stream failed: report it at the current line.
@@ -91,10 +78,7 @@ impl LackeyReader {
             return self.line_error("read error".to_string());
         };
         match self.win.compression {
-            Compression::None => TraceError::Io {
-                path: self.win.path.clone(),
-                source: e,
-            },
+            Compression::None => TraceError::Io { path: self.win.path.clone(), source: e },
             _ => {
                 let msg = self.win.error_message(&e);
                 self.line_error(msg)
@@ -150,11 +134,7 @@ impl LackeyReader {
                             self.skipping = true;
                             self.win.discard_all();
                         } else {
-                            let msg = format!(
-                                "line longer than {} bytes: \"{}\"",
-                                self.win.buf.len(),
-                                input::show(avail)
-                            );
+                            let msg = format!("line longer than {} bytes: \"{}\"", self.win.buf.len(), input::show(avail));
                             return Err(self.line_error(msg));
                         }
                     }
@@ -258,14 +238,7 @@ fn fast_line(b: &[u8]) -> Option<(TraceEvent, usize)> {
     if i == s0 || size > u16::MAX as u32 || *b.get(i)? != b'\n' {
         return None;
     }
-    Some((
-        TraceEvent::Access {
-            va,
-            kind,
-            size: size as u16,
-        },
-        i + 1,
-    ))
+    Some((TraceEvent::Access { va, kind, size: size as u16 }, i + 1))
 }
 
 #[inline]
@@ -297,20 +270,11 @@ fn parse_general(line: &[u8]) -> Result<Option<TraceEvent>, String> {
         b'L' => AccessKind::Load,
         b'S' => AccessKind::Store,
         b'M' => AccessKind::Modify,
-        _ => {
-            return Err(format!(
-                "expected 'I', 'L', 'S' or 'M', found \"{}\"",
-                shown()
-            ))
-        }
+        _ => return Err(format!("expected 'I', 'L', 'S' or 'M', found \"{}\"", shown())),
     };
     i += 1;
     if !t.get(i).is_some_and(|&b| is_space(b)) {
-        return Err(format!(
-            "expected a space after '{}', found \"{}\"",
-            k as char,
-            shown()
-        ));
+        return Err(format!("expected a space after '{}', found \"{}\"", k as char, shown()));
     }
     while t.get(i).is_some_and(|&b| is_space(b)) {
         i += 1;
@@ -332,31 +296,16 @@ fn parse_general(line: &[u8]) -> Result<Option<TraceEvent>, String> {
         tok.get(z..).unwrap_or(&[])
     };
     if sig.len() > 16 {
-        return Err(format!(
-            "hex address \"{}\" does not fit in 64 bits",
-            input::show(tok)
-        ));
+        return Err(format!("hex address \"{}\" does not fit in 64 bits", input::show(tok)));
     }
-    let va = sig
-        .iter()
-        .fold(0u64, |v, &b| (v << 4) | HEX[b as usize] as u64);
+    let va = sig.iter().fold(0u64, |v, &b| (v << 4) | HEX[b as usize] as u64);
     while t.get(i).is_some_and(|&b| is_space(b)) {
         i += 1;
     }
     match t.get(i) {
         Some(b',') => i += 1,
-        None => {
-            return Err(format!(
-                "missing ',' and size after the address in \"{}\"",
-                shown()
-            ))
-        }
-        Some(_) => {
-            return Err(format!(
-                "expected ',' after the address, found \"{}\"",
-                shown()
-            ))
-        }
+        None => return Err(format!("missing ',' and size after the address in \"{}\"", shown())),
+        Some(_) => return Err(format!("expected ',' after the address, found \"{}\"", shown())),
     }
     while t.get(i).is_some_and(|&b| is_space(b)) {
         i += 1;
@@ -372,32 +321,17 @@ fn parse_general(line: &[u8]) -> Result<Option<TraceEvent>, String> {
     if !stok.iter().all(|b| b.is_ascii_digit()) {
         return Err(format!("bad size \"{}\"", input::show(stok)));
     }
-    let size = stok
-        .iter()
-        .try_fold(0u32, |v, &b| {
-            v.checked_mul(10)?.checked_add((b - b'0') as u32)
-        })
-        .filter(|&v| v <= u16::MAX as u32);
+    let size = stok.iter().try_fold(0u32, |v, &b| v.checked_mul(10)?.checked_add((b - b'0') as u32)).filter(|&v| v <= u16::MAX as u32);
     let Some(size) = size else {
-        return Err(format!(
-            "size {} out of range (max 65535)",
-            input::show(stok)
-        ));
+        return Err(format!("size {} out of range (max 65535)", input::show(stok)));
     };
     while t.get(i).is_some_and(|&b| is_space(b)) {
         i += 1;
     }
     if let Some(rest) = t.get(i..).filter(|r| !r.is_empty()) {
-        return Err(format!(
-            "unexpected text after the size: \"{}\"",
-            input::show(rest)
-        ));
+        return Err(format!("unexpected text after the size: \"{}\"", input::show(rest)));
     }
-    Ok(Some(TraceEvent::Access {
-        va,
-        kind,
-        size: size as u16,
-    }))
+    Ok(Some(TraceEvent::Access { va, kind, size: size as u16 }))
 }
 
 /// Index of the first non-space byte of `t`.

@@ -87,11 +87,7 @@ pub fn open(path: &Path, format: TraceFormat) -> Result<Box<dyn TraceSource>, Tr
 }
 
 /// Like [`open`], on any reader (e.g. bytes in memory); `name` is used in error messages.
-pub fn open_reader<R: Read + Send + 'static>(
-    r: R,
-    name: &Path,
-    format: TraceFormat,
-) -> Result<Box<dyn TraceSource>, TraceError> {
+pub fn open_reader<R: Read + Send + 'static>(r: R, name: &Path, format: TraceFormat) -> Result<Box<dyn TraceSource>, TraceError> {
     Ok(match format {
         TraceFormat::Lackey => Box::new(LackeyReader::from_reader(r, name)?),
         TraceFormat::Champsim => Box::new(ChampsimReader::from_reader(r, name)?),

@@ -177,12 +177,7 @@ impl<W: Write> NativeWriter<W> {
         enc.include_checksum(true)?;
         let mut buf = Vec::with_capacity(WRITE_BUF + 64);
         buf.extend_from_slice(&MAGIC);
-        Ok(NativeWriter {
-            enc,
-            buf,
-            threads: Threads::default(),
-            events: 0,
-        })
+        Ok(NativeWriter { enc, buf, threads: Threads::default(), events: 0 })
     }
 
     /// Append one event.
@@ -208,12 +203,7 @@ impl<W: Write> NativeWriter<W> {
                 put_varint(b, tid as u64);
                 self.threads.switch(tid);
             }
-            TraceEvent::Mmap {
-                start,
-                len,
-                prot,
-                flags,
-            } => {
+            TraceEvent::Mmap { start, len, prot, flags } => {
                 b.push(TAG_MMAP);
                 put_varint(b, start);
                 put_varint(b, len);
@@ -341,12 +331,7 @@ fn get_varint(b: &[u8], i: &mut usize, what: &'static str) -> Result<u64, Bad> {
 fn get_u32(b: &[u8], i: &mut usize, what: &'static str) -> Result<u32, Bad> {
     let at = *i;
     let v = get_varint(b, i, what)?;
-    u32::try_from(v).map_err(|_| Bad::Range {
-        at,
-        what,
-        v,
-        max: u32::MAX as u64,
-    })
+    u32::try_from(v).map_err(|_| Bad::Range { at, what, v, max: u32::MAX as u64 })
 }
 
 /// Decode one record at the start of `b`; returns it and its length.
@@ -361,26 +346,15 @@ fn decode(b: &[u8], threads: &mut Threads, version: u8) -> Result<(Rec, usize), 
             let size = if sc == 0 {
                 let at = i;
                 let s = get_varint(b, &mut i, "access size")?;
-                u16::try_from(s).map_err(|_| Bad::Range {
-                    at,
-                    what: "access size",
-                    v: s,
-                    max: u16::MAX as u64,
-                })?
+                u16::try_from(s).map_err(|_| Bad::Range { at, what: "access size", v: s, max: u16::MAX as u64 })?
             } else {
                 1u16 << (sc - 1)
             };
             let va = threads.prev.wrapping_add(unzigzag(z));
             threads.prev = va;
-            TraceEvent::Access {
-                va,
-                kind: kind_of(tag),
-                size,
-            }
+            TraceEvent::Access { va, kind: kind_of(tag), size }
         }
-        TAG_INSTRUCTIONS => TraceEvent::Instructions {
-            n: get_varint(b, &mut i, "instruction count")?,
-        },
+        TAG_INSTRUCTIONS => TraceEvent::Instructions { n: get_varint(b, &mut i, "instruction count")? },
         TAG_THREAD => {
             let tid = get_u32(b, &mut i, "thread id")?;
             threads.switch(tid);
@@ -389,18 +363,10 @@ fn decode(b: &[u8], threads: &mut Threads, version: u8) -> Result<(Rec, usize), 
         TAG_MMAP => {
             let start = get_varint(b, &mut i, "mmap start")?;
             let len = get_varint(b, &mut i, "mmap length")?;
-            let prot = *b.get(i).ok_or(Bad::Trunc {
-                at: i,
-                what: "mmap prot byte",
-            })?;
+            let prot = *b.get(i).ok_or(Bad::Trunc { at: i, what: "mmap prot byte" })?;
             i += 1;
             let flags = get_u32(b, &mut i, "mmap flags")?;
-            TraceEvent::Mmap {
-                start,
-                len,
-                prot,
-                flags,
-            }
+            TraceEvent::Mmap { start, len, prot, flags }
         }
         TAG_MUNMAP => {
             let start = get_varint(b, &mut i, "munmap start")?;
@@ -410,23 +376,10 @@ fn decode(b: &[u8], threads: &mut Threads, version: u8) -> Result<(Rec, usize), 
         TAG_SYSCALL if version >= 2 => {
             let at = i;
             let nr = get_varint(b, &mut i, "syscall number")?;
-            let nr = u16::try_from(nr).map_err(|_| Bad::Range {
-                at,
-                what: "syscall number",
-                v: nr,
-                max: u16::MAX as u64,
-            })?;
-            let nargs = *b.get(i).ok_or(Bad::Trunc {
-                at: i,
-                what: "syscall argument count byte",
-            })?;
+            let nr = u16::try_from(nr).map_err(|_| Bad::Range { at, what: "syscall number", v: nr, max: u16::MAX as u64 })?;
+            let nargs = *b.get(i).ok_or(Bad::Trunc { at: i, what: "syscall argument count byte" })?;
             if nargs as usize > MAX_SYSCALL_ARGS {
-                return Err(Bad::Range {
-                    at: i,
-                    what: "syscall argument count",
-                    v: nargs as u64,
-                    max: MAX_SYSCALL_ARGS as u64,
-                });
+                return Err(Bad::Range { at: i, what: "syscall argument count", v: nargs as u64, max: MAX_SYSCALL_ARGS as u64 });
             }
             i += 1;
             let mut args = [0u64; MAX_SYSCALL_ARGS];
@@ -434,12 +387,7 @@ fn decode(b: &[u8], threads: &mut Threads, version: u8) -> Result<(Rec, usize), 
                 *a = get_varint(b, &mut i, "syscall argument")?;
             }
             let ret = unzigzag(get_varint(b, &mut i, "syscall result")?) as i64;
-            TraceEvent::Syscall {
-                nr,
-                nargs,
-                args,
-                ret,
-            }
+            TraceEvent::Syscall { nr, nargs, args, ret }
         }
         TAG_FILE if version >= 2 => {
             let dev = get_varint(b, &mut i, "file device")?;
@@ -460,10 +408,7 @@ impl NativeReader {
     }
 
     /// Read a native trace from any reader; `name` is used in error messages.
-    pub fn from_reader<R: Read + Send + 'static>(
-        r: R,
-        name: impl Into<PathBuf>,
-    ) -> Result<NativeReader, TraceError> {
+    pub fn from_reader<R: Read + Send + 'static>(r: R, name: impl Into<PathBuf>) -> Result<NativeReader, TraceError> {
         let name = name.into();
         let (src, c) = input::wrap_reader(r, &name)?;
         Ok(NativeReader::with_source(src, c, name))
@@ -507,11 +452,7 @@ impl NativeReader {
     }
 
     fn err_at(&self, offset: u64, message: String) -> TraceError {
-        TraceError::Offset {
-            path: self.win.path.clone(),
-            offset,
-            message,
-        }
+        TraceError::Offset { path: self.win.path.clone(), offset, message }
     }
 
     /// Make at least `n` bytes available unless the stream ends first.
@@ -527,11 +468,7 @@ impl NativeReader {
         let path = self.win.path.clone();
         Some(match self.win.compression {
             Compression::None => TraceError::Io { path, source: e },
-            _ => TraceError::Offset {
-                path,
-                offset: self.win.base.wrapping_add(self.win.end as u64),
-                message: self.win.error_message(&e),
-            },
+            _ => TraceError::Offset { path, offset: self.win.base.wrapping_add(self.win.end as u64), message: self.win.error_message(&e) },
         })
     }
 
@@ -542,10 +479,7 @@ impl NativeReader {
         if head.len() == MAGIC.len() && head.starts_with(&MAGIC_PREFIX) {
             let v = head.get(7).copied().unwrap_or(0);
             if v != 1 && v != VERSION {
-                return Err(self.err_at(
-                    7,
-                    format!("unsupported native trace version {v} (this reader reads versions 1 and {VERSION})"),
-                ));
+                return Err(self.err_at(7, format!("unsupported native trace version {v} (this reader reads versions 1 and {VERSION})")));
             }
             self.version = v;
             self.win.pos += MAGIC.len();
@@ -617,20 +551,10 @@ impl NativeReader {
                     }
                 }
                 let (off, msg) = match b {
-                    Bad::TruncVarint { at, what } => (
-                        at,
-                        format!("truncated varint ({what}): the trace ends inside it"),
-                    ),
-                    Bad::Trunc { at, what } => (
-                        at,
-                        format!("truncated record: the trace ends before its {what}"),
-                    ),
-                    Bad::Overlong { at, what } => {
-                        (at, format!("varint ({what}) overflows 64 bits"))
-                    }
-                    Bad::Range { at, what, v, max } => {
-                        (at, format!("{what} {v} out of range (max {max})"))
-                    }
+                    Bad::TruncVarint { at, what } => (at, format!("truncated varint ({what}): the trace ends inside it")),
+                    Bad::Trunc { at, what } => (at, format!("truncated record: the trace ends before its {what}")),
+                    Bad::Overlong { at, what } => (at, format!("varint ({what}) overflows 64 bits")),
+                    Bad::Range { at, what, v, max } => (at, format!("{what} {v} out of range (max {max})")),
                     Bad::Tag(t) => (0, format!("unknown record tag 0x{t:02x}")),
                 };
                 return Err(self.err_at(rec_start.wrapping_add(off as u64), msg));
@@ -638,13 +562,7 @@ impl NativeReader {
             if let Some((count, at)) = end_count {
                 let at = self.win.base.wrapping_add(at as u64);
                 if count != self.events {
-                    return Err(self.err_at(
-                        at,
-                        format!(
-                            "end record counts {count} events but the trace holds {}",
-                            self.events
-                        ),
-                    ));
+                    return Err(self.err_at(at, format!("end record counts {count} events but the trace holds {}", self.events)));
                 }
                 self.want(1);
                 if self.win.avail() > 0 {
@@ -666,11 +584,7 @@ impl NativeReader {
                     break;
                 }
                 let off = self.win.offset();
-                return Err(self.err_at(
-                    off,
-                    "the trace ends without an end record (truncated file or unfinished writer)"
-                        .to_string(),
-                ));
+                return Err(self.err_at(off, "the trace ends without an end record (truncated file or unfinished writer)".to_string()));
             }
         }
         Ok(())
@@ -706,11 +620,7 @@ pub struct ConvertReport {
 /// Convert a trace to the native format. Writes `<output>.tmp` and renames it to `output`
 /// when complete, so an interrupted or failed convert never leaves a partial `output`
 /// (a failed one removes its temporary file).
-pub fn convert(
-    input: &Path,
-    input_format: TraceFormat,
-    output: &Path,
-) -> Result<ConvertReport, TraceError> {
+pub fn convert(input: &Path, input_format: TraceFormat, output: &Path) -> Result<ConvertReport, TraceError> {
     let mut tmp = output.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
@@ -721,12 +631,7 @@ pub fn convert(
     r
 }
 
-fn convert_to(
-    input: &Path,
-    input_format: TraceFormat,
-    output: &Path,
-    tmp: &Path,
-) -> Result<ConvertReport, TraceError> {
+fn convert_to(input: &Path, input_format: TraceFormat, output: &Path, tmp: &Path) -> Result<ConvertReport, TraceError> {
     let io_err = |path: &Path| {
         let path = path.to_path_buf();
         move |source: io::Error| TraceError::Io { path, source }
@@ -734,12 +639,8 @@ fn convert_to(
     let input_bytes = std::fs::metadata(input).map_err(io_err(input))?.len();
     let mut src = super::open(input, input_format)?;
     let file = File::create(tmp).map_err(io_err(tmp))?;
-    let mut w =
-        NativeWriter::new(BufWriter::with_capacity(256 * 1024, file)).map_err(io_err(tmp))?;
-    let mut rep = ConvertReport {
-        input_bytes,
-        ..ConvertReport::default()
-    };
+    let mut w = NativeWriter::new(BufWriter::with_capacity(256 * 1024, file)).map_err(io_err(tmp))?;
+    let mut rep = ConvertReport { input_bytes, ..ConvertReport::default() };
     let mut batch = Vec::with_capacity(super::DEFAULT_BATCH);
     while src.next_batch(&mut batch, super::DEFAULT_BATCH)? > 0 {
         for ev in &batch {
@@ -750,23 +651,14 @@ fn convert_to(
                         rep.instructions = rep.instructions.wrapping_add(1);
                     }
                 }
-                TraceEvent::Instructions { n } => {
-                    rep.instructions = rep.instructions.wrapping_add(n)
-                }
+                TraceEvent::Instructions { n } => rep.instructions = rep.instructions.wrapping_add(n),
                 _ => {}
             }
         }
         rep.events += batch.len() as u64;
         w.write_batch(&batch).map_err(io_err(tmp))?;
     }
-    let file = w
-        .finish()
-        .map_err(io_err(tmp))?
-        .into_inner()
-        .map_err(|e| TraceError::Io {
-            path: tmp.to_path_buf(),
-            source: e.into_error(),
-        })?;
+    let file = w.finish().map_err(io_err(tmp))?.into_inner().map_err(|e| TraceError::Io { path: tmp.to_path_buf(), source: e.into_error() })?;
     file.sync_all().map_err(io_err(tmp))?;
     rep.output_bytes = file.metadata().map_err(io_err(tmp))?.len();
     drop(file);

@@ -41,8 +41,24 @@ use crate::error::{Error, Result};
 use serde::Deserialize;
 
 /// The generator kinds, as `workload.kind` names them.
-pub const KINDS: &[&str] =
-    &["shootdown-patterns", "fpr-munmap", "fpr-evict", "ycsb", "apache", "vmscale", "reclaim", "stm-mprotect", "mitosis-bench", "vma-ops", "mactest", "cowsingle", "cowmultiple", "wordcount", "vm-mix", "parsec-like"];
+pub const KINDS: &[&str] = &[
+    "shootdown-patterns",
+    "fpr-munmap",
+    "fpr-evict",
+    "ycsb",
+    "apache",
+    "vmscale",
+    "reclaim",
+    "stm-mprotect",
+    "mitosis-bench",
+    "vma-ops",
+    "mactest",
+    "cowsingle",
+    "cowmultiple",
+    "wordcount",
+    "vm-mix",
+    "parsec-like",
+];
 
 const PAGE: u64 = 4096;
 /// A spinning daemon's compute step: short (one engine quantum, `sim.quantum_cycles`'s
@@ -75,8 +91,7 @@ pub fn build(cfg: &Config) -> Result<Workload> {
         "parsec-like" => super::parsec::parsec_like(cfg)?,
         k => return Err(Error::config("workload.kind", format!("{k:?} is not a generator: use one of {}", KINDS.join(", ")))),
     };
-    w.check(cfg.cores())
-        .map_err(|m| Error::config("workload.kind", format!("{kind:?} built a workload that fails its check: {m}")))?;
+    w.check(cfg.cores()).map_err(|m| Error::config("workload.kind", format!("{kind:?} built a workload that fails its check: {m}")))?;
     Ok(w)
 }
 
@@ -130,9 +145,7 @@ pub const PATTERNS_TOML: &str = include_str!("../../../../bench/patterns.toml");
 
 /// The patterns of bench/patterns.toml, in file order.
 pub fn shootdown_patterns_list() -> Vec<ShootdownPattern> {
-    toml::from_str::<PatternFile>(PATTERNS_TOML)
-        .expect("bench/patterns.toml parses (tests/workload_build.rs checks every pattern)")
-        .pattern
+    toml::from_str::<PatternFile>(PATTERNS_TOML).expect("bench/patterns.toml parses (tests/workload_build.rs checks every pattern)").pattern
 }
 
 /// bench/shootdown.c: the measuring thread (pinned to core 0, class "measure") performs
@@ -165,10 +178,7 @@ fn shootdown_patterns(cfg: &Config) -> Result<Workload> {
         ));
     };
     if p.sibling != Sibling::None && cfg.cores() < 2 {
-        return Err(Error::config(
-            "workload.pattern",
-            format!("{:?} runs its sibling on core 1, but the machine has {} core", p.name, cfg.cores()),
-        ));
+        return Err(Error::config("workload.pattern", format!("{:?} runs its sibling on core 1, but the machine has {} core", p.name, cfg.cores())));
     }
     check_range(&format!("bench/patterns.toml: {}: pages", p.name), p.pages, 1, 1 << 20)?;
     let ops = ops_or(cfg, 1_000);
@@ -179,7 +189,12 @@ fn shootdown_patterns(cfg: &Config) -> Result<Workload> {
     let mut prog = Vec::new();
     match p.op {
         PatternOp::Munmap => {
-            let one = vec![Op::Mmap { slot: region, spec: anon(bytes, true) }, touch_pages(region, AccessMode::Write, p.pages), Op::Munmap { slot: region }, Op::CountOp];
+            let one = vec![
+                Op::Mmap { slot: region, spec: anon(bytes, true) },
+                touch_pages(region, AccessMode::Write, p.pages),
+                Op::Munmap { slot: region },
+                Op::CountOp,
+            ];
             prog.extend(times(ops, one));
         }
         PatternOp::MprotectToggle | PatternOp::Dontneed => {
@@ -208,7 +223,15 @@ fn shootdown_patterns(cfg: &Config) -> Result<Workload> {
                     Op::Fork { program: child, core: Some(0) },
                 ];
                 for i in 0..n {
-                    r.push(Op::Access { slot: region, pattern: Pattern::Sequential, mode: AccessMode::Write, count: 1, offset: i * PAGE, len: PAGE, stride: PAGE });
+                    r.push(Op::Access {
+                        slot: region,
+                        pattern: Pattern::Sequential,
+                        mode: AccessMode::Write,
+                        count: 1,
+                        offset: i * PAGE,
+                        len: PAGE,
+                        stride: PAGE,
+                    });
                     r.push(Op::CountOp);
                 }
                 r.push(Op::Munmap { slot: region });
@@ -323,7 +346,11 @@ fn fpr_munmap(cfg: &Config) -> Result<Workload> {
         let mut rng = crate::rng::SplitMix64::derive(seed, 0xf9a0_0000 + thread);
         (0..ops).flat_map(|_| [io_step(rng.below(file_pages)), after.clone()].concat()).collect()
     };
-    let compute_prog = if ideal { [times(ops, vec![Op::Compute { cycles }, Op::CountOp]), vec![Op::Exit]].concat() } else { forever(vec![Op::Compute { cycles }, Op::CountOp]) };
+    let compute_prog = if ideal {
+        [times(ops, vec![Op::Compute { cycles }, Op::CountOp]), vec![Op::Exit]].concat()
+    } else {
+        forever(vec![Op::Compute { cycles }, Op::CountOp])
+    };
     let process = b.process("fpr-munmap", root, vec![]);
     let cores = cfg.cores();
     let mut next = 0u32;
@@ -375,12 +402,18 @@ fn fpr_evict(cfg: &Config) -> Result<Workload> {
     let process = b.process("fpr-evict", group, regions);
     let cores = cfg.cores();
     for t in 0..threads {
-        let mut step = vec![
-            Op::Access { slot: 0, pattern: Pattern::Random, mode: AccessMode::Read, count: 1, offset: 0, len: 0, stride: 8 },
-            Op::Compute { cycles },
-        ];
+        let mut step =
+            vec![Op::Access { slot: 0, pattern: Pattern::Random, mode: AccessMode::Read, count: 1, offset: 0, len: 0, stride: 8 }, Op::Compute { cycles }];
         if w.private_pages > 0 {
-            step.push(Op::Access { slot: 1 + t as usize, pattern: Pattern::Sequential, mode: AccessMode::Read, count: w.private_pages, offset: 0, len: 0, stride: PAGE });
+            step.push(Op::Access {
+                slot: 1 + t as usize,
+                pattern: Pattern::Sequential,
+                mode: AccessMode::Read,
+                count: w.private_pages,
+                offset: 0,
+                len: 0,
+                stride: PAGE,
+            });
         }
         step.push(Op::CountOp);
         let program = b.program([times(ops, step), vec![Op::Exit]].concat());
@@ -595,13 +628,8 @@ fn apache(cfg: &Config) -> Result<Workload> {
     let root = b.group("root", 0);
     let (file, bytes, cycles) = apache_file(cfg, &mut b)?;
     let slot = 0;
-    let request = vec![
-        Op::Mmap { slot, spec: file_map(file, 0, bytes, true, false) },
-        send_file(slot, bytes),
-        Op::Munmap { slot },
-        Op::Compute { cycles },
-        Op::CountOp,
-    ];
+    let request =
+        vec![Op::Mmap { slot, spec: file_map(file, 0, bytes, true, false) }, send_file(slot, bytes), Op::Munmap { slot }, Op::Compute { cycles }, Op::CountOp];
     let worker = b.program([times(ops, request), vec![Op::Exit]].concat());
     for p in 0..processes {
         let process = b.process(&format!("httpd{p}"), root, vec![]);
@@ -817,9 +845,7 @@ fn vmscale(cfg: &Config) -> Result<Workload> {
             let pages = share_pages * tasks as u64;
             let file = b.file("sparse", pages);
             let process = b.process("usemem", root, vec![file_map(file, 0, pages * PAGE, false, false)]);
-            let round = |n: u64| -> Vec<Op> {
-                (0..n).flat_map(|k| [Op::MigratePages { slot, node: ((k + 1) % nodes as u64) as u32 }, Op::CountOp]).collect()
-            };
+            let round = |n: u64| -> Vec<Op> { (0..n).flat_map(|k| [Op::MigratePages { slot, node: ((k + 1) % nodes as u64) as u32 }, Op::CountOp]).collect() };
             let mut prog = vec![pass(slot, AccessMode::Read, 0, pages * PAGE)];
             prog.extend(times(migrations / nodes as u64, round(nodes as u64)));
             prog.extend(round(migrations % nodes as u64));
@@ -827,9 +853,8 @@ fn vmscale(cfg: &Config) -> Result<Workload> {
             let migrator = b.program(prog);
             b.thread(process, "migrate", "migrate", Some(0), migrator, false);
             for t in 1..tasks {
-                let spin = b.program(
-                    [vec![pass(slot, AccessMode::Read, t as u64 * share, share)], forever(vec![Op::Compute { cycles: SPIN_CYCLES }])].concat(),
-                );
+                let spin =
+                    b.program([vec![pass(slot, AccessMode::Read, t as u64 * share, share)], forever(vec![Op::Compute { cycles: SPIN_CYCLES }])].concat());
                 b.thread(process, &format!("spin{t}"), "spin", Some(t % cores), spin, true);
             }
         }
@@ -871,9 +896,7 @@ fn vmscale(cfg: &Config) -> Result<Workload> {
             let mut region = file_map(file, 0, share, true, true);
             region.populate = true;
             let process = b.process("usemem", root, vec![region]);
-            let prog = b.program(
-                [times(passes, vec![pass(slot, AccessMode::Write, 0, share), Op::Msync { slot }, Op::CountOp]), vec![Op::Exit]].concat(),
-            );
+            let prog = b.program([times(passes, vec![pass(slot, AccessMode::Write, 0, share), Op::Msync { slot }, Op::CountOp]), vec![Op::Exit]].concat());
             for t in 0..tasks {
                 b.thread(process, &format!("msync{t}"), "msync", None, prog, false);
             }
@@ -1006,7 +1029,15 @@ fn reclaim(cfg: &Config) -> Result<Workload> {
                 let piece = PBZIP2_BLOCK.min(len - at);
                 let (out_at, out_piece) = (at / 7, piece.div_ceil(7).min(out_len(block) - at / 7));
                 prog.push(seq(block_slot, AccessMode::Read, at, piece));
-                prog.push(Op::Access { slot: work_slot, pattern: Pattern::Random, mode: AccessMode::Mixed(0.5), count: piece / 64, offset: 0, len: 0, stride: 8 });
+                prog.push(Op::Access {
+                    slot: work_slot,
+                    pattern: Pattern::Random,
+                    mode: AccessMode::Mixed(0.5),
+                    count: piece / 64,
+                    offset: 0,
+                    len: 0,
+                    stride: 8,
+                });
                 prog.push(Op::Compute { cycles });
                 if out_piece > 0 {
                     prog.push(seq(out_slot, AccessMode::Write, out_at, out_piece));
@@ -1223,7 +1254,15 @@ fn stamp(cfg: &Config) -> Result<Workload> {
             // The main thread builds the data structures (STAMP's sequential set-up, before
             // thread_start), writing the heap through the plain view.
             for q in 0..pages {
-                prog.push(Op::Access { slot: plain_slot(q), pattern: Pattern::Sequential, mode: AccessMode::Write, count: PAGE / 64, offset: 0, len: 0, stride: 64 });
+                prog.push(Op::Access {
+                    slot: plain_slot(q),
+                    pattern: Pattern::Sequential,
+                    mode: AccessMode::Write,
+                    count: PAGE / 64,
+                    offset: 0,
+                    len: 0,
+                    stride: 64,
+                });
             }
         }
         // The parallel phase starts when the set-up is done.
@@ -1255,7 +1294,15 @@ fn stamp(cfg: &Config) -> Result<Workload> {
                 let mut q = if p.plain_lines >= p.hot_pages * (PAGE / 64) { 0 } else { rng.below(p.hot_pages) };
                 while left > 0 {
                     let n = per_page.min(left);
-                    prog.push(Op::Access { slot: plain_slot(q), pattern: Pattern::Sequential, mode: AccessMode::Read, count: n, offset: 0, len: 0, stride: 64 });
+                    prog.push(Op::Access {
+                        slot: plain_slot(q),
+                        pattern: Pattern::Sequential,
+                        mode: AccessMode::Read,
+                        count: n,
+                        offset: 0,
+                        len: 0,
+                        stride: 64,
+                    });
                     left -= n;
                     q = (q + 1) % p.hot_pages;
                 }
@@ -1311,12 +1358,7 @@ fn mactest(cfg: &Config) -> Result<Workload> {
     let root = b.group("root", 0);
     let slot = 0;
     let process = b.process("mactest", root, vec![anon(pages * PAGE, true)]);
-    let change = vec![
-        Op::Mprotect { slot, writable: false },
-        Op::Mprotect { slot, writable: true },
-        touch_pages(slot, AccessMode::Write, pages),
-        Op::CountOp,
-    ];
+    let change = vec![Op::Mprotect { slot, writable: false }, Op::Mprotect { slot, writable: true }, touch_pages(slot, AccessMode::Write, pages), Op::CountOp];
     let initiator = b.program([vec![touch_pages(slot, AccessMode::Write, pages)], times(ops, change), vec![Op::Exit]].concat());
     b.thread(process, "initiator", "initiator", Some(0), initiator, false);
     let reader = b.program(forever(vec![touch_pages(slot, AccessMode::Read, pages), Op::Compute { cycles }]));
@@ -1461,7 +1503,13 @@ fn zipf_page(rng: &mut crate::rng::SplitMix64, cdf: &[f64]) -> u64 {
 /// `CALL_INSTRUCTIONS` sequential fetches at a 1 KiB-aligned place of a code page drawn
 /// Zipf(1.0) over `code_pages` pages (drawn once, here, from `rng`: a program takes the
 /// same path each time), followed by that run's data accesses `data(rng)`.
-fn code_path(rng: &mut crate::rng::SplitMix64, code_slot: usize, code_pages: u64, calls: u64, data: &dyn Fn(&mut crate::rng::SplitMix64) -> Vec<Op>) -> Vec<Op> {
+fn code_path(
+    rng: &mut crate::rng::SplitMix64,
+    code_slot: usize,
+    code_pages: u64,
+    calls: u64,
+    data: &dyn Fn(&mut crate::rng::SplitMix64) -> Vec<Op>,
+) -> Vec<Op> {
     let cdf = super::program::zipf_cdf(code_pages, 1.0);
     let mut ops = Vec::new();
     for _ in 0..calls {
@@ -1545,7 +1593,15 @@ fn vm_mix(cfg: &Config) -> Result<Workload> {
     let xen_bin = b.file("xend", 64);
     // Slots: code, stack and heap, then the buffer pool or the object heap.
     let (code, stack, big) = (0, 1, 2);
-    let data = |slot: usize, count: u64, pattern: Pattern, writes: f64| Op::Access { slot, pattern, mode: AccessMode::Mixed(writes), count, offset: 0, len: 0, stride: 8 };
+    let data = |slot: usize, count: u64, pattern: Pattern, writes: f64| Op::Access {
+        slot,
+        pattern,
+        mode: AccessMode::Mixed(writes),
+        count,
+        offset: 0,
+        len: 0,
+        stride: 8,
+    };
     let mut vm_processes: Vec<Vec<usize>> = vec![Vec::new(); 3];
     let dom0_path = code_path(&mut rng, code, 64, 10, &|_| vec![data(stack, 32, Pattern::Random, 0.25)]);
     let dom0_prog = b.program(forever([dom0_path.clone(), vec![Op::Block { cycles: 3_000_000 }]].concat()));
@@ -1575,12 +1631,36 @@ fn vm_mix(cfg: &Config) -> Result<Workload> {
                     // The call's frame: two pages at a depth of the 16-page stack; then the heap.
                     let depth = rng.below(8);
                     let mut ops = vec![
-                        Op::Access { slot: stack, pattern: Pattern::Random, mode: AccessMode::Mixed(0.25), count: 24, offset: depth * PAGE, len: 2 * PAGE, stride: 8 },
-                        Op::Access { slot: stack, pattern: Pattern::Random, mode: AccessMode::Mixed(0.25), count: 8, offset: 16 * PAGE, len: 48 * PAGE, stride: 8 },
+                        Op::Access {
+                            slot: stack,
+                            pattern: Pattern::Random,
+                            mode: AccessMode::Mixed(0.25),
+                            count: 24,
+                            offset: depth * PAGE,
+                            len: 2 * PAGE,
+                            stride: 8,
+                        },
+                        Op::Access {
+                            slot: stack,
+                            pattern: Pattern::Random,
+                            mode: AccessMode::Mixed(0.25),
+                            count: 8,
+                            offset: 16 * PAGE,
+                            len: 48 * PAGE,
+                            stride: 8,
+                        },
                     ];
                     for _ in 0..4 {
                         let page = zipf_page(rng, &pool);
-                        ops.push(Op::Access { slot: big, pattern: Pattern::Random, mode: AccessMode::Mixed(0.10), count: 8, offset: page * PAGE, len: PAGE, stride: 8 });
+                        ops.push(Op::Access {
+                            slot: big,
+                            pattern: Pattern::Random,
+                            mode: AccessMode::Mixed(0.10),
+                            count: 8,
+                            offset: page * PAGE,
+                            len: PAGE,
+                            stride: 8,
+                        });
                     }
                     ops
                 });

@@ -72,7 +72,9 @@ fn add_corunner(cfg: &Config, c: &crate::config::CorunnerConfig, w: &mut program
         group,
         // After set-up, its arrays are populated first, as STREAM initializes them before
         // it measures.
-        regions: (0..c.threads).map(|_| MapSpec { fpr: false, fixed: false, bytes, backing: Backing::Anonymous, shared: false, populate: c.after_setup, writable: true }).collect(),
+        regions: (0..c.threads)
+            .map(|_| MapSpec { fpr: false, fixed: false, bytes, backing: Backing::Anonymous, shared: false, populate: c.after_setup, writable: true })
+            .collect(),
         threads: (0..c.threads)
             .map(|t| ThreadSpec {
                 name: if t == 0 { "stream".to_string() } else { format!("stream{t}") },
@@ -94,9 +96,11 @@ fn add_corunner(cfg: &Config, c: &crate::config::CorunnerConfig, w: &mut program
 fn build_kind(cfg: &Config) -> Result<program::Workload> {
     match cfg.workload.kind.as_str() {
         "scenario" => {
-            let spec = cfg.workload.scenario.as_ref().ok_or_else(|| {
-                Error::config("workload.scenario", "workload.kind = \"scenario\" needs a [workload.scenario] table")
-            })?;
+            let spec = cfg
+                .workload
+                .scenario
+                .as_ref()
+                .ok_or_else(|| Error::config("workload.scenario", "workload.kind = \"scenario\" needs a [workload.scenario] table"))?;
             scenario::compile(spec, cfg.cores(), cfg.machine.sockets)
         }
         "recorded" => recorded::build(cfg),

@@ -536,11 +536,7 @@ fn canneal(cfg: &Config) -> Result<Workload> {
     let page_up = |b: u64| b.div_ceil(PAGE) * PAGE;
     let region = |bytes: u64| anon(page_up(bytes), true);
     let (elems, heap, locs) = (0usize, 1usize, 2usize);
-    let regions = vec![
-        region(elements * CANNEAL_ELEMENT),
-        region(elements * CANNEAL_HEAP_PER_ELEMENT),
-        region(elements * CANNEAL_LOCATION),
-    ];
+    let regions = vec![region(elements * CANNEAL_ELEMENT), region(elements * CANNEAL_HEAP_PER_ELEMENT), region(elements * CANNEAL_LOCATION)];
     let loaded = 0u32;
     let access = |slot: usize, pattern: Pattern, mode: AccessMode, count: u64, offset: u64, len: u64, stride: u64| Op::Access {
         slot,

@@ -18,7 +18,10 @@
 pub enum Backing {
     Anonymous,
     /// A file of the page cache: `file` id, first page of the mapping within it.
-    File { file: u32, offset_pages: u64 },
+    File {
+        file: u32,
+        offset_pages: u64,
+    },
 }
 
 /// A mapping request (pre-mapped region or `Mmap` operation).
@@ -70,32 +73,67 @@ pub enum AccessMode {
 pub enum Op {
     /// `count` accesses to region `slot`, within `[offset, offset + len)` bytes of it
     /// (`len = 0`: to its end).
-    Access { slot: usize, pattern: Pattern, mode: AccessMode, count: u64, offset: u64, len: u64, stride: u64 },
+    Access {
+        slot: usize,
+        pattern: Pattern,
+        mode: AccessMode,
+        count: u64,
+        offset: u64,
+        len: u64,
+        stride: u64,
+    },
     /// Non-memory work: this many cycles.
-    Compute { cycles: u64 },
-    Mmap { slot: usize, spec: MapSpec },
-    Munmap { slot: usize },
+    Compute {
+        cycles: u64,
+    },
+    Mmap {
+        slot: usize,
+        spec: MapSpec,
+    },
+    Munmap {
+        slot: usize,
+    },
     /// Change the protection of the whole region.
-    Mprotect { slot: usize, writable: bool },
+    Mprotect {
+        slot: usize,
+        writable: bool,
+    },
     /// madvise(MADV_DONTNEED) on the whole region.
-    MadviseDontneed { slot: usize },
+    MadviseDontneed {
+        slot: usize,
+    },
     /// msync(MS_SYNC) of the whole region: write back dirty file pages (cleaning their PTEs).
-    Msync { slot: usize },
+    Msync {
+        slot: usize,
+    },
     /// fork(): a child process with a copy-on-write copy of the address space, whose one
     /// thread runs `programs[program]`, on `core` (None: the parent's core's run queue).
-    Fork { program: usize, core: Option<u32> },
+    Fork {
+        program: usize,
+        core: Option<u32>,
+    },
     /// The thread ends; the process ends with its last thread.
     Exit,
     /// Blocked in the kernel (I/O, sleep) for this many cycles; the core runs something
     /// else or idles meanwhile.
-    Block { cycles: u64 },
+    Block {
+        cycles: u64,
+    },
     /// Move this thread to `core` (sched_setaffinity).
-    MigrateThread { core: u32 },
+    MigrateThread {
+        core: u32,
+    },
     /// Move the region's pages to NUMA node `node` (move_pages / NUMA balancing).
-    MigratePages { slot: usize, node: u32 },
+    MigratePages {
+        slot: usize,
+        node: u32,
+    },
     /// Repeat the next `body` operations `count` times (`count = 0`: forever, for
     /// daemon threads).
-    Loop { count: u64, body: usize },
+    Loop {
+        count: u64,
+        body: usize,
+    },
     /// One operation of the thread's work finished: counts in `ops_completed`.
     CountOp,
     /// pthread_barrier_wait over the process's non-daemon threads still alive: the thread
@@ -106,38 +144,66 @@ pub enum Op {
     /// order) and sleep until the server has answered it. The server takes it with a
     /// `Serve`, the device takes `cycles`, the server takes the completion with another
     /// `Serve` and wakes the requester (os/io.rs).
-    Io { server: u32, cycles: u64 },
+    Io {
+        server: u32,
+        cycles: u64,
+    },
     /// A back-end driver's wait for work (Xen's blkback/netback): take the next request or
     /// completion of this thread's queue, sleeping until there is one.
     Serve,
     /// Replay `len` entries of the recorded stream `Workload::recorded[stream]` from entry
     /// `start` (`tlbsim record`'s accesses and instruction counts, see [`Recorded`]).
-    Replay { stream: u32, start: u64, len: u64 },
+    Replay {
+        stream: u32,
+        start: u64,
+        len: u64,
+    },
     /// Region slot `slot` now names `[va, va + len)`: a recorded system call's own range (the
     /// `Munmap`, `Mprotect`, ... that follows acts on it; an `Mmap` with `fixed` maps there,
     /// replacing what it overlaps, as MAP_FIXED does).
-    SetRange { slot: usize, va: u64, len: u64 },
+    SetRange {
+        slot: usize,
+        va: u64,
+        len: u64,
+    },
     /// Region slot `slot` now names `[offset, offset + len)` bytes of region slot `of`'s
     /// current range: a pointer into memory the thread already holds, e.g. the tail of a
     /// malloc heap the allocator gives back (`crate::workload::ptmalloc`). Page-aligned.
-    SubRange { slot: usize, of: usize, offset: u64, len: u64 },
+    SubRange {
+        slot: usize,
+        of: usize,
+        offset: u64,
+        len: u64,
+    },
     /// Start the declared thread `thread` (its index among the workload's threads in
     /// declaration order; it must be declared `held`): pthread_create's clone.
-    Spawn { thread: u32 },
+    Spawn {
+        thread: u32,
+    },
     /// Post the completion `token` once (a recorded event other threads wait for).
-    Post { token: u32 },
+    Post {
+        token: u32,
+    },
     /// Spin until `token` has been posted `count` times (replay's ordering of a recorded
     /// program's threads around its system calls, `crate::workload::recorded`): the thread
     /// keeps its core.
-    Wait { token: u32, count: u32 },
+    Wait {
+        token: u32,
+        count: u32,
+    },
     /// Sleep until `token` has been posted `count` times: the thread leaves its core, which
     /// may idle (a recorded futex wait, woken by another thread's futex wake or exit).
-    Sleep { token: u32, count: u32 },
+    Sleep {
+        token: u32,
+        count: u32,
+    },
     /// Take one post of `token` that no `Take` has taken yet, sleeping until there is one:
     /// a counting semaphore's wait (a worker waiting on its queue's condition variable, a
     /// thread in epoll_wait for one ready event). A `Post` wakes the longest sleeper of the
     /// token's takes; the thread leaves its core meanwhile.
-    Take { token: u32 },
+    Take {
+        token: u32,
+    },
 }
 
 /// Entries of a recorded stream (`Op::Replay`): the kind in the top two bits, the virtual
@@ -406,14 +472,9 @@ impl Workload {
                 }
                 match op {
                     Op::Mmap { spec, .. } => check_map(&at(), spec, &self.files)?,
-                    Op::Loop { body, .. } if i + body >= prog.len() => {
-                        return Err(format!("{}: loop body runs past the end of the program", at()))
-                    }
+                    Op::Loop { body, .. } if i + body >= prog.len() => return Err(format!("{}: loop body runs past the end of the program", at())),
                     Op::Loop { count: 0, .. } if must_end[gi] => {
-                        return Err(format!(
-                            "{}: a loop forever (count 0) in a program a non-daemon thread runs: the run would never end",
-                            at()
-                        ))
+                        return Err(format!("{}: a loop forever (count 0) in a program a non-daemon thread runs: the run would never end", at()))
                     }
                     Op::Fork { program, core } => {
                         if *program >= self.programs.len() {
@@ -423,9 +484,7 @@ impl Workload {
                             return Err(format!("{}: core {} does not exist", at(), core.unwrap()));
                         }
                     }
-                    Op::MigrateThread { core } if *core >= cores => {
-                        return Err(format!("{}: core {core} does not exist (the machine has {cores})", at()))
-                    }
+                    Op::MigrateThread { core } if *core >= cores => return Err(format!("{}: core {core} does not exist (the machine has {cores})", at())),
                     Op::Replay { stream, start, len } => {
                         let n = self.recorded.get(*stream as usize).map(|s| s.len() as u64);
                         if n.is_none_or(|n| start.saturating_add(*len) > n) {
@@ -444,15 +503,13 @@ impl Workload {
                     Op::Post { token } | Op::Wait { token, .. } | Op::Sleep { token, .. } | Op::Take { token } if *token >= self.tokens => {
                         return Err(format!("{}: no token {token} (the workload has {})", at(), self.tokens))
                     }
-                    Op::Io { server, .. } => {
-                        match declared.get(*server as usize) {
-                            None => return Err(format!("{}: no thread {server} to serve the request ({} declared)", at(), declared.len())),
-                            Some(t) if !self.programs[t.program].contains(&Op::Serve) => {
-                                return Err(format!("{}: thread {server} ({:?}) never serves (its program has no serve operation)", at(), t.name))
-                            }
-                            Some(_) => {}
+                    Op::Io { server, .. } => match declared.get(*server as usize) {
+                        None => return Err(format!("{}: no thread {server} to serve the request ({} declared)", at(), declared.len())),
+                        Some(t) if !self.programs[t.program].contains(&Op::Serve) => {
+                            return Err(format!("{}: thread {server} ({:?}) never serves (its program has no serve operation)", at(), t.name))
                         }
-                    }
+                        Some(_) => {}
+                    },
                     _ => {}
                 }
             }
@@ -509,7 +566,9 @@ impl Workload {
             }
         }
         match (0..self.programs.len()).find(|&p| started[p] && pc[p] < self.programs[p].len()) {
-            Some(p) => Err(format!("program[{p}].op[{}]: {:?} can never be satisfied (the programs wait for each other in a cycle)", pc[p], self.programs[p][pc[p]])),
+            Some(p) => {
+                Err(format!("program[{p}].op[{}]: {:?} can never be satisfied (the programs wait for each other in a cycle)", pc[p], self.programs[p][pc[p]]))
+            }
             None => Ok(()),
         }
     }

@@ -596,7 +596,10 @@ impl Builder {
         let pi = self.threads[t].process.expect("attached");
         if thread {
             if pi != 0 {
-                return Err(format!("thread {tid} is created by thread {} of a forked process: threads of forked processes are not replayed", self.threads[t].tid));
+                return Err(format!(
+                    "thread {tid} is created by thread {} of a forked process: threads of forked processes are not replayed",
+                    self.threads[t].tid
+                ));
             }
             self.attach(child, pi);
             if nr_flags & CLONE_CHILD_CLEARTID != 0 {
@@ -647,7 +650,15 @@ impl Builder {
                 Some((start, end)) if page == end => run = Some((start, end + 1)),
                 _ => {
                     if let Some((start, end)) = run {
-                        let spec = MapSpec { bytes: (end - start) * PAGE, backing: Backing::Anonymous, shared: false, populate: false, writable: true, fpr: false, fixed: false };
+                        let spec = MapSpec {
+                            bytes: (end - start) * PAGE,
+                            backing: Backing::Anonymous,
+                            shared: false,
+                            populate: false,
+                            writable: true,
+                            fpr: false,
+                            fixed: false,
+                        };
                         fixed_regions.push((0, start * PAGE, spec));
                     }
                     run = (page != NO_PAGE).then(|| (page, page + 1));
@@ -661,7 +672,13 @@ impl Builder {
             .collect();
         let held_threads = root.iter().filter(|&&t| !self.threads[t].first).map(|&t| self.threads[t].declared.expect("root thread")).collect();
         let mut w = Workload {
-            processes: vec![ProcessSpec { name: format!("pid{}", self.threads[root[0]].tid), group: 0, regions: Vec::new(), threads, page_tables: Default::default() }],
+            processes: vec![ProcessSpec {
+                name: format!("pid{}", self.threads[root[0]].tid),
+                group: 0,
+                regions: Vec::new(),
+                threads,
+                page_tables: Default::default(),
+            }],
             files: self.files.iter().map(|&((dev, ino), pages)| super::program::FileSpec { name: format!("dev{dev}:ino{ino}"), pages: pages.max(1) }).collect(),
             slots: 1,
             held_threads,

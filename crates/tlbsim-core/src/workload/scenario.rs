@@ -463,15 +463,11 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
     }
 
     if spec.process.is_empty() && spec.vm.iter().all(|v| v.process.is_empty()) {
-        return Err(Error::config(
-            format!("{KEY}.process"),
-            "a scenario needs at least one process ([[workload.scenario.process]])",
-        ));
+        return Err(Error::config(format!("{KEY}.process"), "a scenario needs at least one process ([[workload.scenario.process]])"));
     }
     // Every process with its key and VM: the top-level ones (dom0's under VMs), then each
     // VM's.
-    let mut all: Vec<(String, &ScenarioProcess, usize)> =
-        spec.process.iter().enumerate().map(|(i, p)| (format!("{KEY}.process[{i}]"), p, 0)).collect();
+    let mut all: Vec<(String, &ScenarioProcess, usize)> = spec.process.iter().enumerate().map(|(i, p)| (format!("{KEY}.process[{i}]"), p, 0)).collect();
     let mut vms = Vec::new();
     let mut vm_names = HashSet::new();
     for (vi, v) in spec.vm.iter().enumerate() {
@@ -504,15 +500,8 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
     for (n, t) in all.iter().flat_map(|(_, p, _)| &p.thread).enumerate() {
         thread_index.entry(t.name.as_str()).or_default().push(n as u32);
     }
-    let mut c = Compiler {
-        cores,
-        nodes,
-        files: &files,
-        file_index: &file_index,
-        thread_index: &thread_index,
-        programs: Vec::new(),
-        daemon_programs: Vec::new(),
-    };
+    let mut c =
+        Compiler { cores, nodes, files: &files, file_index: &file_index, thread_index: &thread_index, programs: Vec::new(), daemon_programs: Vec::new() };
     let mut processes = Vec::new();
     let mut slots = 0;
     let mut process_names = HashSet::new();
@@ -527,9 +516,9 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
         }
         let group = match &p.group {
             None => 0,
-            Some(g) => *group_index.get(g.as_str()).ok_or_else(|| {
-                Error::config(format!("{pkey}.group"), format!("no group named {g:?}{}", known(spec.group.iter().map(|g| &g.name))))
-            })?,
+            Some(g) => *group_index
+                .get(g.as_str())
+                .ok_or_else(|| Error::config(format!("{pkey}.group"), format!("no group named {g:?}{}", known(spec.group.iter().map(|g| &g.name)))))?,
         };
         let mut slot_names: Vec<String> = Vec::new();
         let mut regions = Vec::new();
@@ -549,10 +538,7 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
         }
         slots = slots.max(slot_names.len());
         if p.thread.is_empty() {
-            return Err(Error::config(
-                format!("{pkey}.thread"),
-                "a process needs at least one thread ([[workload.scenario.process.thread]])",
-            ));
+            return Err(Error::config(format!("{pkey}.thread"), "a process needs at least one thread ([[workload.scenario.process.thread]])"));
         }
         let names = SlotNames { names: &slot_names, regions: region_count };
         let mut threads = Vec::new();
@@ -605,14 +591,7 @@ struct Compiler<'a> {
 impl Compiler<'_> {
     /// Compile one program (a thread's, or a fork child's) into `programs`; returns its
     /// index. `inherited` are the mmapped names the forking program makes visible.
-    fn program(
-        &mut self,
-        ops: &[ScenarioOp],
-        key: &str,
-        daemon: bool,
-        inherited: &HashSet<String>,
-        names: &SlotNames,
-    ) -> Result<usize> {
+    fn program(&mut self, ops: &[ScenarioOp], key: &str, daemon: bool, inherited: &HashSet<String>, names: &SlotNames) -> Result<usize> {
         let index = self.programs.len();
         self.programs.push(Vec::new());
         let mut own = Vec::new();
@@ -633,15 +612,7 @@ impl Compiler<'_> {
         Ok(out)
     }
 
-    fn op(
-        &mut self,
-        o: &ScenarioOp,
-        at: &str,
-        daemon: bool,
-        visible: &HashSet<String>,
-        names: &SlotNames,
-        out: &mut Vec<Op>,
-    ) -> Result<()> {
+    fn op(&mut self, o: &ScenarioOp, at: &str, daemon: bool, visible: &HashSet<String>, names: &SlotNames, out: &mut Vec<Op>) -> Result<()> {
         let allowed = o.op.keys();
         for k in o.given() {
             if !allowed.contains(&k) {
@@ -772,12 +743,18 @@ impl Compiler<'_> {
                 let server = match self.thread_index.get(name).map(Vec::as_slice) {
                     Some([one]) => *one,
                     Some(many) => {
-                        return Err(Error::config(format!("{at}.server"), format!("{} threads are named {name:?}: give the server a name of its own", many.len())))
+                        return Err(Error::config(
+                            format!("{at}.server"),
+                            format!("{} threads are named {name:?}: give the server a name of its own", many.len()),
+                        ))
                     }
                     None => {
                         let mut known: Vec<&&str> = self.thread_index.keys().collect();
                         known.sort();
-                        return Err(Error::config(format!("{at}.server"), format!("no thread named {name:?} (threads: {})", known.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", "))));
+                        return Err(Error::config(
+                            format!("{at}.server"),
+                            format!("no thread named {name:?} (threads: {})", known.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ")),
+                        ));
                     }
                 };
                 out.push(Op::Io { server, cycles });
@@ -824,30 +801,20 @@ impl Compiler<'_> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn map_spec(
-        &self,
-        key: &str,
-        bytes: u64,
-        file: Option<&str>,
-        offset_pages: u64,
-        shared: bool,
-        populate: bool,
-        writable: bool,
-    ) -> Result<MapSpec> {
+    fn map_spec(&self, key: &str, bytes: u64, file: Option<&str>, offset_pages: u64, shared: bool, populate: bool, writable: bool) -> Result<MapSpec> {
         check_range(&format!("{key}.bytes"), bytes, 1, 1 << 47)?;
         let backing = match file {
             None => Backing::Anonymous,
             Some(name) => {
-                let file = *self.file_index.get(name).ok_or_else(|| {
-                    Error::config(format!("{key}.file"), format!("no file named {name:?}{}", known(self.files.iter().map(|f| &f.name))))
-                })?;
+                let file = *self
+                    .file_index
+                    .get(name)
+                    .ok_or_else(|| Error::config(format!("{key}.file"), format!("no file named {name:?}{}", known(self.files.iter().map(|f| &f.name)))))?;
                 let pages = self.files[file as usize].pages;
                 if offset_pages + bytes.div_ceil(4096) > pages {
                     return Err(Error::config(
                         format!("{key}.bytes"),
-                        format!(
-                            "{bytes} bytes from page {offset_pages} map past the end of file {name:?} ({pages} pages)"
-                        ),
+                        format!("{bytes} bytes from page {offset_pages} map past the end of file {name:?} ({pages} pages)"),
                     ));
                 }
                 Backing::File { file, offset_pages }
