@@ -4,7 +4,7 @@
 
 use super::{CacheConfig, LevelConfig, MachineConfig, MemoryConfig, Tagging, TlbConfig};
 use crate::error::{Error, Result};
-use crate::tlb::Replacement::Lru;
+use crate::types::Replacement::Lru;
 use serde_json::{json, Value};
 
 pub const NAMES: &[&str] = &["none", "host", "abis-haswell-2s", "mitosis-4s", "didi-cmp", "tagtlb-p4", "fpr-intel-2s", "fpr-amd-2s"];
@@ -46,8 +46,8 @@ pub fn builtin_machine() -> MachineConfig {
             tagging: Tagging::Pcid,
             tmt_entries: 4,
             sl_quota_fraction: Vec::new(),
-            partition_controller: crate::tlb::partition::PartitionController::Static,
-            partition_goal: crate::tlb::partition::PartitionGoal::MinMeanMptti,
+            partition_controller: crate::types::PartitionController::Static,
+            partition_goal: crate::types::PartitionGoal::MinMeanMptti,
             partition_goal_domain: 1,
             partition_goal_mptti: 0.0,
             partition_epoch_instructions: 1_000_000,
@@ -74,7 +74,6 @@ pub fn builtin_machine() -> MachineConfig {
             quirk_faulting_walk_sets_accessed: false,
             involuntary_full_flush_per_mcycles: 0.0,
         },
-        didi: super::DidiConfig::default(),
     }
 }
 

@@ -63,7 +63,7 @@
 //!   daemon of dom0). os/io.rs.
 //!
 //! A process may take `mitosis_replicas = "all" | "none" | [sockets]`: its own page-table
-//! replication mask under `os.pt_placement = "mitosis"` (overriding `[os.mitosis]
+//! replication mask under `os.pt_placement = "mitosis"` (overriding `[placement.mitosis]
 //! replicas`; inherited by its fork children; ignored by the other backends).
 //!
 //! Virtual machines (`[[workload.scenario.vm]]`, the hypervisor axis, `crate::hypervisor`)
@@ -186,7 +186,7 @@ pub struct ScenarioProcess {
     pub region: Vec<ScenarioRegion>,
     pub thread: Vec<ScenarioThread>,
     /// This process's page-table replication mask (`"all"`, `"none"` or a list of
-    /// sockets), overriding `[os.mitosis] replicas` for it and its forked children (Mitosis
+    /// sockets), overriding `[placement.mitosis] replicas` for it and its forked children (Mitosis
     /// §6.2's per-process replication set, given through numactl). Only `os.pt_placement = "mitosis"` replicates;
     /// other backends ignore it. None: the system-wide mask.
     #[serde(default, skip_serializing_if = "Option::is_none")]
