@@ -13,6 +13,7 @@ fn axes() -> Vec<(&'static str, Vec<Entry>)> {
         ("recycling", tlbsim_core::recycling::entries()),
         ("placement", tlbsim_core::placement::entries()),
         ("hypervisor", tlbsim_core::hypervisor::entries()),
+        ("machine.preset", tlbsim_core::config::presets::entries()),
     ]
 }
 
@@ -46,7 +47,7 @@ fn every_entry_has_a_summary_and_every_parameter_a_doc_and_a_default() {
 #[test]
 fn the_effective_config_holds_every_entrys_table() {
     let cfg = tlbsim_core::config::Config::resolve(json!({}), &[], Path::new(".")).unwrap().to_json();
-    for (axis, entries) in axes() {
+    for (axis, entries) in axes().into_iter().filter(|(axis, _)| !axis.contains('.')) {
         for e in entries {
             assert_eq!(cfg[axis][e.name], (e.defaults)(), "{axis}.{}", e.name);
         }
