@@ -38,7 +38,10 @@ pub fn defaults() -> serde_json::Value {
 /// Parse, check and build: the config document, overrides and base folder (relative trace
 /// paths) to a config every part of which has been checked, and the workload.
 pub fn prepare(tree: serde_json::Value, overrides: &[String], base_dir: &Path) -> Result<Prepared> {
-    let config = Config::parse_document(tree, overrides, base_dir, defaults())?;
+    let mut config = Config::parse_document(tree, overrides, base_dir, defaults())?;
+    if let Some(table) = &config.workload.scenario {
+        config.workload.scenario = Some(crate::workload::scenario::normalize(table)?);
+    }
     check_plugins(&config)?;
     let workload = if is_os_mode(&config.workload.kind) { Some(build_workload(&config)?) } else { None };
     Ok(Prepared { config, workload })

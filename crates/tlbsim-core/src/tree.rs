@@ -67,6 +67,11 @@ pub fn merge(base: &mut Value, top: Value) {
 
 /// Typed parse; errors name the dotted key (`machine.tlb.l1d.ways`) and what was expected.
 pub fn from_tree<T: serde::de::DeserializeOwned>(tree: Value) -> Result<T> {
+    from_tree_at("", tree)
+}
+
+/// [`from_tree`] of the table at dotted key `prefix` (errors name the whole key).
+pub fn from_tree_at<T: serde::de::DeserializeOwned>(prefix: &str, tree: Value) -> Result<T> {
     serde_path_to_error::deserialize(tree).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
@@ -79,6 +84,11 @@ pub fn from_tree<T: serde::de::DeserializeOwned>(tree: Value) -> Result<T> {
             format!("unknown key; {}", inner.split_once(", expected").map(|(_, rest)| format!("expected{rest}")).unwrap_or(inner.clone()))
         } else {
             inner
+        };
+        let key = match (prefix.is_empty(), key.as_str()) {
+            (true, _) => key,
+            (false, "." | "") => prefix.to_owned(),
+            (false, _) => format!("{prefix}.{key}"),
         };
         Error::config(key, message)
     })

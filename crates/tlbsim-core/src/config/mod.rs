@@ -12,7 +12,6 @@ pub mod storage;
 
 use crate::error::{Error, Result};
 use crate::types::{NodeId, PartitionController, PartitionGoal, Replacement, TraceFormat};
-use crate::workload::scenario::ScenarioSpec;
 pub use costs::CostsConfig;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -488,8 +487,10 @@ pub struct WorkloadConfig {
     /// enforces. 0 = half the working set (`region_bytes`), rounded up.
     pub memory_limit_mib: u64,
     /// scenario: the whole OS-mode scenario (`[workload.scenario]`: groups, files,
-    /// processes, threads and their programs; `crate::workload::scenario`).
-    pub scenario: Option<ScenarioSpec>,
+    /// processes, threads and their programs). The scenario language is the workload's
+    /// (`crate::workload::scenario` parses it); the set-up step writes it back with every
+    /// default filled in.
+    pub scenario: Option<serde_json::Value>,
     /// OS mode: a co-runner added to the workload (Mitosis §3.2's STREAM interference):
     /// `{ kind = "stream", socket = N }`.
     pub corunner: Option<CorunnerConfig>,

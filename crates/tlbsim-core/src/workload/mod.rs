@@ -98,7 +98,7 @@ fn build_kind(cfg: &Config) -> Result<program::Workload> {
                 .scenario
                 .as_ref()
                 .ok_or_else(|| Error::config("workload.scenario", "workload.kind = \"scenario\" needs a [workload.scenario] table"))?;
-            scenario::compile(spec, cfg.cores(), cfg.machine.sockets)
+            scenario::compile(&scenario::parse(spec)?, cfg.cores(), cfg.machine.sockets)
         }
         "recorded" => recorded::build(cfg),
         k if generators::KINDS.contains(&k) => generators::build(cfg),

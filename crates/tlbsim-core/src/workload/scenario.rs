@@ -428,6 +428,16 @@ impl ScenarioOp {
     }
 }
 
+/// Parse `[workload.scenario]` (errors name the key under `workload.scenario`).
+pub fn parse(table: &serde_json::Value) -> Result<ScenarioSpec> {
+    crate::tree::from_tree_at("workload.scenario", table.clone())
+}
+
+/// `[workload.scenario]` with every default filled in (the effective config's form).
+pub fn normalize(table: &serde_json::Value) -> Result<serde_json::Value> {
+    Ok(serde_json::to_value(parse(table)?).expect("a scenario serializes"))
+}
+
 /// Compile a scenario for a machine of `cores` cores and `nodes` NUMA nodes.
 pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> {
     // Groups: index 0 is `root` (the user's, or an unlimited one).
