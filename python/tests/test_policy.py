@@ -26,8 +26,10 @@ WORKLOADS: list[dict[str, Any]] = [
 
 
 def _config(workload: dict[str, Any], tagging: str = "pcid") -> dict[str, Any]:
-    return {"machine": {"preset": "host", "sockets": 2, "cores_per_socket": 2, "tlb": {"tagging": tagging}},
-            "workload": workload}
+    return {
+        "machine": {"preset": "host", "sockets": 2, "cores_per_socket": 2, "tlb": {"tagging": tagging}},
+        "workload": workload,
+    }
 
 
 class PyLinux(Policy):
@@ -77,8 +79,14 @@ def test_plans_with_pages_and_delivery_paths_and_optional_hooks() -> None:
             base = super().plan(view, request)
             assert isinstance(base, Plan)
             # Reach each target for the request's first page only, by hardware message.
-            return Plan(targets=base.targets, pages_of={t: request.pages[:1] for t in base.targets},
-                        delivery="message", latency=120, initiator_cycles=30, target_cycles=40)
+            return Plan(
+                targets=base.targets,
+                pages_of={t: request.pages[:1] for t in base.targets},
+                delivery="message",
+                latency=120,
+                initiator_cycles=30,
+                target_cycles=40,
+            )
 
         def on_deliver(self, core: int, me: Any, request: Request) -> str:
             return "full"
@@ -109,6 +117,7 @@ def test_plans_with_pages_and_delivery_paths_and_optional_hooks() -> None:
 
 def test_per_access_hooks_are_refused_by_name() -> None:
     with pytest.raises(TypeError, match="on_tlb_insert"):
+
         class Bad(Policy):  # noqa: F841
             def on_tlb_insert(self, *args: Any) -> None:
                 pass

@@ -32,8 +32,7 @@ class RunControl:
     def progress(self) -> tuple[int, int, str]:
         """(done, total or 0 when not known, "accesses" | "operations")."""
 
-def run(config_json: str, overrides: list[str], base_dir: _Path,
-        control: RunControl | None = None) -> tuple[str, str]:
+def run(config_json: str, overrides: list[str], base_dir: _Path, control: RunControl | None = None) -> tuple[str, str]:
     """Run one simulation; returns (effective config JSON, stats JSON)."""
 
 def resolve(config_json: str, overrides: list[str], base_dir: _Path) -> str:
@@ -60,7 +59,9 @@ def fuzz(policy: str, tagging: str | None, overrides: list[str], scenarios: int,
 def run_policy(config_json: str, overrides: list[str], base_dir: _Path, policy: object, label: str) -> tuple[str, str]:
     """Run with a coherence policy written in Python; returns (effective config, stats) JSON."""
 
-def fuzz_policy(factory: object, label: str, tagging: str | None, overrides: list[str], scenarios: int, seed: int) -> str:
+def fuzz_policy(
+    factory: object, label: str, tagging: str | None, overrides: list[str], scenarios: int, seed: int
+) -> str:
     """tlbsim fuzz with a Python policy built by ``factory()`` per scenario; JSON report."""
 
 def tagging_modes() -> list[str]:

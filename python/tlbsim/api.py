@@ -106,13 +106,17 @@ def _config_source(config: ConfigLike) -> tuple[str, Path]:
         if not path.is_file():
             raise FileNotFoundError(2, "config file not found", os.fspath(path))
         return _tlbsim.load_config(path), path.resolve().parent
-    raise TypeError(
-        f"config must be a dict, a path to a TOML file or None, not {type(config).__name__}"
-    )
+    raise TypeError(f"config must be a dict, a path to a TOML file or None, not {type(config).__name__}")
 
 
-def run(config: ConfigLike = None, *, overrides: Overrides = None, policy: Any = None,
-        control: _tlbsim.RunControl | None = None, **kwargs: object) -> Result:
+def run(
+    config: ConfigLike = None,
+    *,
+    overrides: Overrides = None,
+    policy: Any = None,
+    control: _tlbsim.RunControl | None = None,
+    **kwargs: object,
+) -> Result:
     """Run one simulation.
 
     ``config`` is a dict, a path to a TOML file (relative trace paths are then resolved

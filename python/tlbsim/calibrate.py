@@ -206,6 +206,7 @@ def read_host(proc: Path = Path("/proc"), sys_root: Path = Path("/sys")) -> Host
     def _int(key: str) -> int | None:
         v = fields.get(key, "")
         return int(v) if v.isdigit() else None
+
     return Host(
         hostname=platform.node(),
         kernel=platform.release(),
@@ -345,9 +346,13 @@ def shootdown_record(raw: Mapping[str, Any], expected: float | None = None) -> d
     # (where the kernel has schedstat); the wall-clock rate is kept beside it.
     on_cpu = "ops_per_second_on_cpu_median" in raw
     rate = float(raw["ops_per_second_on_cpu_median" if on_cpu else "ops_per_second_median"])
-    rec.update(ops=ops, reps=int(raw["reps"]), ops_per_second=rate,
-               ops_per_second_wall=float(raw["ops_per_second_median"]),
-               throughput_clock="on-CPU time (run-queue waits removed)" if on_cpu else "wall clock")
+    rec.update(
+        ops=ops,
+        reps=int(raw["reps"]),
+        ops_per_second=rate,
+        ops_per_second_wall=float(raw["ops_per_second_median"]),
+        throughput_clock="on-CPU time (run-queue waits removed)" if on_cpu else "wall clock",
+    )
     rec["per_thread"] = [{"thread": 0, "ops_completed": ops, "ops_per_second": rate}]
     if "ipis_per_op_median" in raw:
         ipo = float(raw["ipis_per_op_median"])
@@ -356,17 +361,21 @@ def shootdown_record(raw: Mapping[str, Any], expected: float | None = None) -> d
         if expected is not None:
             rec["expected_ipis_per_op"] = expected
             if ipo < 0.9 * expected:
-                rec["note"] = ("fewer IPIs than the kernel sends with the sibling running: it was preempted "
-                               "(other work on its CPU, or the hypervisor's; KVM flushes a preempted vCPU "
-                               "without an IPI)")
+                rec["note"] = (
+                    "fewer IPIs than the kernel sends with the sibling running: it was preempted "
+                    "(other work on its CPU, or the hypervisor's; KVM flushes a preempted vCPU "
+                    "without an IPI)"
+                )
     else:
         rec["ipis_not_measurable"] = raw.get("ipis_not_measurable", "no IPI count")
     if "sibling_spins_per_second_idle_on_cpu" in raw:
-        rec["sibling_cpu_lost"] = fit.lost_fraction(raw["sibling_spins_per_second_idle_on_cpu"],
-                                                    raw["sibling_spins_per_second_on_cpu"])
+        rec["sibling_cpu_lost"] = fit.lost_fraction(
+            raw["sibling_spins_per_second_idle_on_cpu"], raw["sibling_spins_per_second_on_cpu"]
+        )
     elif "sibling_spins_per_second_idle" in raw:
-        rec["sibling_cpu_lost"] = fit.lost_fraction(raw["sibling_spins_per_second_idle"],
-                                                    raw["sibling_spins_per_second"])
+        rec["sibling_cpu_lost"] = fit.lost_fraction(
+            raw["sibling_spins_per_second_idle"], raw["sibling_spins_per_second"]
+        )
     rec["raw"] = dict(raw)
     return rec
 
@@ -376,8 +385,13 @@ def list_patterns(exe: Path) -> list[tuple[str, str]]:
     return [tuple(line.split()[:2]) for line in r.stdout.splitlines() if line.strip()]  # type: ignore[misc]
 
 
-def measure_shootdown(exe: Path, plan: Plan, progress: _Progress | None = None,
-                      patterns: Sequence[str] | None = None, busy_neighbour: bool = False) -> dict[str, dict[str, Any]]:
+def measure_shootdown(
+    exe: Path,
+    plan: Plan,
+    progress: _Progress | None = None,
+    patterns: Sequence[str] | None = None,
+    busy_neighbour: bool = False,
+) -> dict[str, dict[str, Any]]:
     """Each pattern (default: all), one bench run each. ``busy_neighbour``: with a process
     spinning on the other CPU (the control for the spinning-sibling patterns)."""
     out: dict[str, dict[str, Any]] = {}
@@ -386,8 +400,9 @@ def measure_shootdown(exe: Path, plan: Plan, progress: _Progress | None = None,
     for name in names:
         ops = max(1, plan.shootdown_ops // OPS_DIVISOR.get(name, 1))
         flags = ["--busy-neighbour"] if busy_neighbour else []
-        (raw,) = _json_lines([str(exe), "--ops", str(ops), "--reps", str(plan.shootdown_reps), *flags, name],
-                             timeout=600)
+        (raw,) = _json_lines(
+            [str(exe), "--ops", str(ops), "--reps", str(plan.shootdown_reps), *flags, name], timeout=600
+        )
         out[name] = shootdown_record(raw, expected.get(name))
         if progress:
             progress.step(name + (" (busy neighbour)" if busy_neighbour else ""))
@@ -436,17 +451,27 @@ def reach_points(rows: Sequence[Mapping[str, Any]], vendor: str) -> list[dict[st
             totals["walks"] = round(r["dtlb_load_misses_per_access"] * n)
             if amd:
                 totals["l1_tlb_misses"] = round(r["dtlb_loads_per_access"] * n)
-        out.append({
-            "page_size": r["page_size"], "pages": int(r["pages_4k"]), "bytes": int(r["bytes"]),
-            "ns_per_access": float(r["ns_per_access"]), "anon_huge_kib": r.get("anon_huge_kib"),
-            "totals": totals, **({"perf": r["perf"]} if "perf" in r else {}),
-            **({"dense": True, "lines": int(r["lines"])} if r.get("dense") else {}),
-        })
+        out.append(
+            {
+                "page_size": r["page_size"],
+                "pages": int(r["pages_4k"]),
+                "bytes": int(r["bytes"]),
+                "ns_per_access": float(r["ns_per_access"]),
+                "anon_huge_kib": r.get("anon_huge_kib"),
+                "totals": totals,
+                **({"perf": r["perf"]} if "perf" in r else {}),
+                **({"dense": True, "lines": int(r["lines"])} if r.get("dense") else {}),
+            }
+        )
     return out
 
 
-def _median_by_pages(points: Sequence[Mapping[str, Any]], page_size: str, key: Callable[[Mapping[str, Any]], float | None],
-                     only: Callable[[Mapping[str, Any]], bool] = lambda r: True) -> dict[int, float]:
+def _median_by_pages(
+    points: Sequence[Mapping[str, Any]],
+    page_size: str,
+    key: Callable[[Mapping[str, Any]], float | None],
+    only: Callable[[Mapping[str, Any]], bool] = lambda r: True,
+) -> dict[int, float]:
     acc: dict[int, list[float]] = {}
     for r in points:
         if r.get("page_size") != page_size or "pages" not in r or r.get("dense") or not only(r):
@@ -457,9 +482,16 @@ def _median_by_pages(points: Sequence[Mapping[str, Any]], page_size: str, key: C
     return {p: float(np.median(v)) for p, v in sorted(acc.items())}
 
 
-def analyse_reach(points: Sequence[Mapping[str, Any]], *, perf: bool, vendor: str, thp: str | None,
-                  control_limit: int, llc_bytes: int | None = None,
-                  caches: Sequence[Mapping[str, int]] | None = None) -> ReachAnalysis:
+def analyse_reach(
+    points: Sequence[Mapping[str, Any]],
+    *,
+    perf: bool,
+    vendor: str,
+    thp: str | None,
+    control_limit: int,
+    llc_bytes: int | None = None,
+    caches: Sequence[Mapping[str, int]] | None = None,
+) -> ReachAnalysis:
     """Knees (L1, L2) and levels from the reach points.
 
     The knees come from the raw 4 KiB curve (ns per access), fitted jointly with the data
@@ -493,17 +525,27 @@ def analyse_reach(points: Sequence[Mapping[str, Any]], *, perf: bool, vendor: st
         try:
             f = fit.fit_tlb_knees(list(ns4), list(ns4.values()), dcs)
             out.curve = "ns per access, 4 KiB pages, fitted jointly with the data caches" + (
-                " (" + ", ".join(f"L{c.level} {c.size_bytes >> 10} KiB" for c in dcs) + ")" if dcs else
-                " (none known: sysfs gave no cache sizes)")
+                " (" + ", ".join(f"L{c.level} {c.size_bytes >> 10} KiB" for c in dcs) + ")"
+                if dcs
+                else " (none known: sysfs gave no cache sizes)"
+            )
             out.rms_ns = f.rms
             out.beyond = f.caches
             for k in f.knees:
-                knees.append({"level": k.level, "entries": k.entries, "cost_ns": k.cost,
-                              "step_share": k.step_share, "between": list(k.between),
-                              "interval": list(k.interval), "significance": k.significance,
-                              "confidence": k.confidence,
-                              "source": "ns per access, 4 KiB pages (fitted with the data caches)",
-                              "estimator": k.estimator})
+                knees.append(
+                    {
+                        "level": k.level,
+                        "entries": k.entries,
+                        "cost_ns": k.cost,
+                        "step_share": k.step_share,
+                        "between": list(k.between),
+                        "interval": list(k.interval),
+                        "significance": k.significance,
+                        "confidence": k.confidence,
+                        "source": "ns per access, 4 KiB pages (fitted with the data caches)",
+                        "estimator": k.estimator,
+                    }
+                )
         except ValueError as err:
             out.notes.append(f"knee fit failed: {err}")
         if ns2 and len(ns2) >= 10:
@@ -517,36 +559,47 @@ def analyse_reach(points: Sequence[Mapping[str, Any]], *, perf: bool, vendor: st
                     out.notes.append(
                         f"the 2 MiB-page curve has a TLB knee too (near {l1_2m.entries:.0f} pages): its huge pages "
                         "are translated as 4 KiB ones (a virtual machine whose memory the host maps with 4 KiB "
-                        "pages), so it cannot serve as a translation-free control")
+                        "pages), so it cannot serve as a translation-free control"
+                    )
             except ValueError:
                 pass
     else:
         out.not_measurable["tlb_knees_ns"] = f"not measurable here: only {len(ns4)} sizes measured"
     if perf:
         amd = vendor in ("AuthenticAMD", "HygonGenuine")
-        walks = _median_by_pages(points, "4k", lambda r: r["totals"].get("walks", None) and
-                                 r["totals"]["walks"] / r["totals"]["accesses"])
+        walks = _median_by_pages(
+            points, "4k", lambda r: r["totals"].get("walks", None) and r["totals"]["walks"] / r["totals"]["accesses"]
+        )
         curves = [("l2", walks, "walks per access (perf dTLB-load-misses)")]
         if amd:
-            l1 = _median_by_pages(points, "4k", lambda r: r["totals"].get("l1_tlb_misses", None) and
-                                  r["totals"]["l1_tlb_misses"] / r["totals"]["accesses"])
+            l1 = _median_by_pages(
+                points,
+                "4k",
+                lambda r: (
+                    r["totals"].get("l1_tlb_misses", None) and r["totals"]["l1_tlb_misses"] / r["totals"]["accesses"]
+                ),
+            )
             curves.insert(0, ("l1", l1, "L1 DTLB misses per access (perf dTLB-loads, AMD)"))
         for name, curve, what in curves:
             if len(curve) < 8:
                 continue
             try:
-                f = fit.fit_reach(list(curve), fit.median_filter(list(curve.values())), 1, growth=False,
-                                  relative=True)
+                f = fit.fit_reach(list(curve), fit.median_filter(list(curve.values())), 1, growth=False, relative=True)
             except ValueError:
                 continue
             k = f.knees[0]
             prev = next((d for d in knees if d["level"] == name), None)
-            entry = {"level": name, "entries": k.entries, "cost_ns": prev["cost_ns"] if prev else None,
-                     "step_share": k.step_share, "between": list(k.between), "source": what}
+            entry = {
+                "level": name,
+                "entries": k.entries,
+                "cost_ns": prev["cost_ns"] if prev else None,
+                "step_share": k.step_share,
+                "between": list(k.between),
+                "source": what,
+            }
             knees = [d for d in knees if d["level"] != name] + [entry]
     out.knees = sorted(knees, key=lambda d: d["level"])
-    dense = sorted((r for r in points if r.get("dense") and "pages" in r and _valid_2m(r)),
-                   key=lambda r: r["bytes"])
+    dense = sorted((r for r in points if r.get("dense") and "pages" in r and _valid_2m(r)), key=lambda r: r["bytes"])
     if len(dense) >= 2 and dense[-1]["bytes"] >= 2 * (llc_bytes or 0) and dense[-1]["bytes"] >= 64 << 20:
         hi, lo = dense[-1], dense[0]
         out.memory_ns = hi["ns_per_access"] - lo["ns_per_access"]
@@ -554,39 +607,52 @@ def analyse_reach(points: Sequence[Mapping[str, Any]], *, perf: bool, vendor: st
         out.memory_source = (
             f"tlb_reach --dense: every line of a {hi['bytes'] >> 20} MiB array on 2 MiB pages in random order{llc}, "
             f"{hi['ns_per_access']:.1f} ns per read, minus {lo['ns_per_access']:.1f} ns for a "
-            f"{lo['bytes'] >> 10} KiB one (L1 hits)")
+            f"{lo['bytes'] >> 10} KiB one (L1 hits)"
+        )
         if split:
-            out.memory_source += ("; this includes page walks: here the 2 MiB pages are translated as 4 KiB ones "
-                                  "(see the notes)")
+            out.memory_source += (
+                "; this includes page walks: here the 2 MiB pages are translated as 4 KiB ones (see the notes)"
+            )
     else:
-        why = ("no transparent huge pages" + (f" (enabled = {thp})" if thp else "")) if not dense else \
-            "the dense array was not larger than twice the last-level cache"
+        why = (
+            ("no transparent huge pages" + (f" (enabled = {thp})" if thp else ""))
+            if not dense
+            else "the dense array was not larger than twice the last-level cache"
+        )
         out.not_measurable["memory_latency"] = f"not measurable here: {why}"
     # LLC: the last knee of the dense curve (16 KiB .. >= 256 MiB in x2 steps)
     if split and llc_bytes:
         # past the L2 TLB's reach the line chase walks too: its last knee is not the LLC's
         out.llc_bytes, out.llc_ns = llc_bytes, None
-        out.llc_source = ("sysfs cpu0 cache (the dense chase cannot measure it here: its 2 MiB pages are "
-                          "translated as 4 KiB ones, so it misses the TLB before it leaves the cache)")
+        out.llc_source = (
+            "sysfs cpu0 cache (the dense chase cannot measure it here: its 2 MiB pages are "
+            "translated as 4 KiB ones, so it misses the TLB before it leaves the cache)"
+        )
     elif len(dense) >= 5:
         llc = fit.fit_llc([r["bytes"] for r in dense], [r["ns_per_access"] for r in dense])
         if llc.why is None:
             out.llc_bytes, out.llc_ns = llc.llc_bytes, llc.latency_ns
-            out.llc_source = (f"tlb_reach --dense on 2 MiB pages: the last knee of ns per read over "
-                              f"{dense[0]['bytes'] >> 10} KiB..{dense[-1]['bytes'] >> 20} MiB; "
-                              f"{llc.latency_ns:.1f} ns up to {llc.llc_bytes >> 10} KiB, "
-                              f"{llc.beyond_ns:.1f} ns beyond")
+            out.llc_source = (
+                f"tlb_reach --dense on 2 MiB pages: the last knee of ns per read over "
+                f"{dense[0]['bytes'] >> 10} KiB..{dense[-1]['bytes'] >> 20} MiB; "
+                f"{llc.latency_ns:.1f} ns up to {llc.llc_bytes >> 10} KiB, "
+                f"{llc.beyond_ns:.1f} ns beyond"
+            )
         else:
             out.not_measurable["llc"] = f"not measured: {llc.why}"
     else:
-        why = ("no transparent huge pages" + (f" (enabled = {thp})" if thp else "")) if not dense else \
-            f"only {len(dense)} dense footprints"
+        why = (
+            ("no transparent huge pages" + (f" (enabled = {thp})" if thp else ""))
+            if not dense
+            else f"only {len(dense)} dense footprints"
+        )
         out.not_measurable["llc"] = f"not measured: {why}"
     return out
 
 
-def measure_reach(exe: Path, plan: Plan, host: Host, control_limit: int,
-                  progress: _Progress | None = None) -> dict[str, Any]:
+def measure_reach(
+    exe: Path, plan: Plan, host: Host, control_limit: int, progress: _Progress | None = None
+) -> dict[str, Any]:
     """The coarse sweep, a fit, then sweeps around each knee found, and the final fit."""
     thp_ok = host.thp not in ("never",)
     max_pages = plan.reach_max_pages
@@ -600,8 +666,20 @@ def measure_reach(exe: Path, plan: Plan, host: Host, control_limit: int,
     def run(sizes: Sequence[int], chunk: int, label: str) -> None:
         for i in range(0, len(sizes), chunk):
             part = sizes[i : i + chunk]
-            lines = _json_lines([str(exe), "--pages", page_arg, "--accesses", str(plan.reach_accesses),
-                                 "--reps", str(plan.reach_reps), "--sizes", ",".join(map(str, part))], timeout=1800)
+            lines = _json_lines(
+                [
+                    str(exe),
+                    "--pages",
+                    page_arg,
+                    "--accesses",
+                    str(plan.reach_accesses),
+                    "--reps",
+                    str(plan.reach_reps),
+                    "--sizes",
+                    ",".join(map(str, part)),
+                ],
+                timeout=1800,
+            )
             head.update(lines[0].get("host", {}))
             rows.extend(lines[1:])
             if progress:
@@ -612,8 +690,15 @@ def measure_reach(exe: Path, plan: Plan, host: Host, control_limit: int,
     run(coarse, chunk, "reach")
     vendor = head.get("vendor", host.vendor)
     perf = bool(head.get("perf_dtlb"))
-    first = analyse_reach(reach_points(rows, vendor), perf=perf, vendor=vendor, thp=host.thp,
-                          control_limit=control_limit, llc_bytes=host.llc_bytes, caches=host.data_caches)
+    first = analyse_reach(
+        reach_points(rows, vendor),
+        perf=perf,
+        vendor=vendor,
+        thp=host.thp,
+        control_limit=control_limit,
+        llc_bytes=host.llc_bytes,
+        caches=host.data_caches,
+    )
     refine: list[int] = []
     # densely around each candidate knee: those the coarse fit found, and where the vendor
     # documents this CPU's TLBs (sampling there cannot bias the fit: a knee that is not
@@ -638,20 +723,45 @@ def measure_reach(exe: Path, plan: Plan, host: Host, control_limit: int,
             big = min(big, avail // 4)
         # the line-latency curve for the LLC knee: 16 KiB (4 pages) doubling up to `big`
         dense_sizes = [4 << i for i in range(40) if (4 << i) * 4096 < big] + [big // 4096]
-        lines = _json_lines([str(exe), "--pages", "2m", "--dense", "--accesses", str(plan.reach_accesses),
-                             "--reps", str(plan.reach_reps), "--sizes", ",".join(map(str, dense_sizes))],
-                            timeout=1800)
+        lines = _json_lines(
+            [
+                str(exe),
+                "--pages",
+                "2m",
+                "--dense",
+                "--accesses",
+                str(plan.reach_accesses),
+                "--reps",
+                str(plan.reach_reps),
+                "--sizes",
+                ",".join(map(str, dense_sizes)),
+            ],
+            timeout=1800,
+        )
         rows.extend(lines[1:])
         if progress:
             progress.step("memory latency")
     points = reach_points(rows, vendor)
-    final = analyse_reach(points, perf=perf, vendor=vendor, thp=host.thp, control_limit=control_limit,
-                          llc_bytes=host.llc_bytes, caches=host.data_caches)
+    final = analyse_reach(
+        points,
+        perf=perf,
+        vendor=vendor,
+        thp=host.thp,
+        control_limit=control_limit,
+        llc_bytes=host.llc_bytes,
+        caches=host.data_caches,
+    )
     if not thp_ok:
         final.not_measurable.setdefault("2m_pages", f"not measurable here: transparent huge pages are {host.thp}")
     perf_why = next((p["perf"] for p in points if "perf" in p), None)
-    return {"host": head, "points": points, "analysis": asdict(final), "first_pass": asdict(first),
-            "perf": "counted" if perf else (perf_why or "not measurable here"), "max_pages": max_pages}
+    return {
+        "host": head,
+        "points": points,
+        "analysis": asdict(final),
+        "first_pass": asdict(first),
+        "perf": "counted" if perf else (perf_why or "not measurable here"),
+        "max_pages": max_pages,
+    }
 
 
 def _cpu_ticks(proc: Path = Path("/proc")) -> tuple[int, int, int] | None:
@@ -710,8 +820,10 @@ def load_warning(load: Mapping[str, Any]) -> str | None:
         parts.append(f"the load average was {la:.1f} on {cpus} CPUs at the start")
     if not parts:
         return None
-    return ("the host was busy while measuring (" + "; ".join(parts) + "): throughputs are low and a "
-            "preempted sibling receives fewer IPIs; calibrate again on a quiet machine for the preset to trust")
+    return (
+        "the host was busy while measuring (" + "; ".join(parts) + "): throughputs are low and a "
+        "preempted sibling receives fewer IPIs; calibrate again on a quiet machine for the preset to trust"
+    )
 
 
 def _mem_available() -> int | None:
@@ -732,8 +844,9 @@ def fpr_record(raw: Mapping[str, Any]) -> dict[str, Any]:
     threads = []
     for role in ("io", "compute", "mixed"):
         for rate in raw.get(f"{role}_ops_per_second_per_thread", []):
-            threads.append({"thread": len(threads), "role": role, "ops_completed": round(rate * secs),
-                            "ops_per_second": rate})
+            threads.append(
+                {"thread": len(threads), "role": role, "ops_completed": round(rate * secs), "ops_per_second": rate}
+            )
     rec["per_thread"] = threads
     if "shootdown_ipis_per_second" in raw:
         rec["totals"] = {"shootdown_ipis_received": round(raw["shootdown_ipis_per_second"] * secs)}
@@ -744,8 +857,13 @@ def measure_fpr(exe: Path, plan: Plan, cpus: int, progress: _Progress | None = N
     rows: list[dict[str, Any]] = []
     for case in range(1, 6):
         for n in range(1, max(1, cpus) + 1):
-            rows += [fpr_record(r) for r in _json_lines([str(exe), "--seconds", str(plan.fpr_seconds), "--case",
-                                                         str(case), "--threads", str(n)], timeout=600)]
+            rows += [
+                fpr_record(r)
+                for r in _json_lines(
+                    [str(exe), "--seconds", str(plan.fpr_seconds), "--case", str(case), "--threads", str(n)],
+                    timeout=600,
+                )
+            ]
             if progress:
                 progress.step(f"fpr case {case} x{n}")
     return rows
@@ -782,24 +900,35 @@ def _cpuid_level(host_machine: Mapping[str, Any], none_machine: Mapping[str, Any
     n = none_machine["tlb"][level]
     if (h["entries"], h["ways"]) != (n["entries"], n["ways"]):
         return h["entries"], h["ways"], f"CPUID reports {h['entries']} entries, {h['ways']} ways"
-    return h["entries"], h["ways"], (f"CPUID (preset host) reports nothing beyond the built-in "
-                                     f"default {h['entries']} entries, {h['ways']} ways")
+    return (
+        h["entries"],
+        h["ways"],
+        (f"CPUID (preset host) reports nothing beyond the built-in default {h['entries']} entries, {h['ways']} ways"),
+    )
 
 
 def ways_for(entries: int, preferred: int) -> int | None:
     """The way count nearest ``preferred`` (within 4x) giving ``entries`` a power-of-two
     set count, or None."""
     preferred = max(1, preferred)
-    options = [w for w in range(max(1, preferred // 4), min(entries, preferred * 4) + 1)
-               if entries % w == 0 and (entries // w) & (entries // w - 1) == 0]
+    options = [
+        w
+        for w in range(max(1, preferred // 4), min(entries, preferred * 4) + 1)
+        if entries % w == 0 and (entries // w) & (entries // w - 1) == 0
+    ]
     if not options:
         return None
     return min(options, key=lambda w: (abs(math.log(w / preferred)), -w))
 
 
-def tlb_entries(knees: Sequence[Mapping[str, Any]], host_machine: Mapping[str, Any],
-                none_machine: Mapping[str, Any], documented: tlb_geometry.Geometry | None = None,
-                flags: list[str] | None = None, from_documented: list[str] | None = None) -> list[Entry]:
+def tlb_entries(
+    knees: Sequence[Mapping[str, Any]],
+    host_machine: Mapping[str, Any],
+    none_machine: Mapping[str, Any],
+    documented: tlb_geometry.Geometry | None = None,
+    flags: list[str] | None = None,
+    from_documented: list[str] | None = None,
+) -> list[Entry]:
     """machine.tlb.l1d / l2 entries and ways: the measured knee where the fit is of high
     confidence, or of medium confidence and agreeing with the vendor's documented size
     (``documented``); otherwise the documented size, or CPUID (preset host) where there is
@@ -813,27 +942,39 @@ def tlb_entries(knees: Sequence[Mapping[str, Any]], host_machine: Mapping[str, A
         lvl = "l1" if level == "l1d" else "l2"
         doc_entries = tlb_geometry.documented_entries(documented, lvl) if documented else None
         doc_ways = (documented.l1_ways if lvl == "l1" else documented.l2_ways) if documented else None
-        doc_text = (f"documented for {documented.microarchitecture}: {doc_entries} entries "
-                    f"({documented.source})") if documented else ""
+        doc_text = (
+            (f"documented for {documented.microarchitecture}: {doc_entries} entries ({documented.source})")
+            if documented
+            else ""
+        )
         k = by.get(lvl)
         # trust a measurement against the documented size only when the fit is sure of it
         conf = (k or {}).get("confidence")
-        disagrees = k is not None and doc_entries is not None and not tlb_geometry.agreement(k["entries"], doc_entries)[0]
+        disagrees = (
+            k is not None and doc_entries is not None and not tlb_geometry.agreement(k["entries"], doc_entries)[0]
+        )
         weak = k is not None and (conf == "low" or (conf == "medium" and disagrees))
         if k is None or (weak and documented):
-            why = (f"the reach fit's knee is of {conf} confidence "
-                   f"({k['entries']:.0f} pages, plausible {k['interval'][0]:.0f}..{k['interval'][1]:.0f}"
-                   + (f"; {k['estimator'].split('; ', 1)[1]}" if "; " in k.get("estimator", "") else "") + ")"
-                   + (", and disagrees with the documented size" if disagrees else "")
-                   if k is not None else "not measured here")
+            why = (
+                f"the reach fit's knee is of {conf} confidence "
+                f"({k['entries']:.0f} pages, plausible {k['interval'][0]:.0f}..{k['interval'][1]:.0f}"
+                + (f"; {k['estimator'].split('; ', 1)[1]}" if "; " in k.get("estimator", "") else "")
+                + ")"
+                + (", and disagrees with the documented size" if disagrees else "")
+                if k is not None
+                else "not measured here"
+            )
             if documented and doc_entries is not None:
                 # fully associative (ways 0) is one set of all the entries
                 e, ways = fit.fit_geometry(doc_entries, doc_entries if doc_ways == 0 else int(doc_ways or c_ways))
                 if from_documented is not None:
                     from_documented.append(lvl)
                 out.append(Entry(f"machine.tlb.{level}.entries", e, f"{why}; {doc_text}"))
-                out.append(Entry(f"machine.tlb.{level}.ways", ways,
-                                 "documented" + (" (fully associative)" if ways == e else "")))
+                out.append(
+                    Entry(
+                        f"machine.tlb.{level}.ways", ways, "documented" + (" (fully associative)" if ways == e else "")
+                    )
+                )
                 if flags is not None and k is not None:
                     flags.append(f"{lvl.upper()} TLB: {why}; the documented {doc_entries} is used")
             else:
@@ -843,25 +984,38 @@ def tlb_entries(knees: Sequence[Mapping[str, Any]], host_machine: Mapping[str, A
         entries, snapped = fit.snap_entries(k["entries"])
         conf = k.get("confidence")
         iv = k.get("interval")
-        how = (f"measured: tlb_reach knee at {k['entries']:.0f} pages" +
-               (f" ({conf} confidence; positions {iv[0]:.0f}..{iv[1]:.0f} fit within the noise)" if conf and iv else "")
-               + f"; fitted on {k['source']}")
+        how = (
+            f"measured: tlb_reach knee at {k['entries']:.0f} pages"
+            + (f" ({conf} confidence; positions {iv[0]:.0f}..{iv[1]:.0f} fit within the noise)" if conf and iv else "")
+            + f"; fitted on {k['source']}"
+        )
         how += "; nearest 2^k or 3*2^k" if snapped else "; no 2^k or 3*2^k within 12%"
         if documented and doc_entries is not None:
             ok, phrase = tlb_geometry.agreement(k["entries"], doc_entries)
             how += f"; {phrase} for {documented.microarchitecture}"
             if not ok and flags is not None:
-                flags.append(f"{lvl.upper()} TLB: measured {k['entries']:.0f} pages, which {phrase} "
-                             f"({documented.microarchitecture}, {documented.source}); the measurement is used")
+                flags.append(
+                    f"{lvl.upper()} TLB: measured {k['entries']:.0f} pages, which {phrase} "
+                    f"({documented.microarchitecture}, {documented.source}); the measurement is used"
+                )
         elif entries == c_entries:
             how += f"; {c_text}: they agree"
         else:
             how += f"; {c_text}: the measurement wins"
         pref_ways = doc_ways if doc_ways else c_ways
         if level == "l1d" and (doc_ways == 0 or (doc_ways is None and entries != c_entries)):
-            ways, wtext = entries, ("fully associative: " + ("documented" if doc_ways == 0 else
-                                    "not measurable from a reach curve, assumed (the L1 DTLB holding every "
-                                    "page of an array up to its size, as a fully associative one does)"))
+            ways, wtext = (
+                entries,
+                (
+                    "fully associative: "
+                    + (
+                        "documented"
+                        if doc_ways == 0
+                        else "not measurable from a reach curve, assumed (the L1 DTLB holding every "
+                        "page of an array up to its size, as a fully associative one does)"
+                    )
+                ),
+            )
         else:
             w = ways_for(entries, pref_ways)
             if w is None:
@@ -870,16 +1024,19 @@ def tlb_entries(knees: Sequence[Mapping[str, Any]], host_machine: Mapping[str, A
                 how += f"; {entries} with {w} ways: the simulable geometry (power-of-two sets) nearest {measured}"
             ways = w
             src_w = "documented" if doc_ways else "CPUID's"
-            wtext = ("not measurable from a reach curve: " +
-                     (f"{src_w} {pref_ways}" if ways == pref_ways else
-                      f"nearest to {src_w} {pref_ways} giving a power-of-two set count"))
+            wtext = "not measurable from a reach curve: " + (
+                f"{src_w} {pref_ways}"
+                if ways == pref_ways
+                else f"nearest to {src_w} {pref_ways} giving a power-of-two set count"
+            )
         out.append(Entry(f"machine.tlb.{level}.entries", entries, how))
         out.append(Entry(f"machine.tlb.{level}.ways", ways, wtext))
     return out
 
 
-def baseline_view(shoot: Mapping[str, Mapping[str, Any]],
-                  controls: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Mapping[str, Any]]:
+def baseline_view(
+    shoot: Mapping[str, Mapping[str, Any]], controls: Mapping[str, Mapping[str, Any]] | None
+) -> dict[str, Mapping[str, Any]]:
     """The patterns, with those without a spinning sibling replaced by their busy-neighbour
     control where it was measured: the fair comparison for the spinning-sibling patterns."""
     out = dict(shoot)
@@ -889,10 +1046,14 @@ def baseline_view(shoot: Mapping[str, Mapping[str, Any]],
     return out
 
 
-def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapping[str, Any] | None,
-                 defaults: Mapping[str, Any], host_cfg: Mapping[str, Any],
-                 controls: Mapping[str, Mapping[str, Any]] | None = None,
-                 ) -> tuple[list[Entry], dict[str, Any], dict[str, list[str]]]:
+def build_preset(
+    host: Host,
+    shoot: Mapping[str, Mapping[str, Any]],
+    reach: Mapping[str, Any] | None,
+    defaults: Mapping[str, Any],
+    host_cfg: Mapping[str, Any],
+    controls: Mapping[str, Mapping[str, Any]] | None = None,
+) -> tuple[list[Entry], dict[str, Any], dict[str, list[str]]]:
     """The preset's entries (in file order), the fit's details for the JSON, and comment
     lines heading some tables. ``controls``: the patterns without a spinning sibling run
     with a busy neighbour; where given, the fits use them instead.
@@ -903,8 +1064,11 @@ def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapp
     entries: list[Entry] = [
         Entry("machine.preset", "none", "start from the built-in defaults; every key below replaces one"),
         Entry("machine.sockets", host.sockets, host.sockets_source),
-        Entry("machine.cores_per_socket", host.cores_per_socket,
-              f"{host.cpus_online} online CPUs / {host.sockets} socket(s) (a hyperthread counts as a core)"),
+        Entry(
+            "machine.cores_per_socket",
+            host.cores_per_socket,
+            f"{host.cpus_online} online CPUs / {host.sockets} socket(s) (a hyperthread counts as a core)",
+        ),
         Entry("machine.frequency_ghz", ghz, f"{host.frequency_source}; turns every measured ns below into cycles"),
     ]
     details: dict[str, Any] = {}
@@ -928,48 +1092,88 @@ def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapp
     l1 = by.get("l1")
     if l1 and l1.get("cost_ns") is not None:
         v = max(1, round(_cycles(l1["cost_ns"], ghz)))
-        entries.append(Entry("machine.tlb.l2.latency", v,
-                             f"measured: tlb_reach, {l1['cost_ns']:.2f} ns per access added past the L1 knee "
-                             f"(an L1 miss that hits the L2 TLB) x {ghz} GHz"))
+        entries.append(
+            Entry(
+                "machine.tlb.l2.latency",
+                v,
+                f"measured: tlb_reach, {l1['cost_ns']:.2f} ns per access added past the L1 knee "
+                f"(an L1 miss that hits the L2 TLB) x {ghz} GHz",
+            )
+        )
     else:
-        entries.append(Entry("machine.tlb.l2.latency", None, "not measured here: " +
-                             "; ".join(an.get("not_measurable", {}).values() or ["no L1 knee"])))
+        entries.append(
+            Entry(
+                "machine.tlb.l2.latency",
+                None,
+                "not measured here: " + "; ".join(an.get("not_measurable", {}).values() or ["no L1 knee"]),
+            )
+        )
     l2 = by.get("l2")
     if l2 and l2.get("cost_ns") is not None:
         pwc = m["tlb"]["pwc_pd"]["latency"]
         walk = _cycles(l2["cost_ns"], ghz)
         v = max(1, round(walk - pwc))
-        entries.append(Entry("machine.pt_cache.latency", v,
-                             f"measured: tlb_reach, {l2['cost_ns']:.2f} ns per access added past the L2 knee "
-                             f"(a walk whose page-table lines are in the data caches) x {ghz} GHz, minus the "
-                             f"PD walk-cache lookup ({pwc})"))
+        entries.append(
+            Entry(
+                "machine.pt_cache.latency",
+                v,
+                f"measured: tlb_reach, {l2['cost_ns']:.2f} ns per access added past the L2 knee "
+                f"(a walk whose page-table lines are in the data caches) x {ghz} GHz, minus the "
+                f"PD walk-cache lookup ({pwc})",
+            )
+        )
     else:
         entries.append(Entry("machine.pt_cache.latency", None, "not measured here: no L2 knee with a level"))
     if an.get("memory_ns") is not None:
         v = max(1, round(_cycles(an["memory_ns"], ghz)))
         ratio = m["memory"]["remote_latency"] / m["memory"]["local_latency"]
         entries.append(Entry("machine.memory.local_latency", v, f"measured: {an['memory_source']}; x {ghz} GHz"))
-        entries.append(Entry("machine.memory.remote_latency", round(v * ratio),
-                             f"not measured (one NUMA node measured): {ratio:.2f}x local, the defaults' ratio"))
+        entries.append(
+            Entry(
+                "machine.memory.remote_latency",
+                round(v * ratio),
+                f"not measured (one NUMA node measured): {ratio:.2f}x local, the defaults' ratio",
+            )
+        )
     else:
-        entries.append(Entry("machine.memory.local_latency", None,
-                             an.get("not_measurable", {}).get("memory_latency", "not measured here")))
+        entries.append(
+            Entry(
+                "machine.memory.local_latency",
+                None,
+                an.get("not_measurable", {}).get("memory_latency", "not measured here"),
+            )
+        )
     if an.get("llc_bytes"):
         ways = m["memory"]["llc_ways"]
         size = fit.llc_round(an["llc_bytes"], ways)
         measured = "measured: " if an.get("llc_ns") is not None else ""
-        entries.append(Entry("machine.memory.llc_bytes", size,
-                             f"{measured}{an['llc_source']}; rounded down to {ways} ways x a power-of-two "
-                             f"number of 64-byte sets"))
+        entries.append(
+            Entry(
+                "machine.memory.llc_bytes",
+                size,
+                f"{measured}{an['llc_source']}; rounded down to {ways} ways x a power-of-two number of 64-byte sets",
+            )
+        )
         if an.get("llc_ns") is not None:
-            entries.append(Entry("machine.memory.llc_latency", max(1, round(_cycles(an["llc_ns"], ghz))),
-                                 f"measured: the plateau before the LLC knee, {an['llc_ns']:.1f} ns x {ghz} GHz"))
+            entries.append(
+                Entry(
+                    "machine.memory.llc_latency",
+                    max(1, round(_cycles(an["llc_ns"], ghz))),
+                    f"measured: the plateau before the LLC knee, {an['llc_ns']:.1f} ns x {ghz} GHz",
+                )
+            )
         else:
-            entries.append(Entry("machine.memory.llc_latency", None,
-                                 "not measured here: no LLC plateau in the line chase (see llc_bytes)"))
+            entries.append(
+                Entry(
+                    "machine.memory.llc_latency",
+                    None,
+                    "not measured here: no LLC plateau in the line chase (see llc_bytes)",
+                )
+            )
     else:
-        entries.append(Entry("machine.memory.llc_bytes", None,
-                             an.get("not_measurable", {}).get("llc", "not measured here")))
+        entries.append(
+            Entry("machine.memory.llc_bytes", None, an.get("not_measurable", {}).get("llc", "not measured here"))
+        )
 
     # -- kernel operation costs
     dcost = defaults["costs"]
@@ -987,10 +1191,15 @@ def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapp
         clock = next((shoot[p].get("throughput_clock") for p in kf.patterns), None) or "wall clock"
         notes["costs"] = [
             "Kernel operations: fitted to the cycles per operation of the patterns without shootdowns",
-            "(bench/shootdown.c, operations per second of " + clock + ", x frequency_ghz"
+            "(bench/shootdown.c, operations per second of "
+            + clock
+            + ", x frequency_ghz"
             + ("; the other CPU" if with_controls else "):"),
-            *(["kept busy by a spinning process, as in the spinning-sibling patterns: --busy-neighbour):"]
-              if with_controls else []),
+            *(
+                ["kept busy by a spinning process, as in the spinning-sibling patterns: --busy-neighbour):"]
+                if with_controls
+                else []
+            ),
             "  " + ", ".join(f"{p} {shoot[p]['ops_per_second']:,.0f}" for p in kf.patterns),
             f"each a sum of the costs below (tlbsim.fit.OPERATION_COSTS). Defaults x {kf.scale:.2f} (this host's",
             "median speed), moved as little as the measured sums need; model minus measured per pattern:",
@@ -999,8 +1208,9 @@ def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapp
         for c, v in kf.costs.items():
             users = ", ".join(kf.used[c])
             if c in kf.at_floor:
-                how = (f"fitted ({users}), held at its floor, 0.1 x the scaled default: the least-squares "
-                       "fit wanted less")
+                how = (
+                    f"fitted ({users}), held at its floor, 0.1 x the scaled default: the least-squares fit wanted less"
+                )
             elif kf.determined.get(c):
                 how = f"fitted: fixed by {users}"
             else:
@@ -1010,21 +1220,38 @@ def build_preset(host: Host, shoot: Mapping[str, Mapping[str, Any]], reach: Mapp
         details["kernel_costs"] = {"not_measurable": "no no-shootdown pattern was measured"}
 
     # -- shootdown costs
-    sm = {p: {"ops_per_second": r.get("ops_per_second"), "ipis_per_op": r.get("shootdown_ipis_received_per_op"),
-              "sibling_cpu_lost": r.get("sibling_cpu_lost")} for p, r in shoot.items()}
+    sm = {
+        p: {
+            "ops_per_second": r.get("ops_per_second"),
+            "ipis_per_op": r.get("shootdown_ipis_received_per_op"),
+            "sibling_cpu_lost": r.get("sibling_cpu_lost"),
+        }
+        for p, r in shoot.items()
+    }
     sf = fit.fit_shootdown_costs(sm, ghz)
     details["shootdown_costs"] = asdict(sf)
     split = fit.split_shootdown_costs(sf.initiator_cycles, sf.receiver_cycles, dcost)
     if sf.receiver_cycles is not None or sf.initiator_cycles is not None:
-        notes.setdefault("costs", []).extend([
-            "Shootdowns (patterns with a spinning sibling, single-page flushes):",
-            (f"  receiver {sf.receiver_cycles:.0f} cycles per IPI: the sibling's spin rate lost, per IPI, median over "
-             + ", ".join(sf.receiver_by_pattern)) if sf.receiver_cycles is not None else "  receiver: not measured",
-            (f"  initiator {sf.initiator_cycles:.0f} cycles per IPI: time per operation with a spinning minus a "
-             "sleeping or absent sibling" + (" (the other CPU kept busy)" if with_controls else "")
-             + ", per IPI, median over " + ", ".join(sf.initiator_by_pattern))
-            if sf.initiator_cycles is not None else "  initiator: not measured",
-        ])
+        notes.setdefault("costs", []).extend(
+            [
+                "Shootdowns (patterns with a spinning sibling, single-page flushes):",
+                (
+                    f"  receiver {sf.receiver_cycles:.0f} cycles per IPI: the sibling's spin rate lost, per IPI, median over "
+                    + ", ".join(sf.receiver_by_pattern)
+                )
+                if sf.receiver_cycles is not None
+                else "  receiver: not measured",
+                (
+                    f"  initiator {sf.initiator_cycles:.0f} cycles per IPI: time per operation with a spinning minus a "
+                    "sleeping or absent sibling"
+                    + (" (the other CPU kept busy)" if with_controls else "")
+                    + ", per IPI, median over "
+                    + ", ".join(sf.initiator_by_pattern)
+                )
+                if sf.initiator_cycles is not None
+                else "  initiator: not measured",
+            ]
+        )
     for c, (v, how) in split.items():
         fitted[c] = (v, ("measured: " + how) if c != "ipi_delivery_cross_socket" else how)
     why_shoot = "; ".join(sf.why_not.values())
@@ -1064,8 +1291,12 @@ def _relative(ops: Mapping[str, float], name: str) -> float | None:
     return v / ref if v and ref else None
 
 
-def closed_loop_error(real_rel: Mapping[str, float], sim_rel: Mapping[str, float | None],
-                      receiver_model: float | None = None, receiver_measured: float | None = None) -> float:
+def closed_loop_error(
+    real_rel: Mapping[str, float],
+    sim_rel: Mapping[str, float | None],
+    receiver_model: float | None = None,
+    receiver_measured: float | None = None,
+) -> float:
     """Sum of squared log ratios of simulated to measured relative throughput over the
     fitting patterns, plus ``RECEIVER_WEIGHT`` times that of the receiver's cost per IPI."""
     err = 0.0
@@ -1077,10 +1308,15 @@ def closed_loop_error(real_rel: Mapping[str, float], sim_rel: Mapping[str, float
     return err
 
 
-def fit_costs_closed_loop(simulate: Callable[[Mapping[str, float]], Mapping[str, float]],
-                          real_ops: Mapping[str, float], defaults: Mapping[str, float], *,
-                          receiver_measured: float | None = None,
-                          seed: tuple[float, float] | None = None, grid: int = 11) -> dict[str, Any]:
+def fit_costs_closed_loop(
+    simulate: Callable[[Mapping[str, float]], Mapping[str, float]],
+    real_ops: Mapping[str, float],
+    defaults: Mapping[str, float],
+    *,
+    receiver_measured: float | None = None,
+    seed: tuple[float, float] | None = None,
+    grid: int = 11,
+) -> dict[str, Any]:
     """Choose ``interrupt`` and the sender's ``ipi_send + ipi_delivery_same_socket`` (split
     in the defaults' ratio) by simulating the fitting patterns and minimizing
     :func:`closed_loop_error` within the physical bounds: a log grid over the bounds, then
@@ -1090,15 +1326,20 @@ def fit_costs_closed_loop(simulate: Callable[[Mapping[str, float]], Mapping[str,
     is evaluated too and reported."""
     real_rel = {n: r for n in CLOSED_LOOP_FIT if (r := _relative(real_ops, n))}
     if not real_rel:
-        raise ValueError("no fitting pattern measured with its reference "
-                         f"({', '.join(CLOSED_LOOP_FIT)} over {CLOSED_LOOP_REFERENCE})")
+        raise ValueError(
+            "no fitting pattern measured with its reference "
+            f"({', '.join(CLOSED_LOOP_FIT)} over {CLOSED_LOOP_REFERENCE})"
+        )
     d_send, d_del = defaults["ipi_send"], defaults["ipi_delivery_same_socket"]
     fixed = defaults["invlpg"] + defaults["ack"]
     cache: dict[tuple[float, float], tuple[float, dict[str, float | None]]] = {}
 
     def costs_of(i: float, t: float) -> dict[str, float]:
-        return {"interrupt": round(i), "ipi_send": round(t * d_send / (d_send + d_del)),
-                "ipi_delivery_same_socket": round(t * d_del / (d_send + d_del))}
+        return {
+            "interrupt": round(i),
+            "ipi_send": round(t * d_send / (d_send + d_del)),
+            "ipi_delivery_same_socket": round(t * d_del / (d_send + d_del)),
+        }
 
     def evaluate(i: float, t: float) -> float:
         key = (round(i), round(t))
@@ -1125,24 +1366,39 @@ def fit_costs_closed_loop(simulate: Callable[[Mapping[str, float]], Mapping[str,
         span = (span[0] * 2.5 / (grid - 1), span[1] * 2.5 / (grid - 1))
     i, t = math.exp(best[1]), math.exp(best[2])
     result: dict[str, Any] = {
-        "fit_patterns": list(real_rel), "reference": CLOSED_LOOP_REFERENCE,
-        "real_relative": real_rel, "sim_relative": cache[(round(i), round(t))][1],
-        "error": best[0], "costs": costs_of(i, t), "evaluations": len(cache),
+        "fit_patterns": list(real_rel),
+        "reference": CLOSED_LOOP_REFERENCE,
+        "real_relative": real_rel,
+        "sim_relative": cache[(round(i), round(t))][1],
+        "error": best[0],
+        "costs": costs_of(i, t),
+        "evaluations": len(cache),
         "bounds": {"interrupt": INTERRUPT_BOUNDS, "ipi_send + ipi_delivery_same_socket": SENDER_BOUNDS},
-        "at_bound": [n for n, v, (lo, hi) in (("interrupt", i, INTERRUPT_BOUNDS), ("sender", t, SENDER_BOUNDS))
-                     if v <= lo * 1.01 or v >= hi * 0.99],
+        "at_bound": [
+            n
+            for n, v, (lo, hi) in (("interrupt", i, INTERRUPT_BOUNDS), ("sender", t, SENDER_BOUNDS))
+            if v <= lo * 1.01 or v >= hi * 0.99
+        ],
     }
     if seed is not None:
         si = min(INTERRUPT_BOUNDS[1], max(INTERRUPT_BOUNDS[0], seed[0]))
         st = min(SENDER_BOUNDS[1], max(SENDER_BOUNDS[0], seed[1]))
-        result["seed"] = {"costs": costs_of(si, st), "error": evaluate(si, st),
-                          "sim_relative": cache[(round(si), round(st))][1]}
+        result["seed"] = {
+            "costs": costs_of(si, st),
+            "error": evaluate(si, st),
+            "sim_relative": cache[(round(si), round(st))][1],
+        }
     return result
 
 
-def closed_loop_on_preset(preset: Path, real: Mapping[str, Mapping[str, Any]], defaults: Mapping[str, float],
-                          receiver_measured: float | None, seed: tuple[float, float] | None,
-                          ops: int = 1_000) -> dict[str, Any]:
+def closed_loop_on_preset(
+    preset: Path,
+    real: Mapping[str, Mapping[str, Any]],
+    defaults: Mapping[str, float],
+    receiver_measured: float | None,
+    seed: tuple[float, float] | None,
+    ops: int = 1_000,
+) -> dict[str, Any]:
     """:func:`fit_costs_closed_loop` with the simulator on ``preset`` (the shootdown
     patterns as ``tlbsim validate`` runs them)."""
     from tlbsim import validate as val
@@ -1159,54 +1415,81 @@ def closed_loop_on_preset(preset: Path, real: Mapping[str, Mapping[str, Any]], d
     return fit_costs_closed_loop(simulate, real_ops, defaults, receiver_measured=receiver_measured, seed=seed)
 
 
-def closed_loop_costs(preset: Path, entries: list[Entry], shoot: Mapping[str, Mapping[str, Any]],
-                      controls: Mapping[str, Mapping[str, Any]] | None, host: Host, details: Mapping[str, Any],
-                      dcost: Mapping[str, float]) -> dict[str, Any] | None:
+def closed_loop_costs(
+    preset: Path,
+    entries: list[Entry],
+    shoot: Mapping[str, Mapping[str, Any]],
+    controls: Mapping[str, Mapping[str, Any]] | None,
+    host: Host,
+    details: Mapping[str, Any],
+    dcost: Mapping[str, float],
+) -> dict[str, Any] | None:
     """The closed loop on the written ``preset``, when the fitting patterns were measured
     with their IPIs: replaces the shootdown-cost ``entries`` (in place) with its costs and
     returns its record, or ``{"error": ...}`` (the formulas' costs stand), or None (not
     measurable)."""
     base = baseline_view(shoot, controls)
-    if not (all(base.get(n, {}).get("ops_per_second") for n in (CLOSED_LOOP_REFERENCE, *CLOSED_LOOP_FIT))
-            and host.tlb_row and all((shoot.get(n, {}).get("shootdown_ipis_received_per_op") or 0) >= 0.5
-                                     for n in CLOSED_LOOP_FIT)):
+    if not (
+        all(base.get(n, {}).get("ops_per_second") for n in (CLOSED_LOOP_REFERENCE, *CLOSED_LOOP_FIT))
+        and host.tlb_row
+        and all((shoot.get(n, {}).get("shootdown_ipis_received_per_op") or 0) >= 0.5 for n in CLOSED_LOOP_FIT)
+    ):
         return None
     values = {e.key: e.value for e in entries}
     seed = None
     if values.get("costs.interrupt") is not None and values.get("costs.ipi_send") is not None:
-        seed = (float(values["costs.interrupt"]),
-                float(values["costs.ipi_send"]) + float(values["costs.ipi_delivery_same_socket"]))
+        seed = (
+            float(values["costs.interrupt"]),
+            float(values["costs.ipi_send"]) + float(values["costs.ipi_delivery_same_socket"]),
+        )
     receiver = (details.get("shootdown_costs") or {}).get("receiver_cycles")
     try:
-        loop = closed_loop_on_preset(preset, {n: base[n] for n in (CLOSED_LOOP_REFERENCE, *CLOSED_LOOP_FIT)},
-                                     dcost, receiver, seed)
+        loop = closed_loop_on_preset(
+            preset, {n: base[n] for n in (CLOSED_LOOP_REFERENCE, *CLOSED_LOOP_FIT)}, dcost, receiver, seed
+        )
     except (tlbsim.TlbsimError, ValueError, KeyError) as err:  # keep the formulas' costs, say why
         return {"error": f"the closed loop could not run: {err}"}
     held = [p for p in (*fit.SINGLE_PAGE_FLUSH, "munmap-64", "two-processes") if p not in CLOSED_LOOP_FIT]
     loop["check_patterns"] = held
-    rel = ", ".join(f"{n} {loop['real_relative'][n]:.3f} (simulated {loop['sim_relative'][n]:.3f})"
-                    for n in loop["fit_patterns"])
-    seed_text = (f"; the open-loop formulas gave {loop['seed']['costs']['interrupt']} / "
-                 f"{loop['seed']['costs']['ipi_send'] + loop['seed']['costs']['ipi_delivery_same_socket']} "
-                 f"(error {loop['seed']['error']:.3f})") if "seed" in loop else ""
-    how = (f"fitted in a closed loop: simulated {', '.join(loop['fit_patterns'])} over {CLOSED_LOOP_REFERENCE} "
-           f"until they match the measured {rel}; log-error {loop['error']:.3f}{seed_text}; held out for "
-           f"validate: {', '.join(held)}")
+    rel = ", ".join(
+        f"{n} {loop['real_relative'][n]:.3f} (simulated {loop['sim_relative'][n]:.3f})" for n in loop["fit_patterns"]
+    )
+    seed_text = (
+        (
+            f"; the open-loop formulas gave {loop['seed']['costs']['interrupt']} / "
+            f"{loop['seed']['costs']['ipi_send'] + loop['seed']['costs']['ipi_delivery_same_socket']} "
+            f"(error {loop['seed']['error']:.3f})"
+        )
+        if "seed" in loop
+        else ""
+    )
+    how = (
+        f"fitted in a closed loop: simulated {', '.join(loop['fit_patterns'])} over {CLOSED_LOOP_REFERENCE} "
+        f"until they match the measured {rel}; log-error {loop['error']:.3f}{seed_text}; held out for "
+        f"validate: {', '.join(held)}"
+    )
     if loop["at_bound"]:
         how += f"; AT ITS PHYSICAL BOUND: {', '.join(loop['at_bound'])}"
     ratio = dcost["ipi_delivery_cross_socket"] / dcost["ipi_delivery_same_socket"]
-    new_values = {**loop["costs"], "ipi_delivery_cross_socket": round(loop["costs"]["ipi_delivery_same_socket"] * ratio)}
+    new_values = {
+        **loop["costs"],
+        "ipi_delivery_cross_socket": round(loop["costs"]["ipi_delivery_same_socket"] * ratio),
+    }
     for i, e in enumerate(entries):
         c = e.key.removeprefix("costs.")
         if e.key.startswith("costs.") and c in new_values:
-            comment = how if c != "ipi_delivery_cross_socket" else \
-                f"not measured (one socket): {ratio:g}x the closed-loop same-socket delivery, the defaults' ratio"
+            comment = (
+                how
+                if c != "ipi_delivery_cross_socket"
+                else f"not measured (one socket): {ratio:g}x the closed-loop same-socket delivery, the defaults' ratio"
+            )
             entries[i] = Entry(e.key, max(1, int(new_values[c])), comment)
     return loop
 
 
-def render_toml(entries: Sequence[Entry], header: Sequence[str],
-                notes: Mapping[str, Sequence[str]] | None = None) -> str:
+def render_toml(
+    entries: Sequence[Entry], header: Sequence[str], notes: Mapping[str, Sequence[str]] | None = None
+) -> str:
     """The preset as TOML: one table per section, each key with its comment; ``notes``
     are comment lines at the head of a table."""
     lines = [f"# {h}" if h else "#" for h in header]
@@ -1239,8 +1522,13 @@ class CalibrationResult:
     data: dict[str, Any]
 
 
-def calibrate(out: str | os.PathLike[str] = DEFAULT_OUT, *, quick: bool = False, progress: bool | None = None,
-              plan: Plan | None = None) -> CalibrationResult:
+def calibrate(
+    out: str | os.PathLike[str] = DEFAULT_OUT,
+    *,
+    quick: bool = False,
+    progress: bool | None = None,
+    plan: Plan | None = None,
+) -> CalibrationResult:
     """Build and run the benchmarks, fit, write ``out`` (TOML) and ``out`` with ``.json``."""
     t0 = time.monotonic()
     meter = LoadMeter()
@@ -1259,8 +1547,11 @@ def calibrate(out: str | os.PathLike[str] = DEFAULT_OUT, *, quick: bool = False,
     bar = _Progress(len(patterns) + len(control_patterns) + math.ceil(coarse / 8) + 5 * cpus + 1, progress)
     try:
         shoot = measure_shootdown(exes["shootdown"], plan, bar, patterns)
-        controls = measure_shootdown(exes["shootdown"], plan, bar, control_patterns, busy_neighbour=True) \
-            if control_patterns else {}
+        controls = (
+            measure_shootdown(exes["shootdown"], plan, bar, control_patterns, busy_neighbour=True)
+            if control_patterns
+            else {}
+        )
         reach = measure_reach(exes["tlb_reach"], plan, host, control_limit, bar)
         fpr_rows = measure_fpr(exes["fpr_munmap"], plan, cpus, bar)
         lock_rows = measure_munmap_lock(exes["munmap_lock"], plan, cpus, bar)
@@ -1279,7 +1570,7 @@ def calibrate(out: str | os.PathLike[str] = DEFAULT_OUT, *, quick: bool = False,
         f"{elapsed:.0f} s; the measurements are in {json_path.name}",
         "Each number says which measurement it came from; keys written as comments were not",
         "measured here and keep their defaults. Use it as a base config:",
-        f"  tlbsim run {out.name} --set workload.kind=...     or, in a sweep spec, base = \"{out.name}\"",
+        f'  tlbsim run {out.name} --set workload.kind=...     or, in a sweep spec, base = "{out.name}"',
     ]
     if warning:
         header.append(f"WARNING: {warning}.")
@@ -1296,8 +1587,10 @@ def calibrate(out: str | os.PathLike[str] = DEFAULT_OUT, *, quick: bool = False,
     if loop is not None:
         details["closed_loop"] = loop
         notes.setdefault("costs", []).append(
-            f"Shootdown costs: the formulas' values stand; {loop['error']}." if "error" in loop else
-            f"Shootdown costs: the closed loop replaced the formulas' values ({loop['evaluations']} simulated points).")
+            f"Shootdown costs: the formulas' values stand; {loop['error']}."
+            if "error" in loop
+            else f"Shootdown costs: the closed loop replaced the formulas' values ({loop['evaluations']} simulated points)."
+        )
         out.write_text(render_toml(entries, header, notes))
         tlbsim.resolve(out)
     data = {

@@ -132,8 +132,7 @@ def _check_lists(section: str, table: object, unique: bool = True) -> dict[str, 
         name = f'{section}."{key}"'
         if isinstance(values, Mapping):
             raise SpecError(
-                f"{name}: expected a list of values, got a table "
-                '(quote dotted keys: "machine.tlb.l1d.entries" = [...])'
+                f'{name}: expected a list of values, got a table (quote dotted keys: "machine.tlb.l1d.entries" = [...])'
             )
         if not isinstance(values, (list, tuple)):
             raise SpecError(f"{name}: expected a list of values, got {values!r}")
@@ -240,7 +239,7 @@ def expand(spec: SpecLike, *, validate: bool = True) -> Sweep:
         from tlbsim.policy import load_policy
 
         if not isinstance(policy, str):
-            raise SpecError(f"policy: expected \"module:Class\", got {policy!r}")
+            raise SpecError(f'policy: expected "module:Class", got {policy!r}')
         try:
             load_policy(policy)
         except (ImportError, AttributeError, TypeError, ValueError) as err:
@@ -271,11 +270,7 @@ def expand(spec: SpecLike, *, validate: bool = True) -> Sweep:
     if seeds is not None:
         names["seed"] = "seeds"
     zip_rows = [dict(zip(zipped, row)) for row in zip(*zipped.values())] or [{}]
-    combos = [
-        dict(zip(grid, values)) | row
-        for values in itertools.product(*grid.values())
-        for row in zip_rows
-    ]
+    combos = [dict(zip(grid, values)) | row for values in itertools.product(*grid.values()) for row in zip_rows]
 
     if validate:
         _validate(base_json, base_dir, [], {})
@@ -391,8 +386,7 @@ def _run_cluster(sw: Sweep, todo: list[RunSpec], runs_dir: Path, address: str, b
         from dask.distributed import Client, as_completed
     except ImportError as err:
         raise ImportError(
-            f"--cluster needs Dask distributed ({err}); install it with: "
-            "pip install 'tlbsim[cluster]'"
+            f"--cluster needs Dask distributed ({err}); install it with: pip install 'tlbsim[cluster]'"
         ) from None
     base_dir = os.fspath(sw.base_dir)
     batches = [todo[i : i + CLUSTER_BATCH] for i in range(0, len(todo), CLUSTER_BATCH)]

@@ -117,7 +117,10 @@ def _components(stats: Mapping[str, Any]) -> dict[str, float] | None:
     return {
         "S": reached / sent,
         "T_slave": float(t.get("shootdown_cycles_target", 0)) / reached if reached > 0 else 0.0,
-        "T_initiator": (float(t.get("shootdown_cycles_initiator_send", 0)) + float(t.get("shootdown_cycles_initiator_wait", 0))) / sent,
+        "T_initiator": (
+            float(t.get("shootdown_cycles_initiator_send", 0)) + float(t.get("shootdown_cycles_initiator_wait", 0))
+        )
+        / sent,
         "F": sent / makespan,
     }
 
@@ -127,7 +130,11 @@ def projection(runs: Mapping[str, Any]) -> dict[str, Any]:
     fit in the core count p over the simulated runs, and F(p) likewise; the fraction of all
     cycles lost is Cycles_shootdown x F / p (F in shootdowns per cycle, the machine having p
     cores' cycles)."""
-    out: dict[str, Any] = {"cores": PROJECTED_CORES, "model": "DiDi §V-E, linear fits over the simulated core counts", "fits": {}}
+    out: dict[str, Any] = {
+        "cores": PROJECTED_CORES,
+        "model": "DiDi §V-E, linear fits over the simulated core counts",
+        "fits": {},
+    }
     for policy in ("linux", "didi"):
         points: dict[str, list[tuple[float, float]]] = {"S": [], "T_slave": [], "T_initiator": [], "F": []}
         for r in runs.get("projection", []):
@@ -200,7 +207,9 @@ def outputs(runs: Mapping[str, Any], out: Any, quick: bool) -> None:
         print(f"  {'workload':<14} {'cores':>5} {'speedup':>8} {'linux Mcyc':>11} {'didi Mcyc':>10}")
         for r in rows:
             sp = f"{r['speedup']:8.3f}" if r["speedup"] is not None else f"{'n/a':>8}"
-            print(f"  {r['workload']:<14} {r['cores']:>5} {sp} {r['linux_shootdown_cycles'] / 1e6:11.2f} {r['didi_shootdown_cycles'] / 1e6:10.2f}")
+            print(
+                f"  {r['workload']:<14} {r['cores']:>5} {sp} {r['linux_shootdown_cycles'] / 1e6:11.2f} {r['didi_shootdown_cycles'] / 1e6:10.2f}"
+            )
 
     proj = projection(runs)
     Path(out, "projection.json").write_text(json.dumps(proj, indent=2) + "\n")

@@ -111,10 +111,15 @@ def measure(ops: int, reps: int = REPS, progress: bool = False) -> dict[str, Any
     warning = cal.load_warning(load)
     return {
         "measured": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "host": {"model": host.model, "vendor": host.vendor, "kernel": host.kernel,
-                 "cpus_online": host.cpus_online, "hypervisor": host.hypervisor},
+        "host": {
+            "model": host.model,
+            "vendor": host.vendor,
+            "kernel": host.kernel,
+            "cpus_online": host.cpus_online,
+            "hypervisor": host.hypervisor,
+        },
         "command": f"bench/shootdown --ops {ops} --reps {reps} (munmap-64: ops / 8), "
-                   f"then --busy-neighbour {' '.join(controls_names)}",
+        f"then --busy-neighbour {' '.join(controls_names)}",
         "ops": ops,
         "reps": reps,
         "load": load,
@@ -127,9 +132,11 @@ def measure(ops: int, reps: int = REPS, progress: bool = False) -> dict[str, Any
 def describe(data: Mapping[str, Any]) -> str:
     h = data.get("host", {})
     vm = ", a virtual machine" if h.get("hypervisor") else ""
-    return (f"bench/shootdown on {h.get('model', '?')}, Linux {h.get('kernel', '?')}, "
-            f"{h.get('cpus_online', '?')} CPUs{vm}; median of {data.get('reps')} x {data.get('ops'):,} "
-            f"operations, measured {data.get('measured', '?')}")
+    return (
+        f"bench/shootdown on {h.get('model', '?')}, Linux {h.get('kernel', '?')}, "
+        f"{h.get('cpus_online', '?')} CPUs{vm}; median of {data.get('reps')} x {data.get('ops'):,} "
+        f"operations, measured {data.get('measured', '?')}"
+    )
 
 
 def values(data: Mapping[str, Any]) -> tuple[dict[str, float | None], dict[str, str]]:
@@ -184,8 +191,13 @@ def reference(ctx: ReferenceContext) -> Reference:
     warnings = [w.partition("; calibrate again")[0] for w in data.get("warnings", [])]
     if warnings and source.startswith(("measured now", "measured on this machine")):
         warnings.append(f"to measure again, delete {cache} and run this command again on a quiet machine")
-    return Reference(vals, source + describe(data), notes, warnings,
-                     {k: v for k, v in data.items() if k not in ("shootdown_patterns", "shootdown_controls")})
+    return Reference(
+        vals,
+        source + describe(data),
+        notes,
+        warnings,
+        {k: v for k, v in data.items() if k not in ("shootdown_patterns", "shootdown_controls")},
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,6 +40,7 @@ def _per_call(call: str):
     def metric(stats: Mapping[str, Any]) -> float | None:
         c = stats["totals"]["syscalls_by_call"].get(call)
         return c["cycles"] / c["calls"] if c and c["calls"] else None
+
     metric.__name__ = f"{call}_cycles_per_call"
     return metric
 

@@ -123,20 +123,35 @@ def controller_rows(runs: Mapping[str, Any]) -> dict[str, Any]:
     phases = []
     for r in runs.get("controller", []):
         per_vm = r.stats.get("per_vm", [])
-        phases.append({"run": _label(r.params), "controller": r.params.get("machine.tlb.partition_controller"),
-                       "guests_dtlb_mptti": guests_dtlb_mptti(r.stats),
-                       "dom_dtlb_mptti": [v["dtlb_mptti"] for v in per_vm[1:]]})
+        phases.append(
+            {
+                "run": _label(r.params),
+                "controller": r.params.get("machine.tlb.partition_controller"),
+                "guests_dtlb_mptti": guests_dtlb_mptti(r.stats),
+                "dom_dtlb_mptti": [v["dtlb_mptti"] for v in per_vm[1:]],
+            }
+        )
     static = [p for p in phases if p["controller"] == "static" and p["guests_dtlb_mptti"] is not None]
     best = min(static, key=lambda p: p["guests_dtlb_mptti"]) if static else None
     vmmix = []
     for r in runs.get("controller-vmmix", []):
         test, entries = r.params.get("workload.test"), r.params.get("machine.tlb.l1d.entries")
-        splits = [(s.params.get("machine.tlb.sl_quota_fraction"), guests_dtlb_mptti(s.stats)) for s in runs.get("sl", [])
-                  if s.params.get("workload.test") == test and s.params.get("machine.tlb.l1d.entries") == entries]
+        splits = [
+            (s.params.get("machine.tlb.sl_quota_fraction"), guests_dtlb_mptti(s.stats))
+            for s in runs.get("sl", [])
+            if s.params.get("workload.test") == test and s.params.get("machine.tlb.l1d.entries") == entries
+        ]
         splits = [x for x in splits if x[1] is not None]
         top = min(splits, key=lambda x: x[1]) if splits else (None, None)
-        vmmix.append({"test": test, "entries": entries, "utility_guests_dtlb_mptti": guests_dtlb_mptti(r.stats),
-                      "best_static": top[0], "best_static_guests_dtlb_mptti": top[1]})
+        vmmix.append(
+            {
+                "test": test,
+                "entries": entries,
+                "utility_guests_dtlb_mptti": guests_dtlb_mptti(r.stats),
+                "best_static": top[0],
+                "best_static_guests_dtlb_mptti": top[1],
+            }
+        )
     return {"phases": phases, "best_static": best["run"] if best else None, "vm_mix": vmmix}
 
 
@@ -146,8 +161,11 @@ def _plot(runs: Mapping[str, Any], best: str | None, path: Any) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    chosen = [r for r in runs.get("controller", [])
-              if r.params.get("machine.tlb.partition_controller") in ("utility", "none") or _label(r.params) == best]
+    chosen = [
+        r
+        for r in runs.get("controller", [])
+        if r.params.get("machine.tlb.partition_controller") in ("utility", "none") or _label(r.params) == best
+    ]
     if not chosen:
         return False
     with matplotlib.rc_context(matplotlib.rcParamsDefault):
@@ -198,8 +216,13 @@ def outputs(runs: Mapping[str, Any], out: Any, quick: bool) -> list[dict[str, An
     path = Path(out, "controller_phases.png")
     if not _plot(runs, rows["best_static"], path):
         return []
-    return [{"path": path, "title": "The utility controller over time (§6.5, beyond the paper)",
-             "caption": "Top: the guests' mean DTLB MPTTI on CPU 1 per interval of 500,000 instructions, for "
-                        "the controller (two epoch lengths), the best static split chosen in hindsight and "
-                        "the unpartitioned TLB, on the two-phase workload of controller.toml. Bottom: dom1's "
-                        "quota after each epoch (it needs 16 entries, then 48, then 16, then 48)."}]
+    return [
+        {
+            "path": path,
+            "title": "The utility controller over time (§6.5, beyond the paper)",
+            "caption": "Top: the guests' mean DTLB MPTTI on CPU 1 per interval of 500,000 instructions, for "
+            "the controller (two epoch lengths), the best static split chosen in hindsight and "
+            "the unpartitioned TLB, on the two-phase workload of controller.toml. Bottom: dom1's "
+            "quota after each epoch (it needs 16 entries, then 48, then 16, then 48).",
+        }
+    ]
