@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import tlbsim
-from tlbsim import calibrate as cal
-from tlbsim import fit
+from tlbsim.host import calibrate as cal
+from tlbsim.host import fit, measure, patterns
 
 # ---------------------------------------------------------------------------------------
 # numerics
@@ -98,8 +98,8 @@ def test_reach_analysis_reads_the_llc_off_the_dense_curve() -> None:
         for f, ns in zip(_LINE_FOOTPRINTS, _line_curve(llc=16 * _MIB))
     ]
     rows += [r for r in reach_rows(PAGES) if not r.get("dense")]
-    a = cal.analyse_reach(
-        cal.reach_points(rows, "GenuineIntel"),
+    a = measure.analyse_reach(
+        measure.reach_points(rows, "GenuineIntel"),
         perf=False,
         vendor="GenuineIntel",
         thp="madvise",
@@ -400,18 +400,18 @@ def fake_tree(
 
 def test_tlb_row_reader(tmp_path: Path) -> None:
     proc, _ = fake_tree(tmp_path)
-    assert cal.read_tlb_row(proc / "interrupts") == (300, "")
-    count, why = cal.read_tlb_row(tmp_path / "missing")
+    assert measure.read_tlb_row(proc / "interrupts") == (300, "")
+    count, why = measure.read_tlb_row(tmp_path / "missing")
     assert count is None and "cannot read" in why
     none = tmp_path / "none"
     none.write_text("   CPU0\n NMI: 0\n")
-    assert cal.read_tlb_row(none) == (None, f"no TLB row in {none}")
+    assert measure.read_tlb_row(none) == (None, f"no TLB row in {none}")
 
 
 def test_host_reader_on_a_quiet_intel_guest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TLBSIM_PROC_INTERRUPTS", raising=False)
     proc, sysfs = fake_tree(tmp_path)
-    h = cal.read_host(proc, sysfs)
+    h = measure.read_host(proc, sysfs)
     assert (h.cpus_online, h.sockets, h.cores_per_socket) == (2, 1, 2)
     assert h.frequency_ghz == 2.0 and "cpu MHz" in h.frequency_source
     assert h.thp == "madvise" and h.tlb_row and h.hypervisor
@@ -421,7 +421,7 @@ def test_host_reader_on_a_quiet_intel_guest(tmp_path: Path, monkeypatch: pytest.
 def test_host_reader_without_tlb_row_thp_and_with_one_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TLBSIM_PROC_INTERRUPTS", raising=False)
     proc, sysfs = fake_tree(tmp_path, cpus=1, tlb_row=False, thp=None, model="Foo CPU @ 3.10GHz")
-    h = cal.read_host(proc, sysfs)
+    h = measure.read_host(proc, sysfs)
     assert h.cpus_online == 1 and h.cores_per_socket == 1
     assert not h.tlb_row and "no TLB row" in h.tlb_row_why
     assert h.thp is None
@@ -429,21 +429,21 @@ def test_host_reader_without_tlb_row_thp_and_with_one_cpu(tmp_path: Path, monkey
 
 
 def test_host_reader_on_an_empty_tree(tmp_path: Path) -> None:
-    h = cal.read_host(tmp_path / "proc", tmp_path / "sys")  # nothing readable: fallbacks
+    h = measure.read_host(tmp_path / "proc", tmp_path / "sys")  # nothing readable: fallbacks
     assert h.sockets == 1 and h.frequency_ghz == 3.0 and "unknown" in h.frequency_source
 
 
 def test_interrupts_path_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TLBSIM_PROC_INTERRUPTS", str(tmp_path / "x"))
-    assert cal.interrupts_path() == tmp_path / "x"
+    assert measure.interrupts_path() == tmp_path / "x"
 
 
 def test_load_warning() -> None:
     assert (
-        cal.load_warning({"other_work_fraction": 0.05, "steal_fraction": 0.0, "loadavg_at_start": 0.3, "cpus": 2})
+        measure.load_warning({"other_work_fraction": 0.05, "steal_fraction": 0.0, "loadavg_at_start": 0.3, "cpus": 2})
         is None
     )
-    w = cal.load_warning({"other_work_fraction": 0.6, "steal_fraction": 0.0, "loadavg_at_start": 3.0, "cpus": 2})
+    w = measure.load_warning({"other_work_fraction": 0.6, "steal_fraction": 0.0, "loadavg_at_start": 3.0, "cpus": 2})
     assert w and "60%" in w and "load average" in w
 
 
@@ -452,7 +452,7 @@ def test_load_warning() -> None:
 
 
 def test_shootdown_records() -> None:
-    r = cal.shootdown_record({"pattern": "munmap-4k", "sibling": "spin", "not_measurable": "one CPU: ..."})
+    r = measure.shootdown_record({"pattern": "munmap-4k", "sibling": "spin", "not_measurable": "one CPU: ..."})
     assert r["not_measurable"] == "one CPU: ..." and "ops_per_second" not in r
     raw = {
         "pattern": "munmap-4k",
@@ -467,7 +467,7 @@ def test_shootdown_records() -> None:
         "sibling_spins_per_second_idle_on_cpu": [1e7] * 3,
         "sibling_spins_per_second_on_cpu": [8e6] * 3,
     }
-    r = cal.shootdown_record(raw, expected=1.0)
+    r = measure.shootdown_record(raw, expected=1.0)
     assert r["ops_per_second"] == 100000.0 and r["ops_per_second_wall"] == 90000.0
     assert r["per_thread"] == [{"thread": 0, "ops_completed": 1000, "ops_per_second": 100000.0}]
     assert r["totals"]["shootdown_ipis_received"] == 500
@@ -481,7 +481,7 @@ def test_shootdown_records() -> None:
         "ops_per_second_median": 5.0,
         "ipis_not_measurable": "no TLB row in /proc/interrupts",
     }
-    r = cal.shootdown_record(raw2)
+    r = measure.shootdown_record(raw2)
     assert r["ipis_not_measurable"].startswith("no TLB row") and "totals" not in r
 
 
@@ -539,8 +539,8 @@ CACHES = [{"level": 1, "size": 48 << 10, "ways": 12}, {"level": 2, "size": 2 << 
 
 
 def test_reach_analysis_separates_tlb_knees_from_data_cache_knees() -> None:
-    pts = cal.reach_points(reach_rows(PAGES), "GenuineIntel")
-    a = cal.analyse_reach(
+    pts = measure.reach_points(reach_rows(PAGES), "GenuineIntel")
+    a = measure.analyse_reach(
         pts, perf=False, vendor="GenuineIntel", thp="madvise", control_limit=16384, llc_bytes=100 << 20, caches=CACHES
     )
     knees = {k["level"]: k for k in a.knees}
@@ -556,14 +556,16 @@ def test_reach_analysis_separates_tlb_knees_from_data_cache_knees() -> None:
     # two dense footprints make no LLC curve: said, not guessed
     assert a.not_measurable == {"llc": "not measured: only 2 dense footprints"} and a.llc_bytes is None
     # an array not beyond the last-level cache measures the cache, not memory
-    b = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="madvise", control_limit=16384, llc_bytes=1 << 30)
+    b = measure.analyse_reach(
+        pts, perf=False, vendor="GenuineIntel", thp="madvise", control_limit=16384, llc_bytes=1 << 30
+    )
     assert b.memory_ns is None and "last-level cache" in b.not_measurable["memory_latency"]
 
 
 def test_reach_analysis_without_huge_pages_still_finds_the_knees() -> None:
     # the knees come from the raw 4 KiB curve; only memory latency needs huge pages
-    pts = cal.reach_points(reach_rows(PAGES, thp=False), "GenuineIntel")
-    a = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="never", control_limit=16384, caches=CACHES)
+    pts = measure.reach_points(reach_rows(PAGES, thp=False), "GenuineIntel")
+    a = measure.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="never", control_limit=16384, caches=CACHES)
     knees = {k["level"]: k["entries"] for k in a.knees}
     assert knees["l1"] == pytest.approx(96, rel=0.12) and knees["l2"] == pytest.approx(2048, rel=0.12)
     assert "tlb_knees_ns" not in a.not_measurable
@@ -571,9 +573,9 @@ def test_reach_analysis_without_huge_pages_still_finds_the_knees() -> None:
 
 
 def test_reach_analysis_uses_perf_walk_counts_where_permitted() -> None:
-    pts = cal.reach_points(reach_rows(PAGES, thp=False, perf=True, vendor="AuthenticAMD"), "AuthenticAMD")
+    pts = measure.reach_points(reach_rows(PAGES, thp=False, perf=True, vendor="AuthenticAMD"), "AuthenticAMD")
     assert pts[0]["totals"].keys() == {"accesses", "walks", "l1_tlb_misses"}
-    a = cal.analyse_reach(pts, perf=True, vendor="AuthenticAMD", thp="never", control_limit=16384)
+    a = measure.analyse_reach(pts, perf=True, vendor="AuthenticAMD", thp="never", control_limit=16384)
     knees = {k["level"]: k for k in a.knees}
     assert knees["l2"]["entries"] == pytest.approx(2048, rel=0.02) and "walks" in knees["l2"]["source"]
     assert knees["l1"]["entries"] == pytest.approx(96, rel=0.02) and "AMD" in knees["l1"]["source"]
@@ -583,26 +585,26 @@ def test_reach_analysis_uses_perf_walk_counts_where_permitted() -> None:
 # the preset
 
 
-def host(**kw: Any) -> cal.Host:
-    base = dict(
-        hostname="h",
-        kernel="6.1",
-        vendor="GenuineIntel",
-        model="x",
-        cpus_online=2,
-        cpus_allowed=2,
-        sockets=1,
-        cores_per_socket=2,
-        sockets_source="sysfs",
-        frequency_ghz=2.0,
-        frequency_source="cpu MHz",
-        thp="madvise",
-        tlb_row=True,
-        tlb_row_why="",
-        hypervisor=True,
-    )
+def host(**kw: Any) -> measure.Host:
+    base = {
+        "hostname": "h",
+        "kernel": "6.1",
+        "vendor": "GenuineIntel",
+        "model": "x",
+        "cpus_online": 2,
+        "cpus_allowed": 2,
+        "sockets": 1,
+        "cores_per_socket": 2,
+        "sockets_source": "sysfs",
+        "frequency_ghz": 2.0,
+        "frequency_source": "cpu MHz",
+        "thp": "madvise",
+        "tlb_row": True,
+        "tlb_row_why": "",
+        "hypervisor": True,
+    }
     base.update(kw)
-    return cal.Host(**base)  # type: ignore[arg-type]
+    return measure.Host(**base)  # type: ignore[arg-type]
 
 
 def records(patterns: dict[str, dict[str, Any]], with_ipis: bool = True) -> dict[str, dict[str, Any]]:
@@ -617,7 +619,9 @@ def records(patterns: dict[str, dict[str, Any]], with_ipis: bool = True) -> dict
     return out
 
 
-def write_preset(tmp_path: Path, h: cal.Host, shoot: dict[str, Any], reach: dict[str, Any] | None) -> dict[str, Any]:
+def write_preset(
+    tmp_path: Path, h: measure.Host, shoot: dict[str, Any], reach: dict[str, Any] | None
+) -> dict[str, Any]:
     entries, _, notes = cal.build_preset(
         h, shoot, reach, tlbsim.resolve({}), tlbsim.resolve({"machine": {"preset": "host"}})
     )
@@ -629,8 +633,8 @@ def write_preset(tmp_path: Path, h: cal.Host, shoot: dict[str, Any], reach: dict
 
 
 def test_preset_has_every_fitted_key_with_its_source(tmp_path: Path) -> None:
-    pts = cal.reach_points(reach_rows(PAGES), "GenuineIntel")
-    a = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="madvise", control_limit=16384, caches=CACHES)
+    pts = measure.reach_points(reach_rows(PAGES), "GenuineIntel")
+    a = measure.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="madvise", control_limit=16384, caches=CACHES)
     from dataclasses import asdict
 
     out = write_preset(tmp_path, host(), records(synthetic_patterns()), {"analysis": asdict(a)})
@@ -660,8 +664,8 @@ def test_preset_without_tlb_row_one_cpu_and_no_thp(tmp_path: Path) -> None:
         "ops_per_second": 150000.0,
         "ipis_not_measurable": "no TLB row in /proc/interrupts",
     }
-    pts = cal.reach_points(reach_rows(PAGES, thp=False), "GenuineIntel")
-    a = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="never", control_limit=16384, caches=CACHES)
+    pts = measure.reach_points(reach_rows(PAGES, thp=False), "GenuineIntel")
+    a = measure.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="never", control_limit=16384, caches=CACHES)
     from dataclasses import asdict
 
     h = host(
@@ -696,6 +700,7 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
     t0 = time.monotonic()
     r = subprocess.run(
         [sys.executable, "-m", "tlbsim.cli", "calibrate", "--quick", "--out", str(out)],
+        check=False,
         capture_output=True,
         text=True,
         timeout=300,
@@ -733,7 +738,7 @@ def test_calibrate_quick_end_to_end(calibrated: tuple[Path, float]) -> None:
 
 
 def test_fpr_record() -> None:
-    r = cal.fpr_record(
+    r = measure.fpr_record(
         {
             "case": 2,
             "seconds": 0.5,
@@ -755,7 +760,7 @@ def test_busy_neighbour_controls_replace_the_baselines_in_the_fits(tmp_path: Pat
     # the same host with its other CPU idle: every baseline 1.5x slower (a VM artefact)
     idle = {n: dict(r, ops_per_second=r["ops_per_second"] / 1.5) if n in fit.BASELINES else r for n, r in shoot.items()}
     controls = {n: r for n, r in shoot.items() if n in fit.BASELINES}
-    view = cal.baseline_view(idle, controls)
+    view = measure.baseline_view(idle, controls)
     assert view["munmap-4k-alone"] is controls["munmap-4k-alone"] and view["munmap-4k"] is idle["munmap-4k"]
     d, h = tlbsim.resolve({}), tlbsim.resolve({"machine": {"preset": "host"}})
     _, details, notes = cal.build_preset(host(), idle, None, d, h, controls)
@@ -770,17 +775,17 @@ def test_busy_neighbour_controls_replace_the_baselines_in_the_fits(tmp_path: Pat
 def test_build_benchmarks_compiles_once_and_says_what_is_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    exes = cal.build_benchmarks(dest=tmp_path / "native")
-    assert set(exes) == set(cal.BENCHMARKS) and all(os.access(p, os.X_OK) for p in exes.values())
+    exes = measure.build_benchmarks(dest=tmp_path / "native")
+    assert set(exes) == set(measure.BENCHMARKS) and all(os.access(p, os.X_OK) for p in exes.values())
     stamp = {n: p.stat().st_mtime_ns for n, p in exes.items()}
     monkeypatch.setenv("CC", "no-such-compiler")  # up to date: nothing to compile
-    assert {n: p.stat().st_mtime_ns for n, p in cal.build_benchmarks(dest=tmp_path / "native").items()} == stamp
-    with pytest.raises(cal.CalibrateError, match="no C compiler"):
-        cal.build_benchmarks(dest=tmp_path / "other")
+    assert {n: p.stat().st_mtime_ns for n, p in measure.build_benchmarks(dest=tmp_path / "native").items()} == stamp
+    with pytest.raises(measure.CalibrateError, match="no C compiler"):
+        measure.build_benchmarks(dest=tmp_path / "other")
     monkeypatch.setenv("TLBSIM_BENCH_DIR", str(tmp_path / "nowhere"))
-    with pytest.raises(cal.CalibrateError, match="checkout"):
-        cal.bench_sources()
-    assert isinstance(cal.CalibrateError("x"), tlbsim.TlbsimError)  # the CLI's exit status 2
+    with pytest.raises(measure.CalibrateError, match="checkout"):
+        measure.bench_sources()
+    assert isinstance(measure.CalibrateError("x"), tlbsim.TlbsimError)  # the CLI's exit status 2
 
 
 # ---------------------------------------------------------------------------------------
@@ -886,16 +891,14 @@ def test_cache_miss_fraction_is_the_poisson_tail() -> None:
 def test_closed_loop_recovers_known_costs() -> None:
     """'Real' throughputs simulated with known costs; the closed loop, started from the
     defaults, finds costs that reproduce them, and those costs are the known ones."""
-    from tlbsim import validate as val
-
     true = {"interrupt": 3000, "ipi_send": 600, "ipi_delivery_same_socket": 900}
     defaults = tlbsim.resolve({})["costs"]
 
     def simulate(costs: dict[str, float]) -> dict[str, float]:
         out = {}
         for name in (cal.CLOSED_LOOP_REFERENCE, *cal.CLOSED_LOOP_FIT):
-            over = {**val.pattern_overrides(name, 600), **{f"costs.{k}": v for k, v in costs.items()}}
-            out[name] = float(val.pattern_result(tlbsim.run({}, overrides=over).stats)["ops_per_second"])
+            over = {**patterns.pattern_overrides(name, 600), **{f"costs.{k}": v for k, v in costs.items()}}
+            out[name] = float(patterns.pattern_result(tlbsim.run({}, overrides=over).stats)["ops_per_second"])
         return out
 
     real = simulate(true)
@@ -954,7 +957,7 @@ def test_a_guest_whose_huge_pages_are_split_is_said_so_and_its_llc_comes_from_sy
             }
         )
     caches = [{"level": c.level, "size": c.size_bytes, "ways": c.ways} for c in ZEN3_CACHES]
-    a = cal.analyse_reach(
+    a = measure.analyse_reach(
         points, perf=False, vendor="AuthenticAMD", thp="madvise", control_limit=0, llc_bytes=32 << 20, caches=caches
     )
     assert any("translated as 4 KiB ones" in n for n in a.notes)

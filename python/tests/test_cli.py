@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import tlbsim
 
+import tlbsim
 from tlbsim.cli import main
 
 
@@ -322,7 +322,7 @@ def test_bench_policy(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_progress_line() -> None:
-    from tlbsim.cli import _progress_line
+    from tlbsim.progress import rate_line as _progress_line
 
     assert _progress_line(250, 1000, "operations", 1.0) == "250 / 1,000 operations (25.0%), 250/s, ETA 3 s"
     assert _progress_line(3_000_000, 0, "accesses", 1.0) == "3,000,000 accesses, 3.00 M/s"

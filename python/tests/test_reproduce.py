@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 import tlbsim
-from tlbsim import cli, validate
+from tlbsim import cli
 from tlbsim import reproduce as rp
+from tlbsim.host import patterns, validate
 from tlbsim.reproduce.paper import AGREE, DISAGREE, NA, PaperError, Tolerance
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,12 +57,12 @@ def test_claims_json_has_the_keys_and_a_number_for_each_claim(quick: Path) -> No
 
 
 def test_ours_is_validates_simulated_value_of_the_run(quick: Path) -> None:
-    """`ours` of an IPI claim is validate.pattern_result of that pattern's run, and a
+    """`ours` of an IPI claim is patterns.pattern_result of that pattern's run, and a
     relative-throughput claim the ratio of two runs' throughputs."""
     by_pattern = {}
     for run in (quick / "sweeps" / "patterns-quick" / "runs").iterdir():
         params = json.loads((run / "params.json").read_text())
-        by_pattern[params["workload.pattern"]] = validate.pattern_result(json.loads((run / "stats.json").read_text()))
+        by_pattern[params["workload.pattern"]] = patterns.pattern_result(json.loads((run / "stats.json").read_text()))
     assert set(by_pattern) == set(PATTERNS)
     claims = {c["id"]: c for c in _claims(quick)}
     for name in PATTERNS:
@@ -133,16 +134,16 @@ def test_committed_values_when_the_benchmark_cannot_run(
 def test_a_failing_benchmark_falls_back_to_the_committed_values(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tlbsim import calibrate as cal
+    from tlbsim.host import measure as native
     from tlbsim.reproduce.paper import ReferenceContext
 
     hooks = rp.load_paper("linux").hooks
     assert hooks is not None
 
     def broken(*args: Any, **kwargs: Any) -> Any:
-        raise cal.CalibrateError("no C compiler (gcc) to build the benchmarks")
+        raise native.CalibrateError("no C compiler (gcc) to build the benchmarks")
 
-    monkeypatch.setattr(cal, "build_benchmarks", broken)
+    monkeypatch.setattr(native, "build_benchmarks", broken)
     monkeypatch.setattr(hooks, "native_unavailable", lambda: None)
     ref = hooks.reference(ReferenceContext(rp.load_paper("linux"), tmp_path, True, False))
     assert "committed values" in ref.source and "no C compiler" in ref.source
@@ -169,7 +170,7 @@ def test_the_linux_spec_is_validates_setup_of_every_pattern() -> None:
         for r in sweep.runs:
             cfg = tlbsim.resolve(json.loads(sweep.base_json), overrides=r.overrides)
             want = tlbsim.resolve(
-                {"machine": {"preset": "host"}}, overrides=validate.pattern_overrides(r.params["workload.pattern"], ops)
+                {"machine": {"preset": "host"}}, overrides=patterns.pattern_overrides(r.params["workload.pattern"], ops)
             )
             cfg.pop("seed"), want.pop("seed")
             assert cfg == want

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tlbsim import _tlbsim
+from tlbsim.json_values import json_default
 from tlbsim.result import Result
 
 ConfigLike = Mapping[str, Any] | str | os.PathLike[str] | None
@@ -87,20 +88,12 @@ def override_strings(overrides: Overrides = None, **kwargs: object) -> list[str]
     return out
 
 
-def _json_default(obj: object) -> object:
-    if isinstance(obj, os.PathLike):
-        return os.fspath(obj)
-    if isinstance(obj, (set, frozenset, tuple)):
-        return list(obj)
-    raise TypeError(f"config value of type {type(obj).__name__} is not JSON serialisable")
-
-
 def _config_source(config: ConfigLike) -> tuple[str, Path]:
     """(config tree as JSON, base directory for relative paths)."""
     if config is None:
         return "{}", Path.cwd()
     if isinstance(config, Mapping):
-        return json.dumps(config, default=_json_default), Path.cwd()
+        return json.dumps(config, default=json_default), Path.cwd()
     if isinstance(config, (str, os.PathLike)):
         path = Path(config)
         if not path.is_file():

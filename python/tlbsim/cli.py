@@ -11,10 +11,11 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import tlbsim
+from tlbsim.progress import ProgressBar, StatusLine, rate_line
 from tlbsim.summary import summary_table
 
 EXIT_USAGE = 2
@@ -25,18 +26,6 @@ def _override(text: str) -> str:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected dotted.key=value, got {text!r}")
     return text
-
-
-def _progress_line(done: int, total: int, unit: str, elapsed: float) -> str:
-    """`12,345,678 / 50,000,000 accesses (24.7%), 3.1 M/s, ETA 12 s` (no total: no % or ETA)."""
-    rate = done / elapsed if elapsed > 0 else 0.0
-    line = f"{done:,}" + (f" / {total:,}" if total else "") + f" {unit}"
-    if total:
-        line += f" ({100.0 * done / total:.1f}%)"
-    line += f", {rate / 1e6:.2f} M/s" if rate >= 1e5 else f", {rate:,.0f}/s"
-    if total and rate > 0 and done < total:
-        line += f", ETA {(total - done) / rate:,.0f} s"
-    return line
 
 
 def _run_watched(config: Path | None, overrides: list[str], show: bool) -> tuple[tlbsim.Result, bool]:
@@ -59,7 +48,7 @@ def _run_watched(config: Path | None, overrides: list[str], show: bool) -> tuple
     def work() -> None:
         try:
             box["result"] = tlbsim.run(config, overrides=overrides, control=control)
-        except BaseException as err:  # re-raised in the main thread
+        except BaseException as err:  # noqa: BLE001 - re-raised in the main thread
             box["error"] = err
         finally:
             finished.set()
@@ -68,7 +57,7 @@ def _run_watched(config: Path | None, overrides: list[str], show: bool) -> tuple
     start = time.monotonic()
     worker.start()
     interrupted = False
-    drawn = False
+    line = StatusLine()
     next_draw = start
     while not finished.is_set():
         try:
@@ -76,9 +65,7 @@ def _run_watched(config: Path | None, overrides: list[str], show: bool) -> tuple
             if show and not finished.is_set() and time.monotonic() >= next_draw:
                 next_draw = time.monotonic() + 0.25
                 done, total, unit = control.progress()
-                sys.stderr.write("\r" + _progress_line(done, total, unit, time.monotonic() - start) + "\x1b[K")
-                sys.stderr.flush()
-                drawn = True
+                line.show(rate_line(done, total, unit, time.monotonic() - start))
         except KeyboardInterrupt:
             if interrupted:
                 raise
@@ -87,8 +74,7 @@ def _run_watched(config: Path | None, overrides: list[str], show: bool) -> tuple
             sys.stderr.write(
                 "\ninterrupted: stopping at the next check, keeping the stats so far (Ctrl-C again to abandon them)\n"
             )
-    if drawn:
-        sys.stderr.write("\r\x1b[K")
+    line.clear()
     if "error" in box:
         raise box["error"]
     return box["result"], interrupted
@@ -278,7 +264,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from tlbsim import calibrate
+    from tlbsim.host import calibrate
 
     result = calibrate.calibrate(args.out, quick=args.quick, progress=args.progress or None)
     print(calibrate.summary(result))
@@ -287,7 +273,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from tlbsim import validate
+    from tlbsim.host import validate
 
     report = validate.validate(
         args.preset,
@@ -331,15 +317,15 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
         # A policy written in Python, "module:Class", importable from here.
         sys.path.insert(0, os.getcwd())
 
-    bar = None
-    if args.progress or (sys.stderr.isatty() and not args.json):
-        from tqdm import tqdm
-
-        bar = tqdm(total=args.scenarios, unit="scenario", desc=f"fuzz {args.policy}", file=sys.stderr)
+    bar = ProgressBar(
+        args.scenarios,
+        desc=f"fuzz {args.policy}",
+        unit="scenario",
+        enabled=args.progress or (sys.stderr.isatty() and not args.json),
+    )
 
     def progress(done: int, total: int) -> None:
-        if bar is not None:
-            bar.update(done - bar.n)
+        bar.advance_to(done)
 
     try:
         report = fuzz(
@@ -351,8 +337,7 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
             progress=progress,
         )
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     out = report.to_dict()
     if args.json:
         print(json.dumps(out, indent=2))

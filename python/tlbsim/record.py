@@ -15,11 +15,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from . import _tlbsim
+from .progress import StatusLine
 
 MAGIC_V2 = b"TLBSIM\0\x02"
 QEMU = "qemu-x86_64"
@@ -58,6 +58,7 @@ def record(cmd: list[str], out: str | os.PathLike, fetches: bool = True, progres
     status.write_bytes(b"\0" * 8)
     arg = f"{plugin},out={raw},status={status},fetches={'on' if fetches else 'off'}"
     t0 = time.monotonic()
+    line = StatusLine()
     proc = subprocess.Popen([qemu, "-plugin", arg, *cmd])
     try:
         while True:
@@ -68,19 +69,16 @@ def record(cmd: list[str], out: str | os.PathLike, fetches: bool = True, progres
                 pass
             if progress:
                 n = int.from_bytes(status.read_bytes()[:8] or b"\0", "little")
-                print(
-                    f"\rrecording: {n:,} instructions, {raw.stat().st_size:,} bytes written, "
-                    f"{time.monotonic() - t0:.0f} s",
-                    end="",
-                    file=sys.stderr,
-                    flush=True,
+                line.show(
+                    f"recording: {n:,} instructions, {raw.stat().st_size:,} bytes written, "
+                    f"{time.monotonic() - t0:.0f} s"
                 )
     except KeyboardInterrupt:
         proc.terminate()
         proc.wait()
     seconds = time.monotonic() - t0
     if progress:
-        print(file=sys.stderr)
+        line.end()
     summary = json.loads(_tlbsim.record_finish(str(raw), str(out)))
     summary["exit_code"] = proc.returncode
     summary["seconds"] = seconds
@@ -123,7 +121,7 @@ def compare(
     if not cmd:
         raise RecordError("tlbsim record --compare: no command given")
     before, t0 = tlb_ipis(), time.monotonic()
-    native = subprocess.run(cmd, stdout=subprocess.DEVNULL)
+    native = subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL)
     seconds, after = time.monotonic() - t0, tlb_ipis()
     summary = record(cmd, out, fetches=fetches, progress=progress)
     cores = cores or os.cpu_count() or 1

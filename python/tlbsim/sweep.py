@@ -62,7 +62,9 @@ from pathlib import Path
 from typing import Any
 
 from tlbsim import _tlbsim
-from tlbsim.api import _json_default, toml_literal
+from tlbsim.api import toml_literal
+from tlbsim.json_values import json_default
+from tlbsim.progress import ProgressBar
 from tlbsim.result import write_json_atomic
 
 SPEC_KEYS = ("base", "seeds", "grid", "zip", "policy")
@@ -176,13 +178,11 @@ def _sha256_file(path: Path) -> str:
 
 
 def canonical_json(obj: object) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=json_default)
 
 
 def run_id(config: Mapping[str, Any], base_dir: Path, trace_hashes: dict[Path, str]) -> str:
     """The run ID of a resolved input config (see the module docstring)."""
-    import tlbsim
-
     paths = config.get("workload", {}).get("paths", []) if isinstance(config, Mapping) else []
     traces = []
     for p in paths if isinstance(paths, list) else []:
@@ -193,7 +193,8 @@ def run_id(config: Mapping[str, Any], base_dir: Path, trace_hashes: dict[Path, s
             except OSError as err:
                 raise SpecError(f"workload.paths: {full}: {err.strerror or err}") from None
         traces.append(trace_hashes[full])
-    doc = {"config": config, "traces": traces, "version": tlbsim.__version__}
+    # the core's version, which is tlbsim.__version__: read here, as the package imports this module
+    doc = {"config": config, "traces": traces, "version": _tlbsim.version()}
     return hashlib.sha256(canonical_json(doc).encode()).hexdigest()[:16]
 
 
@@ -229,7 +230,7 @@ def expand(spec: SpecLike, *, validate: bool = True) -> Sweep:
             raise SpecError(f"base: {err}") from None
         base_dir = base_path.resolve().parent
     elif isinstance(base, Mapping):
-        base_json = json.dumps(base, default=_json_default)
+        base_json = json.dumps(base, default=json_default)
         base_dir = root
     else:
         raise SpecError("base: expected a path to a TOML config or a table")
@@ -347,13 +348,7 @@ def _copy_spec(sw: Sweep, out: Path) -> None:
         write_json_atomic(out / "spec.json", sw.spec_dict)
 
 
-def _progress_bar(total: int, enabled: bool) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(total=total, disable=not enabled, unit="run", file=sys.stderr, desc="sweep")
-
-
-def _run_local(sw: Sweep, todo: list[RunSpec], runs_dir: Path, jobs: int, bar: Any) -> None:
+def _run_local(sw: Sweep, todo: list[RunSpec], runs_dir: Path, jobs: int, bar: ProgressBar) -> None:
     base_dir = os.fspath(sw.base_dir)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         pending = iter(todo)
@@ -381,7 +376,7 @@ def _run_local(sw: Sweep, todo: list[RunSpec], runs_dir: Path, jobs: int, bar: A
             raise
 
 
-def _run_cluster(sw: Sweep, todo: list[RunSpec], runs_dir: Path, address: str, bar: Any) -> None:
+def _run_cluster(sw: Sweep, todo: list[RunSpec], runs_dir: Path, address: str, bar: ProgressBar) -> None:
     try:
         from dask.distributed import Client, as_completed
     except ImportError as err:
@@ -445,7 +440,7 @@ def sweep(
     total, skipped = len(sw.runs), len(sw.runs) - len(todo)
     if on_start is not None:
         on_start(total, skipped)
-    with _progress_bar(len(todo), progress) as bar:
+    with ProgressBar(len(todo), desc="sweep", unit="run", enabled=progress) as bar:
         if not todo:
             pass
         elif cluster is not None:

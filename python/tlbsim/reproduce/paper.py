@@ -29,7 +29,7 @@ from typing import Any
 
 from tlbsim import _tlbsim
 from tlbsim import sweep as sweep_module
-from tlbsim.api import _json_default
+from tlbsim.json_values import json_default
 from tlbsim.sweep import SpecError
 
 PAPER_FILE = "paper.toml"
@@ -144,13 +144,13 @@ class SweepDef:
                 tree = json.loads(_tlbsim.load_config(base))
                 _absolute_trace_paths(tree, Path(base).parent)
             else:
-                tree = json.loads(json.dumps(base, default=_json_default))
+                tree = json.loads(json.dumps(base, default=json_default))
                 _absolute_trace_paths(tree, root)
             for key, value in self.quick_set.items():
                 sweep_module._set_dotted(tree, key, value)
             base = tree
         elif isinstance(base, Mapping):
-            base = json.loads(json.dumps(base, default=_json_default))
+            base = json.loads(json.dumps(base, default=json_default))
             _absolute_trace_paths(base, root)
         data["base"] = base
         if quick and self.quick_seeds is not None:
@@ -201,7 +201,7 @@ def _same(a: Any, b: Any) -> bool:
 def _absolute_trace_paths(tree: dict[str, Any], root: Path) -> None:
     workload = tree.get("workload")
     paths = workload.get("paths") if isinstance(workload, dict) else None
-    if isinstance(paths, list):
+    if isinstance(workload, dict) and isinstance(paths, list):
         workload["paths"] = [str((root / os.fspath(p)).resolve()) if isinstance(p, str) else p for p in paths]
 
 

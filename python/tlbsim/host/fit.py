@@ -24,6 +24,7 @@ synthetic measurements with known answers (``python/tests/test_calibrate.py``).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,7 +44,7 @@ def nnls(a: np.ndarray, b: np.ndarray, free: Sequence[int] = (), max_iter: int =
     free = list(free)
     if free:
         a = np.hstack([a, -a[:, free]])
-    m, n = a.shape
+    _, n = a.shape
     x = np.zeros(n)
     passive = np.zeros(n, dtype=bool)
     w = a.T @ (b - a @ x)
@@ -134,7 +135,7 @@ def _solve(
     return float(r @ r), x
 
 
-def median_filter(values: Sequence[float], width: int = 3) -> np.ndarray:
+def median_filter(values: Sequence[float] | np.ndarray, width: int = 3) -> np.ndarray:
     """Running median over ``width`` neighbouring sizes: removes a single disturbed
     measurement (another program ran during it) and keeps a step where it is."""
     y = np.asarray(values, dtype=float)
@@ -151,14 +152,14 @@ def _candidates(p: np.ndarray, per_gap: int) -> np.ndarray:
     neighbours (a knee between two measured sizes)."""
     u = np.unique(p)
     out = [u]
-    for lo, hi in zip(u[:-1], u[1:]):
+    for lo, hi in itertools.pairwise(u):
         out.append(lo * (hi / lo) ** (np.arange(1, per_gap + 1) / (per_gap + 1)))
     return np.unique(np.concatenate(out))
 
 
 def fit_reach(
     pages: Sequence[float],
-    values: Sequence[float],
+    values: Sequence[float] | np.ndarray,
     n_knees: int = 2,
     *,
     growth: bool = True,
@@ -343,7 +344,7 @@ def geometric_sizes(lo: int, hi: int, per_doubling: int) -> list[int]:
     return out
 
 
-_NICE = sorted({m << s for m in (1, 3) for s in range(0, 24)})
+_NICE = sorted({m << s for m in (1, 3) for s in range(24)})
 
 
 def snap_entries(measured: float, tolerance: float = 0.12) -> tuple[int, bool]:
@@ -714,7 +715,7 @@ def fit_llc(
     plateau = s[k : j + 1]
     if len(plateau) < min_plateau:
         return LlcFit(
-            None, None, why="no flat stretch before the last rise (the LLC plateau has %d point(s))" % len(plateau)
+            None, None, why=f"no flat stretch before the last rise (the LLC plateau has {len(plateau)} point(s))"
         )
     lat = float(np.median(y[k : j + 1]))
     # DRAM load-to-use latency is >= ~50 ns on current x86 servers and desktops (e.g.
@@ -724,11 +725,11 @@ def fit_llc(
         return LlcFit(
             None,
             None,
-            why="largest footprints at %.1f ns < %.0f ns: still in a "
-            "cache, not memory (measure larger footprints)" % (top, min_memory_ns),
+            why=f"largest footprints at {top:.1f} ns < {min_memory_ns:.0f} ns: still in a "
+            "cache, not memory (measure larger footprints)",
         )
     if top < jump * lat:
-        return LlcFit(None, None, why="last rise %.2fx < %.2fx: not a cache-to-memory knee" % (top / lat, jump))
+        return LlcFit(None, None, why=f"last rise {top / lat:.2f}x < {jump:.2f}x: not a cache-to-memory knee")
     return LlcFit(int(p[j]), lat, float(np.median(y[i:])))
 
 
@@ -739,7 +740,7 @@ def llc_round(measured: float, ways: int, line: int = 64) -> int:
     simulated LLC no larger than the one measured). Raises ValueError on bad input."""
     if ways < 1 or line < 1 or not math.isfinite(measured) or measured < line * ways:
         raise ValueError(f"llc_round: need measured >= line*ways > 0, got {measured}, {ways}, {line}")
-    sets = 1 << int(math.floor(math.log2(measured / (line * ways))))
+    sets = 1 << math.floor(math.log2(measured / (line * ways)))
     return sets * line * ways
 
 
@@ -800,7 +801,9 @@ class TlbKnee:
 class TlbCurveFit:
     base: float
     knees: list[TlbKnee]
-    caches: list[dict[str, float]]  # {"level", "capacity_pages", "cost"} per data-cache term, then the other knees
+    caches: list[
+        dict[str, float | str]
+    ]  # {"level", "capacity_pages", "cost"} per data-cache term, then the other knees
     rms: float
     sigma: float  # residual scale of the (weighted) fit
     points: int
@@ -895,7 +898,7 @@ def fit_tlb_knees(
         s = sorted(ks)
         if (p <= s[0]).sum() < min_points_outside or (p > s[-1]).sum() < min_points_outside:
             return False
-        return all(b >= min_ratio * a for a, b in zip(s, s[1:]))
+        return all(b >= min_ratio * a for a, b in itertools.pairwise(s))
 
     def solve(ks: Sequence[float]) -> tuple[float, np.ndarray]:
         return _tlb_solve(p, y, w, sorted(ks), cache_cols)
@@ -1000,7 +1003,7 @@ def fit_tlb_knees(
         for k, e in enumerate(knees)
         if k not in chosen
     ]
-    cache_terms = [
+    cache_terms: list[dict[str, float | str]] = [
         {"level": c.level, "capacity_pages": float(c.sets * c.ways), "cost": float(x[nk + i])}
         for i, c in enumerate(used)
     ]

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import errno
 import json
-import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -47,7 +46,10 @@ from typing import Any
 import numpy as np
 
 import tlbsim
-from tlbsim import fit
+from tlbsim.host import fit, measure, tlb_geometry
+from tlbsim.host.patterns import simulate_pattern
+from tlbsim.json_values import json_default_or_str
+from tlbsim.progress import ProgressBar
 
 IPI_TOLERANCE = 0.05
 THROUGHPUT_FACTOR = 1.5
@@ -103,48 +105,6 @@ class Report:
 
 # ---------------------------------------------------------------------------------------
 # simulation
-
-
-def pattern_overrides(name: str, ops: int) -> dict[str, object]:
-    return {
-        "workload.kind": "shootdown-patterns",
-        "workload.pattern": name,
-        "workload.ops": ops,
-        "os.coherence": "linux",
-        "machine.sockets": 1,
-        "machine.cores_per_socket": 2,
-    }
-
-
-def pattern_result(stats: Mapping[str, Any]) -> dict[str, Any]:
-    """A simulated shootdown pattern's stats.json reduced to what the real kernel measures:
-    the measuring thread's (``per_thread[0]``) ``ops_completed`` and ``ops_per_second``,
-    ``totals.shootdown_ipis_received`` and ``ipis_per_op`` (None when no operation
-    completed). Raises KeyError, IndexError or TypeError when the stats lack them."""
-    thread = stats["per_thread"][0]
-    done = thread["ops_completed"]
-    ipis = stats["totals"]["shootdown_ipis_received"]
-    return {
-        "ops_completed": done,
-        "ops_per_second": float(thread["ops_per_second"]),
-        "shootdown_ipis_received": ipis,
-        "ipis_per_op": ipis / done if done else None,
-    }
-
-
-def simulate_pattern(preset: str | os.PathLike[str] | Mapping[str, Any], name: str, ops: int) -> dict[str, Any]:
-    """IPIs per operation and the measuring thread's operations per second, or
-    ``{"error": "simulation failed: ..."}``."""
-    try:
-        result = tlbsim.run(preset, overrides=pattern_overrides(name, ops))
-        return pattern_result(result.stats)
-    except (tlbsim.TlbsimError, OSError) as err:
-        return {"error": f"simulation failed: {err}"}
-    except (KeyError, IndexError, TypeError) as err:
-        return {
-            "error": f"simulation failed: its stats have no {err} (per_thread, ops_completed, "
-            "ops_per_second, totals.shootdown_ipis_received expected)"
-        }
 
 
 def fpr_overrides(threads: int, ops: int) -> dict[str, object]:
@@ -544,10 +504,14 @@ def format_table(report: Report) -> str:
     f = report.counts("fit")
     lines += [
         "",
-        f"held out (the verdict): {c[PASS]} pass, {c[FAIL]} fail, {c[ERROR]} not simulated, "
-        f"{c[NA]} not measurable here",
-        f"fitted on (shown, not judged): {f[PASS]} pass, {f[FAIL]} fail, {f[ERROR]} not simulated, "
-        f"{f[NA]} not measurable here",
+        (
+            f"held out (the verdict): {c[PASS]} pass, {c[FAIL]} fail, {c[ERROR]} not simulated, "
+            f"{c[NA]} not measurable here"
+        ),
+        (
+            f"fitted on (shown, not judged): {f[PASS]} pass, {f[FAIL]} fail, {f[ERROR]} not simulated, "
+            f"{f[NA]} not measurable here"
+        ),
     ]
     return "\n".join(lines)
 
@@ -644,16 +608,14 @@ def load_measurements(
         return json.loads(path.read_text()), str(path)
     if measurements:
         raise FileNotFoundError(2, "measurements file not found", str(path))
-    from tlbsim import calibrate as cal
-
-    host = cal.read_host()
-    exes = cal.build_benchmarks()
+    host = measure.read_host()
+    exes = measure.build_benchmarks()
     host_cfg = tlbsim.resolve({"machine": {"preset": "host"}})
     limit = int(host_cfg["machine"]["tlb"]["l1d_2m"]["entries"]) * 512
-    bar = cal._Progress(13 + 10, progress)
+    bar = ProgressBar(13 + 10, desc="calibrate", unit="step", enabled=progress, leave=False)
     try:
-        shoot = cal.measure_shootdown(exes["shootdown"], cal.QUICK, bar)
-        reach = cal.measure_reach(exes["tlb_reach"], cal.QUICK, host, limit, bar)
+        shoot = measure.measure_shootdown(exes["shootdown"], measure.QUICK, bar)
+        reach = measure.measure_reach(exes["tlb_reach"], measure.QUICK, host, limit, bar)
     finally:
         bar.close()
     return {"shootdown_patterns": shoot, "tlb_reach": reach, "host": asdict(host)}, "measured now (quick)"
@@ -696,43 +658,32 @@ def validate(
     ops = 2_000 if quick else 10_000
     sizes = reach_sizes(knees or [{"entries": configured["l1"]}, {"entries": configured["l2"]}], quick)
     runs = len(real) + len(sizes)
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=runs, desc="validate", unit="run", file=sys.stderr, leave=False)
+    bar = ProgressBar(runs, desc="validate", unit="run", enabled=progress, leave=False)
     sim: dict[str, Any] = {"patterns": {}, "reach": []}
     try:
         for name in real:
             sim["patterns"][name] = simulate_pattern(preset, name, ops)
-            if bar:
-                bar.update()
+            bar.update()
         for p in sizes:
             sim["reach"].append(
                 simulate_reach_point(preset, p, max(100_000, 40 * p) if not quick else max(50_000, 20 * p))
             )
-            if bar:
-                bar.update()
+            bar.update()
     finally:
-        if bar:
-            bar.close()
+        bar.close()
     simulated, sim_error = sim_knees(sim["reach"])
     sim["knees"] = simulated
     # Throughputs: the patterns without a spinning sibling as measured with the other CPU
     # kept busy (calibrate's controls), like the spinning-sibling ones: on a virtual machine
     # an idle vCPU changes the other's speed, which the simulator does not model.
-    from tlbsim.calibrate import baseline_view
-
     rows = ipi_rows(real, sim["patterns"])
     closed = (data.get("fit") or {}).get("closed_loop") or {}
     fitted = [*fit.BASELINES, *closed.get("fit_patterns", [])] if (data.get("fit") or {}) else []
-    rows += throughput_rows(baseline_view(real, data.get("shootdown_controls")), sim["patterns"], fitted=fitted)
+    rows += throughput_rows(measure.baseline_view(real, data.get("shootdown_controls")), sim["patterns"], fitted=fitted)
     geometry = (data.get("fit") or {}).get("tlb_geometry") or {}
     documented = geometry.get("documented")
     if documented is None and "tlb_geometry" not in (data.get("fit") or {}):
         # measurements from before the table: look the host up now
-        from tlbsim import tlb_geometry
-
         h = data.get("host") or {}
         g = tlb_geometry.lookup(h.get("vendor", ""), h.get("family"), h.get("model_number"))
         documented = asdict(g) if g else None
@@ -780,17 +731,9 @@ def validate(
                 "warnings": data.get("warnings", []),
             },
             indent=1,
-            default=_default,
+            default=json_default_or_str,
         )
         + "\n"
     )
     plot(report, reach, report.png_path, documented)
     return report
-
-
-def _default(obj: object) -> object:
-    if isinstance(obj, (np.floating, np.integer)):
-        return obj.item()
-    if isinstance(obj, float) and math.isnan(obj):
-        return None
-    return str(obj)
