@@ -1,8 +1,9 @@
 """Type stubs for the compiled extension ``tlbsim._tlbsim`` (crates/tlbsim-py)."""
 
 import os
+from typing import TypeAlias
 
-_Path = str | os.PathLike[str]
+_Path: TypeAlias = str | os.PathLike[str]
 
 __version__: str
 
@@ -46,6 +47,12 @@ def bench(accesses: int, memory_model: str = "flat", replicas: int = 1, policy: 
 
 def convert(input: _Path, input_format: str, output: _Path) -> str:
     """Convert a trace to the native format; returns the report as JSON."""
+
+def record_finish(raw: _Path, output: _Path) -> str:
+    """Finish a raw recording of the ``tlbsim record`` plugin into a native trace; returns its summary as JSON."""
+
+def record_info(path: _Path, syscalls: bool = False) -> str:
+    """Summary of a recording (threads, events by kind, instructions) as JSON; ``syscalls`` also lists every system call."""
 
 def version() -> str:
     """The core's version."""
