@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 import tlbsim
 from tlbsim.cli import main
 

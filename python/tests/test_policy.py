@@ -8,14 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 import tlbsim
-from tlbsim.policy import Plan, Policy, View, Request
+from tlbsim.policy import Plan, Policy, Request, View
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "policies"))
 
-from flush_every_core import FlushEveryCore  # noqa: E402
-from skip_idle_cores import SkipIdleCores  # noqa: E402
+from flush_every_core import FlushEveryCore
+from skip_idle_cores import SkipIdleCores
 
 WORKLOADS: list[dict[str, Any]] = [
     {"kind": "apache", "threads": 4, "ops": 150},
@@ -118,7 +119,7 @@ def test_plans_with_pages_and_delivery_paths_and_optional_hooks() -> None:
 def test_per_access_hooks_are_refused_by_name() -> None:
     with pytest.raises(TypeError, match="on_tlb_insert"):
 
-        class Bad(Policy):  # noqa: F841
+        class Bad(Policy):
             def on_tlb_insert(self, *args: Any) -> None:
                 pass
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+
 import tlbsim
 from tlbsim.report import build_report
 

@@ -98,7 +98,7 @@ def vm_summary(out: Path) -> str:
         by = t["full_flushes_by_cause"]
 
         def mptti(structure: str) -> float:
-            cores = stats["per_core"]
+            cores = stats["per_core"]  # noqa: B023 - called only within this iteration
             vals = [
                 c["per_structure"][structure]["misses"] * 1e4 / c["instructions"] for c in cores if c["instructions"]
             ]
@@ -174,7 +174,7 @@ def _section(folder: Path, title: str, spec: dict[str, Any], table: Any, legend:
     import tlbsim
 
     print("\n" + title)
-    s = tlbsim.sweep(spec, folder, jobs=jobs, progress=sys.stderr.isatty())
+    s = tlbsim.sweep.sweep(spec, folder, jobs=jobs, progress=sys.stderr.isatty())
     print(f"{s.total} runs ({s.skipped} reused, {s.ran} run now)\n")
     print(table(folder))
     print("\n" + textwrap.fill(legend, width=92))
@@ -249,7 +249,7 @@ def main(out: str | Path = "out/demo", jobs: int | None = None) -> int:
         f"({', '.join(WORKLOADS)}; fpr-munmap case 1) x {THREADS[0]}-{THREADS[-1]} threads, "
         f"{OPS:,} operations per thread, {len(SEEDS)} seeds, on the host preset (8 cores)\n"
     )
-    s = tlbsim.sweep(spec, out, jobs=jobs, progress=sys.stderr.isatty())
+    s = tlbsim.sweep.sweep(spec, out, jobs=jobs, progress=sys.stderr.isatty())
     print(f"{s.total} runs ({s.skipped} reused from an earlier demo, {s.ran} run now)\n")
     frame = load(out)
     print(summary(frame, load(out, table="thread")))

@@ -149,9 +149,9 @@ class Policy:
         for core, c in enumerate(view.cores):
             if core == request.initiator:
                 continue
-            if request.global_:
-                targets.append(core)
-            elif view.cpumask[core] and (request.freed_tables or (not c.lazy and c.loaded_mm == request.mm)):
+            if request.global_ or (
+                view.cpumask[core] and (request.freed_tables or (not c.lazy and c.loaded_mm == request.mm))
+            ):
                 targets.append(core)
         return Plan(targets=targets, delivery="ipi")
 

@@ -931,8 +931,10 @@ def _write_html(summary: ReportSummary, frame: pd.DataFrame, title: str) -> None
         f"<title>{html.escape(title)}</title>",
         f"<style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f'<p class="note">{len(frame)} run(s); {len(summary.figures)} figure(s). '
-        "Each figure is also in this folder as PNG and PDF.</p>",
+        (
+            f'<p class="note">{len(frame)} run(s); {len(summary.figures)} figure(s). '
+            "Each figure is also in this folder as PNG and PDF.</p>"
+        ),
     ]
     for f in summary.figures:
         data = base64.b64encode(f.png.read_bytes()).decode("ascii")
@@ -940,9 +942,11 @@ def _write_html(summary: ReportSummary, frame: pd.DataFrame, title: str) -> None
             f'<h2 id="{f.name}">{html.escape(f.title)}</h2>',
             "<figure>",
             f'<img alt="{html.escape(f.title)}" src="data:image/png;base64,{data}">',
-            f"<figcaption>{html.escape(f.caption)} "
-            f"(<code>{html.escape(f.png.name)}</code>, <code>{html.escape(f.pdf.name)}</code>)"
-            "</figcaption>",
+            (
+                f"<figcaption>{html.escape(f.caption)} "
+                f"(<code>{html.escape(f.png.name)}</code>, <code>{html.escape(f.pdf.name)}</code>)"
+                "</figcaption>"
+            ),
             "</figure>",
         ]
     if summary.skipped:

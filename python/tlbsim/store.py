@@ -79,9 +79,8 @@ def _stats(tree: Mapping[str, Any], prefix: str) -> dict[str, Any]:
             if all(v is None or isinstance(v, _SCALARS) for v in value.values()):
                 for sub, v in value.items():
                     out[f"{prefix}{key}.{sub}"] = v
-        elif isinstance(value, (list, tuple)):
-            if all(v is None or isinstance(v, _SCALARS) for v in value):
-                out[f"{prefix}{key}"] = json.dumps(list(value))
+        elif isinstance(value, (list, tuple)) and all(v is None or isinstance(v, _SCALARS) for v in value):
+            out[f"{prefix}{key}"] = json.dumps(list(value))
     return out
 
 

@@ -144,8 +144,10 @@ def write_html(
     parts += [
         "<h2>Claims</h2>",
         "<table>",
-        f"<tr><th>id</th><th>section</th><th>claim</th><th>{e(paper.paper_label)}</th><th>ours</th><th>unit</th>"
-        "<th>tolerance</th><th>verdict</th><th>note</th></tr>",
+        (
+            f"<tr><th>id</th><th>section</th><th>claim</th><th>{e(paper.paper_label)}</th><th>ours</th><th>unit</th>"
+            "<th>tolerance</th><th>verdict</th><th>note</th></tr>"
+        ),
     ]
     for r in rows:
         colour = ROW_COLOURS.get(r["verdict"], "#eeeeee")
@@ -164,8 +166,10 @@ def write_html(
             f'<h2 id="{e(path.stem)}">{e(fdef.title)}</h2>',
             "<figure>",
             f'<img alt="{e(fdef.title)}" src="data:image/png;base64,{data}">',
-            f"<figcaption>{e(caption)}Hatched: {e(paper.paper_label)}; blue: ours; a red x: outside the tolerance. "
-            f"(<code>{e(path.name)}</code>)</figcaption>",
+            (
+                f"<figcaption>{e(caption)}Hatched: {e(paper.paper_label)}; blue: ours; a red x: outside the tolerance. "
+                f"(<code>{e(path.name)}</code>)</figcaption>"
+            ),
             "</figure>",
         ]
     for fig in extra:
@@ -181,8 +185,10 @@ def write_html(
             "</figure>",
         ]
     parts += [
-        '<p class="note">The claims are also in <code>claims.json</code>; the runs in '
-        "<code>sweeps/</code> (<code>tlbsim collect</code> and <code>tlbsim report</code> read them).</p>",
+        (
+            '<p class="note">The claims are also in <code>claims.json</code>; the runs in '
+            "<code>sweeps/</code> (<code>tlbsim collect</code> and <code>tlbsim report</code> read them).</p>"
+        ),
         "</body></html>",
         "",
     ]

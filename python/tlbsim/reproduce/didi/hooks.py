@@ -8,7 +8,8 @@ not make stale, e.g. a read-only entry of a page mprotect makes writable, counts
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 def _reached(t: Mapping[str, Any]) -> float:
@@ -153,7 +154,7 @@ def projection(runs: Mapping[str, Any]) -> dict[str, Any]:
         out["fits"][policy] = {k: {"intercept": a, "slope": b, "points": points[k]} for k, (a, b) in fits.items()}
 
         def at(k: str, p: float) -> float:
-            a, b = fits[k]
+            a, b = fits[k]  # noqa: B023 - called only within this iteration
             return max(0.0, a + b * p)
 
         out[f"{policy}_cycles_lost_fraction"] = [
@@ -217,5 +218,5 @@ def outputs(runs: Mapping[str, Any], out: Any, quick: bool) -> None:
     print(f"  {'cores':>6} {'linux':>10} {'didi':>10}")
     for i, p in enumerate(proj["cores"]):
         lv, dv = proj["linux_cycles_lost_fraction"][i], proj["didi_cycles_lost_fraction"][i]
-        fmt = lambda v: f"{v:10.4f}" if v is not None else f"{'n/a':>10}"  # noqa: E731
+        fmt = lambda v: f"{v:10.4f}" if v is not None else f"{'n/a':>10}"
         print(f"  {p:>6} {fmt(lv)} {fmt(dv)}")

@@ -13,7 +13,8 @@ page-table pages on sockets other than 0, where the initializing thread put them
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 def main_phase_cycles(stats: Mapping[str, Any]) -> float | None:
