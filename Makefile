@@ -31,8 +31,15 @@ RUST_TEST := if cargo nextest --version >/dev/null 2>&1; then \
 		&& cargo test --profile checked -p tlbsim-core; \
 	fi
 PY_TEST := echo "+ $(VPY) -m pytest python/tests -q"; $(VPY) -m pytest python/tests -q
+# The Python gates (configured in pyproject.toml): lint, formatting, types. Each runs even
+# when one before it failed, so that one pass reports everything.
+LINT_PY := status=0; \
+	echo "+ $(VENV)/bin/ruff check python"; $(VENV)/bin/ruff check python || status=1; \
+	echo "+ $(VENV)/bin/ruff format --check python"; $(VENV)/bin/ruff format --check python || status=1; \
+	echo "+ $(VENV)/bin/mypy python/tlbsim"; $(VENV)/bin/mypy python/tlbsim || status=1; \
+	exit $$status
 
-.PHONY: demo test bench bench-native calibrate validate develop rust-test py-test chromium qemu-user record-plugin clean
+.PHONY: demo test bench bench-native calibrate validate develop rust-test py-test lint-py chromium qemu-user record-plugin clean
 
 # Native shootdown micro-benchmarks on the real kernel (bench/shootdown.c, patterns in
 # bench/patterns.toml): one JSON line per pattern.
@@ -43,11 +50,12 @@ RECORD_EXAMPLES := target/native/file_server target/native/gc_barrier
 demo: develop
 	$(VENV)/bin/tlbsim demo
 
-# Both suites always run; the target fails if either failed.
+# Both suites and the Python gates always run; the target fails if any failed.
 test: develop chromium record-plugin
 	@status=0; \
 	( $(RUST_TEST) ) || status=1; \
 	( $(PY_TEST) ) || status=1; \
+	( $(LINT_PY) ) || status=1; \
 	exit $$status
 
 bench: develop
@@ -76,6 +84,10 @@ rust-test:
 
 py-test: develop chromium record-plugin
 	@$(PY_TEST)
+
+# ruff and mypy come with the test dependencies (pyproject.toml), installed by $(DEPS_STAMP).
+lint-py: $(DEPS_STAMP)
+	@$(LINT_PY)
 
 # `tlbsim record` (python/tlbsim/record.py) runs programs under qemu-x86_64 with the TCG
 # plugin record/tlbsim_record.c. Debian ships no qemu-plugin.h: the plugin declares the

@@ -35,8 +35,6 @@ def fake_stats() -> dict[str, Any]:
     return {
         "totals": totals,
         "per_core": per_core,
-        "per_structure": {
-            "core0.l1d_4k": {"hits": 1, "misses": 2, "evictions": 0, "invalidations": 0}
-        },
+        "per_structure": {"core0.l1d_4k": {"hits": 1, "misses": 2, "evictions": 0, "invalidations": 0}},
         "version": "0.1.0",
     }

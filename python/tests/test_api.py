@@ -8,12 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import COUNTERS
 
 import tlbsim
 from tlbsim import _tlbsim
 from tlbsim.api import override_strings, toml_literal
-
-from conftest import COUNTERS
 
 # --- override conversion -------------------------------------------------------------
 

@@ -19,8 +19,7 @@ ROOT = Path(__file__).parents[2]
 def shootdown(tmp_path_factory: pytest.TempPathFactory) -> Path:
     exe = tmp_path_factory.mktemp("native") / "shootdown"
     subprocess.run(
-        ["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", str(exe),
-         str(ROOT / "bench" / "shootdown.c")],
+        ["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", str(exe), str(ROOT / "bench" / "shootdown.c")],
         check=True,
     )
     return exe
@@ -36,7 +35,10 @@ def test_benchmark_implements_exactly_the_shared_pattern_list(shootdown: Path) -
 def test_output_is_one_json_object_per_pattern(shootdown: Path) -> None:
     out = subprocess.run(
         [str(shootdown), "--ops", "200", "--reps", "1", "munmap-4k-alone", "munmap-4k"],
-        check=True, capture_output=True, text=True, timeout=60,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
     ).stdout
     rows = [json.loads(line) for line in out.splitlines()]
     assert [r["pattern"] for r in rows] == ["munmap-4k", "munmap-4k-alone"]
@@ -63,7 +65,10 @@ def test_without_a_tlb_row_throughput_is_still_measured(shootdown: Path, tmp_pat
     fake.write_text("           CPU0       CPU1\n  NMI:          0          0   Non-maskable interrupts\n")
     out = subprocess.run(
         [str(shootdown), "--ops", "100", "--reps", "1", "munmap-4k-alone"],
-        check=True, capture_output=True, text=True, timeout=60,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "TLBSIM_PROC_INTERRUPTS": str(fake)},
     ).stdout
     (row,) = [json.loads(line) for line in out.splitlines()]
@@ -73,11 +78,13 @@ def test_without_a_tlb_row_throughput_is_still_measured(shootdown: Path, tmp_pat
 
 @pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset (util-linux)")
 def test_one_cpu_measures_only_the_patterns_without_a_sibling(shootdown: Path) -> None:
-    cpu = sorted(os.sched_getaffinity(0))[0]
+    cpu = min(os.sched_getaffinity(0))
     out = subprocess.run(
-        ["taskset", "-c", str(cpu), str(shootdown), "--ops", "100", "--reps", "1",
-         "munmap-4k", "munmap-4k-alone"],
-        check=True, capture_output=True, text=True, timeout=60,
+        ["taskset", "-c", str(cpu), str(shootdown), "--ops", "100", "--reps", "1", "munmap-4k", "munmap-4k-alone"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
     ).stdout
     spin, alone = [json.loads(line) for line in out.splitlines()]
     assert spin["not_measurable"] == "one CPU: no second CPU for the sibling"
@@ -85,7 +92,7 @@ def test_one_cpu_measures_only_the_patterns_without_a_sibling(shootdown: Path) -
 
 
 def test_bad_arguments_are_a_usage_error(shootdown: Path) -> None:
-    r = subprocess.run([str(shootdown), "--bogus"], capture_output=True, text=True)
+    r = subprocess.run([str(shootdown), "--bogus"], check=False, capture_output=True, text=True)
     assert r.returncode == 2 and "usage" in r.stderr
 
 
@@ -97,34 +104,55 @@ def test_tlb_reach_curve_is_graceful_json(tmp_path: Path) -> None:
     )
     out = subprocess.run(
         [str(exe), "--max-bytes", str(1 << 20), "--accesses", "20000"],
-        check=True, capture_output=True, text=True, timeout=120,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
     ).stdout
     host, *rows = [json.loads(line) for line in out.splitlines()]
     assert host["host"]["vendor"] and host["host"]["counter_meaning"]
     # 16 KiB to 1 MiB in x4 steps, for 4 KiB and 2 MiB pages.
-    assert [(r["page_size"], r["bytes"]) for r in rows] == [
-        (ps, 16384 * 4**k) for ps in ("4k", "2m") for k in range(4)
-    ]
+    assert [(r["page_size"], r["bytes"]) for r in rows] == [(ps, 16384 * 4**k) for ps in ("4k", "2m") for k in range(4)]
     for r in rows:
         assert r["ns_per_access"] > 0
         # Either the counters, or a sentence saying why not.
         assert ("dtlb_load_misses_per_access" in r) != ("perf" in r)
     # Finer steps, and exact sizes in pages (the knee sweeps of tlbsim calibrate).
     out = subprocess.run(
-        [str(exe), "--pages", "4k", "--min-bytes", str(64 * 4096), "--max-bytes", str(128 * 4096),
-         "--factor", "1.19", "--accesses", "2000"],
-        check=True, capture_output=True, text=True, timeout=60,
+        [
+            str(exe),
+            "--pages",
+            "4k",
+            "--min-bytes",
+            str(64 * 4096),
+            "--max-bytes",
+            str(128 * 4096),
+            "--factor",
+            "1.19",
+            "--accesses",
+            "2000",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
     ).stdout
     assert [json.loads(line)["pages_4k"] for line in out.splitlines()[1:]] == [64, 76, 91, 108, 128]
     out = subprocess.run(
         [str(exe), "--pages", "4k", "--sizes", "90,96,102", "--accesses", "2000"],
-        check=True, capture_output=True, text=True, timeout=60,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
     ).stdout
     assert [json.loads(line)["pages_4k"] for line in out.splitlines()[1:]] == [90, 96, 102]
     # every line of the array (memory latency), not one per page
     out = subprocess.run(
         [str(exe), "--pages", "4k", "--dense", "--sizes", "4,8", "--accesses", "2000"],
-        check=True, capture_output=True, text=True, timeout=60,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
     ).stdout
     rows = [json.loads(line) for line in out.splitlines()[1:]]
     assert [(r["dense"], r["lines"]) for r in rows] == [(True, 256), (True, 512)]
@@ -134,8 +162,7 @@ def _compile(tmp_path: Path, name: str) -> Path:
     """bench/NAME.c built warning-free into tmp_path."""
     exe = tmp_path / name
     subprocess.run(
-        ["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", str(exe),
-         str(ROOT / "bench" / f"{name}.c")],
+        ["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", str(exe), str(ROOT / "bench" / f"{name}.c")],
         check=True,
     )
     return exe
@@ -145,14 +172,17 @@ def test_fpr_munmap_cases_report_each_thread_class(tmp_path: Path) -> None:
     exe = _compile(tmp_path, "fpr_munmap")
     out = subprocess.run(
         [str(exe), "--seconds", "0.2", "--case", "4", "--threads", "1", "--compute", "2"],
-        check=True, capture_output=True, text=True, timeout=60,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
     ).stdout
     (row,) = [json.loads(line) for line in out.splitlines()]
     assert (row["case"], row["io_threads"], row["compute_threads"]) == (4, 1, 2)
     assert len(row["compute_ops_per_second_per_thread"]) == 2
     assert row["io_ops_per_second"] > 0 and row["compute_ops_per_second"] > 0
     assert "shootdown_ipis_per_second" in row or "not measurable" in row["shootdown_ipis"]
-    bad = subprocess.run([str(exe), "--case", "9", "--threads", "1"], capture_output=True, text=True)
+    bad = subprocess.run([str(exe), "--case", "9", "--threads", "1"], check=False, capture_output=True, text=True)
     assert bad.returncode == 2
 
 
@@ -161,7 +191,10 @@ def test_busy_neighbour_control(shootdown: Path) -> None:
         pytest.skip("needs two CPUs")
     out = subprocess.run(
         [str(shootdown), "--ops", "200", "--reps", "1", "--busy-neighbour", "munmap-4k", "munmap-4k-alone"],
-        check=True, capture_output=True, text=True, timeout=60,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
     ).stdout
     spin, alone = [json.loads(line) for line in out.splitlines()]
     assert "neighbour" not in spin  # a spinning sibling is its own neighbour
@@ -172,11 +205,16 @@ def test_busy_neighbour_control(shootdown: Path) -> None:
 def test_munmap_lock_runs_threads_and_processes(tmp_path: Path) -> None:
     exe = _compile(tmp_path, "munmap_lock")
     for mode in ("threads", "procs"):
-        out = subprocess.run([str(exe), "--mode", mode, "--workers", "2", "--seconds", "0.1"],
-                             check=True, capture_output=True, text=True, timeout=60).stdout
+        out = subprocess.run(
+            [str(exe), "--mode", mode, "--workers", "2", "--seconds", "0.1"],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
         (row,) = [json.loads(line) for line in out.splitlines()]
         assert (row["mode"], row["workers"]) == (mode, 2)
         assert len(row["ops_per_second_per_worker"]) == 2 and all(v > 0 for v in row["ops_per_second_per_worker"])
         assert row["ops_per_second_per_thread"] == pytest.approx(row["ops_per_second"] / 2, rel=1e-3)
     for bad in (["--mode", "both"], ["--workers", "99"], ["--seconds", "0"]):
-        assert subprocess.run([str(exe), *bad], capture_output=True, text=True).returncode == 2
+        assert subprocess.run([str(exe), *bad], check=False, capture_output=True, text=True).returncode == 2

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import tlbsim
-from tlbsim import calibrate as cal
-from tlbsim import fit
+from tlbsim.host import calibrate as cal
+from tlbsim.host import fit, measure, patterns
 
 # ---------------------------------------------------------------------------------------
 # numerics
@@ -43,8 +43,9 @@ _KIB, _MIB = 1024, 1 << 20
 _LINE_FOOTPRINTS = [16 * _KIB * 2**i for i in range(15)]  # 16 KiB .. 256 MiB
 
 
-def _line_curve(llc: int = 8 * _MIB, llc_ns: float = 14.0, mem_ns: float = 90.0,
-                noise: float = 0.0, seed: int = 0) -> list[float]:
+def _line_curve(
+    llc: int = 8 * _MIB, llc_ns: float = 14.0, mem_ns: float = 90.0, noise: float = 0.0, seed: int = 0
+) -> list[float]:
     rng = np.random.default_rng(seed)
     out = []
     for f in _LINE_FOOTPRINTS:
@@ -83,12 +84,28 @@ def test_fit_llc_says_why_when_there_is_no_knee() -> None:
 
 
 def test_reach_analysis_reads_the_llc_off_the_dense_curve() -> None:
-    rows = [{"page_size": "2m", "bytes": f, "pages_4k": f // 4096, "accesses": 100000, "ns_per_access": ns,
-             "anon_huge_kib": max(2048, f // 1024), "dense": True, "lines": f // 64}
-            for f, ns in zip(_LINE_FOOTPRINTS, _line_curve(llc=16 * _MIB))]
+    rows = [
+        {
+            "page_size": "2m",
+            "bytes": f,
+            "pages_4k": f // 4096,
+            "accesses": 100000,
+            "ns_per_access": ns,
+            "anon_huge_kib": max(2048, f // 1024),
+            "dense": True,
+            "lines": f // 64,
+        }
+        for f, ns in zip(_LINE_FOOTPRINTS, _line_curve(llc=16 * _MIB))
+    ]
     rows += [r for r in reach_rows(PAGES) if not r.get("dense")]
-    a = cal.analyse_reach(cal.reach_points(rows, "GenuineIntel"), perf=False, vendor="GenuineIntel",
-                          thp="madvise", control_limit=16384, llc_bytes=16 << 20)
+    a = measure.analyse_reach(
+        measure.reach_points(rows, "GenuineIntel"),
+        perf=False,
+        vendor="GenuineIntel",
+        thp="madvise",
+        control_limit=16384,
+        llc_bytes=16 << 20,
+    )
     assert a.llc_bytes == 16 * _MIB and a.llc_ns == pytest.approx(14.0)
     assert "llc" not in a.not_measurable and "16384 KiB" in a.llc_source
 
@@ -108,8 +125,9 @@ def test_llc_round_gives_power_of_two_sets_not_above_the_measurement() -> None:
 PAGES = np.array(fit.geometric_sizes(16, 65536, 4), dtype=float)
 
 
-def random_reads_curve(pages: np.ndarray, l1: float = 96, l2: float = 4096, base: float = 2.0,
-                       l2_hit: float = 2.7, walk: float = 25.0) -> np.ndarray:
+def random_reads_curve(
+    pages: np.ndarray, l1: float = 96, l2: float = 4096, base: float = 2.0, l2_hit: float = 2.7, walk: float = 25.0
+) -> np.ndarray:
     """ns per access of random reads: misses 1 - E/P at each level."""
     return base + l2_hit * fit.miss_rate(pages, l1) + walk * fit.miss_rate(pages, l2)
 
@@ -282,8 +300,9 @@ def test_operation_names() -> None:
 # shootdown costs
 
 
-def synthetic_patterns(initiator_ns: float = 2500.0, receiver_ns: float = 2000.0,
-                       ipis: float = 1.0) -> dict[str, dict[str, Any]]:
+def synthetic_patterns(
+    initiator_ns: float = 2500.0, receiver_ns: float = 2000.0, ipis: float = 1.0
+) -> dict[str, dict[str, Any]]:
     """Throughputs and spin losses of a kernel whose shootdown IPI costs the initiator
     ``initiator_ns`` and the receiver ``receiver_ns``."""
     base_us = {"munmap-4k": 6.0, "munmap-64": 80.0, "mprotect-toggle": 2.8, "cow": 5.2, "file-read": 4.0}
@@ -293,8 +312,7 @@ def synthetic_patterns(initiator_ns: float = 2500.0, receiver_ns: float = 2000.0
         out[f"{op}-sleep"] = {"ops_per_second": 1e6 / t, "ipis_per_op": 0.0}
         n = per_ipi[op] * ipis
         t_spin = t * 1e-6 + n * initiator_ns * 1e-9
-        out[op] = {"ops_per_second": 1 / t_spin, "ipis_per_op": n,
-                   "sibling_cpu_lost": n / t_spin * receiver_ns * 1e-9}
+        out[op] = {"ops_per_second": 1 / t_spin, "ipis_per_op": n, "sibling_cpu_lost": n / t_spin * receiver_ns * 1e-9}
     out["munmap-4k-alone"] = out["munmap-4k-sleep"]
     return out
 
@@ -312,7 +330,8 @@ def test_shootdown_costs_from_synthetic_throughputs() -> None:
     assert send + deliver == pytest.approx(1000)
     assert send / deliver == pytest.approx(d["ipi_send"] / d["ipi_delivery_same_socket"])
     assert split["ipi_delivery_cross_socket"][0] == pytest.approx(
-        deliver * d["ipi_delivery_cross_socket"] / d["ipi_delivery_same_socket"])
+        deliver * d["ipi_delivery_cross_socket"] / d["ipi_delivery_same_socket"]
+    )
 
 
 def test_shootdown_costs_skip_patterns_whose_sibling_was_preempted() -> None:
@@ -327,7 +346,8 @@ def test_a_negative_difference_is_held_at_the_floor() -> None:
     split = fit.split_shootdown_costs(3000.0, 4000.0, DEFAULT_COSTS)  # initiator < receiver
     d = DEFAULT_COSTS
     assert split["ipi_send"][0] + split["ipi_delivery_same_socket"][0] == pytest.approx(
-        0.1 * (d["ipi_send"] + d["ipi_delivery_same_socket"]))
+        0.1 * (d["ipi_send"] + d["ipi_delivery_same_socket"])
+    )
     assert "held" in split["ipi_send"][1]
 
 
@@ -341,13 +361,22 @@ def test_lost_fraction() -> None:
 # the host, on fake /proc and /sys trees
 
 
-def fake_tree(tmp_path: Path, *, cpus: int = 2, tlb_row: bool = True, thp: str | None = "always [madvise] never",
-              model: str = "Intel(R) Xeon(R) Processor", mhz: float = 2000.0) -> tuple[Path, Path]:
+def fake_tree(
+    tmp_path: Path,
+    *,
+    cpus: int = 2,
+    tlb_row: bool = True,
+    thp: str | None = "always [madvise] never",
+    model: str = "Intel(R) Xeon(R) Processor",
+    mhz: float = 2000.0,
+) -> tuple[Path, Path]:
     proc, sysfs = tmp_path / "proc", tmp_path / "sys"
     proc.mkdir()
     cpuinfo = "".join(
         f"processor\t: {c}\nvendor_id\t: GenuineIntel\nmodel name\t: {model}\ncpu MHz\t\t: {mhz}\n"
-        "flags\t\t: fpu pcid hypervisor\n\n" for c in range(cpus))
+        "flags\t\t: fpu pcid hypervisor\n\n"
+        for c in range(cpus)
+    )
     (proc / "cpuinfo").write_text(cpuinfo)
     head = "".join(f"       CPU{c}" for c in range(cpus))
     rows = f"{head}\n NMI: " + " 0" * cpus + "  Non-maskable interrupts\n"
@@ -371,18 +400,18 @@ def fake_tree(tmp_path: Path, *, cpus: int = 2, tlb_row: bool = True, thp: str |
 
 def test_tlb_row_reader(tmp_path: Path) -> None:
     proc, _ = fake_tree(tmp_path)
-    assert cal.read_tlb_row(proc / "interrupts") == (300, "")
-    count, why = cal.read_tlb_row(tmp_path / "missing")
+    assert measure.read_tlb_row(proc / "interrupts") == (300, "")
+    count, why = measure.read_tlb_row(tmp_path / "missing")
     assert count is None and "cannot read" in why
     none = tmp_path / "none"
     none.write_text("   CPU0\n NMI: 0\n")
-    assert cal.read_tlb_row(none) == (None, f"no TLB row in {none}")
+    assert measure.read_tlb_row(none) == (None, f"no TLB row in {none}")
 
 
 def test_host_reader_on_a_quiet_intel_guest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TLBSIM_PROC_INTERRUPTS", raising=False)
     proc, sysfs = fake_tree(tmp_path)
-    h = cal.read_host(proc, sysfs)
+    h = measure.read_host(proc, sysfs)
     assert (h.cpus_online, h.sockets, h.cores_per_socket) == (2, 1, 2)
     assert h.frequency_ghz == 2.0 and "cpu MHz" in h.frequency_source
     assert h.thp == "madvise" and h.tlb_row and h.hypervisor
@@ -392,7 +421,7 @@ def test_host_reader_on_a_quiet_intel_guest(tmp_path: Path, monkeypatch: pytest.
 def test_host_reader_without_tlb_row_thp_and_with_one_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TLBSIM_PROC_INTERRUPTS", raising=False)
     proc, sysfs = fake_tree(tmp_path, cpus=1, tlb_row=False, thp=None, model="Foo CPU @ 3.10GHz")
-    h = cal.read_host(proc, sysfs)
+    h = measure.read_host(proc, sysfs)
     assert h.cpus_online == 1 and h.cores_per_socket == 1
     assert not h.tlb_row and "no TLB row" in h.tlb_row_why
     assert h.thp is None
@@ -400,19 +429,21 @@ def test_host_reader_without_tlb_row_thp_and_with_one_cpu(tmp_path: Path, monkey
 
 
 def test_host_reader_on_an_empty_tree(tmp_path: Path) -> None:
-    h = cal.read_host(tmp_path / "proc", tmp_path / "sys")  # nothing readable: fallbacks
+    h = measure.read_host(tmp_path / "proc", tmp_path / "sys")  # nothing readable: fallbacks
     assert h.sockets == 1 and h.frequency_ghz == 3.0 and "unknown" in h.frequency_source
 
 
 def test_interrupts_path_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TLBSIM_PROC_INTERRUPTS", str(tmp_path / "x"))
-    assert cal.interrupts_path() == tmp_path / "x"
+    assert measure.interrupts_path() == tmp_path / "x"
 
 
 def test_load_warning() -> None:
-    assert cal.load_warning({"other_work_fraction": 0.05, "steal_fraction": 0.0, "loadavg_at_start": 0.3,
-                             "cpus": 2}) is None
-    w = cal.load_warning({"other_work_fraction": 0.6, "steal_fraction": 0.0, "loadavg_at_start": 3.0, "cpus": 2})
+    assert (
+        measure.load_warning({"other_work_fraction": 0.05, "steal_fraction": 0.0, "loadavg_at_start": 0.3, "cpus": 2})
+        is None
+    )
+    w = measure.load_warning({"other_work_fraction": 0.6, "steal_fraction": 0.0, "loadavg_at_start": 3.0, "cpus": 2})
     assert w and "60%" in w and "load average" in w
 
 
@@ -421,27 +452,48 @@ def test_load_warning() -> None:
 
 
 def test_shootdown_records() -> None:
-    r = cal.shootdown_record({"pattern": "munmap-4k", "sibling": "spin", "not_measurable": "one CPU: ..."})
+    r = measure.shootdown_record({"pattern": "munmap-4k", "sibling": "spin", "not_measurable": "one CPU: ..."})
     assert r["not_measurable"] == "one CPU: ..." and "ops_per_second" not in r
-    raw = {"pattern": "munmap-4k", "sibling": "spin", "ops": 1000, "reps": 3,
-           "ops_per_second_median": 90000.0, "ops_per_second_on_cpu_median": 100000.0,
-           "ipis_per_op_median": 0.5,
-           "sibling_spins_per_second_idle": [1e7] * 3, "sibling_spins_per_second": [5e6] * 3,
-           "sibling_spins_per_second_idle_on_cpu": [1e7] * 3, "sibling_spins_per_second_on_cpu": [8e6] * 3}
-    r = cal.shootdown_record(raw, expected=1.0)
+    raw = {
+        "pattern": "munmap-4k",
+        "sibling": "spin",
+        "ops": 1000,
+        "reps": 3,
+        "ops_per_second_median": 90000.0,
+        "ops_per_second_on_cpu_median": 100000.0,
+        "ipis_per_op_median": 0.5,
+        "sibling_spins_per_second_idle": [1e7] * 3,
+        "sibling_spins_per_second": [5e6] * 3,
+        "sibling_spins_per_second_idle_on_cpu": [1e7] * 3,
+        "sibling_spins_per_second_on_cpu": [8e6] * 3,
+    }
+    r = measure.shootdown_record(raw, expected=1.0)
     assert r["ops_per_second"] == 100000.0 and r["ops_per_second_wall"] == 90000.0
     assert r["per_thread"] == [{"thread": 0, "ops_completed": 1000, "ops_per_second": 100000.0}]
     assert r["totals"]["shootdown_ipis_received"] == 500
     assert r["sibling_cpu_lost"] == pytest.approx(0.2)  # from the on-CPU rates
     assert "preempted" in r["note"]  # 0.5 IPIs per op where 1.0 was expected
-    raw2 = {"pattern": "munmap-4k-alone", "sibling": "none", "ops": 10, "reps": 1,
-            "ops_per_second_median": 5.0, "ipis_not_measurable": "no TLB row in /proc/interrupts"}
-    r = cal.shootdown_record(raw2)
+    raw2 = {
+        "pattern": "munmap-4k-alone",
+        "sibling": "none",
+        "ops": 10,
+        "reps": 1,
+        "ops_per_second_median": 5.0,
+        "ipis_not_measurable": "no TLB row in /proc/interrupts",
+    }
+    r = measure.shootdown_record(raw2)
     assert r["ipis_not_measurable"].startswith("no TLB row") and "totals" not in r
 
 
-def reach_rows(pages: np.ndarray, *, thp: bool = True, perf: bool = False, l1: float = 96, l2: float = 2048,
-               vendor: str = "GenuineIntel") -> list[dict[str, Any]]:
+def reach_rows(
+    pages: np.ndarray,
+    *,
+    thp: bool = True,
+    perf: bool = False,
+    l1: float = 96,
+    l2: float = 2048,
+    vendor: str = "GenuineIntel",
+) -> list[dict[str, Any]]:
     """Bench rows of a host whose data caches add their own knee at 768 pages (which
     the 2 MiB control removes) and whose TLBs miss as random reads do."""
     rows = []
@@ -449,8 +501,14 @@ def reach_rows(pages: np.ndarray, *, thp: bool = True, perf: bool = False, l1: f
         cache = 2.0 + 5.0 * (p > 768) + 30.0 * (p > 32768)
         tlb = 2.7 * fit.miss_rate([p], l1)[0] + 20.0 * fit.miss_rate([p], l2)[0]
         for size, ns, huge in (("4k", cache + tlb, 0), ("2m", cache, 2048 if thp else 0)):
-            r = {"page_size": size, "bytes": int(p) * 4096, "pages_4k": int(p), "accesses": 100000,
-                 "ns_per_access": ns, "anon_huge_kib": max(huge, int(p) * 4 if huge else 0)}
+            r = {
+                "page_size": size,
+                "bytes": int(p) * 4096,
+                "pages_4k": int(p),
+                "accesses": 100000,
+                "ns_per_access": ns,
+                "anon_huge_kib": max(huge, int(p) * 4 if huge else 0),
+            }
             if perf:
                 r["dtlb_loads_per_access"] = 1.0 if vendor == "GenuineIntel" else fit.miss_rate([p], l1)[0]
                 r["dtlb_load_misses_per_access"] = fit.miss_rate([p], l2)[0] if size == "4k" else 0.0
@@ -459,9 +517,19 @@ def reach_rows(pages: np.ndarray, *, thp: bool = True, perf: bool = False, l1: f
             rows.append(r)
     if thp:  # the dense chases for memory latency: 16 KiB and 512 MiB on 2 MiB pages
         for p, ns in ((4, 2.0), (131072, 100.0)):
-            rows.append({"page_size": "2m", "bytes": p * 4096, "pages_4k": p, "accesses": 100000,
-                         "ns_per_access": ns, "anon_huge_kib": max(2048, p * 4), "dense": True, "lines": p * 64,
-                         "perf": "not measurable here: no"})
+            rows.append(
+                {
+                    "page_size": "2m",
+                    "bytes": p * 4096,
+                    "pages_4k": p,
+                    "accesses": 100000,
+                    "ns_per_access": ns,
+                    "anon_huge_kib": max(2048, p * 4),
+                    "dense": True,
+                    "lines": p * 64,
+                    "perf": "not measurable here: no",
+                }
+            )
     return rows
 
 
@@ -471,9 +539,10 @@ CACHES = [{"level": 1, "size": 48 << 10, "ways": 12}, {"level": 2, "size": 2 << 
 
 
 def test_reach_analysis_separates_tlb_knees_from_data_cache_knees() -> None:
-    pts = cal.reach_points(reach_rows(PAGES), "GenuineIntel")
-    a = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="madvise", control_limit=16384,
-                          llc_bytes=100 << 20, caches=CACHES)
+    pts = measure.reach_points(reach_rows(PAGES), "GenuineIntel")
+    a = measure.analyse_reach(
+        pts, perf=False, vendor="GenuineIntel", thp="madvise", control_limit=16384, llc_bytes=100 << 20, caches=CACHES
+    )
     knees = {k["level"]: k for k in a.knees}
     # four sizes per doubling (19% apart): the knee is placed within that grid
     assert knees["l1"]["entries"] == pytest.approx(96, rel=0.12)
@@ -487,15 +556,16 @@ def test_reach_analysis_separates_tlb_knees_from_data_cache_knees() -> None:
     # two dense footprints make no LLC curve: said, not guessed
     assert a.not_measurable == {"llc": "not measured: only 2 dense footprints"} and a.llc_bytes is None
     # an array not beyond the last-level cache measures the cache, not memory
-    b = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="madvise", control_limit=16384,
-                          llc_bytes=1 << 30)
+    b = measure.analyse_reach(
+        pts, perf=False, vendor="GenuineIntel", thp="madvise", control_limit=16384, llc_bytes=1 << 30
+    )
     assert b.memory_ns is None and "last-level cache" in b.not_measurable["memory_latency"]
 
 
 def test_reach_analysis_without_huge_pages_still_finds_the_knees() -> None:
     # the knees come from the raw 4 KiB curve; only memory latency needs huge pages
-    pts = cal.reach_points(reach_rows(PAGES, thp=False), "GenuineIntel")
-    a = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="never", control_limit=16384, caches=CACHES)
+    pts = measure.reach_points(reach_rows(PAGES, thp=False), "GenuineIntel")
+    a = measure.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="never", control_limit=16384, caches=CACHES)
     knees = {k["level"]: k["entries"] for k in a.knees}
     assert knees["l1"] == pytest.approx(96, rel=0.12) and knees["l2"] == pytest.approx(2048, rel=0.12)
     assert "tlb_knees_ns" not in a.not_measurable
@@ -503,9 +573,9 @@ def test_reach_analysis_without_huge_pages_still_finds_the_knees() -> None:
 
 
 def test_reach_analysis_uses_perf_walk_counts_where_permitted() -> None:
-    pts = cal.reach_points(reach_rows(PAGES, thp=False, perf=True, vendor="AuthenticAMD"), "AuthenticAMD")
+    pts = measure.reach_points(reach_rows(PAGES, thp=False, perf=True, vendor="AuthenticAMD"), "AuthenticAMD")
     assert pts[0]["totals"].keys() == {"accesses", "walks", "l1_tlb_misses"}
-    a = cal.analyse_reach(pts, perf=True, vendor="AuthenticAMD", thp="never", control_limit=16384)
+    a = measure.analyse_reach(pts, perf=True, vendor="AuthenticAMD", thp="never", control_limit=16384)
     knees = {k["level"]: k for k in a.knees}
     assert knees["l2"]["entries"] == pytest.approx(2048, rel=0.02) and "walks" in knees["l2"]["source"]
     assert knees["l1"]["entries"] == pytest.approx(96, rel=0.02) and "AMD" in knees["l1"]["source"]
@@ -515,12 +585,26 @@ def test_reach_analysis_uses_perf_walk_counts_where_permitted() -> None:
 # the preset
 
 
-def host(**kw: Any) -> cal.Host:
-    base = dict(hostname="h", kernel="6.1", vendor="GenuineIntel", model="x", cpus_online=2, cpus_allowed=2,
-                sockets=1, cores_per_socket=2, sockets_source="sysfs", frequency_ghz=2.0,
-                frequency_source="cpu MHz", thp="madvise", tlb_row=True, tlb_row_why="", hypervisor=True)
+def host(**kw: Any) -> measure.Host:
+    base = {
+        "hostname": "h",
+        "kernel": "6.1",
+        "vendor": "GenuineIntel",
+        "model": "x",
+        "cpus_online": 2,
+        "cpus_allowed": 2,
+        "sockets": 1,
+        "cores_per_socket": 2,
+        "sockets_source": "sysfs",
+        "frequency_ghz": 2.0,
+        "frequency_source": "cpu MHz",
+        "thp": "madvise",
+        "tlb_row": True,
+        "tlb_row_why": "",
+        "hypervisor": True,
+    }
     base.update(kw)
-    return cal.Host(**base)  # type: ignore[arg-type]
+    return measure.Host(**base)  # type: ignore[arg-type]
 
 
 def records(patterns: dict[str, dict[str, Any]], with_ipis: bool = True) -> dict[str, dict[str, Any]]:
@@ -535,8 +619,12 @@ def records(patterns: dict[str, dict[str, Any]], with_ipis: bool = True) -> dict
     return out
 
 
-def write_preset(tmp_path: Path, h: cal.Host, shoot: dict[str, Any], reach: dict[str, Any] | None) -> dict[str, Any]:
-    entries, _, notes = cal.build_preset(h, shoot, reach, tlbsim.resolve({}), tlbsim.resolve({"machine": {"preset": "host"}}))
+def write_preset(
+    tmp_path: Path, h: measure.Host, shoot: dict[str, Any], reach: dict[str, Any] | None
+) -> dict[str, Any]:
+    entries, _, notes = cal.build_preset(
+        h, shoot, reach, tlbsim.resolve({}), tlbsim.resolve({"machine": {"preset": "host"}})
+    )
     path = tmp_path / "p.toml"
     path.write_text(cal.render_toml(entries, ["test"], notes))
     text = path.read_text()
@@ -545,8 +633,8 @@ def write_preset(tmp_path: Path, h: cal.Host, shoot: dict[str, Any], reach: dict
 
 
 def test_preset_has_every_fitted_key_with_its_source(tmp_path: Path) -> None:
-    pts = cal.reach_points(reach_rows(PAGES), "GenuineIntel")
-    a = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="madvise", control_limit=16384, caches=CACHES)
+    pts = measure.reach_points(reach_rows(PAGES), "GenuineIntel")
+    a = measure.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="madvise", control_limit=16384, caches=CACHES)
     from dataclasses import asdict
 
     out = write_preset(tmp_path, host(), records(synthetic_patterns()), {"analysis": asdict(a)})
@@ -567,16 +655,27 @@ def test_preset_has_every_fitted_key_with_its_source(tmp_path: Path) -> None:
 
 def test_preset_without_tlb_row_one_cpu_and_no_thp(tmp_path: Path) -> None:
     # One CPU: every pattern with a sibling is not measurable; no TLB row: no IPI counts.
-    shoot = {n: {"pattern": n, "not_measurable": "one CPU: no second CPU for the sibling"}
-             for n in ("munmap-4k", "mprotect-toggle", "munmap-4k-sleep")}
-    shoot["munmap-4k-alone"] = {"pattern": "munmap-4k-alone", "ops_per_second": 150000.0,
-                                "ipis_not_measurable": "no TLB row in /proc/interrupts"}
-    pts = cal.reach_points(reach_rows(PAGES, thp=False), "GenuineIntel")
-    a = cal.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="never", control_limit=16384, caches=CACHES)
+    shoot = {
+        n: {"pattern": n, "not_measurable": "one CPU: no second CPU for the sibling"}
+        for n in ("munmap-4k", "mprotect-toggle", "munmap-4k-sleep")
+    }
+    shoot["munmap-4k-alone"] = {
+        "pattern": "munmap-4k-alone",
+        "ops_per_second": 150000.0,
+        "ipis_not_measurable": "no TLB row in /proc/interrupts",
+    }
+    pts = measure.reach_points(reach_rows(PAGES, thp=False), "GenuineIntel")
+    a = measure.analyse_reach(pts, perf=False, vendor="GenuineIntel", thp="never", control_limit=16384, caches=CACHES)
     from dataclasses import asdict
 
-    h = host(cpus_online=1, cpus_allowed=1, cores_per_socket=1, thp="never", tlb_row=False,
-             tlb_row_why="no TLB row in /proc/interrupts")
+    h = host(
+        cpus_online=1,
+        cpus_allowed=1,
+        cores_per_socket=1,
+        thp="never",
+        tlb_row=False,
+        tlb_row_why="no TLB row in /proc/interrupts",
+    )
     out = write_preset(tmp_path, h, shoot, {"analysis": asdict(a)})
     text, cfg = out["text"], out["cfg"]
     assert cfg["machine"]["cores_per_socket"] == 1
@@ -599,8 +698,13 @@ def test_preset_with_nothing_measured_still_loads(tmp_path: Path) -> None:
 def calibrated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
     out = tmp_path_factory.mktemp("calibrate") / "host-calibrated.toml"
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "tlbsim.cli", "calibrate", "--quick", "--out", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "tlbsim.cli", "calibrate", "--quick", "--out", str(out)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     elapsed = time.monotonic() - t0
     assert r.returncode == 0, r.stderr
     return out, elapsed
@@ -634,43 +738,54 @@ def test_calibrate_quick_end_to_end(calibrated: tuple[Path, float]) -> None:
 
 
 def test_fpr_record() -> None:
-    r = cal.fpr_record({"case": 2, "seconds": 0.5, "io_ops_per_second_per_thread": [1000.0],
-                        "compute_ops_per_second_per_thread": [200.0, 300.0], "shootdown_ipis_per_second": 900.0})
-    assert [(t["role"], t["ops_completed"]) for t in r["per_thread"]] == [("io", 500), ("compute", 100),
-                                                                          ("compute", 150)]
+    r = measure.fpr_record(
+        {
+            "case": 2,
+            "seconds": 0.5,
+            "io_ops_per_second_per_thread": [1000.0],
+            "compute_ops_per_second_per_thread": [200.0, 300.0],
+            "shootdown_ipis_per_second": 900.0,
+        }
+    )
+    assert [(t["role"], t["ops_completed"]) for t in r["per_thread"]] == [
+        ("io", 500),
+        ("compute", 100),
+        ("compute", 150),
+    ]
     assert r["totals"]["shootdown_ipis_received"] == 450
 
 
 def test_busy_neighbour_controls_replace_the_baselines_in_the_fits(tmp_path: Path) -> None:
     shoot = records(synthetic_patterns(initiator_ns=2500.0))
     # the same host with its other CPU idle: every baseline 1.5x slower (a VM artefact)
-    idle = {n: dict(r, ops_per_second=r["ops_per_second"] / 1.5) if n in fit.BASELINES else r
-            for n, r in shoot.items()}
+    idle = {n: dict(r, ops_per_second=r["ops_per_second"] / 1.5) if n in fit.BASELINES else r for n, r in shoot.items()}
     controls = {n: r for n, r in shoot.items() if n in fit.BASELINES}
-    view = cal.baseline_view(idle, controls)
+    view = measure.baseline_view(idle, controls)
     assert view["munmap-4k-alone"] is controls["munmap-4k-alone"] and view["munmap-4k"] is idle["munmap-4k"]
     d, h = tlbsim.resolve({}), tlbsim.resolve({"machine": {"preset": "host"}})
     _, details, notes = cal.build_preset(host(), idle, None, d, h, controls)
     assert details["shootdown_costs"]["initiator_cycles"] == pytest.approx(5000)
     assert any("--busy-neighbour" in n for n in notes["costs"])
     _, details, _ = cal.build_preset(host(), idle, None, d, h)  # without: biased
-    assert details["shootdown_costs"]["initiator_cycles"] is None or \
-        details["shootdown_costs"]["initiator_cycles"] < 4000
+    assert (
+        details["shootdown_costs"]["initiator_cycles"] is None or details["shootdown_costs"]["initiator_cycles"] < 4000
+    )
 
 
-def test_build_benchmarks_compiles_once_and_says_what_is_missing(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    exes = cal.build_benchmarks(dest=tmp_path / "native")
-    assert set(exes) == set(cal.BENCHMARKS) and all(os.access(p, os.X_OK) for p in exes.values())
+def test_build_benchmarks_compiles_once_and_says_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exes = measure.build_benchmarks(dest=tmp_path / "native")
+    assert set(exes) == set(measure.BENCHMARKS) and all(os.access(p, os.X_OK) for p in exes.values())
     stamp = {n: p.stat().st_mtime_ns for n, p in exes.items()}
     monkeypatch.setenv("CC", "no-such-compiler")  # up to date: nothing to compile
-    assert {n: p.stat().st_mtime_ns for n, p in cal.build_benchmarks(dest=tmp_path / "native").items()} == stamp
-    with pytest.raises(cal.CalibrateError, match="no C compiler"):
-        cal.build_benchmarks(dest=tmp_path / "other")
+    assert {n: p.stat().st_mtime_ns for n, p in measure.build_benchmarks(dest=tmp_path / "native").items()} == stamp
+    with pytest.raises(measure.CalibrateError, match="no C compiler"):
+        measure.build_benchmarks(dest=tmp_path / "other")
     monkeypatch.setenv("TLBSIM_BENCH_DIR", str(tmp_path / "nowhere"))
-    with pytest.raises(cal.CalibrateError, match="checkout"):
-        cal.bench_sources()
-    assert isinstance(cal.CalibrateError("x"), tlbsim.TlbsimError)  # the CLI's exit status 2
+    with pytest.raises(measure.CalibrateError, match="checkout"):
+        measure.bench_sources()
+    assert isinstance(measure.CalibrateError("x"), tlbsim.TlbsimError)  # the CLI's exit status 2
 
 
 # ---------------------------------------------------------------------------------------
@@ -728,9 +843,14 @@ def _intel_like(pages: np.ndarray, seed: int, noise: float) -> np.ndarray:
     STLB, and multiplicative noise."""
     l1d = fit.DataCache(1, 48 << 10, 12)
     l2c = fit.DataCache(2, 1280 << 10, 20)
-    y = (1.6 + 2.1 * _set_ramp(pages, 64, 4) + 2.3 * fit.cache_miss_fraction(pages, l1d)
-         + 13.0 * _set_ramp(pages, 2048, 16) + 3.0 * np.log(np.maximum(pages / 2048, 1.0))
-         + 25.0 * fit.cache_miss_fraction(pages, l2c))
+    y = (
+        1.6
+        + 2.1 * _set_ramp(pages, 64, 4)
+        + 2.3 * fit.cache_miss_fraction(pages, l1d)
+        + 13.0 * _set_ramp(pages, 2048, 16)
+        + 3.0 * np.log(np.maximum(pages / 2048, 1.0))
+        + 25.0 * fit.cache_miss_fraction(pages, l2c)
+    )
     rng = np.random.default_rng(seed)
     return y * (1 + noise * rng.standard_normal(len(pages)))
 
@@ -771,22 +891,21 @@ def test_cache_miss_fraction_is_the_poisson_tail() -> None:
 def test_closed_loop_recovers_known_costs() -> None:
     """'Real' throughputs simulated with known costs; the closed loop, started from the
     defaults, finds costs that reproduce them, and those costs are the known ones."""
-    from tlbsim import validate as val
-
     true = {"interrupt": 3000, "ipi_send": 600, "ipi_delivery_same_socket": 900}
     defaults = tlbsim.resolve({})["costs"]
 
     def simulate(costs: dict[str, float]) -> dict[str, float]:
         out = {}
         for name in (cal.CLOSED_LOOP_REFERENCE, *cal.CLOSED_LOOP_FIT):
-            over = {**val.pattern_overrides(name, 600), **{f"costs.{k}": v for k, v in costs.items()}}
-            out[name] = float(val.pattern_result(tlbsim.run({}, overrides=over).stats)["ops_per_second"])
+            over = {**patterns.pattern_overrides(name, 600), **{f"costs.{k}": v for k, v in costs.items()}}
+            out[name] = float(patterns.pattern_result(tlbsim.run({}, overrides=over).stats)["ops_per_second"])
         return out
 
     real = simulate(true)
     receiver = true["interrupt"] + defaults["invlpg"] + defaults["ack"]
-    r = cal.fit_costs_closed_loop(simulate, real, defaults, receiver_measured=receiver,
-                                  seed=(26_626.0, 12_279.0), grid=9)
+    r = cal.fit_costs_closed_loop(
+        simulate, real, defaults, receiver_measured=receiver, seed=(26_626.0, 12_279.0), grid=9
+    )
     assert r["error"] < 1e-3
     assert r["costs"]["interrupt"] == pytest.approx(3000, rel=0.1)
     sender = r["costs"]["ipi_send"] + r["costs"]["ipi_delivery_same_socket"]
@@ -819,17 +938,28 @@ def test_a_guest_whose_huge_pages_are_split_is_said_so_and_its_llc_comes_from_sy
     past 8 MiB, so its last knee is not the LLC's: the LLC size is sysfs's, its latency
     not measured, and memory latency says it includes walks."""
     rows = [json.loads(line) for line in (DATA / "reach_zen3_kvm_calibrate.jsonl").read_text().splitlines()]
-    points = [{**r, "bytes": r["pages"] * 4096,
-               "anon_huge_kib": max(2048, r["pages"] * 4) if r["page_size"] == "2m" else 0}
-              for r in rows]
+    points = [
+        {**r, "bytes": r["pages"] * 4096, "anon_huge_kib": max(2048, r["pages"] * 4) if r["page_size"] == "2m" else 0}
+        for r in rows
+    ]
     # a dense curve as this guest measures it: flat in the caches, walks from 8 MiB
     for mib, ns in ((0.016, 1.3), (1, 4.0), (4, 17.0), (16, 60.0), (64, 150.0), (256, 170.0), (512, 175.0)):
         b = int(mib * (1 << 20))
-        points.append({"page_size": "2m", "bytes": b, "pages": max(4, b // 4096), "ns_per_access": ns,
-                       "anon_huge_kib": max(2048, b // 1024), "dense": True, "lines": b // 64})
+        points.append(
+            {
+                "page_size": "2m",
+                "bytes": b,
+                "pages": max(4, b // 4096),
+                "ns_per_access": ns,
+                "anon_huge_kib": max(2048, b // 1024),
+                "dense": True,
+                "lines": b // 64,
+            }
+        )
     caches = [{"level": c.level, "size": c.size_bytes, "ways": c.ways} for c in ZEN3_CACHES]
-    a = cal.analyse_reach(points, perf=False, vendor="AuthenticAMD", thp="madvise", control_limit=0,
-                          llc_bytes=32 << 20, caches=caches)
+    a = measure.analyse_reach(
+        points, perf=False, vendor="AuthenticAMD", thp="madvise", control_limit=0, llc_bytes=32 << 20, caches=caches
+    )
     assert any("translated as 4 KiB ones" in n for n in a.notes)
     assert a.llc_bytes == 32 << 20 and a.llc_ns is None and a.llc_source.startswith("sysfs")
     assert "includes page walks" in a.memory_source

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import tlbsim
 
+import tlbsim
 from tlbsim.cli import main
 
 
@@ -137,13 +137,20 @@ def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     # one summary row per workload, thread count and policy
     header = next(line for line in printed.splitlines() if line.startswith("workload"))
     assert header.split() == [
-        "workload", "threads", "policy", "Mcycles", "shootdowns", "IPIs", "recv", "false",
-        "pos", "violations", "kops/s",
+        "workload",
+        "threads",
+        "policy",
+        "Mcycles",
+        "shootdowns",
+        "IPIs",
+        "recv",
+        "false",
+        "pos",
+        "violations",
+        "kops/s",
     ]
     rows = [r for r in (line.split() for line in printed.splitlines()) if r and r[0] in WORKLOADS]
-    assert {(r[0], int(r[1]), r[2]) for r in rows} == {
-        (w, t, p) for w in WORKLOADS for t in THREADS for p in policies
-    }
+    assert {(r[0], int(r[1]), r[2]) for r in rows} == {(w, t, p) for w in WORKLOADS for t in THREADS for p in policies}
     assert len(rows) == total // len(SEEDS)
     num = {(r[0], int(r[1]), r[2]): [float(v.replace(",", "")) for v in r[3:]] for r in rows}
     for w in WORKLOADS:
@@ -157,7 +164,11 @@ def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert num[("fpr-munmap", 8, "linux+fpr")][2] < num[("fpr-munmap", 8, "linux")][2] / 10
     # The VM section: CR3 tags leave no context-switch flush, and no policy run is stale.
     assert "Tagged TLBs under VMs" in printed
-    vm_rows = [r for r in (line.split() for line in printed.splitlines()) if r and r[0] in ("none", "domain", "cr3") and len(r) == 9]
+    vm_rows = [
+        r
+        for r in (line.split() for line in printed.splitlines())
+        if r and r[0] in ("none", "domain", "cr3") and len(r) == 9
+    ]
     assert {(r[0], r[1]) for r in vm_rows} == {(t, p) for t in ("none", "domain", "cr3") for p in ("none", "0012")}
     for r in vm_rows:
         assert r[8] == "0", r
@@ -166,7 +177,11 @@ def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         if r[0] == "none":
             assert int(r[2].replace(",", "")) > 0, r
     # The partition section: the controller re-partitions and beats the fixed 50/50 split.
-    part = {r[0]: r for r in (line.split() for line in printed.splitlines()) if r and r[0] in ("unpartitioned", "static", "utility")}
+    part = {
+        r[0]: r
+        for r in (line.split() for line in printed.splitlines())
+        if r and r[0] in ("unpartitioned", "static", "utility")
+    }
     assert set(part) == {"unpartitioned", "static", "utility"}
     mean = {k: float(r[-2].replace(",", "")) for k, r in part.items()}
     assert mean["utility"] < mean["static"], mean
@@ -179,8 +194,15 @@ def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
 def test_bench_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--json", "--accesses", "10000"]) == 0
     report = json.loads(capsys.readouterr().out)
-    for key in ("l1_hit_stream_per_s", "walk_stream_per_s", "null_loop_per_s", "l1_hit_over_null",
-                "first_touch_per_s", "champsim_trace_over_decompression", "champsim_trace_instructions_per_s"):
+    for key in (
+        "l1_hit_stream_per_s",
+        "walk_stream_per_s",
+        "null_loop_per_s",
+        "l1_hit_over_null",
+        "first_touch_per_s",
+        "champsim_trace_over_decompression",
+        "champsim_trace_instructions_per_s",
+    ):
         assert report[key] > 0
     assert report["accesses"] == 10000
     assert report["first_touch_faults"] == 1000 and report["champsim_trace_instructions"] == 10000
@@ -219,9 +241,7 @@ fetches = false
 """
 
 
-def test_readme_example_config_runs_as_written(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_readme_example_config_runs_as_written(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """The README's config is a user contract: it must work exactly as written."""
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     assert README_EXAMPLE in readme
@@ -237,7 +257,10 @@ def test_readme_example_config_runs_as_written(
     assert totals["instructions"] > totals["accesses"]
     assert "l2" not in stats["per_structure"]
     assert effective["machine"]["tlb"]["l1d"] == {
-        "entries": 256, "ways": 4, "replacement": "lru", "latency": effective["machine"]["tlb"]["l1d"]["latency"]
+        "entries": 256,
+        "ways": 4,
+        "replacement": "lru",
+        "latency": effective["machine"]["tlb"]["l1d"]["latency"],
     }
 
 
@@ -259,8 +282,21 @@ def test_run_without_a_config_file_uses_the_defaults(tmp_path: Path) -> None:
     from tlbsim.cli import main
 
     out = tmp_path / "o"
-    code = main(["run", "--set", "workload.kind=shootdown-patterns", "--set", "workload.pattern=munmap-4k-alone",
-                 "--set", "workload.ops=50", "--set", "machine.cores_per_socket=2", "--out", str(out)])
+    code = main(
+        [
+            "run",
+            "--set",
+            "workload.kind=shootdown-patterns",
+            "--set",
+            "workload.pattern=munmap-4k-alone",
+            "--set",
+            "workload.ops=50",
+            "--set",
+            "machine.cores_per_socket=2",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     stats = json.loads((out / "stats.json").read_text())
     assert stats["per_class"]["measure"]["ops_completed"] == 50
@@ -286,7 +322,7 @@ def test_bench_policy(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_progress_line() -> None:
-    from tlbsim.cli import _progress_line
+    from tlbsim.progress import rate_line as _progress_line
 
     assert _progress_line(250, 1000, "operations", 1.0) == "250 / 1,000 operations (25.0%), 250/s, ETA 3 s"
     assert _progress_line(3_000_000, 0, "accesses", 1.0) == "3,000,000 accesses, 3.00 M/s"
@@ -302,10 +338,23 @@ def test_run_ctrl_c_keeps_the_stats_so_far(tmp_path: Path) -> None:
     # The child gets SIGINT's default disposition: a test run started as a background job
     # (`make test &` without job control) inherits SIGINT ignored, and Python then installs
     # no KeyboardInterrupt handler, as a user's `nohup tlbsim run &` should not have one.
-    proc = subprocess.Popen([sys.executable, "-m", "tlbsim.cli", "run", "--quiet", "--set",
-                             "workload.accesses=5000000000", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tlbsim.cli",
+            "run",
+            "--quiet",
+            "--set",
+            "workload.accesses=5000000000",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     # Wait until the run is under way (its worker thread exists), however loaded the
     # machine: a SIGINT during the imports would test nothing.
     deadline = time.monotonic() + 90
@@ -322,8 +371,18 @@ def test_run_ctrl_c_keeps_the_stats_so_far(tmp_path: Path) -> None:
 
 
 def _ptdump(capsys: pytest.CaptureFixture[str], placement: str) -> dict:
-    argv = ["ptdump", "--json", "--set", "machine.preset=mitosis-4s", "--set", 'workload.kind="synthetic"',
-            "--set", "workload.threads=1", "--set", f'os.pt_placement="{placement}"']
+    argv = [
+        "ptdump",
+        "--json",
+        "--set",
+        "machine.preset=mitosis-4s",
+        "--set",
+        'workload.kind="synthetic"',
+        "--set",
+        "workload.threads=1",
+        "--set",
+        f'os.pt_placement="{placement}"',
+    ]
     assert main(argv) == 0
     return json.loads(capsys.readouterr().out)
 
@@ -436,8 +495,9 @@ def test_ptdump_at_op_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     _assert_user_error(err)
 
 
-def test_validate_without_a_preset_says_to_calibrate_first(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_validate_without_a_preset_says_to_calibrate_first(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     err = _error_of(capsys, ["validate"])
     assert "run `tlbsim calibrate` first" in err and "--preset" in err

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 import tlbsim
 from tlbsim.cli import main
 
@@ -78,7 +79,9 @@ def test_cli_reports_a_failure_and_exits_1(capsys: pytest.CaptureFixture[str]) -
 def test_cli_bad_policy_is_a_clean_error() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "tlbsim.cli", "fuzz", "--policy", "nosuch", "--scenarios", "1"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 2
     assert proc.stderr.startswith("tlbsim: error: ") and "os.coherence" in proc.stderr

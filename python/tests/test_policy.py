@@ -8,14 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 import tlbsim
-from tlbsim.policy import Plan, Policy, View, Request
+from tlbsim.policy import Plan, Policy, Request, View
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "policies"))
 
-from flush_every_core import FlushEveryCore  # noqa: E402
-from skip_idle_cores import SkipIdleCores  # noqa: E402
+from flush_every_core import FlushEveryCore
+from skip_idle_cores import SkipIdleCores
 
 WORKLOADS: list[dict[str, Any]] = [
     {"kind": "apache", "threads": 4, "ops": 150},
@@ -26,8 +27,10 @@ WORKLOADS: list[dict[str, Any]] = [
 
 
 def _config(workload: dict[str, Any], tagging: str = "pcid") -> dict[str, Any]:
-    return {"machine": {"preset": "host", "sockets": 2, "cores_per_socket": 2, "tlb": {"tagging": tagging}},
-            "workload": workload}
+    return {
+        "machine": {"preset": "host", "sockets": 2, "cores_per_socket": 2, "tlb": {"tagging": tagging}},
+        "workload": workload,
+    }
 
 
 class PyLinux(Policy):
@@ -77,8 +80,14 @@ def test_plans_with_pages_and_delivery_paths_and_optional_hooks() -> None:
             base = super().plan(view, request)
             assert isinstance(base, Plan)
             # Reach each target for the request's first page only, by hardware message.
-            return Plan(targets=base.targets, pages_of={t: request.pages[:1] for t in base.targets},
-                        delivery="message", latency=120, initiator_cycles=30, target_cycles=40)
+            return Plan(
+                targets=base.targets,
+                pages_of={t: request.pages[:1] for t in base.targets},
+                delivery="message",
+                latency=120,
+                initiator_cycles=30,
+                target_cycles=40,
+            )
 
         def on_deliver(self, core: int, me: Any, request: Request) -> str:
             return "full"
@@ -109,7 +118,8 @@ def test_plans_with_pages_and_delivery_paths_and_optional_hooks() -> None:
 
 def test_per_access_hooks_are_refused_by_name() -> None:
     with pytest.raises(TypeError, match="on_tlb_insert"):
-        class Bad(Policy):  # noqa: F841
+
+        class Bad(Policy):
             def on_tlb_insert(self, *args: Any) -> None:
                 pass
 

@@ -13,18 +13,32 @@ import tlbsim
 from tlbsim import record as rec
 
 HERE = Path(__file__).parent
-NEEDS = pytest.mark.skipif(shutil.which("qemu-x86_64") is None or shutil.which("strace") is None,
-                           reason="needs qemu-x86_64 (Debian package qemu-user) and strace")
+NEEDS = pytest.mark.skipif(
+    shutil.which("qemu-x86_64") is None or shutil.which("strace") is None,
+    reason="needs qemu-x86_64 (Debian package qemu-user) and strace",
+)
 # The calls the plugin records that strace's memory and process classes also show.
-COMPARED = {"mmap", "munmap", "mprotect", "madvise", "brk", "mremap", "msync", "clone",
-            "clone3", "fork", "vfork", "exit", "exit_group"}
+COMPARED = {
+    "mmap",
+    "munmap",
+    "mprotect",
+    "madvise",
+    "brk",
+    "mremap",
+    "msync",
+    "clone",
+    "clone3",
+    "fork",
+    "vfork",
+    "exit",
+    "exit_group",
+}
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
     exe = tmp_path_factory.mktemp("tiny") / "tiny"
-    subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(HERE / "data/record_tiny.c")],
-                   check=True)
+    subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(HERE / "data/record_tiny.c")], check=True)
     return exe
 
 
@@ -32,8 +46,7 @@ def _strace_calls(exe: Path, tmp: Path) -> dict[int, list[tuple[str, bool]]]:
     """Per thread (in order of first appearance): (call, succeeded) for the compared calls
     made after the program's own code starts (main's first call is the thread's mmap)."""
     log = tmp / "strace.log"
-    subprocess.run(["strace", "-f", "-o", str(log), "-e", "trace=memory,process", str(exe)],
-                   check=True)
+    subprocess.run(["strace", "-f", "-o", str(log), "-e", "trace=memory,process", str(exe)], check=True)
     per: dict[int, list[tuple[str, bool]]] = {}
     for line in log.read_text().splitlines():
         m = re.match(r"(\d+)\s+(\w+)\(", line)
@@ -60,8 +73,7 @@ def test_recorded_syscalls_match_strace(tiny: Path, tmp_path: Path) -> None:
     for c in info["syscalls"]:
         # QEMU 7.2 answers clone3 with ENOSYS (38) and glibc falls back to clone.
         if c["name"] in COMPARED and not (c["name"] == "clone3" and c["ret"] == -38):
-            got.setdefault(c["tid"], []).append(
-                (_norm(c["name"]), c["ret"] >= 0 or c["ret"] < -4095))
+            got.setdefault(c["tid"], []).append((_norm(c["name"]), c["ret"] >= 0 or c["ret"] < -4095))
     want = _strace_calls(tiny, tmp_path)
     # Threads in order of first appearance; QEMU loads the program and its interpreter
     # itself (no execve, and the loader's first mappings are QEMU's), so each thread's
@@ -102,7 +114,7 @@ def _write_raw(path: Path, records: bytes) -> None:
 def test_truncated_and_malformed_recordings_name_the_offset(tmp_path: Path) -> None:
     # A Syscall record (munmap) cut inside its second argument.
     raw = tmp_path / "cut.raw"
-    _write_raw(raw, bytes([0x21, 0x05, 0x24, 0x0b, 0x02, 0x80, 0x80, 0x04, 0x80]))
+    _write_raw(raw, bytes([0x21, 0x05, 0x24, 0x0B, 0x02, 0x80, 0x80, 0x04, 0x80]))
     with pytest.raises(tlbsim.TlbsimError, match=r"byte offset 16: truncated varint \(syscall argument\)"):
         rec._tlbsim.record_finish(str(raw), str(tmp_path / "cut.tlbsim"))
     assert not (tmp_path / "cut.tlbsim").exists()
@@ -111,12 +123,15 @@ def test_truncated_and_malformed_recordings_name_the_offset(tmp_path: Path) -> N
     with pytest.raises(tlbsim.TlbsimError, match=r"byte offset 10: syscall argument count 7"):
         rec._tlbsim.record_finish(str(raw), str(tmp_path / "bad.tlbsim"))
     # A finished recording cut short: the reader names where it ends.
-    _write_raw(raw, bytes([0x21, 0x05, 0x24, 0x0b, 0x02, 0x80, 0x20, 0x80, 0x20, 0x00]))
+    _write_raw(raw, bytes([0x21, 0x05, 0x24, 0x0B, 0x02, 0x80, 0x20, 0x80, 0x20, 0x00]))
     out = tmp_path / "ok.tlbsim"
     s = rec._tlbsim.record_finish(str(raw), str(out))
     assert '"syscall:munmap":1' in s.replace(" ", "")
-    full = subprocess.run(["zstd", "-dc", str(out)], capture_output=True).stdout \
-        if shutil.which("zstd") else None
+    full = (
+        subprocess.run(["zstd", "-dc", str(out)], check=False, capture_output=True).stdout
+        if shutil.which("zstd")
+        else None
+    )
     if full is not None:
         cut = tmp_path / "short.tlbsim"
         cut.write_bytes(full[:-3])
@@ -124,7 +139,7 @@ def test_truncated_and_malformed_recordings_name_the_offset(tmp_path: Path) -> N
             rec.info(cut)
     # Unknown tag.
     bad = tmp_path / "tag.tlbsim"
-    bad.write_bytes(b"TLBSIM\0\x02" + bytes([0x26, 0x7f, 0x00]))
+    bad.write_bytes(b"TLBSIM\0\x02" + bytes([0x26, 0x7F, 0x00]))
     with pytest.raises(tlbsim.TlbsimError, match=r"byte offset 8: unknown record tag 0x26"):
         rec.info(bad)
 
@@ -138,8 +153,9 @@ def test_record_without_qemu_names_the_package(tmp_path: Path, monkeypatch) -> N
 # ---- Replay (`workload.kind = "recorded"`) ----
 
 NATIVE = Path(__file__).resolve().parents[2] / "target" / "native"
-NEEDS_QEMU = pytest.mark.skipif(shutil.which("qemu-x86_64") is None,
-                                reason="needs qemu-x86_64 (Debian package qemu-user)")
+NEEDS_QEMU = pytest.mark.skipif(
+    shutil.which("qemu-x86_64") is None, reason="needs qemu-x86_64 (Debian package qemu-user)"
+)
 
 
 def _run(path: Path, coherence: str = "linux", cores: int = 2, **workload) -> dict:
@@ -190,21 +206,30 @@ def test_replayed_gc_barrier_flushes_at_each_protection_change(tmp_path: Path) -
     assert 0.9 * (mprotects - 10) <= linux["shootdowns_sent"] <= mprotects, (linux, mprotects)
 
 
-@pytest.mark.skipif(shutil.which("qemu-x86_64") is None or shutil.which("valgrind") is None,
-                    reason="needs qemu-x86_64 and valgrind")
+@pytest.mark.skipif(
+    shutil.which("qemu-x86_64") is None or shutil.which("valgrind") is None, reason="needs qemu-x86_64 and valgrind"
+)
 def test_replayed_dtlb_misses_match_lackey(tmp_path: Path) -> None:
     exe = tmp_path / "pages"
     subprocess.run(["gcc", "-O1", "-o", str(exe), str(HERE / "data/record_pages.c")], check=True)
     lackey = tmp_path / "pages.lackey"
-    subprocess.run(["valgrind", "--tool=lackey", "--trace-mem=yes", f"--log-file={lackey}",
-                    str(exe)], check=True, capture_output=True)
+    subprocess.run(
+        ["valgrind", "--tool=lackey", "--trace-mem=yes", f"--log-file={lackey}", str(exe)],
+        check=True,
+        capture_output=True,
+    )
     recording = tmp_path / "pages.tlbsim"
     rec.record([str(exe)], recording, fetches=False, progress=False)
     machine = {"sockets": 1, "cores_per_socket": 1, "tlb": {"l1d": {"entries": 64, "ways": 4}}}
-    traced = tlbsim.run({"machine": machine, "workload": {
-        "kind": "trace", "format": "lackey", "paths": [str(lackey)], "fetches": False}}).stats
-    replayed = tlbsim.run({"machine": machine, "workload": {
-        "kind": "recorded", "paths": [str(recording)], "fetches": False}}).stats
+    traced = tlbsim.run(
+        {
+            "machine": machine,
+            "workload": {"kind": "trace", "format": "lackey", "paths": [str(lackey)], "fetches": False},
+        }
+    ).stats
+    replayed = tlbsim.run(
+        {"machine": machine, "workload": {"kind": "recorded", "paths": [str(recording)], "fetches": False}}
+    ).stats
     a, b = traced["totals"]["l1_tlb_misses"], replayed["totals"]["l1_tlb_misses"]
     assert a > 100_000
     assert abs(a - b) <= 0.01 * a, (a, b)
@@ -214,15 +239,17 @@ def test_bad_recorded_workload_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(tlbsim.TlbsimError, match="workload.paths"):
         tlbsim.run({"workload": {"kind": "recorded", "paths": [str(tmp_path / "none.tlbsim")]}})
     bad = tmp_path / "bad.tlbsim"
-    bad.write_bytes(b"TLBSIM\0\x02" + bytes([0x26, 0x7f, 0x00]))
+    bad.write_bytes(b"TLBSIM\0\x02" + bytes([0x26, 0x7F, 0x00]))
     with pytest.raises(tlbsim.TlbsimError, match=r"byte offset 8"):
         tlbsim.run({"workload": {"kind": "recorded", "paths": [str(bad)]}})
 
 
 def test_tlb_ipis_reads_the_tlb_row(tmp_path: Path, monkeypatch) -> None:
     fake = tmp_path / "interrupts"
-    fake.write_text("           CPU0       CPU1\n  0:         10          0   IO-APIC   2-edge  timer\n"
-                    " TLB:        120         35   TLB shootdowns\n")
+    fake.write_text(
+        "           CPU0       CPU1\n  0:         10          0   IO-APIC   2-edge  timer\n"
+        " TLB:        120         35   TLB shootdowns\n"
+    )
     monkeypatch.setenv("TLBSIM_PROC_INTERRUPTS", str(fake))
     assert rec.tlb_ipis() == 155
     fake.write_text("           CPU0\n  0:         10   IO-APIC   2-edge  timer\n")
@@ -238,8 +265,9 @@ def test_compare_sets_real_beside_simulated(tmp_path: Path, monkeypatch, capsys)
     from tlbsim.cli import main
 
     out = tmp_path / "fs.tlbsim"
-    code = main(["record", "--compare", "--cores", "2", "--out", str(out), "--",
-                 str(NATIVE / "file_server"), "2", "30"])
+    code = main(
+        ["record", "--compare", "--cores", "2", "--out", str(out), "--", str(NATIVE / "file_server"), "2", "30"]
+    )
     assert code == 0
     text = capsys.readouterr().out
     m = re.search(r"real n/a .*simulated ([\d,]+) \(linux, 2 cores", text)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+
 import tlbsim
 from tlbsim.report import build_report
 
@@ -63,10 +64,7 @@ def _row(run_id: str, **values: Any) -> dict[str, Any]:
 
 def _sweep(**axes: list[Any]) -> pd.DataFrame:
     keys = list(axes)
-    rows = [
-        _row(f"r{i:03d}", **dict(zip(keys, combo)))
-        for i, combo in enumerate(itertools.product(*axes.values()))
-    ]
+    rows = [_row(f"r{i:03d}", **dict(zip(keys, combo))) for i, combo in enumerate(itertools.product(*axes.values()))]
     return pd.DataFrame(rows)
 
 
@@ -104,9 +102,7 @@ def _check_output(summary: Any) -> None:
     text = _html_of(summary)
     outside_images = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", text)
     assert "http" not in outside_images.lower(), "the page must not refer to any URL"
-    assert re.findall(r'src="([^"]{0,22})', text) == ["data:image/png;base64,"] * len(
-        summary.figures
-    )
+    assert re.findall(r'src="([^"]{0,22})', text) == ["data:image/png;base64,"] * len(summary.figures)
     assert text.count("<img ") == len(summary.figures)
     for f in summary.figures:
         assert f.png.read_bytes().startswith(b"\x89PNG")
@@ -360,9 +356,7 @@ class Chromium:
         self._next_id = 0
         self.events: list[dict[str, Any]] = []
 
-    def send(
-        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
-    ) -> dict[str, Any]:
+    def send(self, method: str, params: dict[str, Any] | None = None, session: str | None = None) -> dict[str, Any]:
         self._next_id += 1
         msg: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
         if session:
@@ -397,9 +391,7 @@ class Chromium:
             if ready:
                 chunk = os.read(self._ev_r, 1 << 20)
                 if not chunk:
-                    err = (
-                        self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-                    )
+                    err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
                     raise RuntimeError(f"Chromium exited while waiting for {what}:\n{err[-2000:]}")
                 self._buf += chunk
 
@@ -434,9 +426,7 @@ def _open_in_chromium(page: Path) -> tuple[list[dict[str, Any]], list[list[Any]]
     browser = Chromium(_chromium())
     try:
         target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
-            "sessionId"
-        ]
+        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Log"):
             browser.send(f"{domain}.enable", session=session)
         browser.send(
@@ -465,14 +455,8 @@ def _open_in_chromium(page: Path) -> tuple[list[dict[str, Any]], list[list[Any]]
             ev
             for ev in browser.events
             if ev.get("method") == "Runtime.exceptionThrown"
-            or (
-                ev.get("method") == "Runtime.consoleAPICalled"
-                and ev["params"].get("type") in ("error", "assert")
-            )
-            or (
-                ev.get("method") == "Log.entryAdded"
-                and ev["params"]["entry"].get("level") == "error"
-            )
+            or (ev.get("method") == "Runtime.consoleAPICalled" and ev["params"].get("type") in ("error", "assert"))
+            or (ev.get("method") == "Log.entryAdded" and ev["params"]["entry"].get("level") == "error")
         ]
     finally:
         browser.close()

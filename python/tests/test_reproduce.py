@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 import tlbsim
-from tlbsim import cli, validate
+from tlbsim import cli
 from tlbsim import reproduce as rp
+from tlbsim.host import patterns, validate
 from tlbsim.reproduce.paper import AGREE, DISAGREE, NA, PaperError, Tolerance
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,12 +57,12 @@ def test_claims_json_has_the_keys_and_a_number_for_each_claim(quick: Path) -> No
 
 
 def test_ours_is_validates_simulated_value_of_the_run(quick: Path) -> None:
-    """`ours` of an IPI claim is validate.pattern_result of that pattern's run, and a
+    """`ours` of an IPI claim is patterns.pattern_result of that pattern's run, and a
     relative-throughput claim the ratio of two runs' throughputs."""
     by_pattern = {}
     for run in (quick / "sweeps" / "patterns-quick" / "runs").iterdir():
         params = json.loads((run / "params.json").read_text())
-        by_pattern[params["workload.pattern"]] = validate.pattern_result(json.loads((run / "stats.json").read_text()))
+        by_pattern[params["workload.pattern"]] = patterns.pattern_result(json.loads((run / "stats.json").read_text()))
     assert set(by_pattern) == set(PATTERNS)
     claims = {c["id"]: c for c in _claims(quick)}
     for name in PATTERNS:
@@ -113,8 +114,9 @@ def test_the_page_shows_every_claim_and_references_the_figures(quick: Path) -> N
     assert meta["mode"] == "quick" and meta["reference_source"] in page.replace("&#x27;", "'")
 
 
-def test_committed_values_when_the_benchmark_cannot_run(quick: Path, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_committed_values_when_the_benchmark_cannot_run(
+    quick: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "linux"
     shutil.copytree(quick / "sweeps", out / "sweeps")  # the runs, not the measurement
     monkeypatch.setenv("TLBSIM_REPRODUCE_NATIVE", "0")
@@ -129,21 +131,26 @@ def test_committed_values_when_the_benchmark_cannot_run(quick: Path, tmp_path: P
     assert not (out / "reference" / "linux-native.json").exists()
 
 
-def test_a_failing_benchmark_falls_back_to_the_committed_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tlbsim import calibrate as cal
+def test_a_failing_benchmark_falls_back_to_the_committed_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tlbsim.host import measure as native
     from tlbsim.reproduce.paper import ReferenceContext
 
     hooks = rp.load_paper("linux").hooks
     assert hooks is not None
 
     def broken(*args: Any, **kwargs: Any) -> Any:
-        raise cal.CalibrateError("no C compiler (gcc) to build the benchmarks")
+        raise native.CalibrateError("no C compiler (gcc) to build the benchmarks")
 
-    monkeypatch.setattr(cal, "build_benchmarks", broken)
+    monkeypatch.setattr(native, "build_benchmarks", broken)
     monkeypatch.setattr(hooks, "native_unavailable", lambda: None)
     ref = hooks.reference(ReferenceContext(rp.load_paper("linux"), tmp_path, True, False))
     assert "committed values" in ref.source and "no C compiler" in ref.source
-    assert ref.values["munmap-4k/ipis_per_op"] == COMMITTED["shootdown_patterns"]["munmap-4k"]["shootdown_ipis_received_per_op"]
+    assert (
+        ref.values["munmap-4k/ipis_per_op"]
+        == COMMITTED["shootdown_patterns"]["munmap-4k"]["shootdown_ipis_received_per_op"]
+    )
     monkeypatch.setattr(hooks.platform, "system", lambda: "Darwin")
     monkeypatch.delenv("TLBSIM_REPRODUCE_NATIVE", raising=False)
     assert "not Linux" in (rp.load_paper("linux").hooks.native_unavailable() or "")
@@ -162,8 +169,9 @@ def test_the_linux_spec_is_validates_setup_of_every_pattern() -> None:
         assert [r.params["workload.pattern"] for r in sweep.runs] == PATTERNS
         for r in sweep.runs:
             cfg = tlbsim.resolve(json.loads(sweep.base_json), overrides=r.overrides)
-            want = tlbsim.resolve({"machine": {"preset": "host"}},
-                                  overrides=validate.pattern_overrides(r.params["workload.pattern"], ops))
+            want = tlbsim.resolve(
+                {"machine": {"preset": "host"}}, overrides=patterns.pattern_overrides(r.params["workload.pattern"], ops)
+            )
             cfg.pop("seed"), want.pop("seed")
             assert cfg == want
     ipi = [c for c in paper.claims if c.id.endswith("/ipis_per_op")]
@@ -204,7 +212,9 @@ unit = "IPIs/op"
 tolerance = { abs = 0.05 }
 ours = { metric = "totals.shootdown_ipis_received", where = { "workload.pattern" = "munmap-4k" } }
 """
-GOOD_PAPER = 'title = "test paper"\n[sweep.main]\nspec = "spec.toml"\nquick = { set = { "workload.ops" = 20 } }\n' + GOOD_CLAIM
+GOOD_PAPER = (
+    'title = "test paper"\n[sweep.main]\nspec = "spec.toml"\nquick = { set = { "workload.ops" = 20 } }\n' + GOOD_CLAIM
+)
 
 
 def _paper(tmp_path: Path, paper: str = GOOD_PAPER, spec: str = GOOD_SPEC) -> Path:
@@ -270,7 +280,8 @@ def reference(ctx):
 
 def test_hooks_give_metrics_and_measured_paper_values(tmp_path: Path) -> None:
     paper = GOOD_PAPER.replace("paper_value = 1.0", 'paper_value = { reference = "one" }').replace(
-        'metric = "totals.shootdown_ipis_received"', 'metric = "ipis_per_op"')
+        'metric = "totals.shootdown_ipis_received"', 'metric = "ipis_per_op"'
+    )
     folder = _paper(tmp_path, paper)
     (folder / "hooks.py").write_text(HOOKS)
     result = tlbsim.reproduce(folder, tmp_path / "out", quick=True, jobs=1)
@@ -290,32 +301,78 @@ def test_a_broken_hooks_file_is_a_clean_error(tmp_path: Path) -> None:
         rp.load_paper(folder)
 
 
-@pytest.mark.parametrize(("paper", "spec", "expected"), [
-    (GOOD_PAPER, GOOD_SPEC.replace('"workload.pattern" = [', '"workload.patern" = ['), ["spec.toml", "workload.patern"]),
-    (GOOD_PAPER, GOOD_SPEC.replace("ops = 50", "ops = -1"), ["spec.toml", "workload.ops"]),
-    (GOOD_PAPER.replace('"workload.ops" = 20', '"workload.opz" = 20'), GOOD_SPEC, ["paper.toml", "sweep.main.quick.set.\"workload.opz\"", "spec.toml"]),
-    (GOOD_PAPER.replace('spec = "spec.toml"', 'spec = "nope.toml"'), GOOD_SPEC, ["paper.toml", "sweep.main.spec", "nope.toml"]),
-    (GOOD_PAPER.replace('where = { "workload.pattern"', 'where = { "workload.threads"'), GOOD_SPEC,
-     ["paper.toml", 'claim[0] (id "ipis").ours.where."workload.threads"', "not a swept key"]),
-    (GOOD_PAPER.replace('"workload.pattern" = "munmap-4k" }', '"workload.pattern" = "cow" }'), GOOD_SPEC,
-     ["paper.toml", "ours.where", "not among the swept values"]),
-    (GOOD_PAPER.replace('section = "Fig. 1"', 'sektion = "Fig. 1"'), GOOD_SPEC, ["paper.toml", "claim[0]", "sektion", "unknown key"]),
-    (GOOD_PAPER.replace("paper_value = 1.0", 'paper_value = "one"'), GOOD_SPEC, ["paper.toml", "paper_value"]),
-    (GOOD_PAPER.replace("paper_value = 1.0", 'paper_value = { reference = "x" }'), GOOD_SPEC,
-     ["paper.toml", "paper_value.reference", "hooks.py"]),
-    (GOOD_PAPER.replace('metric = "totals.shootdown_ipis_received"', 'metric = "ipis"'), GOOD_SPEC,
-     ["paper.toml", "ours.metric", "'ipis'"]),
-    (GOOD_PAPER.replace("{ abs = 0.05 }", "{ factor = 0.5 }"), GOOD_SPEC, ["paper.toml", "tolerance.factor"]),
-    (GOOD_PAPER.replace("{ abs = 0.05 }", '{ bound = "over" }'), GOOD_SPEC, ["paper.toml", "tolerance.bound", "lower"]),
-    (GOOD_PAPER.replace("{ abs = 0.05 }", '{ bound = "lower", abs = 1 }'), GOOD_SPEC, ["paper.toml", "tolerance.bound"]),
-    (GOOD_PAPER + GOOD_CLAIM, GOOD_SPEC, ["paper.toml", "claim[1]", "duplicate claim id"]),
-    (GOOD_PAPER + BEST_CLAIM.replace('"max"', '"top"').replace("paper_value = 1.0", 'paper_value = 1.0\nunit = "x"\ntolerance = { abs = 0.1 }'),
-     GOOD_SPEC, ["paper.toml", "relative_to.best", '"min" or "max"']),
-    ("title = 'x'\n[sweep.main]\nspec = 'spec.toml'\n", GOOD_SPEC, ["paper.toml", "claim", "missing"]),
-    ("title = [\n", GOOD_SPEC, ["paper.toml", "invalid TOML"]),
-])
+@pytest.mark.parametrize(
+    ("paper", "spec", "expected"),
+    [
+        (
+            GOOD_PAPER,
+            GOOD_SPEC.replace('"workload.pattern" = [', '"workload.patern" = ['),
+            ["spec.toml", "workload.patern"],
+        ),
+        (GOOD_PAPER, GOOD_SPEC.replace("ops = 50", "ops = -1"), ["spec.toml", "workload.ops"]),
+        (
+            GOOD_PAPER.replace('"workload.ops" = 20', '"workload.opz" = 20'),
+            GOOD_SPEC,
+            ["paper.toml", 'sweep.main.quick.set."workload.opz"', "spec.toml"],
+        ),
+        (
+            GOOD_PAPER.replace('spec = "spec.toml"', 'spec = "nope.toml"'),
+            GOOD_SPEC,
+            ["paper.toml", "sweep.main.spec", "nope.toml"],
+        ),
+        (
+            GOOD_PAPER.replace('where = { "workload.pattern"', 'where = { "workload.threads"'),
+            GOOD_SPEC,
+            ["paper.toml", 'claim[0] (id "ipis").ours.where."workload.threads"', "not a swept key"],
+        ),
+        (
+            GOOD_PAPER.replace('"workload.pattern" = "munmap-4k" }', '"workload.pattern" = "cow" }'),
+            GOOD_SPEC,
+            ["paper.toml", "ours.where", "not among the swept values"],
+        ),
+        (
+            GOOD_PAPER.replace('section = "Fig. 1"', 'sektion = "Fig. 1"'),
+            GOOD_SPEC,
+            ["paper.toml", "claim[0]", "sektion", "unknown key"],
+        ),
+        (GOOD_PAPER.replace("paper_value = 1.0", 'paper_value = "one"'), GOOD_SPEC, ["paper.toml", "paper_value"]),
+        (
+            GOOD_PAPER.replace("paper_value = 1.0", 'paper_value = { reference = "x" }'),
+            GOOD_SPEC,
+            ["paper.toml", "paper_value.reference", "hooks.py"],
+        ),
+        (
+            GOOD_PAPER.replace('metric = "totals.shootdown_ipis_received"', 'metric = "ipis"'),
+            GOOD_SPEC,
+            ["paper.toml", "ours.metric", "'ipis'"],
+        ),
+        (GOOD_PAPER.replace("{ abs = 0.05 }", "{ factor = 0.5 }"), GOOD_SPEC, ["paper.toml", "tolerance.factor"]),
+        (
+            GOOD_PAPER.replace("{ abs = 0.05 }", '{ bound = "over" }'),
+            GOOD_SPEC,
+            ["paper.toml", "tolerance.bound", "lower"],
+        ),
+        (
+            GOOD_PAPER.replace("{ abs = 0.05 }", '{ bound = "lower", abs = 1 }'),
+            GOOD_SPEC,
+            ["paper.toml", "tolerance.bound"],
+        ),
+        (GOOD_PAPER + GOOD_CLAIM, GOOD_SPEC, ["paper.toml", "claim[1]", "duplicate claim id"]),
+        (
+            GOOD_PAPER
+            + BEST_CLAIM.replace('"max"', '"top"').replace(
+                "paper_value = 1.0", 'paper_value = 1.0\nunit = "x"\ntolerance = { abs = 0.1 }'
+            ),
+            GOOD_SPEC,
+            ["paper.toml", "relative_to.best", '"min" or "max"'],
+        ),
+        ("title = 'x'\n[sweep.main]\nspec = 'spec.toml'\n", GOOD_SPEC, ["paper.toml", "claim", "missing"]),
+        ("title = [\n", GOOD_SPEC, ["paper.toml", "invalid TOML"]),
+    ],
+)
 def test_a_bad_paper_folder_is_a_clean_error_naming_the_file_and_key(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], paper: str, spec: str, expected: list[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], paper: str, spec: str, expected: list[str]
+) -> None:
     folder = _paper(tmp_path, paper, spec)
     with pytest.raises(PaperError) as err:
         rp.load_paper(folder)
@@ -331,7 +388,7 @@ def test_a_bad_paper_folder_is_a_clean_error_naming_the_file_and_key(
 
 def test_a_stats_path_missing_from_the_runs_names_the_claim(tmp_path: Path) -> None:
     folder = _paper(tmp_path, GOOD_PAPER.replace("totals.shootdown_ipis_received", "totals.no_such_counter"))
-    with pytest.raises(PaperError, match=r'claim .ipis.: ours.metric .totals.no_such_counter.: not in the stats'):
+    with pytest.raises(PaperError, match=r"claim .ipis.: ours.metric .totals.no_such_counter.: not in the stats"):
         tlbsim.reproduce(folder, tmp_path / "out", quick=True, jobs=1)
 
 

@@ -11,7 +11,12 @@ def test_reproduce_didi_quick_writes_claims_and_the_projection(tmp_path):
     ids = {c["id"] for c in r.claims}
     for program in ("genome", "vacation", "labyrinth"):
         assert {f"fig10-{program}-linux-targets", f"fig10-{program}-didi-targets"} <= ids
-    assert {"vi-a-apache-didi-false-positives", "fig4-wordcount16-linux-targets", "fig9-wordcount16-cost", "fig11-genome16-speedup"} <= ids
+    assert {
+        "vi-a-apache-didi-false-positives",
+        "fig4-wordcount16-linux-targets",
+        "fig9-wordcount16-cost",
+        "fig11-genome16-speedup",
+    } <= ids
     assert all(c["ours"] is not None for c in r.claims if c["id"].endswith("linux-targets"))
     proj = json.loads((tmp_path / "projection.json").read_text())
     assert {16, 64, 128} <= set(proj["cores"])

@@ -6,7 +6,17 @@ import tlbsim
 def test_reproduce_fpr_quick_puts_every_claim_beside_ours(tmp_path):
     r = tlbsim.reproduce("fpr", tmp_path, quick=True, jobs=1)
     claims = {c["id"]: c for c in r.claims}
-    assert {"fig7-case1-shootdowns", "fig8-case2-shootdowns", "fig8-case2-ideal", "fig9-case3-io", "fig11-case5-mixed", "fig17-pg128-cf1", "fig12-optane-ssd", "v-a2-pmem", "fig13-apache-24"} <= set(claims)
+    assert {
+        "fig7-case1-shootdowns",
+        "fig8-case2-shootdowns",
+        "fig8-case2-ideal",
+        "fig9-case3-io",
+        "fig11-case5-mixed",
+        "fig17-pg128-cf1",
+        "fig12-optane-ssd",
+        "v-a2-pmem",
+        "fig13-apache-24",
+    } <= set(claims)
     assert all(c["ours"] is not None for c in claims.values())
     # FPR skips the munmap shootdowns of case 2 (with its page tables recycled; in these
     # short runs the VA cursor has not left the first page table, so FPR as written does too).

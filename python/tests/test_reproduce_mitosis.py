@@ -20,7 +20,13 @@ def test_reproduce_mitosis_quick_puts_every_claim_beside_ours(tmp_path):
     # Table 4 is arithmetic on the simulated tables: more copies, more memory; a large
     # footprint amortizes them.
     for size in ("1mb", "1gb"):
-        assert 1.0 < ours[f"table4-{size}-2"] < ours[f"table4-{size}-4"] < ours[f"table4-{size}-8"] < ours[f"table4-{size}-16"]
+        assert (
+            1.0
+            < ours[f"table4-{size}-2"]
+            < ours[f"table4-{size}-4"]
+            < ours[f"table4-{size}-8"]
+            < ours[f"table4-{size}-16"]
+        )
     assert ours["table4-1gb-16"] < ours["table4-1mb-16"]
     assert abs(ours["table4-1gb-16"] - 1.029) < 0.01
     # Replication makes every VMA operation dearer, mprotect of many pages most.

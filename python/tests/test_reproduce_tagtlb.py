@@ -7,7 +7,13 @@ import tlbsim
 def test_reproduce_tagtlb_quick_gives_every_claim_and_the_orderings_that_must_hold(tmp_path):
     r = tlbsim.reproduce("tagtlb", tmp_path, quick=True, jobs=2)
     claims = {c["id"]: c for c in r.claims}
-    assert {"fig5-0012-cpu0-inter-vm", "fig6-tpcc-tpcc-nopin-cr3", "fig7-cr3-1024", "fig9-512-flat", "fig10-isolation-30"} <= set(claims)
+    assert {
+        "fig5-0012-cpu0-inter-vm",
+        "fig6-tpcc-tpcc-nopin-cr3",
+        "fig7-cr3-1024",
+        "fig9-512-flat",
+        "fig10-isolation-30",
+    } <= set(claims)
     assert all(c["ours"] is not None for c in r.claims), [c["id"] for c in r.claims if c["ours"] is None]
     # Pinning dom0 alone on CPU 0 leaves it no VM to switch to.
     assert claims["fig5-0012-cpu0-inter-vm"]["ours"] == 0
@@ -18,7 +24,9 @@ def test_reproduce_tagtlb_quick_gives_every_claim_and_the_orderings_that_must_ho
     assert claims["fig7-cr3-1024"]["ours"] < 1.0
     # §6.5's controller: its claims are there, its table and its figure are written, and
     # with epochs of 1/20 of a phase it beats every static split of the phased workload.
-    assert {"sec6.5-phases-epoch-1/20", "sec6.5-phases-epoch-1/4", "sec6.5-tpcc-64", "sec6.5-tpcc-vortex-64"} <= set(claims)
+    assert {"sec6.5-phases-epoch-1/20", "sec6.5-phases-epoch-1/4", "sec6.5-tpcc-64", "sec6.5-tpcc-vortex-64"} <= set(
+        claims
+    )
     assert claims["sec6.5-phases-epoch-1/20"]["ours"] < 1.0
     import json
 

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tlbsim import Result
-
 from conftest import COUNTERS
+
+from tlbsim import Result
 
 
 def test_to_frame_one_row_per_core_and_total(fake_stats: dict[str, Any]) -> None:

@@ -29,9 +29,7 @@ def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_collect_writes_one_row_per_run(
-    sweep_dir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_collect_writes_one_row_per_run(sweep_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["collect", str(sweep_dir)]) == 0
     assert "results.parquet" in capsys.readouterr().out
     df = pd.read_parquet(sweep_dir / "results.parquet")
@@ -64,9 +62,7 @@ def test_per_core_rows_are_runs_times_cores(sweep_dir: Path) -> None:
     runs = pd.read_parquet(sweep_dir / "results.parquet")
     assert len(df) == int(runs["config.machine.cores_per_socket"].sum())  # 4 runs x 1 + 4 x 2
     assert list(zip(df["run_id"], df["core"])) == sorted(zip(df["run_id"], df["core"]))
-    assert {"run_id", "core", "param.seed", "stats.accesses", "run.makespan_cycles"} <= set(
-        df.columns
-    )
+    assert {"run_id", "core", "param.seed", "stats.accesses", "run.makespan_cycles"} <= set(df.columns)
     summed = df.groupby("run_id")["stats.accesses"].sum()
     assert (summed.values == runs.set_index("run_id")["stats.accesses"].loc[summed.index]).all()
 
@@ -95,9 +91,7 @@ def test_unfinished_runs_are_not_rows(tmp_path: Path) -> None:
     assert len(tlbsim.load(tmp_path)) == 2
 
 
-def test_collect_outside_a_sweep_is_a_user_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_collect_outside_a_sweep_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["collect", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith("tlbsim: error: ")
 
@@ -168,9 +162,7 @@ def test_per_thread_table(os_sweep_dir: Path) -> None:
         assert set(sums.index) == set(per_class)
         for cls, value in sums.items():
             assert value == pytest.approx(per_class[cls]["ops_per_second"])
-        assert rows.groupby("thread.class").size().to_dict() == {
-            c: v["threads"] for c, v in per_class.items()
-        }
+        assert rows.groupby("thread.class").size().to_dict() == {c: v["threads"] for c, v in per_class.items()}
 
 
 def test_os_counters_in_run_and_core_tables(os_sweep_dir: Path) -> None:

@@ -155,9 +155,7 @@ def test_no_seeds_means_one_run_per_combination() -> None:
         ({"base": 3}, "base"),
     ],
 )
-def test_bad_spec_fails_before_any_run_naming_the_key(
-    spec: dict[str, Any], named: str, tmp_path: Path
-) -> None:
+def test_bad_spec_fails_before_any_run_naming_the_key(spec: dict[str, Any], named: str, tmp_path: Path) -> None:
     with pytest.raises(SpecError) as info:
         tlbsim.sweep(spec, tmp_path / "out")
     assert str(info.value).startswith(named), str(info.value)
@@ -286,9 +284,7 @@ def test_dask_cluster_gives_identical_stats(tmp_path: Path) -> None:
     }
     local = tmp_path / "local"
     tlbsim.sweep(spec, local, jobs=2)
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as cluster:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         summary = tlbsim.sweep(spec, tmp_path / "dask", cluster=cluster.scheduler_address)
         assert (summary.total, summary.ran) == (12, 12)
         again = tlbsim.sweep(spec, tmp_path / "dask", cluster=cluster.scheduler_address)
@@ -321,9 +317,7 @@ seeds = [1, 2]              # optional: every combination once per seed
 """
 
 
-def test_readme_sweep_example_works_as_written(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_readme_sweep_example_works_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     assert README_SPEC in readme
     (tmp_path / "base.toml").write_text(BASE_TOML)

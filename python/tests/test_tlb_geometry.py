@@ -1,9 +1,9 @@
-"""The documented TLB geometries (tlbsim.tlb_geometry) and how calibrate and validate use them."""
+"""The documented TLB geometries (tlbsim.host.tlb_geometry) and how calibrate and validate use them."""
 
 from __future__ import annotations
 
-from tlbsim import tlb_geometry as tg
-from tlbsim import validate as val
+from tlbsim.host import tlb_geometry as tg
+from tlbsim.host import validate as val
 
 
 def test_lookup_by_vendor_family_model() -> None:

@@ -1,8 +1,9 @@
 """Type stubs for the compiled extension ``tlbsim._tlbsim`` (crates/tlbsim-py)."""
 
 import os
+from typing import TypeAlias
 
-_Path = str | os.PathLike[str]
+_Path: TypeAlias = str | os.PathLike[str]
 
 __version__: str
 
@@ -32,8 +33,7 @@ class RunControl:
     def progress(self) -> tuple[int, int, str]:
         """(done, total or 0 when not known, "accesses" | "operations")."""
 
-def run(config_json: str, overrides: list[str], base_dir: _Path,
-        control: RunControl | None = None) -> tuple[str, str]:
+def run(config_json: str, overrides: list[str], base_dir: _Path, control: RunControl | None = None) -> tuple[str, str]:
     """Run one simulation; returns (effective config JSON, stats JSON)."""
 
 def resolve(config_json: str, overrides: list[str], base_dir: _Path) -> str:
@@ -48,6 +48,12 @@ def bench(accesses: int, memory_model: str = "flat", replicas: int = 1, policy: 
 def convert(input: _Path, input_format: str, output: _Path) -> str:
     """Convert a trace to the native format; returns the report as JSON."""
 
+def record_finish(raw: _Path, output: _Path) -> str:
+    """Finish a raw recording of the ``tlbsim record`` plugin into a native trace; returns its summary as JSON."""
+
+def record_info(path: _Path, syscalls: bool = False) -> str:
+    """Summary of a recording (threads, events by kind, instructions) as JSON; ``syscalls`` also lists every system call."""
+
 def version() -> str:
     """The core's version."""
 
@@ -60,7 +66,9 @@ def fuzz(policy: str, tagging: str | None, overrides: list[str], scenarios: int,
 def run_policy(config_json: str, overrides: list[str], base_dir: _Path, policy: object, label: str) -> tuple[str, str]:
     """Run with a coherence policy written in Python; returns (effective config, stats) JSON."""
 
-def fuzz_policy(factory: object, label: str, tagging: str | None, overrides: list[str], scenarios: int, seed: int) -> str:
+def fuzz_policy(
+    factory: object, label: str, tagging: str | None, overrides: list[str], scenarios: int, seed: int
+) -> str:
     """tlbsim fuzz with a Python policy built by ``factory()`` per scenario; JSON report."""
 
 def tagging_modes() -> list[str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tlbsim import _tlbsim
+from tlbsim.json_values import json_default
 from tlbsim.result import Result
 
 ConfigLike = Mapping[str, Any] | str | os.PathLike[str] | None
@@ -87,32 +88,28 @@ def override_strings(overrides: Overrides = None, **kwargs: object) -> list[str]
     return out
 
 
-def _json_default(obj: object) -> object:
-    if isinstance(obj, os.PathLike):
-        return os.fspath(obj)
-    if isinstance(obj, (set, frozenset, tuple)):
-        return list(obj)
-    raise TypeError(f"config value of type {type(obj).__name__} is not JSON serialisable")
-
-
 def _config_source(config: ConfigLike) -> tuple[str, Path]:
     """(config tree as JSON, base directory for relative paths)."""
     if config is None:
         return "{}", Path.cwd()
     if isinstance(config, Mapping):
-        return json.dumps(config, default=_json_default), Path.cwd()
+        return json.dumps(config, default=json_default), Path.cwd()
     if isinstance(config, (str, os.PathLike)):
         path = Path(config)
         if not path.is_file():
             raise FileNotFoundError(2, "config file not found", os.fspath(path))
         return _tlbsim.load_config(path), path.resolve().parent
-    raise TypeError(
-        f"config must be a dict, a path to a TOML file or None, not {type(config).__name__}"
-    )
+    raise TypeError(f"config must be a dict, a path to a TOML file or None, not {type(config).__name__}")
 
 
-def run(config: ConfigLike = None, *, overrides: Overrides = None, policy: Any = None,
-        control: _tlbsim.RunControl | None = None, **kwargs: object) -> Result:
+def run(
+    config: ConfigLike = None,
+    *,
+    overrides: Overrides = None,
+    policy: Any = None,
+    control: _tlbsim.RunControl | None = None,
+    **kwargs: object,
+) -> Result:
     """Run one simulation.
 
     ``config`` is a dict, a path to a TOML file (relative trace paths are then resolved

@@ -11,10 +11,11 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import tlbsim
+from tlbsim.progress import ProgressBar, StatusLine, rate_line
 from tlbsim.summary import summary_table
 
 EXIT_USAGE = 2
@@ -25,18 +26,6 @@ def _override(text: str) -> str:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected dotted.key=value, got {text!r}")
     return text
-
-
-def _progress_line(done: int, total: int, unit: str, elapsed: float) -> str:
-    """`12,345,678 / 50,000,000 accesses (24.7%), 3.1 M/s, ETA 12 s` (no total: no % or ETA)."""
-    rate = done / elapsed if elapsed > 0 else 0.0
-    line = f"{done:,}" + (f" / {total:,}" if total else "") + f" {unit}"
-    if total:
-        line += f" ({100.0 * done / total:.1f}%)"
-    line += f", {rate / 1e6:.2f} M/s" if rate >= 1e5 else f", {rate:,.0f}/s"
-    if total and rate > 0 and done < total:
-        line += f", ETA {(total - done) / rate:,.0f} s"
-    return line
 
 
 def _run_watched(config: Path | None, overrides: list[str], show: bool) -> tuple[tlbsim.Result, bool]:
@@ -59,7 +48,7 @@ def _run_watched(config: Path | None, overrides: list[str], show: bool) -> tuple
     def work() -> None:
         try:
             box["result"] = tlbsim.run(config, overrides=overrides, control=control)
-        except BaseException as err:  # re-raised in the main thread
+        except BaseException as err:  # noqa: BLE001 - re-raised in the main thread
             box["error"] = err
         finally:
             finished.set()
@@ -68,7 +57,7 @@ def _run_watched(config: Path | None, overrides: list[str], show: bool) -> tuple
     start = time.monotonic()
     worker.start()
     interrupted = False
-    drawn = False
+    line = StatusLine()
     next_draw = start
     while not finished.is_set():
         try:
@@ -76,18 +65,16 @@ def _run_watched(config: Path | None, overrides: list[str], show: bool) -> tuple
             if show and not finished.is_set() and time.monotonic() >= next_draw:
                 next_draw = time.monotonic() + 0.25
                 done, total, unit = control.progress()
-                sys.stderr.write("\r" + _progress_line(done, total, unit, time.monotonic() - start) + "\x1b[K")
-                sys.stderr.flush()
-                drawn = True
+                line.show(rate_line(done, total, unit, time.monotonic() - start))
         except KeyboardInterrupt:
             if interrupted:
                 raise
             interrupted = True
             control.stop()
-            sys.stderr.write("\ninterrupted: stopping at the next check, keeping the stats so far "
-                             "(Ctrl-C again to abandon them)\n")
-    if drawn:
-        sys.stderr.write("\r\x1b[K")
+            sys.stderr.write(
+                "\ninterrupted: stopping at the next check, keeping the stats so far (Ctrl-C again to abandon them)\n"
+            )
+    line.clear()
     if "error" in box:
         raise box["error"]
     return box["result"], interrupted
@@ -102,8 +89,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(summary_table(result.stats))
     partial = bool(result.stats.get("run", {}).get("partial"))
     if partial:
-        print("\nPARTIAL: the run was interrupted; these are the stats up to that point "
-              "(stats.json has run.partial = true)")
+        print(
+            "\nPARTIAL: the run was interrupted; these are the stats up to that point "
+            "(stats.json has run.partial = true)"
+        )
     print(f"\nwrote {out / 'config.json'}\n      {out / 'stats.json'}")
     return 130 if interrupted else 0
 
@@ -123,8 +112,10 @@ def ptdump_table(dump: dict[str, Any]) -> str:
             share = 100.0 * lv["remote_pointers"] / total if total else 0.0
             cells.append(f"{lv['pages']} {lv['pointers_to']} ({share:.0f}%)")
         lines.append(f"L{level['level']:<5}" + "".join(f"{c:>32}" for c in cells))
-    lines.append("remote leaf PTEs " + "  ".join(
-        f"socket {s['socket']}: {100.0 * s['leaf_ptes_remote_fraction']:.1f}%" for s in sockets))
+    lines.append(
+        "remote leaf PTEs "
+        + "  ".join(f"socket {s['socket']}: {100.0 * s['leaf_ptes_remote_fraction']:.1f}%" for s in sockets)
+    )
     return "\n".join(lines)
 
 
@@ -154,8 +145,10 @@ def _cmd_ptdump(args: argparse.Namespace) -> int:
             out.update({k: dump[k] for k in ("at_op", "thread", "process", "pid", "cycle")})
         print(json.dumps(out))
     elif at_op:
-        print(f"page tables of process {dump['process']!r} (pid {dump['pid']}) when thread "
-              f"{dump['thread']!r} completed operation {dump['at_op']} (cycle {dump['cycle']:,})")
+        print(
+            f"page tables of process {dump['process']!r} (pid {dump['pid']}) when thread "
+            f"{dump['thread']!r} completed operation {dump['at_op']} (cycle {dump['cycle']:,})"
+        )
         print(ptdump_table(dump))
     else:
         print(f"page tables of {dump['address_spaces']} address space(s), each as its last thread exited")
@@ -184,8 +177,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         on_start=started,
     )
     print(
-        f"done: total {summary.total}, skipped {summary.skipped}, ran {summary.ran}; "
-        f"results in {summary.out / 'runs'}"
+        f"done: total {summary.total}, skipped {summary.skipped}, ran {summary.ran}; results in {summary.out / 'runs'}"
     )
     return 0
 
@@ -272,7 +264,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from tlbsim import calibrate
+    from tlbsim.host import calibrate
 
     result = calibrate.calibrate(args.out, quick=args.quick, progress=args.progress or None)
     print(calibrate.summary(result))
@@ -281,10 +273,13 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from tlbsim import validate
+    from tlbsim.host import validate
 
     report = validate.validate(
-        args.preset, measurements=args.measurements, quick=args.quick, out=args.out,
+        args.preset,
+        measurements=args.measurements,
+        quick=args.quick,
+        out=args.out,
         progress=args.progress or None,
     )
     print(validate.format_table(report))
@@ -307,8 +302,9 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     def started(sweep: str, total: int, skipped: int) -> None:
         print(f"sweep {sweep}: {total} runs: {skipped} already finished, {total - skipped} to run", flush=True)
 
-    result = reproduce.reproduce(args.paper, args.out, quick=args.quick, jobs=args.jobs,
-                                 progress=args.progress or None, on_sweep=started)
+    result = reproduce.reproduce(
+        args.paper, args.out, quick=args.quick, jobs=args.jobs, progress=args.progress or None, on_sweep=started
+    )
     print(reproduce.format_table(result))
     print(f"\nwrote {result.claims_path}\n      {result.index_path}")
     return 0
@@ -321,36 +317,47 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
         # A policy written in Python, "module:Class", importable from here.
         sys.path.insert(0, os.getcwd())
 
-    bar = None
-    if args.progress or (sys.stderr.isatty() and not args.json):
-        from tqdm import tqdm
-
-        bar = tqdm(total=args.scenarios, unit="scenario", desc=f"fuzz {args.policy}", file=sys.stderr)
+    bar = ProgressBar(
+        args.scenarios,
+        desc=f"fuzz {args.policy}",
+        unit="scenario",
+        enabled=args.progress or (sys.stderr.isatty() and not args.json),
+    )
 
     def progress(done: int, total: int) -> None:
-        if bar is not None:
-            bar.update(done - bar.n)
+        bar.advance_to(done)
 
     try:
-        report = fuzz(args.policy, scenarios=args.scenarios, seed=args.seed, tagging=args.tagging,
-                      overrides=args.set or [], progress=progress)
+        report = fuzz(
+            args.policy,
+            scenarios=args.scenarios,
+            seed=args.seed,
+            tagging=args.tagging,
+            overrides=args.set or [],
+            progress=progress,
+        )
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     out = report.to_dict()
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        print(f"policy {report.policy}, tagging {out['tagging']}: {report.scenarios} scenarios, "
-              f"{report.shootdowns_sent} shootdowns sent")
-        print(f"scenarios with violations: {report.scenarios_with_violations} "
-              f"(security {report.violations_security}, consistency {report.violations_consistency})")
+        print(
+            f"policy {report.policy}, tagging {out['tagging']}: {report.scenarios} scenarios, "
+            f"{report.shootdowns_sent} shootdowns sent"
+        )
+        print(
+            f"scenarios with violations: {report.scenarios_with_violations} "
+            f"(security {report.violations_security}, consistency {report.violations_consistency})"
+        )
         if report.first_failure:
             f = report.first_failure
             print(f"first failing scenario: #{f['scenario']} (seed {f['seed']}, tagging {f['tagging']})")
             for v in f["violations"][:3]:
-                print(f"  {v['kind']} violation: core {v['core']} used vpn {v['vpn']:#x} -> old frame "
-                      f"{v['old_pfn']} (now {v['new_pfn']}) at cycle {v['cycle']}")
+                print(
+                    f"  {v['kind']} violation: core {v['core']} used vpn {v['vpn']:#x} -> old frame "
+                    f"{v['old_pfn']} (now {v['new_pfn']}) at cycle {v['cycle']}"
+                )
             print(f"replay: {f['command']}")
     return 1 if report.scenarios_with_violations else 0
 
@@ -372,40 +379,48 @@ def build_parser() -> argparse.ArgumentParser:
         help="override one config key (dotted, e.g. machine.tlb.l1d.entries=64); repeatable",
     )
     p.add_argument("--out", metavar="DIR", help="output folder (default: out/<config stem>)")
-    p.add_argument("--quiet", action="store_true",
-                   help="no progress line (it is drawn only on a terminal anyway)")
+    p.add_argument("--quiet", action="store_true", help="no progress line (it is drawn only on a terminal anyway)")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser(
         "ptdump",
-        help="run a workload and print where its page-table pages and their pointers live "
-             "(Mitosis Fig. 3 and 4)",
+        help="run a workload and print where its page-table pages and their pointers live (Mitosis Fig. 3 and 4)",
     )
     p.add_argument("config", metavar="CONFIG.toml", nargs="?", help="default: the built-in defaults")
-    p.add_argument("--set", action="append", type=_override, metavar="KEY=VALUE",
-                   help="override one config key; repeatable")
-    p.add_argument("--json", action="store_true",
-                   help='one JSON object: {"sockets": [{"socket", "levels": [{"level", "pages", '
-                        '"local_pointers", "remote_pointers", "pointers_to"}], "leaf_ptes", '
-                        '"leaf_ptes_remote_fraction"}]}; with --at-op also "at_op", "thread", '
-                        '"process", "pid" and "cycle" (when the dump was taken)')
-    p.add_argument("--at-op", type=int, metavar="N",
-                   help="OS mode: dump the page tables of one process when its thread (--thread) "
-                        "completes its Nth operation (the workload's { op = \"count\" }), instead of "
-                        "every process as it exits; the run still goes on to its end "
-                        "(sets sim.ptdump_at_op). A thread that never completes N operations: "
-                        "error, exit status 2")
-    p.add_argument("--thread", metavar="NAME",
-                   help="the thread --at-op counts, by its name in the workload (the first of that "
-                        "name); default: the workload's first thread (sets sim.ptdump_thread)")
+    p.add_argument(
+        "--set", action="append", type=_override, metavar="KEY=VALUE", help="override one config key; repeatable"
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON object: {"sockets": [{"socket", "levels": [{"level", "pages", '
+        '"local_pointers", "remote_pointers", "pointers_to"}], "leaf_ptes", '
+        '"leaf_ptes_remote_fraction"}]}; with --at-op also "at_op", "thread", '
+        '"process", "pid" and "cycle" (when the dump was taken)',
+    )
+    p.add_argument(
+        "--at-op",
+        type=int,
+        metavar="N",
+        help="OS mode: dump the page tables of one process when its thread (--thread) "
+        'completes its Nth operation (the workload\'s { op = "count" }), instead of '
+        "every process as it exits; the run still goes on to its end "
+        "(sets sim.ptdump_at_op). A thread that never completes N operations: "
+        "error, exit status 2",
+    )
+    p.add_argument(
+        "--thread",
+        metavar="NAME",
+        help="the thread --at-op counts, by its name in the workload (the first of that "
+        "name); default: the workload's first thread (sets sim.ptdump_thread)",
+    )
     p.set_defaults(func=_cmd_ptdump)
 
-    p = sub.add_parser(
-        "config", help="print the effective config (every key with its value) without running"
-    )
+    p = sub.add_parser("config", help="print the effective config (every key with its value) without running")
     p.add_argument("config", metavar="CONFIG.toml", nargs="?", help="default: built-in defaults")
-    p.add_argument("--set", action="append", type=_override, metavar="KEY=VALUE",
-                   help="override one config key; repeatable")
+    p.add_argument(
+        "--set", action="append", type=_override, metavar="KEY=VALUE", help="override one config key; repeatable"
+    )
     p.set_defaults(func=_cmd_config)
 
     p = sub.add_parser(
@@ -428,8 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--cluster",
         metavar="ADDRESS",
-        help="run on a Dask distributed scheduler (e.g. tcp://host:8786); "
-        "needs pip install 'tlbsim[cluster]'",
+        help="run on a Dask distributed scheduler (e.g. tcp://host:8786); needs pip install 'tlbsim[cluster]'",
     )
     p.add_argument("--out", metavar="DIR", help="output folder (default: out/<spec stem>)")
     p.add_argument(
@@ -459,17 +473,27 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="accesses per stream (default: %(default)s)",
     )
-    p.add_argument("--compare", metavar="FILE",
-                   help="print each figure beside a saved `tlbsim bench --json` output")
-    p.add_argument("--replicas", type=_positive, default=1, metavar="N",
-                   help="page-table copies for the L1-hit and walk streams: N sockets, Mitosis "
-                        "replicating on each (default: 1, one socket)")
-    p.add_argument("--policy", default="linux", metavar="NAME",
-                   help="os.coherence of the 64-core apache run: what a policy's hooks cost "
-                        "(default: %(default)s)")
-    p.add_argument("--memory-model", choices=["flat", "cache"], default="flat",
-                   help="machine.memory.model of the access streams and the multicore run "
-                        "(default: %(default)s)")
+    p.add_argument("--compare", metavar="FILE", help="print each figure beside a saved `tlbsim bench --json` output")
+    p.add_argument(
+        "--replicas",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="page-table copies for the L1-hit and walk streams: N sockets, Mitosis "
+        "replicating on each (default: 1, one socket)",
+    )
+    p.add_argument(
+        "--policy",
+        default="linux",
+        metavar="NAME",
+        help="os.coherence of the 64-core apache run: what a policy's hooks cost (default: %(default)s)",
+    )
+    p.add_argument(
+        "--memory-model",
+        choices=["flat", "cache"],
+        default="flat",
+        help="machine.memory.model of the access streams and the multicore run (default: %(default)s)",
+    )
     p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser("convert", help="convert a trace to tlbsim's native format")
@@ -488,32 +512,44 @@ def build_parser() -> argparse.ArgumentParser:
         "record",
         help="record a program under QEMU user mode into a native trace (tlbsim record -- CMD)",
     )
-    p.add_argument("--out", default="recording.tlbsim", metavar="FILE",
-                   help="trace to write (default: %(default)s)")
-    p.add_argument("--fetches", action=argparse.BooleanOptionalAction, default=True,
-                   help="record every instruction fetch (else one count per basic block)")
-    p.add_argument("--info", metavar="FILE", help="print a recording's threads, events and "
-                   "instruction counts instead of recording")
-    p.add_argument("--compare", action="store_true",
-                   help="also run CMD natively counting the kernel's TLB-shootdown IPIs "
-                        "(/proc/interrupts), replay the recording and print both")
-    p.add_argument("--coherence", default="linux", metavar="POLICY",
-                   help="with --compare: the replay's os.coherence (default: %(default)s)")
-    p.add_argument("--cores", type=int, default=None, metavar="N",
-                   help="with --compare: the replay's cores (default: this machine's CPUs)")
+    p.add_argument("--out", default="recording.tlbsim", metavar="FILE", help="trace to write (default: %(default)s)")
+    p.add_argument(
+        "--fetches",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="record every instruction fetch (else one count per basic block)",
+    )
+    p.add_argument(
+        "--info", metavar="FILE", help="print a recording's threads, events and instruction counts instead of recording"
+    )
+    p.add_argument(
+        "--compare",
+        action="store_true",
+        help="also run CMD natively counting the kernel's TLB-shootdown IPIs "
+        "(/proc/interrupts), replay the recording and print both",
+    )
+    p.add_argument(
+        "--coherence",
+        default="linux",
+        metavar="POLICY",
+        help="with --compare: the replay's os.coherence (default: %(default)s)",
+    )
+    p.add_argument(
+        "--cores",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --compare: the replay's cores (default: this machine's CPUs)",
+    )
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     p.set_defaults(func=_cmd_record)
 
-    p = sub.add_parser(
-        "demo", help="the default sweep, a summary table and the report (resumes)"
-    )
+    p = sub.add_parser("demo", help="the default sweep, a summary table and the report (resumes)")
     p.add_argument("--out", metavar="DIR", default="out/demo", help="default: %(default)s")
     p.add_argument("--jobs", type=_positive, metavar="N", help="parallel runs (default: CPUs)")
     p.set_defaults(func=_cmd_demo)
 
-    p = sub.add_parser(
-        "report", help="figures (PNG, PDF) and one HTML page from a sweep's results"
-    )
+    p = sub.add_parser("report", help="figures (PNG, PDF) and one HTML page from a sweep's results")
     p.add_argument("dir", metavar="DIR", help="a sweep folder (holding runs/)")
     p.add_argument("--out", metavar="OUT", help="output folder (default: DIR/report)")
     p.set_defaults(func=_cmd_report)
@@ -530,10 +566,13 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("--quick", action="store_true", help="fewer and shorter runs: under 2 minutes")
-    p.add_argument("--out", metavar="FILE", default="host-calibrated.toml",
-                   help="the preset (default: %(default)s); the JSON goes to FILE with .json")
-    p.add_argument("--progress", action="store_true",
-                   help="show the progress bar even when stderr is not a terminal")
+    p.add_argument(
+        "--out",
+        metavar="FILE",
+        default="host-calibrated.toml",
+        help="the preset (default: %(default)s); the JSON goes to FILE with .json",
+    )
+    p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     p.set_defaults(func=_cmd_calibrate)
 
     p = sub.add_parser(
@@ -547,15 +586,17 @@ def build_parser() -> argparse.ArgumentParser:
             "row fails or could not be simulated."
         ),
     )
-    p.add_argument("--preset", metavar="FILE", default="host-calibrated.toml",
-                   help="the calibrated preset (default: %(default)s)")
-    p.add_argument("--measurements", metavar="JSON",
-                   help="the host's measurements (default: the preset's .json from tlbsim "
-                   "calibrate; measured now when missing)")
+    p.add_argument(
+        "--preset", metavar="FILE", default="host-calibrated.toml", help="the calibrated preset (default: %(default)s)"
+    )
+    p.add_argument(
+        "--measurements",
+        metavar="JSON",
+        help="the host's measurements (default: the preset's .json from tlbsim calibrate; measured now when missing)",
+    )
     p.add_argument("--quick", action="store_true", help="fewer simulated operations and sizes")
     p.add_argument("--out", metavar="DIR", default="out/validate", help="default: %(default)s")
-    p.add_argument("--progress", action="store_true",
-                   help="show the progress bar even when stderr is not a terminal")
+    p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser(
@@ -570,12 +611,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("paper", metavar="PAPER", nargs="?", help="a paper (--list names them) or a paper folder")
     p.add_argument("--list", action="store_true", help="name the papers available")
-    p.add_argument("--quick", action="store_true",
-                   help="the reduced sweeps (fewer seeds and operations): well under a minute")
+    p.add_argument(
+        "--quick", action="store_true", help="the reduced sweeps (fewer seeds and operations): well under a minute"
+    )
     p.add_argument("--jobs", type=_positive, metavar="N", help="parallel runs (default: CPUs)")
     p.add_argument("--out", metavar="DIR", help="output folder (default: out/reproduce/PAPER)")
-    p.add_argument("--progress", action="store_true",
-                   help="show the progress bars even when stderr is not a terminal")
+    p.add_argument("--progress", action="store_true", help="show the progress bars even when stderr is not a terminal")
     p.set_defaults(func=_cmd_reproduce)
 
     p = sub.add_parser(
@@ -589,18 +630,31 @@ def build_parser() -> argparse.ArgumentParser:
             "failing scenario. Exit status 1 when a violation was found."
         ),
     )
-    p.add_argument("--policy", required=True, metavar="NAME",
-                   help="os.coherence (tlbsim.coherence_policies()), or a policy written in Python: module:Class")
-    p.add_argument("--tagging", metavar="MODE", choices=["none", "pcid", "domain", "cr3"],
-                   help="one tagging mode for every scenario (default: each draws one)")
-    p.add_argument("--set", action="append", type=_override, metavar="KEY=VALUE",
-                   help="config override for every scenario (another axis, e.g. os.pt_placement=interleave)")
+    p.add_argument(
+        "--policy",
+        required=True,
+        metavar="NAME",
+        help="os.coherence (tlbsim.coherence_policies()), or a policy written in Python: module:Class",
+    )
+    p.add_argument(
+        "--tagging",
+        metavar="MODE",
+        choices=["none", "pcid", "domain", "cr3"],
+        help="one tagging mode for every scenario (default: each draws one)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        type=_override,
+        metavar="KEY=VALUE",
+        help="config override for every scenario (another axis, e.g. os.pt_placement=interleave)",
+    )
     p.add_argument("--scenarios", type=_positive, default=1000, metavar="N", help="default: %(default)s")
-    p.add_argument("--seed", type=int, default=1, metavar="S",
-                   help="scenario i is generated from seed S+i (default: %(default)s)")
+    p.add_argument(
+        "--seed", type=int, default=1, metavar="S", help="scenario i is generated from seed S+i (default: %(default)s)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--progress", action="store_true",
-                   help="show the progress bar even when stderr is not a terminal")
+    p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     p.set_defaults(func=_cmd_fuzz)
     return parser
 
@@ -622,8 +676,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
         if cmd and cmd[0] == "--":
             cmd = cmd[1:]
         if args.compare:
-            c = rec.compare(cmd, args.out, fetches=args.fetches, coherence=args.coherence,
-                            cores=args.cores)
+            c = rec.compare(cmd, args.out, fetches=args.fetches, coherence=args.coherence, cores=args.cores)
             s = c["recording"]
         else:
             s = rec.record(cmd, args.out, fetches=args.fetches)
@@ -633,14 +686,18 @@ def _cmd_record(args: argparse.Namespace) -> int:
     print(rec.format_summary(s))
     if args.compare:
         real = c["real_ipis_received"]
-        print(f"TLB-shootdown IPIs received: real {'n/a (no TLB row in /proc/interrupts)' if real is None else f'{real:,}'}"
-              f" (native run, {c['real_seconds']:.2f} s, exit code {c['real_exit_code']}); "
-              f"simulated {c['simulated_ipis_received']:,} ({c['coherence']}, {c['cores']} cores, "
-              f"{c['simulated_shootdowns']:,} shootdowns)")
+        print(
+            f"TLB-shootdown IPIs received: real {'n/a (no TLB row in /proc/interrupts)' if real is None else f'{real:,}'}"
+            f" (native run, {c['real_seconds']:.2f} s, exit code {c['real_exit_code']}); "
+            f"simulated {c['simulated_ipis_received']:,} ({c['coherence']}, {c['cores']} cores, "
+            f"{c['simulated_shootdowns']:,} shootdowns)"
+        )
     ips = s["instructions"] / s["seconds"] if s["seconds"] > 0 else 0.0
-    print(f"recorded in {s['seconds']:.2f} s ({ips:,.0f} instructions/s), {s['bytes']:,} bytes "
-          f"({s['bytes'] / max(s['instructions'], 1):.3f} bytes/instruction); "
-          f"program exit code {s['exit_code']}")
+    print(
+        f"recorded in {s['seconds']:.2f} s ({ips:,.0f} instructions/s), {s['bytes']:,} bytes "
+        f"({s['bytes'] / max(s['instructions'], 1):.3f} bytes/instruction); "
+        f"program exit code {s['exit_code']}"
+    )
     return 0
 
 

@@ -81,7 +81,9 @@ def vm_spec() -> dict[str, Any]:
 
 def vm_summary(out: Path) -> str:
     """One line per tagging mode and pinning: flushes by cause, MPTTI, violations."""
-    rows = [["tagging", "pinning", "intra-VM", "inter-VM", "forced", "capacity", "DTLB MPTTI", "ITLB MPTTI", "violations"]]
+    rows = [
+        ["tagging", "pinning", "intra-VM", "inter-VM", "forced", "capacity", "DTLB MPTTI", "ITLB MPTTI", "violations"]
+    ]
     runs = []
     for run in sorted((out / "runs").iterdir()):
         if not (run / "stats.json").is_file():
@@ -96,21 +98,25 @@ def vm_summary(out: Path) -> str:
         by = t["full_flushes_by_cause"]
 
         def mptti(structure: str) -> float:
-            cores = stats["per_core"]
-            vals = [c["per_structure"][structure]["misses"] * 1e4 / c["instructions"] for c in cores if c["instructions"]]
+            cores = stats["per_core"]  # noqa: B023 - called only within this iteration
+            vals = [
+                c["per_structure"][structure]["misses"] * 1e4 / c["instructions"] for c in cores if c["instructions"]
+            ]
             return sum(vals) / len(vals) if vals else 0.0
 
-        rows.append([
-            params["machine.tlb.tagging"],
-            params["workload.pinning"],
-            f"{by['context_switch_intra_vm']:,}",
-            f"{by['context_switch_inter_vm']:,}",
-            f"{by['tag_forced']:,}",
-            f"{by['tag_capacity']:,}",
-            f"{mptti('l1d'):,.1f}",
-            f"{mptti('l1i'):,.1f}",
-            f"{t['violations_security'] + t['violations_consistency']:,}",
-        ])
+        rows.append(
+            [
+                params["machine.tlb.tagging"],
+                params["workload.pinning"],
+                f"{by['context_switch_intra_vm']:,}",
+                f"{by['context_switch_inter_vm']:,}",
+                f"{by['tag_forced']:,}",
+                f"{by['tag_capacity']:,}",
+                f"{mptti('l1d'):,.1f}",
+                f"{mptti('l1i'):,.1f}",
+                f"{t['violations_security'] + t['violations_consistency']:,}",
+            ]
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join(
         "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows
@@ -157,7 +163,10 @@ def partition_summary(out: Path) -> str:
         epochs = (stats["per_core"][1].get("partition") or {}).get("epochs", 0)
         rows.append([label, *(f"{g:,.1f}" for g in guests), f"{sum(guests) / len(guests):,.1f}", f"{epochs:,}"])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows)
+    return "\n".join(
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+        for r in rows
+    )
 
 
 def _section(folder: Path, title: str, spec: dict[str, Any], table: Any, legend: str, jobs: int | None) -> None:
@@ -165,7 +174,7 @@ def _section(folder: Path, title: str, spec: dict[str, Any], table: Any, legend:
     import tlbsim
 
     print("\n" + title)
-    s = tlbsim.sweep(spec, folder, jobs=jobs, progress=sys.stderr.isatty())
+    s = tlbsim.sweep.sweep(spec, folder, jobs=jobs, progress=sys.stderr.isatty())
     print(f"{s.total} runs ({s.skipped} reused, {s.ran} run now)\n")
     print(table(folder))
     print("\n" + textwrap.fill(legend, width=92))
@@ -221,9 +230,7 @@ def summary(frame: Any, threads: Any = None) -> str:
     for n, row in enumerate(rows):
         if n > 1 and row[0] != rows[n - 1][0]:
             lines.append("")  # a blank line between workloads
-        cells = [
-            c.ljust(w) if i < KEYS else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))
-        ]
+        cells = [c.ljust(w) if i < KEYS else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
 
@@ -242,7 +249,7 @@ def main(out: str | Path = "out/demo", jobs: int | None = None) -> int:
         f"({', '.join(WORKLOADS)}; fpr-munmap case 1) x {THREADS[0]}-{THREADS[-1]} threads, "
         f"{OPS:,} operations per thread, {len(SEEDS)} seeds, on the host preset (8 cores)\n"
     )
-    s = tlbsim.sweep(spec, out, jobs=jobs, progress=sys.stderr.isatty())
+    s = tlbsim.sweep.sweep(spec, out, jobs=jobs, progress=sys.stderr.isatty())
     print(f"{s.total} runs ({s.skipped} reused from an earlier demo, {s.ran} run now)\n")
     frame = load(out)
     print(summary(frame, load(out, table="thread")))

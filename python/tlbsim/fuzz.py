@@ -87,9 +87,7 @@ def fuzz(
         factory = load_policy(policy)
     elif not isinstance(policy, str):
         factory = policy
-    if factory is None:
-        label = policy
-    elif isinstance(policy, str):
+    if factory is None or isinstance(policy, str):
         label = policy
     else:
         label = f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', type(factory).__name__)}"

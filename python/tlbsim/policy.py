@@ -149,9 +149,9 @@ class Policy:
         for core, c in enumerate(view.cores):
             if core == request.initiator:
                 continue
-            if request.global_:
-                targets.append(core)
-            elif view.cpumask[core] and (request.freed_tables or (not c.lazy and c.loaded_mm == request.mm)):
+            if request.global_ or (
+                view.cpumask[core] and (request.freed_tables or (not c.lazy and c.loaded_mm == request.mm))
+            ):
                 targets.append(core)
         return Plan(targets=targets, delivery="ipi")
 
@@ -166,8 +166,7 @@ class Policy:
             return "drop_lazy_mm"
         if me.caught_up_gen >= request.new_gen:
             return "nothing"
-        if (not request.full and me.caught_up_gen + 1 == request.new_gen
-                and len(request.pages) <= self.flush_ceiling):
+        if not request.full and me.caught_up_gen + 1 == request.new_gen and len(request.pages) <= self.flush_ceiling:
             return "pages"
         return "full"
 
@@ -209,8 +208,15 @@ class Policy:
             self._last_req = _make_request(req)
         return self._last_req  # type: ignore[return-value]
 
-    def _plan(self, cores: list[tuple[Any, ...]], cpumask: list[bool], holders: list[bool],
-              ceiling: int, now: int, req: tuple[Any, ...]) -> tuple[Any, ...]:
+    def _plan(
+        self,
+        cores: list[tuple[Any, ...]],
+        cpumask: list[bool],
+        holders: list[bool],
+        ceiling: int,
+        now: int,
+        req: tuple[Any, ...],
+    ) -> tuple[Any, ...]:
         self.flush_ceiling = ceiling
         view = View(list(map(_make_core, cores)), cpumask, holders, ceiling, now)
         out = self.plan(view, self._request(req))

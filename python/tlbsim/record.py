@@ -15,11 +15,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from . import _tlbsim
+from .progress import StatusLine
 
 MAGIC_V2 = b"TLBSIM\0\x02"
 QEMU = "qemu-x86_64"
@@ -38,19 +38,19 @@ def plugin_path() -> Path:
     return Path(__file__).resolve().parents[2] / "target" / "native" / "tlbsim_record.so"
 
 
-def record(cmd: list[str], out: str | os.PathLike, fetches: bool = True,
-           progress: bool = True) -> dict:
+def record(cmd: list[str], out: str | os.PathLike, fetches: bool = True, progress: bool = True) -> dict:
     """Record ``cmd`` into ``out``; returns the summary (plus ``exit_code``, ``seconds``)."""
     if not cmd:
         raise RecordError("tlbsim record: no command given (usage: tlbsim record -- CMD ARGS...)")
     qemu = shutil.which(QEMU)
     if qemu is None:
-        raise RecordError(f"tlbsim record needs {QEMU}: install the Debian package qemu-user "
-                          "(apt-get install qemu-user; `make` does it when run as root)")
+        raise RecordError(
+            f"tlbsim record needs {QEMU}: install the Debian package qemu-user "
+            "(apt-get install qemu-user; `make` does it when run as root)"
+        )
     plugin = plugin_path()
     if not plugin.exists():
-        raise RecordError(f"tlbsim record: plugin {plugin} not built: run `make` (or set "
-                          "TLBSIM_RECORD_PLUGIN)")
+        raise RecordError(f"tlbsim record: plugin {plugin} not built: run `make` (or set TLBSIM_RECORD_PLUGIN)")
     out = Path(out)
     raw = out.with_name(out.name + ".raw")
     status = out.with_name(out.name + ".status")
@@ -58,6 +58,7 @@ def record(cmd: list[str], out: str | os.PathLike, fetches: bool = True,
     status.write_bytes(b"\0" * 8)
     arg = f"{plugin},out={raw},status={status},fetches={'on' if fetches else 'off'}"
     t0 = time.monotonic()
+    line = StatusLine()
     proc = subprocess.Popen([qemu, "-plugin", arg, *cmd])
     try:
         while True:
@@ -68,14 +69,16 @@ def record(cmd: list[str], out: str | os.PathLike, fetches: bool = True,
                 pass
             if progress:
                 n = int.from_bytes(status.read_bytes()[:8] or b"\0", "little")
-                print(f"\rrecording: {n:,} instructions, {raw.stat().st_size:,} bytes written, "
-                      f"{time.monotonic() - t0:.0f} s", end="", file=sys.stderr, flush=True)
+                line.show(
+                    f"recording: {n:,} instructions, {raw.stat().st_size:,} bytes written, "
+                    f"{time.monotonic() - t0:.0f} s"
+                )
     except KeyboardInterrupt:
         proc.terminate()
         proc.wait()
     seconds = time.monotonic() - t0
     if progress:
-        print(file=sys.stderr)
+        line.end()
     summary = json.loads(_tlbsim.record_finish(str(raw), str(out)))
     summary["exit_code"] = proc.returncode
     summary["seconds"] = seconds
@@ -102,8 +105,14 @@ def tlb_ipis() -> int | None:
     return None
 
 
-def compare(cmd: list[str], out: str | os.PathLike, fetches: bool = True,
-            coherence: str = "linux", cores: int | None = None, progress: bool = True) -> dict:
+def compare(
+    cmd: list[str],
+    out: str | os.PathLike,
+    fetches: bool = True,
+    coherence: str = "linux",
+    cores: int | None = None,
+    progress: bool = True,
+) -> dict:
     """Run ``cmd`` natively counting the TLB-shootdown IPIs the kernel receives meanwhile
     (as bench/shootdown.c does; the whole machine's, so other activity adds to it), record
     it into ``out``, replay the recording under ``coherence`` on ``cores`` cores (default:
@@ -112,17 +121,19 @@ def compare(cmd: list[str], out: str | os.PathLike, fetches: bool = True,
     if not cmd:
         raise RecordError("tlbsim record --compare: no command given")
     before, t0 = tlb_ipis(), time.monotonic()
-    native = subprocess.run(cmd, stdout=subprocess.DEVNULL)
+    native = subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL)
     seconds, after = time.monotonic() - t0, tlb_ipis()
     summary = record(cmd, out, fetches=fetches, progress=progress)
     cores = cores or os.cpu_count() or 1
     import tlbsim
 
-    totals = tlbsim.run({
-        "machine": {"sockets": 1, "cores_per_socket": cores},
-        "workload": {"kind": "recorded", "paths": [str(out)], "fetches": fetches},
-        "os": {"coherence": coherence},
-    }).stats["totals"]
+    totals = tlbsim.run(
+        {
+            "machine": {"sockets": 1, "cores_per_socket": cores},
+            "workload": {"kind": "recorded", "paths": [str(out)], "fetches": fetches},
+            "os": {"coherence": coherence},
+        }
+    ).stats["totals"]
     return {
         "real_ipis_received": None if before is None or after is None else after - before,
         "real_exit_code": native.returncode,
@@ -141,10 +152,11 @@ def info(path: str | os.PathLike, syscalls: bool = False) -> dict:
 
 
 def format_summary(s: dict) -> str:
-    lines = [f"{s['path']}: {s['events']:,} events, {s['instructions']:,} instructions, "
-             f"{len(s['threads'])} threads"]
+    lines = [f"{s['path']}: {s['events']:,} events, {s['instructions']:,} instructions, {len(s['threads'])} threads"]
     for t in s["threads"]:
-        lines.append(f"  thread {t['tid']}: {t['instructions']:,} instructions, "
-                     f"{t['loads']:,} loads, {t['stores']:,} stores, {t['syscalls']} syscalls")
+        lines.append(
+            f"  thread {t['tid']}: {t['instructions']:,} instructions, "
+            f"{t['loads']:,} loads, {t['stores']:,} stores, {t['syscalls']} syscalls"
+        )
     lines.append("  events by kind: " + ", ".join(f"{k} {v:,}" for k, v in s["by_kind"].items()))
     return "\n".join(lines)

@@ -242,17 +242,11 @@ def _grouped_bars(
     width = 0.8 / n
     for i, s in enumerate(series):
         xs = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
-        ys = [
-            table.at[g, s] if g in table.index and s in table.columns else math.nan for g in groups
-        ]
+        ys = [table.at[g, s] if g in table.index and s in table.columns else math.nan for g in groups]
         kwargs: dict[str, Any] = {}
         if lo is not None and hi is not None:
-            err_lo = [
-                max(y - lo.at[g, s], 0.0) if not math.isnan(y) else 0.0 for g, y in zip(groups, ys)
-            ]
-            err_hi = [
-                max(hi.at[g, s] - y, 0.0) if not math.isnan(y) else 0.0 for g, y in zip(groups, ys)
-            ]
+            err_lo = [max(y - lo.at[g, s], 0.0) if not math.isnan(y) else 0.0 for g, y in zip(groups, ys)]
+            err_hi = [max(hi.at[g, s] - y, 0.0) if not math.isnan(y) else 0.0 for g, y in zip(groups, ys)]
             if any(err_lo) or any(err_hi):
                 kwargs = {"yerr": [err_lo, err_hi], "capsize": 3, "ecolor": "black"}
         ax.bar(xs, ys, width, label=_fmt(s), **_bar_style(i), **kwargs)
@@ -287,20 +281,14 @@ def _headroom(ax: Axes, top: float) -> None:
 def _save(fig: Figure, out: Path, name: str) -> tuple[Path, Path]:
     png, pdf = out / f"{name}.png", out / f"{name}.pdf"
     fig.savefig(png, dpi=DPI, metadata={"Software": None})
-    fig.savefig(
-        pdf, metadata={"CreationDate": None, "ModDate": None, "Creator": None, "Producer": None}
-    )
+    fig.savefig(pdf, metadata={"CreationDate": None, "ModDate": None, "Creator": None, "Producer": None})
     return png, pdf
 
 
 def _agg(frame: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
     """Mean, min and max of ``value`` over the rows of each ``keys`` combination (the
     seeds)."""
-    return (
-        frame.groupby(keys, dropna=False, sort=False)[value]
-        .agg(["mean", "min", "max"])
-        .reset_index()
-    )
+    return frame.groupby(keys, dropna=False, sort=False)[value].agg(["mean", "min", "max"]).reset_index()
 
 
 def _numeric(frame: pd.DataFrame, col: str) -> pd.Series:
@@ -308,6 +296,7 @@ def _numeric(frame: pd.DataFrame, col: str) -> pd.Series:
 
 
 # --------------------------------------------------------------------------- figures
+
 
 @dataclass
 class Tables:
@@ -339,9 +328,7 @@ def _distinct(frame: pd.DataFrame, cols: list[str]) -> list[str]:
         same = False
         for k in kept:
             pair = frame[[k, c]].dropna().astype(str)
-            if (pair.groupby(k)[c].nunique() <= 1).all() and (
-                pair.groupby(c)[k].nunique() <= 1
-            ).all():
+            if (pair.groupby(k)[c].nunique() <= 1).all() and (pair.groupby(c)[k].nunique() <= 1).all():
                 same = True
                 break
         if not same:
@@ -462,9 +449,7 @@ def _fig_coherence(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, st
             g = sub.groupby(["_group", "_policy"])[col]
             mean, lo, hi = (g.agg(f).unstack("_policy") for f in ("mean", "min", "max"))
             last = j == len(panels) - 1
-            _grouped_bars(
-                ax, mean, groups, policies, lo, hi, "coherence policy", legend=k == 0 and last
-            )
+            _grouped_bars(ax, mean, groups, policies, lo, hi, "coherence policy", legend=k == 0 and last)
             if j == 0:
                 ax.set_ylabel(ylabel)
             if k == 0:
@@ -475,18 +460,12 @@ def _fig_coherence(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, st
             ax.set_axisbelow(True)
             if len(groups) * len(policies) > 12 or max(len(str(g)) for g in groups) > 12:
                 ax.tick_params(axis="x", labelrotation=30, labelsize="small")
-        axes[-1, j].set_xlabel(
-            ", ".join(_short(c) for c in group_cols) or "workload"
-        )
+        axes[-1, j].set_xlabel(", ".join(_short(c) for c in group_cols) or "workload")
     caption = (
         f"Per coherence policy: makespan (run.makespan_cycles) divided by the mean makespan "
         f"of the {base!r} policy on the same workload and parameters"
         + (", and shootdowns sent (stats.shootdowns_sent)" if len(metrics) > 1 else "")
-        + (
-            f"; one column per {', '.join(_short(c) for c in panel_cols)}"
-            if panel_cols
-            else ""
-        )
+        + (f"; one column per {', '.join(_short(c) for c in panel_cols)}" if panel_cols else "")
         + "; bars are means over seeds, error bars min–max."
     )
     return fig, "Runtime and shootdowns per coherence policy", caption
@@ -521,9 +500,7 @@ def _fig_throughput(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, s
     panels = _panel_values(df, panel_cols)
     # One class per panel (each workload has its own): the class goes in the panel title
     # and the series are the other parameters (the policies); otherwise class · others.
-    one_class = bool(panel_cols) and bool(
-        (df.groupby("_panel")["_class"].nunique() == 1).all()
-    )
+    one_class = bool(panel_cols) and bool((df.groupby("_panel")["_class"].nunique() == 1).all())
     others_label = _label(df, series_cols).astype(str) if series_cols else None
     if one_class and others_label is not None:
         df["_series"] = others_label
@@ -570,8 +547,10 @@ def _fig_throughput(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, s
         _headroom(ax, float(agg["max"].max()))
         ax.grid(linestyle=":", linewidth=0.5)
         ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
-    title = ", ".join(_short(c) for c in series_cols) if one_class else "thread class" + (
-        " · " + ", ".join(_short(c) for c in series_cols) if series_cols else ""
+    title = (
+        ", ".join(_short(c) for c in series_cols)
+        if one_class
+        else "thread class" + (" · " + ", ".join(_short(c) for c in series_cols) if series_cols else "")
     )
     handles: dict[str, Any] = {}
     for ax in axes[0]:
@@ -592,11 +571,7 @@ def _fig_throughput(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, s
         "Throughput of each thread class against the number of threads: the sum of the "
         "class's per-thread operations per simulated second (thread.ops_per_second of "
         "results_per_thread.parquet, as stats.json's per_class)"
-        + (
-            f"; one panel per {', '.join(_short(c) for c in panel_cols)}"
-            if panel_cols
-            else ""
-        )
+        + (f"; one panel per {', '.join(_short(c) for c in panel_cols)}" if panel_cols else "")
         + "; mean over seeds, error bars min–max."
     )
     return fig, "Throughput against threads per thread class", caption
@@ -632,11 +607,7 @@ def _fig_targets(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, str]
         raise _Skip("no run sent a shootdown")
     series_cols = _series_of_policies(df)
     series = _policies(df["_series"])
-    panel_cols = [
-        c
-        for c in _distinct(df, _workload_first(_varied(df, exclude=[POLICY, THREADS])))
-        if "workload." in c
-    ]
+    panel_cols = [c for c in _distinct(df, _workload_first(_varied(df, exclude=[POLICY, THREADS]))) if "workload." in c]
     if _combinations(df, panel_cols) > MAX_PANELS:
         panel_cols = []
     panels = _panel_values(df, panel_cols)
@@ -671,11 +642,7 @@ def _fig_targets(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, str]
         "Distribution of the number of target cores per shootdown "
         f"({hist_col}, a histogram indexed by target count; the last bucket counts that "
         "many or more), summed over the runs of each series"
-        + (
-            f" and {', '.join(_short(c) for c in panel_cols)}"
-            if panel_cols
-            else ""
-        )
+        + (f" and {', '.join(_short(c) for c in panel_cols)}" if panel_cols else "")
         + " (all thread counts and seeds) and normalized to a fraction of all shootdowns."
     )
     return fig, "Targets per shootdown", caption
@@ -708,11 +675,7 @@ def _fig_false_positives(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, s
     )
     caption = (
         f"False-positive targets (cores interrupted that held no stale entry, {fp_col})"
-        + (
-            f" divided by shootdowns sent ({sent_col}; no bar where a policy sent none)"
-            if per_sd
-            else ""
-        )
+        + (f" divided by shootdowns sent ({sent_col}; no bar where a policy sent none)" if per_sd else "")
         + "; mean over seeds, error bars min–max."
     )
     return fig, "False-positive targets per shootdown", caption
@@ -867,7 +830,9 @@ def _fig_intervals(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, st
             xs = [i["end_cycle"] for i in mine for v in i["per_vm"] if v["vm"] == vm]
             ys = [v["dtlb_mptti"] for i in mine for v in i["per_vm"] if v["vm"] == vm]
             ax.plot(xs, ys, label=f"dom{vm}", **_style(k))
-        total = [sum(v["dtlb_mptti"] * v["instructions"] for v in i["per_vm"]) / max(1, i["instructions"]) for i in mine]
+        total = [
+            sum(v["dtlb_mptti"] * v["instructions"] for v in i["per_vm"]) / max(1, i["instructions"]) for i in mine
+        ]
         ax.plot([i["end_cycle"] for i in mine], total, label="CPU average", color="#7f7f7f", linestyle=":")
         ax.set_xlabel(f"cycle (CPU {cpu})")
     caption = (
@@ -887,6 +852,7 @@ def _fig_partitions(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, s
         # The core whose history names the most domains (CPU 1 in the tag paper's 0012).
         def levels(p: Any) -> int:
             return max((sum(1 for q in e.get("l1d", []) if q) for e in p["history"]), default=0) if p else -1
+
         cpu = max(range(len(cores)), key=lambda c: (levels(cores[c]), -c))
         history = cores[cpu]["history"] if cores[cpu] else []
         width = max((len(e.get("l1d", [])) for e in history), default=0)
@@ -965,8 +931,10 @@ def _write_html(summary: ReportSummary, frame: pd.DataFrame, title: str) -> None
         f"<title>{html.escape(title)}</title>",
         f"<style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f'<p class="note">{len(frame)} run(s); {len(summary.figures)} figure(s). '
-        "Each figure is also in this folder as PNG and PDF.</p>",
+        (
+            f'<p class="note">{len(frame)} run(s); {len(summary.figures)} figure(s). '
+            "Each figure is also in this folder as PNG and PDF.</p>"
+        ),
     ]
     for f in summary.figures:
         data = base64.b64encode(f.png.read_bytes()).decode("ascii")
@@ -974,16 +942,16 @@ def _write_html(summary: ReportSummary, frame: pd.DataFrame, title: str) -> None
             f'<h2 id="{f.name}">{html.escape(f.title)}</h2>',
             "<figure>",
             f'<img alt="{html.escape(f.title)}" src="data:image/png;base64,{data}">',
-            f"<figcaption>{html.escape(f.caption)} "
-            f"(<code>{html.escape(f.png.name)}</code>, <code>{html.escape(f.pdf.name)}</code>)"
-            "</figcaption>",
+            (
+                f"<figcaption>{html.escape(f.caption)} "
+                f"(<code>{html.escape(f.png.name)}</code>, <code>{html.escape(f.pdf.name)}</code>)"
+                "</figcaption>"
+            ),
             "</figure>",
         ]
     if summary.skipped:
         parts.append("<h2>Figures not made</h2><ul>")
-        parts += [
-            f"<li>{html.escape(n)}: {html.escape(r)}</li>" for n, r in summary.skipped.items()
-        ]
+        parts += [f"<li>{html.escape(n)}: {html.escape(r)}</li>" for n, r in summary.skipped.items()]
         parts.append("</ul>")
     parts += ["<h2>Runs</h2>", _table_html(frame), "</body></html>", ""]
     summary.index.write_text("\n".join(parts), encoding="utf-8")

@@ -79,9 +79,8 @@ def _stats(tree: Mapping[str, Any], prefix: str) -> dict[str, Any]:
             if all(v is None or isinstance(v, _SCALARS) for v in value.values()):
                 for sub, v in value.items():
                     out[f"{prefix}{key}.{sub}"] = v
-        elif isinstance(value, (list, tuple)):
-            if all(v is None or isinstance(v, _SCALARS) for v in value):
-                out[f"{prefix}{key}"] = json.dumps(list(value))
+        elif isinstance(value, (list, tuple)) and all(v is None or isinstance(v, _SCALARS) for v in value):
+            out[f"{prefix}{key}"] = json.dumps(list(value))
     return out
 
 
@@ -111,9 +110,7 @@ def _rows(
         config = _read_json(config_path) if config_path.is_file() else {}
         common: dict[str, Any] = {"run_id": run_dir.name}
         for key, value in params.items():
-            common[f"param.{key}"] = (
-                json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
-            )
+            common[f"param.{key}"] = json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
         _flatten(config, "config.", common)
         run_cols = _scalars(stats.get("run", {}), "run.")
         rows.append(common | _stats(stats.get("totals", {}), "stats.") | run_cols)
@@ -167,9 +164,7 @@ def collect(directory: str | os.PathLike[str]) -> tuple[Path, Path, Path]:
     return paths
 
 
-def load(
-    directory: str | os.PathLike[str], per_core: bool = False, *, table: str = "run"
-) -> pd.DataFrame:
+def load(directory: str | os.PathLike[str], per_core: bool = False, *, table: str = "run") -> pd.DataFrame:
     """A sweep's results as a DataFrame: ``table="run"`` (default) one row per run,
     ``"core"`` one per run and core (also ``per_core=True``), ``"thread"`` one per run and
     simulated thread (OS-mode runs). The module docstring lists the columns.

@@ -73,10 +73,7 @@ def summary_row(label: str, row: Mapping[str, Any]) -> list[str]:
 def summary_table(stats: Mapping[str, Any]) -> str:
     """Per core and total: accesses, L1/L2 TLB hit rates, walks, walk cycles per walk,
     page-table reads local/remote, cycles, last-level TLB misses per 10,000 instructions."""
-    rows = [
-        summary_row(str(core.get("core", i)), core)
-        for i, core in enumerate(stats.get("per_core", []))
-    ]
+    rows = [summary_row(str(core.get("core", i)), core) for i, core in enumerate(stats.get("per_core", []))]
     rows.append(summary_row("total", stats.get("totals", {})))
     text = _table(HEADERS, rows)
     if "shootdowns_sent" in stats.get("totals", {}):

@@ -62,7 +62,9 @@ from pathlib import Path
 from typing import Any
 
 from tlbsim import _tlbsim
-from tlbsim.api import _json_default, toml_literal
+from tlbsim.api import toml_literal
+from tlbsim.json_values import json_default
+from tlbsim.progress import ProgressBar
 from tlbsim.result import write_json_atomic
 
 SPEC_KEYS = ("base", "seeds", "grid", "zip", "policy")
@@ -132,8 +134,7 @@ def _check_lists(section: str, table: object, unique: bool = True) -> dict[str, 
         name = f'{section}."{key}"'
         if isinstance(values, Mapping):
             raise SpecError(
-                f"{name}: expected a list of values, got a table "
-                '(quote dotted keys: "machine.tlb.l1d.entries" = [...])'
+                f'{name}: expected a list of values, got a table (quote dotted keys: "machine.tlb.l1d.entries" = [...])'
             )
         if not isinstance(values, (list, tuple)):
             raise SpecError(f"{name}: expected a list of values, got {values!r}")
@@ -177,13 +178,11 @@ def _sha256_file(path: Path) -> str:
 
 
 def canonical_json(obj: object) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=json_default)
 
 
 def run_id(config: Mapping[str, Any], base_dir: Path, trace_hashes: dict[Path, str]) -> str:
     """The run ID of a resolved input config (see the module docstring)."""
-    import tlbsim
-
     paths = config.get("workload", {}).get("paths", []) if isinstance(config, Mapping) else []
     traces = []
     for p in paths if isinstance(paths, list) else []:
@@ -194,7 +193,8 @@ def run_id(config: Mapping[str, Any], base_dir: Path, trace_hashes: dict[Path, s
             except OSError as err:
                 raise SpecError(f"workload.paths: {full}: {err.strerror or err}") from None
         traces.append(trace_hashes[full])
-    doc = {"config": config, "traces": traces, "version": tlbsim.__version__}
+    # the core's version, which is tlbsim.__version__: read here, as the package imports this module
+    doc = {"config": config, "traces": traces, "version": _tlbsim.version()}
     return hashlib.sha256(canonical_json(doc).encode()).hexdigest()[:16]
 
 
@@ -230,7 +230,7 @@ def expand(spec: SpecLike, *, validate: bool = True) -> Sweep:
             raise SpecError(f"base: {err}") from None
         base_dir = base_path.resolve().parent
     elif isinstance(base, Mapping):
-        base_json = json.dumps(base, default=_json_default)
+        base_json = json.dumps(base, default=json_default)
         base_dir = root
     else:
         raise SpecError("base: expected a path to a TOML config or a table")
@@ -240,7 +240,7 @@ def expand(spec: SpecLike, *, validate: bool = True) -> Sweep:
         from tlbsim.policy import load_policy
 
         if not isinstance(policy, str):
-            raise SpecError(f"policy: expected \"module:Class\", got {policy!r}")
+            raise SpecError(f'policy: expected "module:Class", got {policy!r}')
         try:
             load_policy(policy)
         except (ImportError, AttributeError, TypeError, ValueError) as err:
@@ -271,11 +271,7 @@ def expand(spec: SpecLike, *, validate: bool = True) -> Sweep:
     if seeds is not None:
         names["seed"] = "seeds"
     zip_rows = [dict(zip(zipped, row)) for row in zip(*zipped.values())] or [{}]
-    combos = [
-        dict(zip(grid, values)) | row
-        for values in itertools.product(*grid.values())
-        for row in zip_rows
-    ]
+    combos = [dict(zip(grid, values)) | row for values in itertools.product(*grid.values()) for row in zip_rows]
 
     if validate:
         _validate(base_json, base_dir, [], {})
@@ -352,13 +348,7 @@ def _copy_spec(sw: Sweep, out: Path) -> None:
         write_json_atomic(out / "spec.json", sw.spec_dict)
 
 
-def _progress_bar(total: int, enabled: bool) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(total=total, disable=not enabled, unit="run", file=sys.stderr, desc="sweep")
-
-
-def _run_local(sw: Sweep, todo: list[RunSpec], runs_dir: Path, jobs: int, bar: Any) -> None:
+def _run_local(sw: Sweep, todo: list[RunSpec], runs_dir: Path, jobs: int, bar: ProgressBar) -> None:
     base_dir = os.fspath(sw.base_dir)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         pending = iter(todo)
@@ -386,13 +376,12 @@ def _run_local(sw: Sweep, todo: list[RunSpec], runs_dir: Path, jobs: int, bar: A
             raise
 
 
-def _run_cluster(sw: Sweep, todo: list[RunSpec], runs_dir: Path, address: str, bar: Any) -> None:
+def _run_cluster(sw: Sweep, todo: list[RunSpec], runs_dir: Path, address: str, bar: ProgressBar) -> None:
     try:
         from dask.distributed import Client, as_completed
     except ImportError as err:
         raise ImportError(
-            f"--cluster needs Dask distributed ({err}); install it with: "
-            "pip install 'tlbsim[cluster]'"
+            f"--cluster needs Dask distributed ({err}); install it with: pip install 'tlbsim[cluster]'"
         ) from None
     base_dir = os.fspath(sw.base_dir)
     batches = [todo[i : i + CLUSTER_BATCH] for i in range(0, len(todo), CLUSTER_BATCH)]
@@ -451,7 +440,7 @@ def sweep(
     total, skipped = len(sw.runs), len(sw.runs) - len(todo)
     if on_start is not None:
         on_start(total, skipped)
-    with _progress_bar(len(todo), progress) as bar:
+    with ProgressBar(len(todo), desc="sweep", unit="run", enabled=progress) as bar:
         if not todo:
             pass
         elif cluster is not None:

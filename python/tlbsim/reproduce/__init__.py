@@ -158,8 +158,10 @@ def reproduce(
         cache.mkdir(exist_ok=True)
         got = p.reference(ReferenceContext(p, cache, quick, progress))
         if not isinstance(got, Reference):
-            raise PaperError(f"{p.folder / 'hooks.py'}: reference(ctx) returned {type(got).__name__}, "
-                             "expected tlbsim.reproduce.paper.Reference")
+            raise PaperError(
+                f"{p.folder / 'hooks.py'}: reference(ctx) returned {type(got).__name__}, "
+                "expected tlbsim.reproduce.paper.Reference"
+            )
         reference = got
     rows = [evaluate(p, c, runs, reference.values, reference.notes) for c in p.claims]
 
@@ -180,15 +182,30 @@ def reproduce(
         "reference_source": reference.source,
         "reference": reference.details,
         "warnings": reference.warnings,
-        "sweeps": {n: {"folder": os.fspath(out / "sweeps" / p.sweeps[n].folder(quick)), "total": s.total,
-                       "skipped": s.skipped, "ran": s.ran} for n, s in summaries.items()},
+        "sweeps": {
+            n: {
+                "folder": os.fspath(out / "sweeps" / p.sweeps[n].folder(quick)),
+                "total": s.total,
+                "skipped": s.skipped,
+                "ran": s.ran,
+            }
+            for n, s in summaries.items()
+        },
         "counts": {v: sum(r["verdict"] == v for r in rows) for v in (AGREE, DISAGREE, NA)},
     }
     write_json_atomic(out / "reproduce.json", meta)
     index = page.write_html(p, rows, meta, figures, out, extra)
     return ReproduceResult(
-        paper=p.name, title=p.title, out=out, quick=quick, claims=rows, claims_path=claims_path,
-        index_path=index, figures=figures, sweeps=summaries, reference_source=reference.source,
+        paper=p.name,
+        title=p.title,
+        out=out,
+        quick=quick,
+        claims=rows,
+        claims_path=claims_path,
+        index_path=index,
+        figures=figures,
+        sweeps=summaries,
+        reference_source=reference.source,
         warnings=list(reference.warnings),
     )
 
@@ -200,11 +217,17 @@ def format_table(result: ReproduceResult) -> str:
     rows = result.claims
     width = max([len(r["id"]) for r in rows] + [10])
     unit = max([len(r["unit"]) for r in rows] + [4])
-    lines = [f"{result.paper}: {result.title}", f"paper values: {result.reference_source}", "",
-             f"  {'claim':<{width}}  {'paper':>10}  {'ours':>10}  {'unit':<{unit}}  verdict"]
+    lines = [
+        f"{result.paper}: {result.title}",
+        f"paper values: {result.reference_source}",
+        "",
+        f"  {'claim':<{width}}  {'paper':>10}  {'ours':>10}  {'unit':<{unit}}  verdict",
+    ]
     for r in rows:
-        lines.append(f"  {r['id']:<{width}}  {fmt(r['paper_value']):>10}  {fmt(r['ours']):>10}  "
-                     f"{r['unit']:<{unit}}  {r['verdict']}")
+        lines.append(
+            f"  {r['id']:<{width}}  {fmt(r['paper_value']):>10}  {fmt(r['ours']):>10}  "
+            f"{r['unit']:<{unit}}  {r['verdict']}"
+        )
     c = result.counts()
     lines += ["", f"{c[AGREE]} agree, {c[DISAGREE]} disagree, {c[NA]} n/a"]
     lines += [f"warning: {w}" for w in result.warnings]
@@ -218,5 +241,13 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["CLAIM_KEYS", "PaperError", "ReproduceResult", "format_table", "load_paper", "paper_folder",
-           "papers", "reproduce"]
+__all__ = [
+    "CLAIM_KEYS",
+    "PaperError",
+    "ReproduceResult",
+    "format_table",
+    "load_paper",
+    "paper_folder",
+    "papers",
+    "reproduce",
+]

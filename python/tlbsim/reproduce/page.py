@@ -53,15 +53,29 @@ def figures(paper: Paper, rows: Sequence[Mapping[str, Any]], out: Path) -> list[
             xs = list(range(len(claims)))
             paper_v = [_num(by_id[c.id]["paper_value"]) for c in claims]
             ours_v = [_num(by_id[c.id]["ours"]) for c in claims]
-            ax.bar([x - 0.2 for x in xs], paper_v, 0.4, label=paper.paper_label, color="white", edgecolor="black",
-                   hatch="//")
+            ax.bar(
+                [x - 0.2 for x in xs],
+                paper_v,
+                0.4,
+                label=paper.paper_label,
+                color="white",
+                edgecolor="black",
+                hatch="//",
+            )
             ax.bar([x + 0.2 for x in xs], ours_v, 0.4, label="ours (tlbsim)", color="#1f77b4")
             tops = [v for v in paper_v + ours_v if not math.isnan(v)]
             top = max(tops) if tops else 1.0
             for x, c in zip(xs, claims):
                 if by_id[c.id]["verdict"] == DISAGREE:
-                    ax.annotate("x", (x, top * 1.02 if not fdef.log else top), ha="center", va="bottom",
-                                color="#d62728", fontsize=12, fontweight="bold")
+                    ax.annotate(
+                        "x",
+                        (x, top * 1.02 if not fdef.log else top),
+                        ha="center",
+                        va="bottom",
+                        color="#d62728",
+                        fontsize=12,
+                        fontweight="bold",
+                    )
             if fdef.log:
                 ax.set_yscale("log")
             elif top > 0:
@@ -92,8 +106,14 @@ img { max-width: 100%; }
 """
 
 
-def write_html(paper: Paper, rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
-               figure_paths: Sequence[Path], out: Path, extra: Sequence[Mapping[str, Any]] = ()) -> Path:
+def write_html(
+    paper: Paper,
+    rows: Sequence[Mapping[str, Any]],
+    meta: Mapping[str, Any],
+    figure_paths: Sequence[Path],
+    out: Path,
+    extra: Sequence[Mapping[str, Any]] = (),
+) -> Path:
     """``out/index.html``: the claims beside ours, then the figures, then the ``extra``
     figures a paper's ``outputs`` hook returned (``path``, ``title``, ``caption``)."""
     e = html.escape
@@ -111,22 +131,31 @@ def write_html(paper: Paper, rows: Sequence[Mapping[str, Any]], meta: Mapping[st
     if paper.description:
         parts.append(f"<p>{e(paper.description)}</p>")
     parts.append(f"<p><b>Paper values:</b> {e(meta['reference_source'])}</p>")
-    sweeps = "; ".join(f"{n}: {s['total']} runs ({s['ran']} run now, {s['skipped']} finished before)"
-                       for n, s in meta["sweeps"].items())
-    parts.append(f'<p class="note">Mode: {e(meta["mode"])}. Sweeps: {e(sweeps)}. '
-                 f"{c['agree']} agree, {c['disagree']} disagree, {c['n/a']} n/a.</p>")
+    sweeps = "; ".join(
+        f"{n}: {s['total']} runs ({s['ran']} run now, {s['skipped']} finished before)"
+        for n, s in meta["sweeps"].items()
+    )
+    parts.append(
+        f'<p class="note">Mode: {e(meta["mode"])}. Sweeps: {e(sweeps)}. '
+        f"{c['agree']} agree, {c['disagree']} disagree, {c['n/a']} n/a.</p>"
+    )
     for w in meta.get("warnings", []):
         parts.append(f'<p class="warning">Warning: {e(w)}</p>')
-    parts += ["<h2>Claims</h2>", "<table>",
-              f"<tr><th>id</th><th>section</th><th>claim</th><th>{e(paper.paper_label)}</th><th>ours</th><th>unit</th>"
-              "<th>tolerance</th><th>verdict</th><th>note</th></tr>"]
+    parts += [
+        "<h2>Claims</h2>",
+        "<table>",
+        (
+            f"<tr><th>id</th><th>section</th><th>claim</th><th>{e(paper.paper_label)}</th><th>ours</th><th>unit</th>"
+            "<th>tolerance</th><th>verdict</th><th>note</th></tr>"
+        ),
+    ]
     for r in rows:
         colour = ROW_COLOURS.get(r["verdict"], "#eeeeee")
         parts.append(
             f'<tr style="background:{colour}"><td class="id">{e(r["id"])}</td><td>{e(r["section"])}</td>'
             f'<td>{e(r["claim"])}</td><td class="num">{e(fmt(r["paper_value"]))}</td>'
             f'<td class="num">{e(fmt(r["ours"]))}</td><td>{e(r["unit"])}</td><td>{e(r["tolerance"])}</td>'
-            f'<td><b>{e(r["verdict"])}</b></td><td>{e(r["note"])}</td></tr>'
+            f"<td><b>{e(r['verdict'])}</b></td><td>{e(r['note'])}</td></tr>"
         )
     parts.append("</table>")
     for path in figure_paths:
@@ -134,10 +163,14 @@ def write_html(paper: Paper, rows: Sequence[Mapping[str, Any]], meta: Mapping[st
         data = base64.b64encode(path.read_bytes()).decode("ascii")
         caption = f"{fdef.caption} " if fdef.caption else ""
         parts += [
-            f'<h2 id="{e(path.stem)}">{e(fdef.title)}</h2>', "<figure>",
+            f'<h2 id="{e(path.stem)}">{e(fdef.title)}</h2>',
+            "<figure>",
             f'<img alt="{e(fdef.title)}" src="data:image/png;base64,{data}">',
-            f"<figcaption>{e(caption)}Hatched: {e(paper.paper_label)}; blue: ours; a red x: outside the tolerance. "
-            f"(<code>{e(path.name)}</code>)</figcaption>", "</figure>",
+            (
+                f"<figcaption>{e(caption)}Hatched: {e(paper.paper_label)}; blue: ours; a red x: outside the tolerance. "
+                f"(<code>{e(path.name)}</code>)</figcaption>"
+            ),
+            "</figure>",
         ]
     for fig in extra:
         path = Path(fig["path"])
@@ -145,13 +178,20 @@ def write_html(paper: Paper, rows: Sequence[Mapping[str, Any]], meta: Mapping[st
             continue
         data = base64.b64encode(path.read_bytes()).decode("ascii")
         parts += [
-            f'<h2 id="{e(path.stem)}">{e(str(fig.get("title", path.stem)))}</h2>', "<figure>",
+            f'<h2 id="{e(path.stem)}">{e(str(fig.get("title", path.stem)))}</h2>',
+            "<figure>",
             f'<img alt="{e(str(fig.get("title", path.stem)))}" src="data:image/png;base64,{data}">',
-            f"<figcaption>{e(str(fig.get('caption', '')))} (<code>{e(path.name)}</code>)</figcaption>", "</figure>",
+            f"<figcaption>{e(str(fig.get('caption', '')))} (<code>{e(path.name)}</code>)</figcaption>",
+            "</figure>",
         ]
-    parts += ['<p class="note">The claims are also in <code>claims.json</code>; the runs in '
-              "<code>sweeps/</code> (<code>tlbsim collect</code> and <code>tlbsim report</code> read them).</p>",
-              "</body></html>", ""]
+    parts += [
+        (
+            '<p class="note">The claims are also in <code>claims.json</code>; the runs in '
+            "<code>sweeps/</code> (<code>tlbsim collect</code> and <code>tlbsim report</code> read them).</p>"
+        ),
+        "</body></html>",
+        "",
+    ]
     index = out / "index.html"
     tmp = out / ".index.html.tmp"
     tmp.write_text("\n".join(parts), encoding="utf-8")

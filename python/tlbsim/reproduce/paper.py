@@ -29,7 +29,7 @@ from typing import Any
 
 from tlbsim import _tlbsim
 from tlbsim import sweep as sweep_module
-from tlbsim.api import _json_default
+from tlbsim.json_values import json_default
 from tlbsim.sweep import SpecError
 
 PAPER_FILE = "paper.toml"
@@ -144,13 +144,13 @@ class SweepDef:
                 tree = json.loads(_tlbsim.load_config(base))
                 _absolute_trace_paths(tree, Path(base).parent)
             else:
-                tree = json.loads(json.dumps(base, default=_json_default))
+                tree = json.loads(json.dumps(base, default=json_default))
                 _absolute_trace_paths(tree, root)
             for key, value in self.quick_set.items():
                 sweep_module._set_dotted(tree, key, value)
             base = tree
         elif isinstance(base, Mapping):
-            base = json.loads(json.dumps(base, default=_json_default))
+            base = json.loads(json.dumps(base, default=json_default))
             _absolute_trace_paths(base, root)
         data["base"] = base
         if quick and self.quick_seeds is not None:
@@ -201,7 +201,7 @@ def _same(a: Any, b: Any) -> bool:
 def _absolute_trace_paths(tree: dict[str, Any], root: Path) -> None:
     workload = tree.get("workload")
     paths = workload.get("paths") if isinstance(workload, dict) else None
-    if isinstance(paths, list):
+    if isinstance(workload, dict) and isinstance(paths, list):
         workload["paths"] = [str((root / os.fspath(p)).resolve()) if isinstance(p, str) else p for p in paths]
 
 
@@ -233,8 +233,9 @@ class _Reader:
             return float(value)
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-            raise self.error(key, f"expected {names.replace('str', 'a string').replace('float', 'a number')}, "
-                             f"got {value!r}")
+            raise self.error(
+                key, f"expected {names.replace('str', 'a string').replace('float', 'a number')}, got {value!r}"
+            )
         return value
 
 
@@ -266,10 +267,17 @@ def _swept_values(spec: Mapping[str, Any]) -> dict[str, list[Any]]:
     return out
 
 
-def _selection(r: _Reader, key: str, table: Any, default_sweep: str | None,
-               sweeps: Mapping[str, SweepDef], swept: Mapping[str, dict[str, list[Any]]]) -> Selection:
-    sub = _Reader(r.file, r.name(key), table, ("sweep", "where", "metric", "relative_to") if key == "ours"
-                  else RELATIVE_KEYS)
+def _selection(
+    r: _Reader,
+    key: str,
+    table: Any,
+    default_sweep: str | None,
+    sweeps: Mapping[str, SweepDef],
+    swept: Mapping[str, dict[str, list[Any]]],
+) -> Selection:
+    sub = _Reader(
+        r.file, r.name(key), table, ("sweep", "where", "metric", "relative_to") if key == "ours" else RELATIVE_KEYS
+    )
     name = sub.get("sweep", str, default_sweep)
     if name is None:
         if len(sweeps) != 1:
@@ -281,8 +289,11 @@ def _selection(r: _Reader, key: str, table: Any, default_sweep: str | None,
     values = swept[name]
     for k, v in where.items():
         if k not in values:
-            raise sub.error(f'where."{k}"', f"not a swept key of sweep {name!r} ({sweeps[name].spec_path.name}); "
-                            f"swept: {', '.join(values) or 'nothing'}")
+            raise sub.error(
+                f'where."{k}"',
+                f"not a swept key of sweep {name!r} ({sweeps[name].spec_path.name}); "
+                f"swept: {', '.join(values) or 'nothing'}",
+            )
         if not any(_same(v, x) for x in values[k]):
             raise sub.error(f'where."{k}"', f"{v!r} is not among the swept values {values[k]!r}")
     best = sub.get("best", str, None) if key != "ours" else None
@@ -342,8 +353,13 @@ def load(folder: Path, name: str | None = None) -> Paper:
     figures: dict[str, FigureDef] = {}
     for fname, table in top.get("figure", dict, {}).items():
         r = _Reader(path, f"figure.{fname}", table, FIGURE_KEYS)
-        figures[fname] = FigureDef(fname, r.get("title", str, fname), r.get("ylabel", str, ""),
-                                   r.get("caption", str, ""), r.get("log", bool, False))
+        figures[fname] = FigureDef(
+            fname,
+            r.get("title", str, fname),
+            r.get("ylabel", str, ""),
+            r.get("caption", str, ""),
+            r.get("log", bool, False),
+        )
 
     defaults = top.get("defaults", dict, {})
     _Reader(path, "defaults", defaults, [k for k in CLAIM_KEYS if k not in ("id", "claim", "label")])
@@ -369,8 +385,11 @@ def load(folder: Path, name: str | None = None) -> Paper:
         ours = _Reader(path, r.name("ours"), r.get("ours", dict), OURS_KEYS)
         metric = ours.get("metric", str, required=True)
         if metric not in metrics and not _is_stats_path(metric):
-            raise ours.error("metric", f"{metric!r} is neither a metric of {HOOKS_FILE} "
-                             f"({', '.join(metrics) or 'none'}) nor a dotted stats.json path")
+            raise ours.error(
+                "metric",
+                f"{metric!r} is neither a metric of {HOOKS_FILE} "
+                f"({', '.join(metrics) or 'none'}) nor a dotted stats.json path",
+            )
         select = _selection(r, "ours", ours.table, None, sweeps, swept)
         rel_table = ours.get("relative_to", dict)
         relative = None
@@ -379,18 +398,39 @@ def load(folder: Path, name: str | None = None) -> Paper:
         figure = r.get("figure", str)
         if figure is not None and figure not in figures:
             figures[figure] = FigureDef(figure, figure, r.get("unit", str), "", False)
-        claims.append(Claim(
-            id=cid, section=r.get("section", str), claim=r.get("claim", str),
-            label=r.get("label", str, cid), paper_value=paper_value, reference=reference,
-            unit=r.get("unit", str), tolerance=tol, metric=metric, select=select,
-            relative_to=relative, figure=figure, note=r.get("note", str, ""),
-        ))
+        claims.append(
+            Claim(
+                id=cid,
+                section=r.get("section", str),
+                claim=r.get("claim", str),
+                label=r.get("label", str, cid),
+                paper_value=paper_value,
+                reference=reference,
+                unit=r.get("unit", str),
+                tolerance=tol,
+                metric=metric,
+                select=select,
+                relative_to=relative,
+                figure=figure,
+                note=r.get("note", str, ""),
+            )
+        )
     if not claims:
         raise PaperError(f"{path}: claim: no claims ([[claim]] rows)")
-    return Paper(name=name, folder=folder, title=title, citation=top.get("citation", str, ""),
-                 description=top.get("description", str, ""), paper_values=top.get("paper_values", str, ""),
-                 paper_label=top.get("paper_label", str, "paper"),
-                 sweeps=sweeps, figures=figures, claims=claims, metrics=metrics, hooks=hooks)
+    return Paper(
+        name=name,
+        folder=folder,
+        title=title,
+        citation=top.get("citation", str, ""),
+        description=top.get("description", str, ""),
+        paper_values=top.get("paper_values", str, ""),
+        paper_label=top.get("paper_label", str, "paper"),
+        sweeps=sweeps,
+        figures=figures,
+        claims=claims,
+        metrics=metrics,
+        hooks=hooks,
+    )
 
 
 def _paper_value(r: _Reader, hooks: ModuleType | None) -> tuple[float | None, str | None]:
@@ -403,7 +443,7 @@ def _paper_value(r: _Reader, hooks: ModuleType | None) -> tuple[float | None, st
         if hooks is None or not callable(getattr(hooks, "reference", None)):
             raise sub.error("reference", f"needs a reference(ctx) function in {HOOKS_FILE} beside {PAPER_FILE}")
         return None, key
-    raise r.error("paper_value", f"expected a number or {{reference = \"key\"}}, got {value!r}")
+    raise r.error("paper_value", f'expected a number or {{reference = "key"}}, got {value!r}')
 
 
 def _tolerance(r: _Reader) -> Tolerance:
@@ -449,11 +489,15 @@ def metric_value(paper: Paper, claim: Claim, run: RunResult) -> float | None:
         try:
             value = fn(run.stats)
         except (KeyError, IndexError) as err:
-            raise PaperError(f"{paper.folder / HOOKS_FILE}: metric {claim.metric!r} (claim {claim.id!r}): "
-                             f"the stats of run {run.id} have no {err}") from None
+            raise PaperError(
+                f"{paper.folder / HOOKS_FILE}: metric {claim.metric!r} (claim {claim.id!r}): "
+                f"the stats of run {run.id} have no {err}"
+            ) from None
         except (TypeError, ValueError, ArithmeticError, AttributeError) as err:
-            raise PaperError(f"{paper.folder / HOOKS_FILE}: metric {claim.metric!r} (claim {claim.id!r}) "
-                             f"failed on run {run.id}: {type(err).__name__}: {err}") from None
+            raise PaperError(
+                f"{paper.folder / HOOKS_FILE}: metric {claim.metric!r} (claim {claim.id!r}) "
+                f"failed on run {run.id}: {type(err).__name__}: {err}"
+            ) from None
         return None if value is None else float(value)
     node: Any = run.stats
     for part in claim.metric.split("."):
@@ -462,15 +506,21 @@ def metric_value(paper: Paper, claim: Claim, run: RunResult) -> float | None:
         elif isinstance(node, Mapping) and part in node:
             node = node[part]
         else:
-            raise PaperError(f"{paper.folder / PAPER_FILE}: claim {claim.id!r}: ours.metric {claim.metric!r}: "
-                             f"not in the stats.json of run {run.id} (no {part!r})")
+            raise PaperError(
+                f"{paper.folder / PAPER_FILE}: claim {claim.id!r}: ours.metric {claim.metric!r}: "
+                f"not in the stats.json of run {run.id} (no {part!r})"
+            )
     if isinstance(node, bool) or not isinstance(node, (int, float)):
-        raise PaperError(f"{paper.folder / PAPER_FILE}: claim {claim.id!r}: ours.metric {claim.metric!r}: "
-                         f"not a number in run {run.id}: {node!r}")
+        raise PaperError(
+            f"{paper.folder / PAPER_FILE}: claim {claim.id!r}: ours.metric {claim.metric!r}: "
+            f"not a number in run {run.id}: {node!r}"
+        )
     return float(node)
 
 
-def _mean_over(paper: Paper, claim: Claim, sel: Selection, runs: Mapping[str, Sequence[RunResult]]) -> tuple[float | None, int]:
+def _mean_over(
+    paper: Paper, claim: Claim, sel: Selection, runs: Mapping[str, Sequence[RunResult]]
+) -> tuple[float | None, int]:
     chosen = [r for r in runs.get(sel.sweep, []) if sel.matches(r.params)]
     if sel.best is not None:
         groups: dict[str, list[float]] = {}
@@ -489,8 +539,13 @@ def _mean_over(paper: Paper, claim: Claim, sel: Selection, runs: Mapping[str, Se
     return sum(values) / len(values), len(chosen)
 
 
-def evaluate(paper: Paper, claim: Claim, runs: Mapping[str, Sequence[RunResult]],
-             reference: Mapping[str, float | None], reference_notes: Mapping[str, str]) -> dict[str, Any]:
+def evaluate(
+    paper: Paper,
+    claim: Claim,
+    runs: Mapping[str, Sequence[RunResult]],
+    reference: Mapping[str, float | None],
+    reference_notes: Mapping[str, str],
+) -> dict[str, Any]:
     """One row of claims.json."""
     notes = [claim.note] if claim.note else []
     if claim.reference is not None:

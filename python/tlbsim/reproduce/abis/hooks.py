@@ -12,7 +12,8 @@ number of requests that Apache serves").
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 def remote_targets_per_shootdown(stats: Mapping[str, Any]) -> float | None:

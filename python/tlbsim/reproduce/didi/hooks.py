@@ -8,7 +8,8 @@ not make stale, e.g. a read-only entry of a page mprotect makes writable, counts
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 def _reached(t: Mapping[str, Any]) -> float:
@@ -117,7 +118,10 @@ def _components(stats: Mapping[str, Any]) -> dict[str, float] | None:
     return {
         "S": reached / sent,
         "T_slave": float(t.get("shootdown_cycles_target", 0)) / reached if reached > 0 else 0.0,
-        "T_initiator": (float(t.get("shootdown_cycles_initiator_send", 0)) + float(t.get("shootdown_cycles_initiator_wait", 0))) / sent,
+        "T_initiator": (
+            float(t.get("shootdown_cycles_initiator_send", 0)) + float(t.get("shootdown_cycles_initiator_wait", 0))
+        )
+        / sent,
         "F": sent / makespan,
     }
 
@@ -127,7 +131,11 @@ def projection(runs: Mapping[str, Any]) -> dict[str, Any]:
     fit in the core count p over the simulated runs, and F(p) likewise; the fraction of all
     cycles lost is Cycles_shootdown x F / p (F in shootdowns per cycle, the machine having p
     cores' cycles)."""
-    out: dict[str, Any] = {"cores": PROJECTED_CORES, "model": "DiDi §V-E, linear fits over the simulated core counts", "fits": {}}
+    out: dict[str, Any] = {
+        "cores": PROJECTED_CORES,
+        "model": "DiDi §V-E, linear fits over the simulated core counts",
+        "fits": {},
+    }
     for policy in ("linux", "didi"):
         points: dict[str, list[tuple[float, float]]] = {"S": [], "T_slave": [], "T_initiator": [], "F": []}
         for r in runs.get("projection", []):
@@ -146,7 +154,7 @@ def projection(runs: Mapping[str, Any]) -> dict[str, Any]:
         out["fits"][policy] = {k: {"intercept": a, "slope": b, "points": points[k]} for k, (a, b) in fits.items()}
 
         def at(k: str, p: float) -> float:
-            a, b = fits[k]
+            a, b = fits[k]  # noqa: B023 - called only within this iteration
             return max(0.0, a + b * p)
 
         out[f"{policy}_cycles_lost_fraction"] = [
@@ -200,7 +208,9 @@ def outputs(runs: Mapping[str, Any], out: Any, quick: bool) -> None:
         print(f"  {'workload':<14} {'cores':>5} {'speedup':>8} {'linux Mcyc':>11} {'didi Mcyc':>10}")
         for r in rows:
             sp = f"{r['speedup']:8.3f}" if r["speedup"] is not None else f"{'n/a':>8}"
-            print(f"  {r['workload']:<14} {r['cores']:>5} {sp} {r['linux_shootdown_cycles'] / 1e6:11.2f} {r['didi_shootdown_cycles'] / 1e6:10.2f}")
+            print(
+                f"  {r['workload']:<14} {r['cores']:>5} {sp} {r['linux_shootdown_cycles'] / 1e6:11.2f} {r['didi_shootdown_cycles'] / 1e6:10.2f}"
+            )
 
     proj = projection(runs)
     Path(out, "projection.json").write_text(json.dumps(proj, indent=2) + "\n")
@@ -208,5 +218,5 @@ def outputs(runs: Mapping[str, Any], out: Any, quick: bool) -> None:
     print(f"  {'cores':>6} {'linux':>10} {'didi':>10}")
     for i, p in enumerate(proj["cores"]):
         lv, dv = proj["linux_cycles_lost_fraction"][i], proj["didi_cycles_lost_fraction"][i]
-        fmt = lambda v: f"{v:10.4f}" if v is not None else f"{'n/a':>10}"  # noqa: E731
+        fmt = lambda v: f"{v:10.4f}" if v is not None else f"{'n/a':>10}"
         print(f"  {p:>6} {fmt(lv)} {fmt(dv)}")

@@ -1,12 +1,12 @@
 """Hooks of the ``linux`` paper of ``tlbsim reproduce``: its metrics and its paper values.
 
 The paper values are measured, not printed: ``reference(ctx)`` runs bench/shootdown (built
-with gcc as ``make bench-native`` does, via :mod:`tlbsim.calibrate`) on this machine: each
+with gcc as ``make bench-native`` does, via :mod:`tlbsim.host.measure`) on this machine: each
 pattern's median TLB-shootdown IPIs received per operation and operations per second, and
 the busy-neighbour controls that ``tlbsim validate`` divides by for the patterns without a
-spinning sibling. The real side of each claim is what :func:`tlbsim.validate.ipi_rows` and
-:func:`tlbsim.validate.throughput_rows` make of those measurements, and the simulated side
-:func:`tlbsim.validate.pattern_result`, so reproduce and validate cannot drift apart.
+spinning sibling. The real side of each claim is what :func:`tlbsim.host.validate.ipi_rows` and
+:func:`tlbsim.host.validate.throughput_rows` make of those measurements, and the simulated side
+:func:`tlbsim.host.patterns.pattern_result`, so reproduce and validate cannot drift apart.
 
 Where the benchmark cannot run (not Linux, no C compiler, no bench/ sources, i.e. an
 installed wheel, no ``TLB:`` row in /proc/interrupts, one CPU), or with
@@ -34,25 +34,27 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tlbsim import calibrate as cal
-from tlbsim import fit, validate
+from tlbsim.host import fit, patterns, validate
+from tlbsim.host import measure as native
+from tlbsim.json_values import json_default
+from tlbsim.progress import ProgressBar
 from tlbsim.reproduce.paper import Reference, ReferenceContext
 
 COMMITTED = Path(__file__).resolve().with_name("measured.json")
 NATIVE_ENV = "TLBSIM_REPRODUCE_NATIVE"  # "0": never measure; use the committed values
 CACHE_NAME = "linux-native.json"
 # Operations per repetition: --quick as calibrate --quick's shootdown patterns divided by
-# ten (a few seconds on 2 CPUs), the full run as calibrate --quick's (cal.QUICK); munmap-64
-# runs an eighth of them (cal.OPS_DIVISOR). Three repetitions, the median counts (as
+# ten (a few seconds on 2 CPUs), the full run as calibrate --quick's (native.QUICK); munmap-64
+# runs an eighth of them (native.OPS_DIVISOR). Three repetitions, the median counts (as
 # calibrate).
-QUICK_OPS = cal.QUICK.shootdown_ops // 10
-FULL_OPS = cal.QUICK.shootdown_ops
-REPS = cal.QUICK.shootdown_reps
+QUICK_OPS = native.QUICK.shootdown_ops // 10
+FULL_OPS = native.QUICK.shootdown_ops
+REPS = native.QUICK.shootdown_reps
 
 
 def _pattern_metric(field: str) -> Any:
     def metric(stats: Mapping[str, Any]) -> float | None:
-        value = validate.pattern_result(stats)[field]
+        value = patterns.pattern_result(stats)[field]
         return None if value is None else float(value)
 
     metric.__name__ = field
@@ -72,10 +74,10 @@ def native_unavailable() -> str | None:
     if platform.system() != "Linux":
         return f"not Linux ({platform.system()})"
     try:
-        cal.bench_sources()
-    except cal.CalibrateError:
+        native.bench_sources()
+    except native.CalibrateError:
         return "the benchmark's sources (bench/ of a tlbsim checkout) are not here"
-    count, why = cal.read_tlb_row(cal.interrupts_path())
+    count, why = native.read_tlb_row(native.interrupts_path())
     if count is None:
         return why
     try:
@@ -93,28 +95,33 @@ def _strip(records: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]
 def measure(ops: int, reps: int = REPS, progress: bool = False) -> dict[str, Any]:
     """Build and run bench/shootdown: every pattern, then the busy-neighbour controls of
     the patterns without a spinning sibling (``fit.BASELINES``), as tlbsim calibrate."""
-    host = cal.read_host()
-    meter = cal.LoadMeter()
-    exe = cal.build_benchmarks()["shootdown"]
-    plan = dataclasses.replace(cal.QUICK, shootdown_ops=ops, shootdown_reps=reps)
-    names = [n for n, _ in cal.list_patterns(exe)]
+    host = native.read_host()
+    meter = native.LoadMeter()
+    exe = native.build_benchmarks()["shootdown"]
+    plan = dataclasses.replace(native.QUICK, shootdown_ops=ops, shootdown_reps=reps)
+    names = [n for n, _ in native.list_patterns(exe)]
     controls_names = [p for p in fit.BASELINES if p in names]
-    bar = cal._Progress(len(names) + len(controls_names), progress)
-    if bar.bar is not None:
-        bar.bar.set_description("bench/shootdown")
+    bar = ProgressBar(
+        len(names) + len(controls_names), desc="bench/shootdown", unit="step", enabled=progress, leave=False
+    )
     try:
-        shoot = cal.measure_shootdown(exe, plan, bar, names)
-        controls = cal.measure_shootdown(exe, plan, bar, controls_names, busy_neighbour=True)
+        shoot = native.measure_shootdown(exe, plan, bar, names)
+        controls = native.measure_shootdown(exe, plan, bar, controls_names, busy_neighbour=True)
     finally:
         bar.close()
     load = meter.result(host.cpus_online)
-    warning = cal.load_warning(load)
+    warning = native.load_warning(load)
     return {
-        "measured": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "host": {"model": host.model, "vendor": host.vendor, "kernel": host.kernel,
-                 "cpus_online": host.cpus_online, "hypervisor": host.hypervisor},
+        "measured": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "host": {
+            "model": host.model,
+            "vendor": host.vendor,
+            "kernel": host.kernel,
+            "cpus_online": host.cpus_online,
+            "hypervisor": host.hypervisor,
+        },
         "command": f"bench/shootdown --ops {ops} --reps {reps} (munmap-64: ops / 8), "
-                   f"then --busy-neighbour {' '.join(controls_names)}",
+        f"then --busy-neighbour {' '.join(controls_names)}",
         "ops": ops,
         "reps": reps,
         "load": load,
@@ -127,9 +134,11 @@ def measure(ops: int, reps: int = REPS, progress: bool = False) -> dict[str, Any
 def describe(data: Mapping[str, Any]) -> str:
     h = data.get("host", {})
     vm = ", a virtual machine" if h.get("hypervisor") else ""
-    return (f"bench/shootdown on {h.get('model', '?')}, Linux {h.get('kernel', '?')}, "
-            f"{h.get('cpus_online', '?')} CPUs{vm}; median of {data.get('reps')} x {data.get('ops'):,} "
-            f"operations, measured {data.get('measured', '?')}")
+    return (
+        f"bench/shootdown on {h.get('model', '?')}, Linux {h.get('kernel', '?')}, "
+        f"{h.get('cpus_online', '?')} CPUs{vm}; median of {data.get('reps')} x {data.get('ops'):,} "
+        f"operations, measured {data.get('measured', '?')}"
+    )
 
 
 def values(data: Mapping[str, Any]) -> tuple[dict[str, float | None], dict[str, str]]:
@@ -145,7 +154,7 @@ def values(data: Mapping[str, Any]) -> tuple[dict[str, float | None], dict[str, 
         note = row.note if row.status == validate.NA else real.get(row.name, {}).get("note", "")
         if note:
             notes[key] = f"measured: {note}"
-    baseline = cal.baseline_view(real, data.get("shootdown_controls"))
+    baseline = native.baseline_view(real, data.get("shootdown_controls"))
     for row in validate.throughput_rows(baseline, {}):
         key = f"{row.name.split(' / ')[0]}/relative_throughput"
         out[key] = row.real
@@ -172,9 +181,9 @@ def reference(ctx: ReferenceContext) -> Reference:
             data = measure(ops, REPS, ctx.progress)
             source = "measured now on this machine: "
             tmp = cache.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(data, indent=1, default=cal._json_default) + "\n")
+            tmp.write_text(json.dumps(data, indent=1, default=json_default) + "\n")
             tmp.replace(cache)
-        except (cal.CalibrateError, OSError) as err:
+        except (native.CalibrateError, OSError) as err:
             why = f"the benchmark failed: {err}"
     if data is None:
         data = json.loads(COMMITTED.read_text())
@@ -184,8 +193,13 @@ def reference(ctx: ReferenceContext) -> Reference:
     warnings = [w.partition("; calibrate again")[0] for w in data.get("warnings", [])]
     if warnings and source.startswith(("measured now", "measured on this machine")):
         warnings.append(f"to measure again, delete {cache} and run this command again on a quiet machine")
-    return Reference(vals, source + describe(data), notes, warnings,
-                     {k: v for k, v in data.items() if k not in ("shootdown_patterns", "shootdown_controls")})
+    return Reference(
+        vals,
+        source + describe(data),
+        notes,
+        warnings,
+        {k: v for k, v in data.items() if k not in ("shootdown_patterns", "shootdown_controls")},
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--ops", type=int, default=FULL_OPS, help="default: %(default)s")
-    parser.add_argument("--reps", type=int, default=cal.FULL.shootdown_reps, help="default: %(default)s")
+    parser.add_argument("--reps", type=int, default=native.FULL.shootdown_reps, help="default: %(default)s")
     parser.add_argument("--out", type=Path, default=COMMITTED, help="default: measured.json beside this file")
     args = parser.parse_args(argv)
     why = native_unavailable()
@@ -202,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot measure here: {why}", file=sys.stderr)
         return 2
     data = measure(args.ops, args.reps, progress=sys.stderr.isatty())
-    args.out.write_text(json.dumps(data, indent=1, default=cal._json_default) + "\n")
+    args.out.write_text(json.dumps(data, indent=1, default=json_default) + "\n")
     print(describe(data))
     for w in data["warnings"]:
         print(f"warning: {w}")

@@ -13,7 +13,8 @@ page-table pages on sockets other than 0, where the initializing thread put them
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 def main_phase_cycles(stats: Mapping[str, Any]) -> float | None:
@@ -40,6 +41,7 @@ def _per_call(call: str):
     def metric(stats: Mapping[str, Any]) -> float | None:
         c = stats["totals"]["syscalls_by_call"].get(call)
         return c["cycles"] / c["calls"] if c and c["calls"] else None
+
     metric.__name__ = f"{call}_cycles_per_call"
     return metric
 

@@ -8,7 +8,9 @@ domain (Figs. 9-10; stats.json's ``per_vm``).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import itertools
+from collections.abc import Mapping
+from typing import Any
 
 # context_switch_intra_vm and context_switch_inter_vm split context_switch.
 _SPLIT = ("context_switch_intra_vm", "context_switch_inter_vm")
@@ -40,9 +42,8 @@ def _mptti(core: Mapping[str, Any], structure: str) -> float | None:
 
 
 def _average(stats: Mapping[str, Any], structure: str) -> float | None:
-    values = [_mptti(c, structure) for c in stats["per_core"]]
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
+    measured = [v for c in stats["per_core"] if (v := _mptti(c, structure)) is not None]
+    return sum(measured) / len(measured) if measured else None
 
 
 def dtlb_mptti(stats: Mapping[str, Any]) -> float | None:
@@ -79,7 +80,7 @@ def phase_flips(stats: Mapping[str, Any]) -> float | None:
             order.append(mptti[1] > mptti[2])
     if len(order) < 2:
         return None
-    return float(sum(a != b for a, b in zip(order, order[1:])))
+    return float(sum(a != b for a, b in itertools.pairwise(order)))
 
 
 METRICS = {
@@ -123,20 +124,35 @@ def controller_rows(runs: Mapping[str, Any]) -> dict[str, Any]:
     phases = []
     for r in runs.get("controller", []):
         per_vm = r.stats.get("per_vm", [])
-        phases.append({"run": _label(r.params), "controller": r.params.get("machine.tlb.partition_controller"),
-                       "guests_dtlb_mptti": guests_dtlb_mptti(r.stats),
-                       "dom_dtlb_mptti": [v["dtlb_mptti"] for v in per_vm[1:]]})
+        phases.append(
+            {
+                "run": _label(r.params),
+                "controller": r.params.get("machine.tlb.partition_controller"),
+                "guests_dtlb_mptti": guests_dtlb_mptti(r.stats),
+                "dom_dtlb_mptti": [v["dtlb_mptti"] for v in per_vm[1:]],
+            }
+        )
     static = [p for p in phases if p["controller"] == "static" and p["guests_dtlb_mptti"] is not None]
     best = min(static, key=lambda p: p["guests_dtlb_mptti"]) if static else None
     vmmix = []
     for r in runs.get("controller-vmmix", []):
         test, entries = r.params.get("workload.test"), r.params.get("machine.tlb.l1d.entries")
-        splits = [(s.params.get("machine.tlb.sl_quota_fraction"), guests_dtlb_mptti(s.stats)) for s in runs.get("sl", [])
-                  if s.params.get("workload.test") == test and s.params.get("machine.tlb.l1d.entries") == entries]
-        splits = [x for x in splits if x[1] is not None]
-        top = min(splits, key=lambda x: x[1]) if splits else (None, None)
-        vmmix.append({"test": test, "entries": entries, "utility_guests_dtlb_mptti": guests_dtlb_mptti(r.stats),
-                      "best_static": top[0], "best_static_guests_dtlb_mptti": top[1]})
+        splits = [
+            (s.params.get("machine.tlb.sl_quota_fraction"), guests_dtlb_mptti(s.stats))
+            for s in runs.get("sl", [])
+            if s.params.get("workload.test") == test and s.params.get("machine.tlb.l1d.entries") == entries
+        ]
+        measured = [(fraction, mptti) for fraction, mptti in splits if mptti is not None]
+        top = min(measured, key=lambda x: x[1]) if measured else (None, None)
+        vmmix.append(
+            {
+                "test": test,
+                "entries": entries,
+                "utility_guests_dtlb_mptti": guests_dtlb_mptti(r.stats),
+                "best_static": top[0],
+                "best_static_guests_dtlb_mptti": top[1],
+            }
+        )
     return {"phases": phases, "best_static": best["run"] if best else None, "vm_mix": vmmix}
 
 
@@ -146,8 +162,11 @@ def _plot(runs: Mapping[str, Any], best: str | None, path: Any) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    chosen = [r for r in runs.get("controller", [])
-              if r.params.get("machine.tlb.partition_controller") in ("utility", "none") or _label(r.params) == best]
+    chosen = [
+        r
+        for r in runs.get("controller", [])
+        if r.params.get("machine.tlb.partition_controller") in ("utility", "none") or _label(r.params) == best
+    ]
     if not chosen:
         return False
     with matplotlib.rc_context(matplotlib.rcParamsDefault):
@@ -193,13 +212,18 @@ def outputs(runs: Mapping[str, Any], out: Any, quick: bool) -> list[dict[str, An
         print(f"  {p['run']:<28} {value}   per guest {', '.join(f'{x:.1f}' for x in p['dom_dtlb_mptti'])}{mark}")
     for v in rows["vm_mix"]:
         u, b = v["utility_guests_dtlb_mptti"], v["best_static_guests_dtlb_mptti"]
-        fmt = lambda x: f"{x:.1f}" if x is not None else "n/a"  # noqa: E731
+        fmt = lambda x: f"{x:.1f}" if x is not None else "n/a"
         print(f"  {v['test']} at {v['entries']} entries: utility {fmt(u)}, best static {v['best_static']} {fmt(b)}")
     path = Path(out, "controller_phases.png")
     if not _plot(runs, rows["best_static"], path):
         return []
-    return [{"path": path, "title": "The utility controller over time (§6.5, beyond the paper)",
-             "caption": "Top: the guests' mean DTLB MPTTI on CPU 1 per interval of 500,000 instructions, for "
-                        "the controller (two epoch lengths), the best static split chosen in hindsight and "
-                        "the unpartitioned TLB, on the two-phase workload of controller.toml. Bottom: dom1's "
-                        "quota after each epoch (it needs 16 entries, then 48, then 16, then 48)."}]
+    return [
+        {
+            "path": path,
+            "title": "The utility controller over time (§6.5, beyond the paper)",
+            "caption": "Top: the guests' mean DTLB MPTTI on CPU 1 per interval of 500,000 instructions, for "
+            "the controller (two epoch lengths), the best static split chosen in hindsight and "
+            "the unpartitioned TLB, on the two-phase workload of controller.toml. Bottom: dom1's "
+            "quota after each epoch (it needs 16 entries, then 48, then 16, then 48).",
+        }
+    ]

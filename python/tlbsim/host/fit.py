@@ -24,6 +24,7 @@ synthetic measurements with known answers (``python/tests/test_calibrate.py``).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,7 +44,7 @@ def nnls(a: np.ndarray, b: np.ndarray, free: Sequence[int] = (), max_iter: int =
     free = list(free)
     if free:
         a = np.hstack([a, -a[:, free]])
-    m, n = a.shape
+    _, n = a.shape
     x = np.zeros(n)
     passive = np.zeros(n, dtype=bool)
     w = a.T @ (b - a @ x)
@@ -121,8 +122,9 @@ def _columns(p: np.ndarray, knees: Sequence[float], growth: bool) -> np.ndarray:
     return np.column_stack(cols)
 
 
-def _solve(p: np.ndarray, y: np.ndarray, knees: Sequence[float], growth: bool,
-           w: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+def _solve(
+    p: np.ndarray, y: np.ndarray, knees: Sequence[float], growth: bool, w: np.ndarray | None = None
+) -> tuple[float, np.ndarray]:
     a = _columns(p, knees, growth)
     if w is not None:
         a, y = a * w[:, None], y * w
@@ -133,7 +135,7 @@ def _solve(p: np.ndarray, y: np.ndarray, knees: Sequence[float], growth: bool,
     return float(r @ r), x
 
 
-def median_filter(values: Sequence[float], width: int = 3) -> np.ndarray:
+def median_filter(values: Sequence[float] | np.ndarray, width: int = 3) -> np.ndarray:
     """Running median over ``width`` neighbouring sizes: removes a single disturbed
     measurement (another program ran during it) and keeps a step where it is."""
     y = np.asarray(values, dtype=float)
@@ -150,14 +152,14 @@ def _candidates(p: np.ndarray, per_gap: int) -> np.ndarray:
     neighbours (a knee between two measured sizes)."""
     u = np.unique(p)
     out = [u]
-    for lo, hi in zip(u[:-1], u[1:]):
+    for lo, hi in itertools.pairwise(u):
         out.append(lo * (hi / lo) ** (np.arange(1, per_gap + 1) / (per_gap + 1)))
     return np.unique(np.concatenate(out))
 
 
 def fit_reach(
     pages: Sequence[float],
-    values: Sequence[float],
+    values: Sequence[float] | np.ndarray,
     n_knees: int = 2,
     *,
     growth: bool = True,
@@ -188,6 +190,7 @@ def fit_reach(
         raise ValueError("n_knees must be 1 or 2")
     if len(p) < 3 * n_knees + 1:
         raise ValueError(f"need at least {3 * n_knees + 1} points to fit {n_knees} knee(s), got {len(p)}")
+
     # A knee at or above the largest size cannot be seen; at or below the smallest, neither.
     def outside_ok(ks: Sequence[float]) -> bool:
         return bool((p <= ks[0]).sum() >= min_points_outside and (p > ks[-1]).sum() >= min_points_outside)
@@ -212,8 +215,10 @@ def fit_reach(
                 if sse < best[0]:
                     best = (sse, (e1, e2))
     if not best[1]:
-        raise ValueError(f"no {'pair of knees' if n_knees == 2 else 'knee'} fits: the sizes do not span "
-                         f"{n_knees + 1} levels with {min_points_outside} sizes beyond the outer knees")
+        raise ValueError(
+            f"no {'pair of knees' if n_knees == 2 else 'knee'} fits: the sizes do not span "
+            f"{n_knees + 1} levels with {min_points_outside} sizes beyond the outer knees"
+        )
     knees = list(best[1])
     fine = _candidates(p, 24)
     # Between two measured sizes a step and a hinge can trade off: several knees fit
@@ -255,8 +260,9 @@ def fit_reach(
     return ReachFit(base=float(x[0]), knees=out, growth=g, rms=math.sqrt(sse / len(p)), points=len(p))
 
 
-def crossing_point(pages: Sequence[float], values: Sequence[float], f: ReachFit, k: int,
-                   fraction: float = 0.5) -> float | None:
+def crossing_point(
+    pages: Sequence[float], values: Sequence[float], f: ReachFit, k: int, fraction: float = 0.5
+) -> float | None:
     """Where the curve has risen by ``fraction`` of knee ``k``'s jump above the level before
     it (interpolated in log pages), searching from the knee to the next one; None if it
     never gets there. The jump is the measured plateau before the next knee (the median
@@ -285,8 +291,9 @@ def crossing_point(pages: Sequence[float], values: Sequence[float], f: ReachFit,
     return None
 
 
-def knee_size(pages: Sequence[float], values: Sequence[float], f: ReachFit, k: int,
-              ramp: float = 2.2) -> tuple[float, str]:
+def knee_size(
+    pages: Sequence[float], values: Sequence[float], f: ReachFit, k: int, ramp: float = 2.2
+) -> tuple[float, str]:
     """The size of the TLB behind knee ``k``, and how it was read off the curve.
 
     Random reads through a fully associative TLB of E entries miss at ``1 - E/P``: a
@@ -310,8 +317,9 @@ def knee_size(pages: Sequence[float], values: Sequence[float], f: ReachFit, k: i
     return onset
 
 
-def knee_sweep(knee: float, *, below: float = 0.75, above: float = 1.35, step: float = 0.03,
-               minimum: int = 2) -> list[int]:
+def knee_sweep(
+    knee: float, *, below: float = 0.75, above: float = 1.35, step: float = 0.03, minimum: int = 2
+) -> list[int]:
     """Array sizes (pages) to measure around a knee: from ``below`` to ``above`` times it,
     in relative steps of ``step``, always including the knee itself."""
     sizes = {max(minimum, round(knee))}
@@ -336,7 +344,7 @@ def geometric_sizes(lo: int, hi: int, per_doubling: int) -> list[int]:
     return out
 
 
-_NICE = sorted({m << s for m in (1, 3) for s in range(0, 24)})
+_NICE = sorted({m << s for m in (1, 3) for s in range(24)})
 
 
 def snap_entries(measured: float, tolerance: float = 0.12) -> tuple[int, bool]:
@@ -382,8 +390,15 @@ OPERATION_COSTS: dict[str, dict[str, float]] = {
     # zero-fill faults), a fork (fork + fork_per_page each), and the end of the last one
     # (munmap of 4096 pages here, and the child's exit zapping its 4096 PTEs on this CPU)
     "cow": {
-        "page_fault": 1 + 1, "copy_page": 1, "zero_page": 1, "per_page": 2, "fork_per_page": 1,
-        "fork": 1 / COW_ROUND, "syscall": 3 / COW_ROUND, "mmap": 1 / COW_ROUND, "vma_op": 1 / COW_ROUND,
+        "page_fault": 1 + 1,
+        "copy_page": 1,
+        "zero_page": 1,
+        "per_page": 2,
+        "fork_per_page": 1,
+        "fork": 1 / COW_ROUND,
+        "syscall": 3 / COW_ROUND,
+        "mmap": 1 / COW_ROUND,
+        "vma_op": 1 / COW_ROUND,
     },
     # mmap of a page-cache page (no zeroing), read fault, munmap
     "file-read": {"syscall": 2, "mmap": 1, "page_fault": 1, "vma_op": 1, "per_page": 1},
@@ -567,7 +582,7 @@ def fit_shootdown_costs(
     i = _median(init.values())
     r = _median(recv.values())
     if i is None:
-        why["initiator"] = "no pattern pair with a measured IPI count of at least " f"{min_ipis_per_op} per operation"
+        why["initiator"] = f"no pattern pair with a measured IPI count of at least {min_ipis_per_op} per operation"
     if r is None:
         why["receiver"] = "no spinning-sibling pattern with its spin rate and IPI count measured"
     return ShootdownFit(i, r, init, recv, why, full)
@@ -637,8 +652,15 @@ class LlcFit:
     why: str | None = None
 
 
-def fit_llc(footprints: Sequence[float], ns: Sequence[float], *, jump: float = 1.6,
-            flat: float = 0.25, min_plateau: int = 2, min_memory_ns: float = 40.0) -> LlcFit:
+def fit_llc(
+    footprints: Sequence[float],
+    ns: Sequence[float],
+    *,
+    jump: float = 1.6,
+    flat: float = 0.25,
+    min_plateau: int = 2,
+    min_memory_ns: float = 40.0,
+) -> LlcFit:
     """The LLC from a pointer chase over random cyclic permutations of 64-byte lines.
 
     Latency is flat inside a cache level and rises over roughly one doubling past its
@@ -660,8 +682,11 @@ def fit_llc(footprints: Sequence[float], ns: Sequence[float], *, jump: float = 1
         return LlcFit(None, None, why="latencies must be positive and footprints increasing")
     # the memory plateau from the raw points (the median filter flattens the curve's end)
     if abs(y[-1] - y[-2]) > flat * y[-1]:
-        return LlcFit(None, None, why="latency still rising at the largest footprint "
-                      "(no memory plateau: measure larger footprints)")
+        return LlcFit(
+            None,
+            None,
+            why="latency still rising at the largest footprint (no memory plateau: measure larger footprints)",
+        )
     s = median_filter(y, 3)
     top = s[-1]
     i = len(s) - 1
@@ -669,11 +694,17 @@ def fit_llc(footprints: Sequence[float], ns: Sequence[float], *, jump: float = 1
         i -= 1
     # s[i:] is the memory plateau (or, if it reaches the start, no knee at all)
     if i == 0:
-        return LlcFit(None, None, why="no rise in latency over the measured footprints "
-                      "(all within %.0f%% of the largest)" % (100 * flat))
+        return LlcFit(
+            None,
+            None,
+            why="no rise in latency over the measured footprints (all within %.0f%% of the largest)" % (100 * flat),
+        )
     if len(s) - i < min_plateau:
-        return LlcFit(None, None, why="latency still rising at the largest footprint "
-                      "(no memory plateau: measure larger footprints)")
+        return LlcFit(
+            None,
+            None,
+            why="latency still rising at the largest footprint (no memory plateau: measure larger footprints)",
+        )
     # walk down through the rise to the LLC plateau's top
     j = i - 1
     while j > 0 and s[j - 1] < s[j] and (s[j] - s[j - 1]) > flat * s[j - 1]:
@@ -681,20 +712,24 @@ def fit_llc(footprints: Sequence[float], ns: Sequence[float], *, jump: float = 1
     k = j
     while k > 0 and abs(s[k - 1] - s[j]) <= flat * s[j]:
         k -= 1
-    plateau = s[k:j + 1]
+    plateau = s[k : j + 1]
     if len(plateau) < min_plateau:
-        return LlcFit(None, None, why="no flat stretch before the last rise "
-                      "(the LLC plateau has %d point(s))" % len(plateau))
-    lat = float(np.median(y[k:j + 1]))
+        return LlcFit(
+            None, None, why=f"no flat stretch before the last rise (the LLC plateau has {len(plateau)} point(s))"
+        )
+    lat = float(np.median(y[k : j + 1]))
     # DRAM load-to-use latency is >= ~50 ns on current x86 servers and desktops (e.g.
     # Intel MLC idle latencies 70-120 ns); a top plateau below 40 ns is a cache level,
     # i.e. the footprints stopped short of memory and the knee found would be L2's.
     if top < min_memory_ns:
-        return LlcFit(None, None, why="largest footprints at %.1f ns < %.0f ns: still in a "
-                      "cache, not memory (measure larger footprints)" % (top, min_memory_ns))
+        return LlcFit(
+            None,
+            None,
+            why=f"largest footprints at {top:.1f} ns < {min_memory_ns:.0f} ns: still in a "
+            "cache, not memory (measure larger footprints)",
+        )
     if top < jump * lat:
-        return LlcFit(None, None, why="last rise %.2fx < %.2fx: not a cache-to-memory knee"
-                      % (top / lat, jump))
+        return LlcFit(None, None, why=f"last rise {top / lat:.2f}x < {jump:.2f}x: not a cache-to-memory knee")
     return LlcFit(int(p[j]), lat, float(np.median(y[i:])))
 
 
@@ -705,7 +740,7 @@ def llc_round(measured: float, ways: int, line: int = 64) -> int:
     simulated LLC no larger than the one measured). Raises ValueError on bad input."""
     if ways < 1 or line < 1 or not math.isfinite(measured) or measured < line * ways:
         raise ValueError(f"llc_round: need measured >= line*ways > 0, got {measured}, {ways}, {line}")
-    sets = 1 << int(math.floor(math.log2(measured / (line * ways))))
+    sets = 1 << math.floor(math.log2(measured / (line * ways)))
     return sets * line * ways
 
 
@@ -766,7 +801,9 @@ class TlbKnee:
 class TlbCurveFit:
     base: float
     knees: list[TlbKnee]
-    caches: list[dict[str, float]]  # {"level", "capacity_pages", "cost"} per data-cache term, then the other knees
+    caches: list[
+        dict[str, float | str]
+    ]  # {"level", "capacity_pages", "cost"} per data-cache term, then the other knees
     rms: float
     sigma: float  # residual scale of the (weighted) fit
     points: int
@@ -792,8 +829,9 @@ def _tlb_columns(p: np.ndarray, knees: Sequence[float], cache_cols: np.ndarray) 
     return np.hstack([np.column_stack(cols), cache_cols])
 
 
-def _tlb_solve(p: np.ndarray, y: np.ndarray, w: np.ndarray, knees: Sequence[float],
-               cache_cols: np.ndarray) -> tuple[float, np.ndarray]:
+def _tlb_solve(
+    p: np.ndarray, y: np.ndarray, w: np.ndarray, knees: Sequence[float], cache_cols: np.ndarray
+) -> tuple[float, np.ndarray]:
     a = _tlb_columns(p, knees, cache_cols) * w[:, None]
     yw = y * w
     x = np.linalg.lstsq(a, yw, rcond=None)[0]
@@ -860,7 +898,7 @@ def fit_tlb_knees(
         s = sorted(ks)
         if (p <= s[0]).sum() < min_points_outside or (p > s[-1]).sum() < min_points_outside:
             return False
-        return all(b >= min_ratio * a for a, b in zip(s, s[1:]))
+        return all(b >= min_ratio * a for a, b in itertools.pairwise(s))
 
     def solve(ks: Sequence[float]) -> tuple[float, np.ndarray]:
         return _tlb_solve(p, y, w, sorted(ks), cache_cols)
@@ -873,7 +911,7 @@ def fit_tlb_knees(
         under, over = p[p < knees[k]], p[p > knees[k]]
         lo = max(lo, under[-below] if under.size >= below else 0.0)
         hi = min(hi, over[above - 1] if over.size >= above else math.inf)
-        trials = ([*knees[:k], float(c), *knees[k + 1:]] for c in fine[(fine > lo) & (fine < hi)])
+        trials = ([*knees[:k], float(c), *knees[k + 1 :]] for c in fine[(fine > lo) & (fine < hi)])
         return [(solve(t)[0], t[k]) for t in trials if allowed(t)]
 
     knees: list[float] = []
@@ -909,7 +947,7 @@ def fit_tlb_knees(
     sigma2 = max(sse / dof, 1e-300)
     r_raw = _tlb_columns(p, knees, cache_cols) @ x - y
     nk = 1 + KNEE_SHAPES * len(knees)
-    amps = [x[1 + KNEE_SHAPES * k: 1 + KNEE_SHAPES * (k + 1)] for k in range(len(knees))]
+    amps = [x[1 + KNEE_SHAPES * k : 1 + KNEE_SHAPES * (k + 1)] for k in range(len(knees))]
     costs = [float(a.sum()) for a in amps]
     # the profiles at the final positions (the coordinate descent's were taken before the
     # other knees last moved)
@@ -924,11 +962,12 @@ def fit_tlb_knees(
         e = knees[k]
         near = [c for s_, c in profiles.get(k, []) if s_ - sse <= 4 * sigma2] or [e]
         interval = (float(min(near)), float(max(near)))
-        sse_without, _ = solve(knees[:k] + knees[k + 1:])
+        sse_without, _ = solve(knees[:k] + knees[k + 1 :])
         significance = (sse_without - sse) / sigma2
         ratio = interval[1] / interval[0]
-        confidence = ("high" if significance >= 25 and ratio <= 1.5 else
-                      "medium" if significance >= 9 and ratio <= 3 else "low")
+        confidence = (
+            "high" if significance >= 25 and ratio <= 1.5 else "medium" if significance >= 9 and ratio <= 3 else "low"
+        )
         how = "the fitted capacity (a step, 1 - E/P or a random-set ramp at E)"
         # another rise within a factor 2 (not a data cache's): the misses arrive in two
         # steps, and which one is this TLB's is a guess
@@ -939,10 +978,17 @@ def fit_tlb_knees(
             how += f"; another rise at {near[0]:.0f} pages, within 2x: which is this level's is ambiguous"
         lo = p[p <= e].max(initial=p[0])
         hi = p[p > e].min(initial=p[-1])
-        return TlbKnee(level=level, entries=float(e), cost=costs[k],
-                       step_share=float(amps[k][0]) / costs[k] if costs[k] > 0 else 0.0, interval=interval,
-                       significance=float(significance), confidence=confidence, estimator=how,
-                       between=(float(lo), float(hi)))
+        return TlbKnee(
+            level=level,
+            entries=float(e),
+            cost=costs[k],
+            step_share=float(amps[k][0]) / costs[k] if costs[k] > 0 else 0.0,
+            interval=interval,
+            significance=float(significance),
+            confidence=confidence,
+            estimator=how,
+            between=(float(lo), float(hi)),
+        )
 
     chosen: dict[int, str] = {}
     tlb = [k for k, e in enumerate(knees) if not at_cache(e)]
@@ -952,9 +998,20 @@ def fit_tlb_knees(
         i2 = next((k for k in tlb if k > i1 and knees[k] >= l2_min_ratio * knees[i1]), None)
         if i2 is not None:
             chosen[i2] = "l2"
-    others = [{"level": "data cache" if at_cache(e) else "beyond", "onset": float(e), "cost": costs[k]}
-              for k, e in enumerate(knees) if k not in chosen]
-    cache_terms = [{"level": c.level, "capacity_pages": float(c.sets * c.ways), "cost": float(x[nk + i])}
-                   for i, c in enumerate(used)]
-    return TlbCurveFit(base=float(x[0]), knees=[describe(k, level) for k, level in chosen.items()],
-                       caches=cache_terms + others, rms=float(math.sqrt(float(r_raw @ r_raw) / len(p))), sigma=math.sqrt(sigma2), points=len(p))
+    others = [
+        {"level": "data cache" if at_cache(e) else "beyond", "onset": float(e), "cost": costs[k]}
+        for k, e in enumerate(knees)
+        if k not in chosen
+    ]
+    cache_terms: list[dict[str, float | str]] = [
+        {"level": c.level, "capacity_pages": float(c.sets * c.ways), "cost": float(x[nk + i])}
+        for i, c in enumerate(used)
+    ]
+    return TlbCurveFit(
+        base=float(x[0]),
+        knees=[describe(k, level) for k, level in chosen.items()],
+        caches=cache_terms + others,
+        rms=float(math.sqrt(float(r_raw @ r_raw) / len(p))),
+        sigma=math.sqrt(sigma2),
+        points=len(p),
+    )

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import errno
 import json
-import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -47,7 +46,10 @@ from typing import Any
 import numpy as np
 
 import tlbsim
-from tlbsim import fit
+from tlbsim.host import fit, measure, tlb_geometry
+from tlbsim.host.patterns import simulate_pattern
+from tlbsim.json_values import json_default_or_str
+from tlbsim.progress import ProgressBar
 
 IPI_TOLERANCE = 0.05
 THROUGHPUT_FACTOR = 1.5
@@ -103,46 +105,6 @@ class Report:
 
 # ---------------------------------------------------------------------------------------
 # simulation
-
-
-def pattern_overrides(name: str, ops: int) -> dict[str, object]:
-    return {
-        "workload.kind": "shootdown-patterns",
-        "workload.pattern": name,
-        "workload.ops": ops,
-        "os.coherence": "linux",
-        "machine.sockets": 1,
-        "machine.cores_per_socket": 2,
-    }
-
-
-def pattern_result(stats: Mapping[str, Any]) -> dict[str, Any]:
-    """A simulated shootdown pattern's stats.json reduced to what the real kernel measures:
-    the measuring thread's (``per_thread[0]``) ``ops_completed`` and ``ops_per_second``,
-    ``totals.shootdown_ipis_received`` and ``ipis_per_op`` (None when no operation
-    completed). Raises KeyError, IndexError or TypeError when the stats lack them."""
-    thread = stats["per_thread"][0]
-    done = thread["ops_completed"]
-    ipis = stats["totals"]["shootdown_ipis_received"]
-    return {
-        "ops_completed": done,
-        "ops_per_second": float(thread["ops_per_second"]),
-        "shootdown_ipis_received": ipis,
-        "ipis_per_op": ipis / done if done else None,
-    }
-
-
-def simulate_pattern(preset: str | os.PathLike[str] | Mapping[str, Any], name: str, ops: int) -> dict[str, Any]:
-    """IPIs per operation and the measuring thread's operations per second, or
-    ``{"error": "simulation failed: ..."}``."""
-    try:
-        result = tlbsim.run(preset, overrides=pattern_overrides(name, ops))
-        return pattern_result(result.stats)
-    except (tlbsim.TlbsimError, OSError) as err:
-        return {"error": f"simulation failed: {err}"}
-    except (KeyError, IndexError, TypeError) as err:
-        return {"error": f"simulation failed: its stats have no {err} (per_thread, ops_completed, "
-                         "ops_per_second, totals.shootdown_ipis_received expected)"}
 
 
 def fpr_overrides(threads: int, ops: int) -> dict[str, object]:
@@ -202,7 +164,9 @@ def reach_overrides(pages: int, accesses: int) -> dict[str, object]:
     }
 
 
-def simulate_reach_point(preset: str | os.PathLike[str] | Mapping[str, Any], pages: int, accesses: int) -> dict[str, Any]:
+def simulate_reach_point(
+    preset: str | os.PathLike[str] | Mapping[str, Any], pages: int, accesses: int
+) -> dict[str, Any]:
     """L1 and L2 TLB misses per access of random reads over ``pages`` pages, without the
     first touch of each page (a compulsory miss at both levels)."""
     try:
@@ -239,8 +203,12 @@ def ipi_rows(real: Mapping[str, Mapping[str, Any]], sim: Mapping[str, Mapping[st
     return rows
 
 
-def throughput_rows(real: Mapping[str, Mapping[str, Any]], sim: Mapping[str, Mapping[str, Any]],
-                    reference: str = REFERENCE, fitted: Sequence[str] = ()) -> list[Row]:
+def throughput_rows(
+    real: Mapping[str, Mapping[str, Any]],
+    sim: Mapping[str, Mapping[str, Any]],
+    reference: str = REFERENCE,
+    fitted: Sequence[str] = (),
+) -> list[Row]:
     """Throughput relative to ``reference``; the patterns in ``fitted`` (calibrate fitted
     costs on them) are fitting rows, the rest held out."""
     rows = []
@@ -262,9 +230,19 @@ def throughput_rows(real: Mapping[str, Mapping[str, Any]], sim: Mapping[str, Map
             continue
         sv = s["ops_per_second"] / ref_s
         ok = 1 / THROUGHPUT_FACTOR <= sv / rv <= THROUGHPUT_FACTOR
-        rows.append(Row("relative_throughput", label, rv, sv, PASS if ok else FAIL,
-                        "fitted on: " + ("the kernel costs" if name in fit.BASELINES else "the shootdown costs")
-                        if name in fitted else "", "fit" if name in fitted else "check"))
+        rows.append(
+            Row(
+                "relative_throughput",
+                label,
+                rv,
+                sv,
+                PASS if ok else FAIL,
+                "fitted on: " + ("the kernel costs" if name in fit.BASELINES else "the shootdown costs")
+                if name in fitted
+                else "",
+                "fit" if name in fitted else "check",
+            )
+        )
     return rows
 
 
@@ -284,9 +262,15 @@ def sim_knees(points: Sequence[Mapping[str, Any]]) -> tuple[dict[str, float], st
     return out, ""
 
 
-def knee_rows(real_knees: Sequence[Mapping[str, Any]], real_missing: Mapping[str, str],
-              simulated: Mapping[str, float], sim_error: str, configured: Mapping[str, int],
-              documented: Mapping[str, Any] | None = None, from_documented: Sequence[str] = ()) -> list[Row]:
+def knee_rows(
+    real_knees: Sequence[Mapping[str, Any]],
+    real_missing: Mapping[str, str],
+    simulated: Mapping[str, float],
+    sim_error: str,
+    configured: Mapping[str, int],
+    documented: Mapping[str, Any] | None = None,
+    from_documented: Sequence[str] = (),
+) -> list[Row]:
     """The simulated knees against the vendor's documented sizes (``documented``: a
     ``tlb_geometry.Geometry`` as a dict): the fit never uses them, so these rows are held
     out. Without a documented geometry the host's fitted knee is shown, as a fitting row
@@ -297,8 +281,11 @@ def knee_rows(real_knees: Sequence[Mapping[str, Any]], real_missing: Mapping[str
     for level, label in (("l1", "L1 DTLB knee (pages)"), ("l2", "L2 TLB knee (pages)")):
         k = by.get(level)
         cfg = configured.get(level)
-        measured = (f"measured {k['entries']:.0f}" + (f" ({k['confidence']} confidence)" if k.get("confidence") else "")
-                    if k else "not measured")
+        measured = (
+            f"measured {k['entries']:.0f}" + (f" ({k['confidence']} confidence)" if k.get("confidence") else "")
+            if k
+            else "not measured"
+        )
         if documented:
             ref = float(documented["l1_entries" if level == "l1" else "l2_entries"])
             note = f"documented for {documented['microarchitecture']}; {measured}; preset: {cfg} entries"
@@ -309,8 +296,16 @@ def knee_rows(real_knees: Sequence[Mapping[str, Any]], real_missing: Mapping[str
             role = "fit"
         else:
             why = "; ".join(real_missing.values()) or "no knee found in the reach curve"
-            rows.append(Row("tlb_knee", label, None, simulated.get(level), NA,
-                            why if why.startswith("not measurable") else f"not measurable here: {why}"))
+            rows.append(
+                Row(
+                    "tlb_knee",
+                    label,
+                    None,
+                    simulated.get(level),
+                    NA,
+                    why if why.startswith("not measurable") else f"not measurable here: {why}",
+                )
+            )
             continue
         if sim_error or level not in simulated:
             rows.append(Row("tlb_knee", label, ref, None, ERROR, sim_error or "no knee in the simulated curve", role))
@@ -326,12 +321,19 @@ def munmap_lock_scenario(mode: str, workers: int, ops: int) -> dict[str, Any]:
     """bench/munmap_lock as a scenario: `workers` workers looping mmap(4 KiB anonymous,
     private, writable) -> write one byte -> munmap, as threads of one process ("threads") or
     one process each ("procs"), pinned to cores 0.. like the benchmark."""
-    program = [{"op": "loop", "count": ops, "body": [
-        {"op": "mmap", "region": "page", "bytes": 4096, "writable": True},
-        {"op": "access", "region": "page", "pattern": "sequential", "mode": "write", "count": 1},
-        {"op": "munmap", "region": "page"},
-        {"op": "count"},
-    ]}, {"op": "exit"}]
+    program = [
+        {
+            "op": "loop",
+            "count": ops,
+            "body": [
+                {"op": "mmap", "region": "page", "bytes": 4096, "writable": True},
+                {"op": "access", "region": "page", "pattern": "sequential", "mode": "write", "count": 1},
+                {"op": "munmap", "region": "page"},
+                {"op": "count"},
+            ],
+        },
+        {"op": "exit"},
+    ]
 
     def thread(i: int) -> dict[str, Any]:
         return {"name": f"worker{i}", "class": "worker", "core": i, "program": program}
@@ -343,20 +345,27 @@ def munmap_lock_scenario(mode: str, workers: int, ops: int) -> dict[str, Any]:
     return {"process": processes}
 
 
-def simulate_munmap_lock(preset: str | os.PathLike[str] | Mapping[str, Any], mode: str, workers: int,
-                         ops: int) -> dict[str, Any]:
+def simulate_munmap_lock(
+    preset: str | os.PathLike[str] | Mapping[str, Any], mode: str, workers: int, ops: int
+) -> dict[str, Any]:
     """Per-worker ops/s of the simulated munmap_lock scenario, or ``{"error": ...}``."""
     try:
-        result = tlbsim.run(preset, overrides={
-            "workload.kind": "scenario",
-            "workload.scenario": munmap_lock_scenario(mode, workers, ops),
-            "os.coherence": "linux",
-            "machine.sockets": 1,
-            "machine.cores_per_socket": 2,
-        })
+        result = tlbsim.run(
+            preset,
+            overrides={
+                "workload.kind": "scenario",
+                "workload.scenario": munmap_lock_scenario(mode, workers, ops),
+                "os.coherence": "linux",
+                "machine.sockets": 1,
+                "machine.cores_per_socket": 2,
+            },
+        )
         rates = [float(t["ops_per_second"]) for t in result.stats["per_thread"] if t.get("ops_per_second")]
-        return {"ops_per_second_per_worker": sum(rates) / len(rates)} if rates else \
-            {"error": "simulation failed: no worker throughput"}
+        return (
+            {"ops_per_second_per_worker": sum(rates) / len(rates)}
+            if rates
+            else {"error": "simulation failed: no worker throughput"}
+        )
     except (tlbsim.TlbsimError, OSError) as err:
         return {"error": f"simulation failed: {err}"}
     except (KeyError, TypeError) as err:
@@ -373,8 +382,9 @@ def real_munmap_lock_rates(records: Sequence[Mapping[str, Any]]) -> dict[tuple[s
     return out
 
 
-def munmap_lock_rows(real: Mapping[tuple[str, int], float],
-                     sim: Mapping[tuple[str, int], Mapping[str, Any]]) -> list[Row]:
+def munmap_lock_rows(
+    real: Mapping[tuple[str, int], float], sim: Mapping[tuple[str, int], Mapping[str, Any]]
+) -> list[Row]:
     """Per worker, 2 workers over 1, as threads of one process and as processes: the lock
     halves (or worse) the threads' rate and leaves the processes' alone."""
     rows = []
@@ -382,15 +392,31 @@ def munmap_lock_rows(real: Mapping[tuple[str, int], float],
         label = f"munmap_lock, {what}: per worker, 2 / 1"
         r1, r2 = real.get((mode, 1)), real.get((mode, 2))
         if not r1 or not r2:
-            rows.append(Row("mmap_lock", label, None, None, NA,
-                            "not measurable here: munmap_lock with 1 and 2 workers was not measured (needs 2 CPUs)"))
+            rows.append(
+                Row(
+                    "mmap_lock",
+                    label,
+                    None,
+                    None,
+                    NA,
+                    "not measurable here: munmap_lock with 1 and 2 workers was not measured (needs 2 CPUs)",
+                )
+            )
             continue
         rv = r2 / r1
         s1, s2 = sim.get((mode, 1), {}), sim.get((mode, 2), {})
         v1, v2 = s1.get("ops_per_second_per_worker"), s2.get("ops_per_second_per_worker")
         if not v1 or not v2:
-            rows.append(Row("mmap_lock", label, rv, None, ERROR,
-                            s1.get("error") or s2.get("error") or "simulation failed: no value"))
+            rows.append(
+                Row(
+                    "mmap_lock",
+                    label,
+                    rv,
+                    None,
+                    ERROR,
+                    s1.get("error") or s2.get("error") or "simulation failed: no value",
+                )
+            )
             continue
         sv = v2 / v1
         rows.append(Row("mmap_lock", label, rv, sv, PASS if 1 / LOCK_FACTOR <= sv / rv <= LOCK_FACTOR else FAIL))
@@ -416,12 +442,29 @@ def lock_rows(real: Mapping[int, float], sim: Mapping[int, Mapping[str, Any]]) -
     mmap_lock (and each munmap waits under it for the other CPU's shootdown ack)."""
     label = "fpr-munmap case 1: per thread, 2 threads / 1 thread"
     if not real.get(1) or not real.get(2):
-        return [Row("mmap_lock", label, None, None, NA,
-                    "not measurable here: fpr_munmap case 1 with 1 and 2 threads was not measured (needs 2 CPUs)")]
+        return [
+            Row(
+                "mmap_lock",
+                label,
+                None,
+                None,
+                NA,
+                "not measurable here: fpr_munmap case 1 with 1 and 2 threads was not measured (needs 2 CPUs)",
+            )
+        ]
     rv = real[2] / real[1]
     s1, s2 = sim.get(1, {}), sim.get(2, {})
-    if "error" in s1 or "error" in s2 or not s1.get("ops_per_second_per_thread") or not s2.get("ops_per_second_per_thread"):
-        return [Row("mmap_lock", label, rv, None, ERROR, s1.get("error") or s2.get("error") or "simulation failed: no value")]
+    if (
+        "error" in s1
+        or "error" in s2
+        or not s1.get("ops_per_second_per_thread")
+        or not s2.get("ops_per_second_per_thread")
+    ):
+        return [
+            Row(
+                "mmap_lock", label, rv, None, ERROR, s1.get("error") or s2.get("error") or "simulation failed: no value"
+            )
+        ]
     sv = s2["ops_per_second_per_thread"] / s1["ops_per_second_per_thread"]
     ok = 1 / LOCK_FACTOR <= sv / rv <= LOCK_FACTOR
     return [Row("mmap_lock", label, rv, sv, PASS if ok else FAIL)]
@@ -442,8 +485,11 @@ def format_table(report: Report) -> str:
         rows = [r for r in report.rows if r.section == section]
         if not rows:
             continue
-        lines += ["", f"{title}  (pass: {TOLERANCES[section]})",
-                  f"  {'':<{width}}  {'real':>10}  {'simulated':>10}  result"]
+        lines += [
+            "",
+            f"{title}  (pass: {TOLERANCES[section]})",
+            f"  {'':<{width}}  {'real':>10}  {'simulated':>10}  result",
+        ]
         previous = ""
         for r in rows:
             note = r.note
@@ -456,15 +502,23 @@ def format_table(report: Report) -> str:
             lines.append(f"  {r.name:<{width}}  {_fmt(r.real):>10}  {_fmt(r.sim):>10}  {status}{note}")
     c = report.counts()
     f = report.counts("fit")
-    lines += ["", f"held out (the verdict): {c[PASS]} pass, {c[FAIL]} fail, {c[ERROR]} not simulated, "
-                  f"{c[NA]} not measurable here",
-              f"fitted on (shown, not judged): {f[PASS]} pass, {f[FAIL]} fail, {f[ERROR]} not simulated, "
-              f"{f[NA]} not measurable here"]
+    lines += [
+        "",
+        (
+            f"held out (the verdict): {c[PASS]} pass, {c[FAIL]} fail, {c[ERROR]} not simulated, "
+            f"{c[NA]} not measurable here"
+        ),
+        (
+            f"fitted on (shown, not judged): {f[PASS]} pass, {f[FAIL]} fail, {f[ERROR]} not simulated, "
+            f"{f[NA]} not measurable here"
+        ),
+    ]
     return "\n".join(lines)
 
 
-def plot(report: Report, reach: Mapping[str, Any] | None, path: Path,
-         documented: Mapping[str, Any] | None = None) -> None:
+def plot(
+    report: Report, reach: Mapping[str, Any] | None, path: Path, documented: Mapping[str, Any] | None = None
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -498,6 +552,7 @@ def plot(report: Report, reach: Mapping[str, Any] | None, path: Path,
     handles = []
     if reach:
         pts = reach.get("points", [])
+
         def curve(size: str) -> dict[int, float]:
             runs: dict[int, list[float]] = {}
             for p in pts:
@@ -519,8 +574,11 @@ def plot(report: Report, reach: Mapping[str, Any] | None, path: Path,
         if documented:
             for key in ("l1_entries", "l2_entries"):
                 ax.axvline(documented[key], color="red", ls="--", lw=0.8)
-            handles.append(ax.plot([], [], color="red", ls="--", lw=0.8,
-                                   label=f"documented ({documented['microarchitecture']})")[0])
+            handles.append(
+                ax.plot([], [], color="red", ls="--", lw=0.8, label=f"documented ({documented['microarchitecture']})")[
+                    0
+                ]
+            )
         handles.append(ax.plot([], [], color="grey", ls=":", lw=1, label="fitted knees")[0])
     sims = [p for p in report.sim.get("reach", []) if "error" not in p]
     if sims:
@@ -541,24 +599,23 @@ def plot(report: Report, reach: Mapping[str, Any] | None, path: Path,
 # the command
 
 
-def load_measurements(preset: Path, measurements: str | os.PathLike[str] | None,
-                      quick: bool, progress: bool) -> tuple[dict[str, Any], str]:
+def load_measurements(
+    preset: Path, measurements: str | os.PathLike[str] | None, quick: bool, progress: bool
+) -> tuple[dict[str, Any], str]:
     """The calibrate JSON (given, or next to the preset), or fresh quick measurements."""
     path = Path(measurements) if measurements else preset.with_suffix(".json")
     if path.is_file():
         return json.loads(path.read_text()), str(path)
     if measurements:
         raise FileNotFoundError(2, "measurements file not found", str(path))
-    from tlbsim import calibrate as cal
-
-    host = cal.read_host()
-    exes = cal.build_benchmarks()
+    host = measure.read_host()
+    exes = measure.build_benchmarks()
     host_cfg = tlbsim.resolve({"machine": {"preset": "host"}})
     limit = int(host_cfg["machine"]["tlb"]["l1d_2m"]["entries"]) * 512
-    bar = cal._Progress(13 + 10, progress)
+    bar = ProgressBar(13 + 10, desc="calibrate", unit="step", enabled=progress, leave=False)
     try:
-        shoot = cal.measure_shootdown(exes["shootdown"], cal.QUICK, bar)
-        reach = cal.measure_reach(exes["tlb_reach"], cal.QUICK, host, limit, bar)
+        shoot = measure.measure_shootdown(exes["shootdown"], measure.QUICK, bar)
+        reach = measure.measure_reach(exes["tlb_reach"], measure.QUICK, host, limit, bar)
     finally:
         bar.close()
     return {"shootdown_patterns": shoot, "tlb_reach": reach, "host": asdict(host)}, "measured now (quick)"
@@ -572,9 +629,14 @@ def reach_sizes(knees: Sequence[Mapping[str, Any]], quick: bool) -> list[int]:
     return sorted(sizes)
 
 
-def validate(preset: str | os.PathLike[str] = "host-calibrated.toml", *,
-             measurements: str | os.PathLike[str] | None = None, quick: bool = False,
-             out: str | os.PathLike[str] = "out/validate", progress: bool | None = None) -> Report:
+def validate(
+    preset: str | os.PathLike[str] = "host-calibrated.toml",
+    *,
+    measurements: str | os.PathLike[str] | None = None,
+    quick: bool = False,
+    out: str | os.PathLike[str] = "out/validate",
+    progress: bool | None = None,
+) -> Report:
     preset = Path(preset)
     if not preset.exists():
         # The usual first try: `tlbsim validate` before any `tlbsim calibrate` in this folder.
@@ -582,7 +644,8 @@ def validate(preset: str | os.PathLike[str] = "host-calibrated.toml", *,
             errno.ENOENT,
             "no such calibrated preset: run `tlbsim calibrate` first (it writes "
             "host-calibrated.toml and its .json here), or give --preset FILE",
-            str(preset))
+            str(preset),
+        )
     tlbsim.resolve(preset)  # a broken preset is an error before anything runs
     progress = sys.stderr.isatty() if progress is None else progress
     data, source = load_measurements(preset, measurements, quick, progress)
@@ -595,79 +658,82 @@ def validate(preset: str | os.PathLike[str] = "host-calibrated.toml", *,
     ops = 2_000 if quick else 10_000
     sizes = reach_sizes(knees or [{"entries": configured["l1"]}, {"entries": configured["l2"]}], quick)
     runs = len(real) + len(sizes)
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=runs, desc="validate", unit="run", file=sys.stderr, leave=False)
+    bar = ProgressBar(runs, desc="validate", unit="run", enabled=progress, leave=False)
     sim: dict[str, Any] = {"patterns": {}, "reach": []}
     try:
         for name in real:
             sim["patterns"][name] = simulate_pattern(preset, name, ops)
-            if bar:
-                bar.update()
+            bar.update()
         for p in sizes:
-            sim["reach"].append(simulate_reach_point(preset, p, max(100_000, 40 * p) if not quick else max(50_000, 20 * p)))
-            if bar:
-                bar.update()
+            sim["reach"].append(
+                simulate_reach_point(preset, p, max(100_000, 40 * p) if not quick else max(50_000, 20 * p))
+            )
+            bar.update()
     finally:
-        if bar:
-            bar.close()
+        bar.close()
     simulated, sim_error = sim_knees(sim["reach"])
     sim["knees"] = simulated
     # Throughputs: the patterns without a spinning sibling as measured with the other CPU
     # kept busy (calibrate's controls), like the spinning-sibling ones: on a virtual machine
     # an idle vCPU changes the other's speed, which the simulator does not model.
-    from tlbsim.calibrate import baseline_view
-
     rows = ipi_rows(real, sim["patterns"])
     closed = (data.get("fit") or {}).get("closed_loop") or {}
     fitted = [*fit.BASELINES, *closed.get("fit_patterns", [])] if (data.get("fit") or {}) else []
-    rows += throughput_rows(baseline_view(real, data.get("shootdown_controls")), sim["patterns"], fitted=fitted)
+    rows += throughput_rows(measure.baseline_view(real, data.get("shootdown_controls")), sim["patterns"], fitted=fitted)
     geometry = (data.get("fit") or {}).get("tlb_geometry") or {}
     documented = geometry.get("documented")
     if documented is None and "tlb_geometry" not in (data.get("fit") or {}):
         # measurements from before the table: look the host up now
-        from tlbsim import tlb_geometry
-
         h = data.get("host") or {}
         g = tlb_geometry.lookup(h.get("vendor", ""), h.get("family"), h.get("model_number"))
         documented = asdict(g) if g else None
-    rows += knee_rows(knees, analysis.get("not_measurable", {}), simulated, sim_error, configured,
-                      documented, geometry.get("from_documented", []))
+    rows += knee_rows(
+        knees,
+        analysis.get("not_measurable", {}),
+        simulated,
+        sim_error,
+        configured,
+        documented,
+        geometry.get("from_documented", []),
+    )
     real_fpr = real_fpr_rates(data.get("fpr_munmap") or [])
     sim["fpr_munmap"] = {n: simulate_fpr(preset, n, ops) for n in (1, 2)} if len(real_fpr) >= 2 else {}
     rows += lock_rows(real_fpr, sim["fpr_munmap"])
     real_lock = real_munmap_lock_rates(data.get("munmap_lock") or [])
-    sim["munmap_lock"] = {f"{m}-{n}": simulate_munmap_lock(preset, m, n, ops)
-                          for m in ("threads", "procs") for n in (1, 2)} if real_lock else {}
-    rows += munmap_lock_rows(real_lock, {(k.split("-")[0], int(k.split("-")[1])): v
-                                         for k, v in sim["munmap_lock"].items()})
+    sim["munmap_lock"] = (
+        {f"{m}-{n}": simulate_munmap_lock(preset, m, n, ops) for m in ("threads", "procs") for n in (1, 2)}
+        if real_lock
+        else {}
+    )
+    rows += munmap_lock_rows(
+        real_lock, {(k.split("-")[0], int(k.split("-")[1])): v for k, v in sim["munmap_lock"].items()}
+    )
     report = Report(rows, str(preset), source, sim=sim)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     report.json_path = out / "validate.json"
     report.png_path = out / "validate.png"
-    report.json_path.write_text(json.dumps({
-        "preset": report.preset,
-        "measurements": source,
-        "tolerances": TOLERANCES,
-        "passed": report.passed,
-        "counts": report.counts(),
-        "counts_fitted_on": report.counts("fit"),
-        "rows": [asdict(r) for r in rows],
-        "simulated": sim,
-        "real": {"shootdown_patterns": {k: {kk: vv for kk, vv in v.items() if kk != "raw"} for k, v in real.items()},
-                 "tlb_knees": knees},
-        "warnings": data.get("warnings", []),
-    }, indent=1, default=_default) + "\n")
+    report.json_path.write_text(
+        json.dumps(
+            {
+                "preset": report.preset,
+                "measurements": source,
+                "tolerances": TOLERANCES,
+                "passed": report.passed,
+                "counts": report.counts(),
+                "counts_fitted_on": report.counts("fit"),
+                "rows": [asdict(r) for r in rows],
+                "simulated": sim,
+                "real": {
+                    "shootdown_patterns": {k: {kk: vv for kk, vv in v.items() if kk != "raw"} for k, v in real.items()},
+                    "tlb_knees": knees,
+                },
+                "warnings": data.get("warnings", []),
+            },
+            indent=1,
+            default=json_default_or_str,
+        )
+        + "\n"
+    )
     plot(report, reach, report.png_path, documented)
     return report
-
-
-def _default(obj: object) -> object:
-    if isinstance(obj, (np.floating, np.integer)):
-        return obj.item()
-    if isinstance(obj, float) and math.isnan(obj):
-        return None
-    return str(obj)

@@ -36,22 +36,71 @@ class Geometry:
 
 _INTEL_OPT = "Intel 64 and IA-32 Architectures Optimization Reference Manual"
 _HASWELL = Geometry("Haswell/Broadwell", 64, 4, 1024, 8, f"{_INTEL_OPT}, Haswell: DTLB 64 x 4-way, STLB 1024 x 8-way")
-_SKYLAKE = Geometry("Skylake (incl. Skylake-SP, Cascade Lake)", 64, 4, 1536, 12,
-                    f"{_INTEL_OPT}, Skylake: DTLB 64 x 4-way, STLB 1536 x 12-way")
-_SUNNY = Geometry("Sunny Cove / Willow Cove (incl. Ice Lake-SP)", 64, 4, 2048, 16,
-                  f"{_INTEL_OPT}, Sunny Cove: DTLB loads 64 x 4-way, STLB 2048 x 16-way (4 KiB and 2 MiB)")
-_GOLDEN = Geometry("Golden Cove / Raptor Cove (incl. Sapphire Rapids)", 96, 6, 2048, 16,
-                   f"{_INTEL_OPT}, Golden Cove: DTLB loads 96 x 6-way, STLB 2048 x 16-way")
-_ZEN1 = Geometry("Zen / Zen+", 64, 0, 1536, 6, "AMD Software Optimization Guide for family 17h: L1 DTLB 64 fully "
-                 "associative, L2 DTLB 1536 x 6-way")
-_ZEN2 = Geometry("Zen 2", 64, 0, 2048, 16, "AMD Software Optimization Guide for family 17h models 30h+: L1 DTLB 64 "
-                 "fully associative, L2 DTLB 2048 x 16-way")
-_ZEN3 = Geometry("Zen 3", 64, 0, 2048, 8, "AMD Software Optimization Guide for family 19h: L1 DTLB 64 fully "
-                 "associative, L2 DTLB 2048 (CPUID Fn8000_0006 reports 8-way)")
-_ZEN4 = Geometry("Zen 4", 72, 0, 3072, 24, "AMD Software Optimization Guide for family 19h models 10h+: L1 DTLB 72 "
-                 "fully associative, L2 DTLB 3072")
-_ZEN5 = Geometry("Zen 5", 96, 0, 4096, 16, "AMD Software Optimization Guide for family 1Ah: L1 DTLB 96 fully "
-                 "associative, L2 DTLB 4096")
+_SKYLAKE = Geometry(
+    "Skylake (incl. Skylake-SP, Cascade Lake)",
+    64,
+    4,
+    1536,
+    12,
+    f"{_INTEL_OPT}, Skylake: DTLB 64 x 4-way, STLB 1536 x 12-way",
+)
+_SUNNY = Geometry(
+    "Sunny Cove / Willow Cove (incl. Ice Lake-SP)",
+    64,
+    4,
+    2048,
+    16,
+    f"{_INTEL_OPT}, Sunny Cove: DTLB loads 64 x 4-way, STLB 2048 x 16-way (4 KiB and 2 MiB)",
+)
+_GOLDEN = Geometry(
+    "Golden Cove / Raptor Cove (incl. Sapphire Rapids)",
+    96,
+    6,
+    2048,
+    16,
+    f"{_INTEL_OPT}, Golden Cove: DTLB loads 96 x 6-way, STLB 2048 x 16-way",
+)
+_ZEN1 = Geometry(
+    "Zen / Zen+",
+    64,
+    0,
+    1536,
+    6,
+    "AMD Software Optimization Guide for family 17h: L1 DTLB 64 fully associative, L2 DTLB 1536 x 6-way",
+)
+_ZEN2 = Geometry(
+    "Zen 2",
+    64,
+    0,
+    2048,
+    16,
+    "AMD Software Optimization Guide for family 17h models 30h+: L1 DTLB 64 fully associative, L2 DTLB 2048 x 16-way",
+)
+_ZEN3 = Geometry(
+    "Zen 3",
+    64,
+    0,
+    2048,
+    8,
+    "AMD Software Optimization Guide for family 19h: L1 DTLB 64 fully "
+    "associative, L2 DTLB 2048 (CPUID Fn8000_0006 reports 8-way)",
+)
+_ZEN4 = Geometry(
+    "Zen 4",
+    72,
+    0,
+    3072,
+    24,
+    "AMD Software Optimization Guide for family 19h models 10h+: L1 DTLB 72 fully associative, L2 DTLB 3072",
+)
+_ZEN5 = Geometry(
+    "Zen 5",
+    96,
+    0,
+    4096,
+    16,
+    "AMD Software Optimization Guide for family 1Ah: L1 DTLB 96 fully associative, L2 DTLB 4096",
+)
 
 
 def _models(*spans: tuple[int, int] | int) -> frozenset[int]:
@@ -98,5 +147,8 @@ def agreement(measured: float, documented: int, tolerance: float = 0.15) -> tupl
     phrase saying so."""
     rel = measured / documented - 1
     ok = abs(rel) <= tolerance
-    return ok, (f"agrees with the documented {documented} ({rel:+.0%})" if ok else
-                f"DISAGREES with the documented {documented} ({rel:+.0%}, beyond {tolerance:.0%})")
+    return ok, (
+        f"agrees with the documented {documented} ({rel:+.0%})"
+        if ok
+        else f"DISAGREES with the documented {documented} ({rel:+.0%}, beyond {tolerance:.0%})"
+    )
