@@ -472,16 +472,8 @@ mod tests {
 
     #[test]
     fn contexts_follow_their_scope() {
-        let spec = MapSpec {
-            fpr: true,
-            fixed: false,
-            bytes: 4096,
-            backing: crate::workload::program::Backing::Anonymous,
-            shared: false,
-            populate: false,
-            writable: true,
-        };
-        let plain = MapSpec { fpr: false, ..spec };
+        let plain = crate::workload::builder::anon(4096, true);
+        let spec = plain.clone().recyclable();
         let mut f = fpr();
         assert_eq!(f.mapping_context(2, 1, &plain), 0);
         assert_eq!(f.mapping_context(2, 1, &spec), f.mapping_context(2, 1, &spec));

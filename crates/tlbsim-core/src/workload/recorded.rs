@@ -650,15 +650,7 @@ impl Builder {
                 Some((start, end)) if page == end => run = Some((start, end + 1)),
                 _ => {
                     if let Some((start, end)) = run {
-                        let spec = MapSpec {
-                            bytes: (end - start) * PAGE,
-                            backing: Backing::Anonymous,
-                            shared: false,
-                            populate: false,
-                            writable: true,
-                            fpr: false,
-                            fixed: false,
-                        };
+                        let spec = super::builder::anon((end - start) * PAGE, true);
                         fixed_regions.push((0, start * PAGE, spec));
                     }
                     run = (page != NO_PAGE).then(|| (page, page + 1));
