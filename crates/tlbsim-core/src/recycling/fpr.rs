@@ -2,7 +2,8 @@
 //! MECHANISMS.md "FPR"), enabled by `[os.fpr] enabled = true`.
 //!
 //! Modelled:
-//! - `MAP_FPR` per mapping (`fpr = true` on an mmap), or on every mmap of the program
+//! - `MAP_FPR` per mapping (`MapSpec::recyclable`: `recyclable = true` on a scenario
+//!   mmap), or on every mmap of the program
 //!   (`all_mmaps`, standing in for the paper's interception library, §IV-C3);
 //! - a 64-bit tracking word per frame (§IV-C6): 2 flags (bit 63: always send a shootdown,
 //!   set when two buddies of different contexts merge; bit 62 unused, as the paper leaves
@@ -212,7 +213,7 @@ impl Recycling for Fpr {
     }
 
     fn mapping_context(&mut self, pid: u32, family: u32, spec: &MapSpec) -> u32 {
-        if !(spec.fpr || self.params.all_mmaps) {
+        if !(spec.recyclable || self.params.all_mmaps) {
             return 0;
         }
         if self.params.context == ContextScope::Mmap {

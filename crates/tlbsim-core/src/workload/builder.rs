@@ -58,13 +58,13 @@ impl Builder {
 
 /// A private anonymous mapping of `bytes` (read-only unless `writable`), faulted in on use.
 pub fn anon(bytes: u64, writable: bool) -> MapSpec {
-    MapSpec { fpr: false, fixed: false, bytes, backing: Backing::Anonymous, shared: false, populate: false, writable }
+    MapSpec { recyclable: false, fixed: false, bytes, backing: Backing::Anonymous, shared: false, populate: false, writable }
 }
 
 /// A mapping of `bytes` of file `file` from its page `offset_pages`, MAP_SHARED if `shared`
 /// (else MAP_PRIVATE), read-only unless `writable`, faulted in on use.
 pub fn file_map(file: u32, offset_pages: u64, bytes: u64, shared: bool, writable: bool) -> MapSpec {
-    MapSpec { fpr: false, fixed: false, bytes, backing: Backing::File { file, offset_pages }, shared, populate: false, writable }
+    MapSpec { recyclable: false, fixed: false, bytes, backing: Backing::File { file, offset_pages }, shared, populate: false, writable }
 }
 
 impl MapSpec {
@@ -80,9 +80,9 @@ impl MapSpec {
     }
 
     /// This mapping with its frames recyclable within their context without a flush
-    /// (MAP_FPR; see [`MapSpec::fpr`]).
+    /// ([`MapSpec::recyclable`]: MAP_FPR).
     pub fn recyclable(mut self) -> MapSpec {
-        self.fpr = true;
+        self.recyclable = true;
         self
     }
 }

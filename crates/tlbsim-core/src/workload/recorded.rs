@@ -419,7 +419,7 @@ impl Builder {
     }
 
     fn map(&mut self, t: usize, va: u64, len: u64, info: MapInfo, populate: bool) {
-        let spec = MapSpec { bytes: len, backing: info.backing, shared: info.shared, populate, writable: info.writable, fpr: false, fixed: true };
+        let spec = MapSpec { bytes: len, backing: info.backing, shared: info.shared, populate, writable: info.writable, recyclable: false, fixed: true };
         self.range_call(t, va, len, vec![Op::Mmap { slot: 0, spec }]);
         let pi = self.threads[t].process.expect("attached");
         let p = &mut self.procs[pi];
