@@ -1,7 +1,7 @@
 """``tlbsim demo``: the default sweep, its summary table, and the report.
 
 Every coherence policy the simulator has (``tlbsim.coherence_policies()``: ``os.coherence``),
-each without and with FPR's page recycling (``os.fpr.enabled``, shown as ``+fpr``; the
+each without and with FPR's page recycling (``os.recycling = "fpr"``, shown as ``+fpr``; the
 fpr-munmap I/O mmaps pass MAP_FPR, the other workloads' mmaps do not, so there it changes
 nothing but the address cursor), × three built-in OS-mode workloads × 2, 4, 6 and 8 threads, two seeds, on the ``host``
 preset with one socket of 8 cores (the TLB geometry CPUID reports; where a hypervisor
@@ -59,7 +59,7 @@ def demo_spec() -> dict[str, Any]:
             "workload.kind": WORKLOADS,
             "workload.threads": THREADS,
             "os.coherence": tlbsim.coherence_policies(),
-            "os.fpr.enabled": [False, True],
+            "os.recycling": ["none", "fpr"],
         },
     }
 
@@ -194,8 +194,8 @@ def summary(frame: Any, threads: Any = None) -> str:
 
     df = frame.copy()
     df["policy"] = df["config.os.coherence"]
-    if "config.os.fpr.enabled" in df:
-        df.loc[df["config.os.fpr.enabled"].fillna(False).astype(bool), "policy"] += "+fpr"
+    if "config.os.recycling" in df:
+        df.loc[df["config.os.recycling"].fillna("none") == "fpr", "policy"] += "+fpr"
     df["mcycles"] = df["run.makespan_cycles"] / 1e6
     df["violations"] = df["stats.violations_security"] + df["stats.violations_consistency"]
     if threads is not None and len(threads):

@@ -1,7 +1,7 @@
 //! The one error type the simulator returns. Every failure a user can cause (a bad config,
 //! a bad trace) is one of these, never a panic.
 
-use crate::trace::TraceError;
+use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -24,3 +24,14 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A trace that cannot be read: where (line or byte offset) and why.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("{path}: line {line}: {message}")]
+    Line { path: PathBuf, line: u64, message: String },
+    #[error("{path}: byte offset {offset}: {message}")]
+    Offset { path: PathBuf, offset: u64, message: String },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}

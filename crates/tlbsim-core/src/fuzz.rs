@@ -259,7 +259,7 @@ pub fn scenario(seed: u64, policy: &str, tagging: Option<&str>, overrides: &[Str
     let virtualized = vg.chance(35);
     if virtualized {
         // A short VCPU time slice and tick, so that VCPUs switch within a small scenario.
-        tree["os"]["hypervisor"] = serde_json::json!({"time_slice_ms": vg.pick(&[0.005, 0.02]), "tick_ms": 0.002});
+        tree["hypervisor"] = serde_json::json!({"credit": {"time_slice_ms": vg.pick(&[0.005, 0.02]), "tick_ms": 0.002}});
     }
     let cfg = Config::resolve(tree, overrides, std::path::Path::new("."))?;
     let mut w = workload(&mut g, cfg.cores(), cfg.machine.sockets);

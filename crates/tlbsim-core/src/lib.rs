@@ -20,11 +20,14 @@ pub mod page_table;
 pub mod placement;
 pub mod prefetch;
 pub mod recycling;
+pub mod registry;
 pub mod rng;
+pub mod setup;
 pub mod sim;
 pub mod stats;
 pub mod tlb;
 pub mod trace;
+pub mod tree;
 pub mod types;
 pub mod walk;
 pub mod workload;
@@ -48,10 +51,25 @@ pub struct RunOutput {
 /// or taken as a bare string when it does not parse); relative trace paths are resolved
 /// against `base_dir`.
 pub fn run(config: serde_json::Value, overrides: &[String], base_dir: &std::path::Path) -> Result<RunOutput> {
-    let cfg = config::Config::resolve(config, overrides, base_dir)?;
+    let setup::Prepared { config: cfg, workload } = setup::prepare(config, overrides, base_dir)?;
     let effective_config = cfg.to_json();
-    let stats = sim::run(&cfg)?;
+    // The one choice between the two engines: OS mode runs the workload set-up built
+    // through the kernel model, trace mode streams its events through the trace engine.
+    let stats = match workload {
+        Some(workload) => os::run(&cfg, workload)?,
+        None => sim::run(&cfg)?,
+    };
     Ok(RunOutput { effective_config, stats })
+}
+
+/// Run an already resolved config (tests and tools that hold a [`config::Config`]): builds
+/// an OS-mode workload again, so [`run`] is the path that builds it once.
+pub fn run_resolved(cfg: &config::Config) -> Result<serde_json::Value> {
+    if config::is_os_mode(&cfg.workload.kind) {
+        os::run(cfg, workload::build(cfg)?)
+    } else {
+        sim::run(cfg)
+    }
 }
 
 /// Run one OS-mode simulation with a coherence policy that is not registered (built by
@@ -64,11 +82,10 @@ pub fn run_with_policy<P: coherence::Coherence>(
     label: &str,
     make: impl FnOnce(&config::Config) -> P,
 ) -> Result<RunOutput> {
-    let mut cfg = config::Config::resolve(config, overrides, base_dir)?;
-    if !workload::is_os_mode(&cfg.workload.kind) {
+    let setup::Prepared { config: mut cfg, workload } = setup::prepare(config, overrides, base_dir)?;
+    let Some(workload) = workload else {
         return Err(Error::config("workload.kind", format!("{:?} runs without the OS model: a coherence policy needs an OS-mode workload", cfg.workload.kind)));
-    }
-    let workload = workload::build(&cfg)?;
+    };
     let policy = make(&cfg);
     cfg.os.coherence = label.to_owned();
     let mut effective_config = cfg.to_json();

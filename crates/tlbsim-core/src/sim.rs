@@ -318,12 +318,9 @@ impl Machine {
     }
 }
 
-/// Run a whole simulation and return stats.json.
+/// Run a whole trace-mode simulation (`trace`, `synthetic`) and return stats.json
+/// (`crate::run` chooses between this engine and the OS model's).
 pub fn run(cfg: &Config) -> Result<serde_json::Value> {
-    if crate::workload::is_os_mode(&cfg.workload.kind) {
-        let workload = crate::workload::build(cfg)?;
-        return crate::os::run(cfg, workload);
-    }
     let mut machine = Machine::new(cfg)?;
     // Created by core 0, the first thread's.
     let space = machine.new_address_space(1, 0)?;

@@ -112,3 +112,46 @@ impl AccessKind {
         matches!(self, AccessKind::Fetch)
     }
 }
+
+// ----- Config vocabulary: values the config document names, used by the modules that
+// implement them (so that config imports none of those modules). -----
+
+/// Replacement policy of a TLB structure or cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Replacement {
+    Lru,
+    Plru,
+    Fifo,
+    Random,
+}
+
+/// Trace input formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TraceFormat {
+    Lackey,
+    Champsim,
+    Native,
+}
+
+/// What `machine.tlb.partition_goal` asks of the `utility` controller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum PartitionGoal {
+    #[default]
+    MinMeanMptti,
+    MpttiCeiling,
+}
+
+/// `machine.tlb.partition_controller`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PartitionController {
+    /// No quotas, whatever `sl_quota_fraction` says (an unpartitioned TLB, for comparison).
+    None,
+    /// `sl_quota_fraction` for the whole run (tag paper §4).
+    #[default]
+    Static,
+    Utility,
+}

@@ -85,8 +85,9 @@ fn didi_reaches_exactly_the_sharers_without_interrupts() {
 #[test]
 fn a_small_directory_back_invalidates_and_stays_correct() {
     let tree = serde_json::json!({
-        "machine": {"preset": "didi-cmp", "cores_per_socket": 4, "didi": {"entries": 32, "ways": 2}},
+        "machine": {"preset": "didi-cmp", "cores_per_socket": 4},
         "os": {"coherence": "didi"},
+        "coherence": {"didi": {"directory_entries": 32, "directory_ways": 2}},
         // Every thread touches a 64-page shared heap: twice what the directory can hold.
         "workload": {"kind": "stm-mprotect", "threads": 4, "ops": 100, "file_pages": 64},
     });
@@ -96,9 +97,9 @@ fn a_small_directory_back_invalidates_and_stays_correct() {
     assert!(c["back_invalidation_misses"].as_u64().unwrap() > 0, "{c}");
     assert_eq!(s["totals"]["violations_security"], 0);
     assert_eq!(s["totals"]["violations_consistency"], 0);
-    let bad = serde_json::json!({"machine": {"didi": {"entries": 48, "ways": 2}}});
+    let bad = serde_json::json!({"os": {"coherence": "didi"}, "coherence": {"didi": {"directory_entries": 48, "directory_ways": 2}}, "workload": {"kind": "stm-mprotect"}});
     let e = tlbsim_core::run(bad, &[], std::path::Path::new(".")).err().expect("bad directory geometry").to_string();
-    assert!(e.contains("machine.didi"), "{e}");
+    assert!(e.contains("coherence.didi.directory_ways"), "{e}");
 }
 
 fn total(stats: &serde_json::Value, key: &str) -> u64 {

@@ -29,7 +29,7 @@ fn violations(v: &Value) -> u64 {
 #[test]
 fn fpr_skips_the_munmap_shootdowns_of_case_2() {
     let case2 = |fpr: bool| {
-        run(json!({"machine": {"cores_per_socket": 4}, "os": {"fpr": {"enabled": fpr, "all_mmaps": true}},
+        run(json!({"machine": {"cores_per_socket": 4}, "os": {"recycling": if fpr { "fpr" } else { "none" }}, "recycling": {"fpr": {"all_mmaps": true}},
                    "workload": {"kind": "fpr-munmap", "case": 2, "threads": 3, "ops": 400}}))
     };
     let (linux, fpr) = (case2(false), case2(true));
@@ -51,7 +51,7 @@ fn fpr_skips_the_munmap_shootdowns_of_case_2() {
 #[test]
 fn recycling_page_tables_removes_the_flushes_of_freed_tables() {
     let case2 = |recycle: bool| {
-        run(json!({"machine": {"cores_per_socket": 4}, "os": {"fpr": {"enabled": true, "recycle_tables": recycle}},
+        run(json!({"machine": {"cores_per_socket": 4}, "os": {"recycling": "fpr"}, "recycling": {"fpr": {"recycle_tables": recycle}},
                    "workload": {"kind": "fpr-munmap", "case": 2, "threads": 3, "ops": 1000}}))
     };
     let (plain, recycled) = (case2(false), case2(true));
@@ -69,7 +69,7 @@ fn recycling_page_tables_removes_the_flushes_of_freed_tables() {
 #[test]
 fn fpr_evicts_in_min_watermark_batches_with_one_shootdown_each() {
     let evict = |fpr: bool| {
-        run(json!({"machine": {"cores_per_socket": 4}, "os": {"fpr": {"enabled": fpr}},
+        run(json!({"machine": {"cores_per_socket": 4}, "os": {"recycling": if fpr { "fpr" } else { "none" }},
                    "workload": {"kind": "fpr-evict", "region_bytes": 64u64 << 20, "ops": 4000}}))
     };
     let (linux, fpr) = (evict(false), evict(true));
@@ -97,7 +97,7 @@ fn the_va_cursor_prevents_the_aba_case_of_fig_5a() {
     let w = common::remap_under_a_reader(page);
     let cfg = |cursor: bool| {
         tlbsim_core::config::Config::resolve(
-            json!({"machine": {"cores_per_socket": 2}, "os": {"fpr": {"enabled": true, "va_cursor": cursor}}}),
+            json!({"machine": {"cores_per_socket": 2}, "os": {"recycling": "fpr"}, "recycling": {"fpr": {"va_cursor": cursor}}}),
             &[],
             std::path::Path::new("."),
         )
@@ -145,8 +145,7 @@ fn leaving_the_context_shoots_down_once_per_global_counter() {
         ..Default::default()
     };
     let cfg =
-        tlbsim_core::config::Config::resolve(json!({"machine": {"cores_per_socket": 2}, "os": {"fpr": {"enabled": true}}}), &[], std::path::Path::new("."))
-            .unwrap();
+        tlbsim_core::config::Config::resolve(json!({"machine": {"cores_per_socket": 2}, "os": {"recycling": "fpr"}}), &[], std::path::Path::new(".")).unwrap();
     let v = tlbsim_core::os::run(&cfg, w).unwrap();
     let f = &v["totals"]["fpr"];
     assert_eq!(f["munmap_pages_skipped"].as_u64().unwrap(), 8, "{f}");
@@ -173,7 +172,7 @@ fn a_migrated_page_stays_in_its_context() {
         ..Default::default()
     };
     let cfg = tlbsim_core::config::Config::resolve(
-        json!({"machine": {"sockets": 2, "cores_per_socket": 1}, "os": {"fpr": {"enabled": true}}}),
+        json!({"machine": {"sockets": 2, "cores_per_socket": 1}, "os": {"recycling": "fpr"}}),
         &[],
         std::path::Path::new("."),
     )
@@ -185,7 +184,7 @@ fn a_migrated_page_stays_in_its_context() {
 }
 
 fn opts(policy: &str, sets: &[&str], scenarios: u64) -> FuzzOptions {
-    let mut overrides: Vec<String> = vec!["os.fpr.enabled=true".into(), "os.fpr.all_mmaps=true".into()];
+    let mut overrides: Vec<String> = vec!["os.recycling=fpr".into(), "recycling.fpr.all_mmaps=true".into()];
     overrides.extend(sets.iter().map(|s| s.to_string()));
     FuzzOptions { policy: policy.into(), tagging: None, overrides, scenarios, seed: 0xf9a }
 }
@@ -193,7 +192,7 @@ fn opts(policy: &str, sets: &[&str], scenarios: u64) -> FuzzOptions {
 #[test]
 fn fuzz_finds_fpr_clean_under_every_scope_and_policy() {
     for scope in ["mmap", "process", "tree", "user"] {
-        let set = format!("os.fpr.context={scope}");
+        let set = format!("recycling.fpr.context={scope}");
         let r = fuzz(&opts("linux", &[&set], 150)).unwrap();
         assert_eq!((r.violations_security, r.violations_consistency), (0, 0), "linux + fpr ({scope}): {:#?}", r.first_failure);
     }
@@ -202,7 +201,7 @@ fn fuzz_finds_fpr_clean_under_every_scope_and_policy() {
         assert_eq!((r.violations_security, r.violations_consistency), (0, 0), "{policy} + fpr: {:#?}", r.first_failure);
     }
     for policy in ["linux", "abis"] {
-        let r = fuzz(&opts(policy, &["os.fpr.recycle_tables=true"], 150)).unwrap();
+        let r = fuzz(&opts(policy, &["recycling.fpr.recycle_tables=true"], 150)).unwrap();
         assert_eq!((r.violations_security, r.violations_consistency), (0, 0), "{policy} + fpr + recycle_tables: {:#?}", r.first_failure);
     }
 }
@@ -236,13 +235,13 @@ fn latr_with_fpr_keeps_the_zero_page_out_of_lazy_munmaps() {
 /// allocation ran the group's reclaim, which evicted the very page being copied (every PTE
 /// of it cleared, its map count 0), and the fault went on with the PTE it had read before:
 /// the map count went below 0 ("attempt to subtract with overflow" in a debug build,
-/// u32::MAX in a release one). Seed 4087 with `os.fpr.context=mmap`, seed 3996 with `abis`
+/// u32::MAX in a release one). Seed 4087 with `recycling.fpr.context=mmap`, seed 3996 with `abis`
 /// and `recycle_tables`; not FPR's doing (`linux` without FPR did it at seed 4144). The
 /// fault now checks the PTE again after the allocation (wp_page_copy's pte_same), and a
 /// map count of 0 there is an error in release builds too.
 #[test]
 fn a_copy_on_write_whose_allocation_reclaims_the_page_it_copies() {
-    for (policy, set, seed) in [("linux", "os.fpr.context=mmap", 4087), ("abis", "os.fpr.recycle_tables=true", 3996)] {
+    for (policy, set, seed) in [("linux", "recycling.fpr.context=mmap", 4087), ("abis", "recycling.fpr.recycle_tables=true", 3996)] {
         let r = fuzz(&FuzzOptions { seed, ..opts(policy, &[set], 1) }).unwrap_or_else(|e| panic!("{policy} seed {seed}: {e}"));
         assert_eq!((r.violations_security, r.violations_consistency), (0, 0), "{policy} seed {seed}: {:#?}", r.first_failure);
     }
@@ -251,7 +250,7 @@ fn a_copy_on_write_whose_allocation_reclaims_the_page_it_copies() {
 /// Reclaim never frees a frame that a PTE maps or is about to map. Each of these scenarios
 /// once had it do so, and the frame, handed out again while still mapped, got its map
 /// count reset under the old mapping (what could then go below 0 as above); mapping a free
-/// frame is now an error, in release builds too. Seed 4167 (`os.fpr.context=tree`): the
+/// frame is now an error, in release builds too. Seed 4167 (`recycling.fpr.context=tree`): the
 /// frame a fault was allocating was on the LRU already while the allocation's reclaim
 /// ran, unmapped, so freed at once (Linux puts a page on the LRU once it is mapped).
 /// Seed 4184 (`didi`): an evicted page-cache page stayed in the page cache until its
@@ -261,7 +260,7 @@ fn a_copy_on_write_whose_allocation_reclaims_the_page_it_copies() {
 /// reference). None is FPR's doing: `linux` without FPR hit the first, e.g. at seed 4028.
 #[test]
 fn reclaim_never_frees_a_mapped_frame() {
-    for (policy, sets, seed) in [("linux", &["os.fpr.context=tree"][..], 4167), ("didi", &[], 4184), ("latr", &[], 4403)] {
+    for (policy, sets, seed) in [("linux", &["recycling.fpr.context=tree"][..], 4167), ("didi", &[], 4184), ("latr", &[], 4403)] {
         let r = fuzz(&FuzzOptions { seed, ..opts(policy, sets, 1) }).unwrap_or_else(|e| panic!("{policy} seed {seed}: {e}"));
         assert_eq!((r.violations_security, r.violations_consistency), (0, 0), "{policy} seed {seed}: {:#?}", r.first_failure);
     }
@@ -269,17 +268,18 @@ fn reclaim_never_frees_a_mapped_frame() {
 
 #[test]
 fn fuzz_catches_fpr_without_the_va_cursor() {
-    let r = fuzz(&opts("linux", &["os.fpr.va_cursor=false"], 300)).unwrap();
+    let r = fuzz(&opts("linux", &["recycling.fpr.va_cursor=false"], 300)).unwrap();
     assert!(r.scenarios_with_violations > 0, "{r:#?}");
     assert!(r.violations_consistency > 0);
 }
 
 #[test]
 fn a_bad_fpr_key_is_named() {
-    let Err(err) = tlbsim_core::run(json!({"os": {"fpr": {"context": "galaxy"}}, "workload": {"kind": "fpr-munmap"}}), &[], std::path::Path::new(".")) else {
+    let Err(err) = tlbsim_core::run(json!({"recycling": {"fpr": {"context": "galaxy"}}, "workload": {"kind": "fpr-munmap"}}), &[], std::path::Path::new("."))
+    else {
         panic!("a bad scope accepted")
     };
-    assert!(err.to_string().contains("os.fpr.context"), "{err}");
+    assert!(err.to_string().contains("recycling.fpr.context"), "{err}");
 }
 
 /// Reclaim frees what it evicts as it goes: Linux's shrink_folio_list waits for each
@@ -289,7 +289,7 @@ fn a_bad_fpr_key_is_named() {
 #[test]
 fn reclaim_evicts_about_what_the_limit_requires() {
     for fpr in [false, true] {
-        let v = run(json!({"machine": {"cores_per_socket": 4}, "os": {"fpr": {"enabled": fpr}},
+        let v = run(json!({"machine": {"cores_per_socket": 4}, "os": {"recycling": if fpr { "fpr" } else { "none" }},
                            "workload": {"kind": "ycsb", "test": "lmdb", "threads": 4, "ops": 2000, "region_bytes": 64 << 20, "memory_limit_mib": 4}}));
         let (misses, reclaimed) = (totals(&v, "page_cache_misses"), totals(&v, "pages_reclaimed"));
         let limit = 4 * 256;
@@ -304,7 +304,7 @@ fn reclaim_evicts_about_what_the_limit_requires() {
 #[test]
 fn ycsb_leveldb_table_cache_munmaps_skip_their_shootdowns() {
     let tree = |fpr: bool| {
-        json!({"machine": {"cores_per_socket": 4}, "os": {"fpr": {"enabled": fpr, "recycle_tables": true}},
+        json!({"machine": {"cores_per_socket": 4}, "os": {"recycling": if fpr { "fpr" } else { "none" }}, "recycling": {"fpr": {"recycle_tables": true}},
                                   "workload": {"kind": "ycsb", "test": "leveldb", "ycsb": "c", "threads": 4, "ops": 500}})
     };
     let (linux, fpr) = (run(tree(false)), run(tree(true)));

@@ -178,7 +178,7 @@ fn all_sockets_replicate_on_their_own_nodes() {
 
 fn run(v: serde_json::Value) -> serde_json::Value {
     let cfg = Config::resolve(v, &[], std::path::Path::new(".")).unwrap();
-    tlbsim_core::sim::run(&cfg).unwrap()
+    tlbsim_core::run_resolved(&cfg).unwrap()
 }
 
 /// Thread 0 on socket 0 touches a region first; threads on sockets 1-3 then read it.
@@ -241,7 +241,7 @@ fn a_migrated_process_takes_its_page_tables_along() {
     let mover = |free: &str| {
         run(json!({
             "machine": {"sockets": 2, "cores_per_socket": 2, "memory": {"node_mib": 256}, "pt_cache": {"entries": 0}},
-            "os": {"pt_placement": "mitosis", "mitosis": {"replicas": "none", "migration_free": free}},
+            "os": {"pt_placement": "mitosis"}, "placement": {"mitosis": {"replicas": "none", "migration_free": free}},
             "workload": {"kind": "scenario", "scenario": {"process": [{"name": "p", "region": [{"name": "heap", "bytes": 64 << 20}], "thread": [
                 {"name": "t", "core": 0, "program": [
                     {"op": "access", "region": "heap", "count": 16384, "mode": "write", "stride": 4096},
@@ -449,7 +449,7 @@ fn a_process_mask_replicates_only_on_its_sockets() {
 
 fn try_run(v: serde_json::Value) -> tlbsim_core::error::Result<serde_json::Value> {
     let cfg = Config::resolve(v, &[], std::path::Path::new("."))?;
-    tlbsim_core::sim::run(&cfg)
+    tlbsim_core::run_resolved(&cfg)
 }
 
 /// A process whose page tables grow: its thread maps and populates a new 4 MiB every

@@ -75,7 +75,8 @@ fn abis_stays_clean_with_the_section_7_hardware_quirks() {
 #[test]
 fn mitosis_replicas_are_clean_under_every_policy() {
     for (i, policy) in ["linux", "abis", "latr", "oracle", "didi"].into_iter().enumerate() {
-        for (j, extra) in [vec![], vec!["os.mitosis.replicas=\"none\"".to_string(), "os.mitosis.reserve_pages=2".into()]].into_iter().enumerate() {
+        for (j, extra) in [vec![], vec!["placement.mitosis.replicas=\"none\"".to_string(), "placement.mitosis.reserve_pages=2".into()]].into_iter().enumerate()
+        {
             let mut o = opts(policy, None, 60, 0x3170 + (i * 2 + j) as u64);
             o.overrides = [vec!["os.pt_placement=\"mitosis\"".to_string()], extra].concat();
             let r = fuzz(&o).unwrap();
@@ -90,7 +91,7 @@ fn mitosis_replicas_are_clean_under_every_policy() {
 #[test]
 fn numa_balancing_is_clean_under_every_policy() {
     let numa = ["os.numa_balancing=true", "os.numa_scan_delay_ms=0.002", "os.numa_scan_period_ms=0.004", "os.numa_scan_size_mb=1"];
-    let fpr = vec!["os.fpr.enabled=true".to_string(), "os.fpr.all_mmaps=true".into()];
+    let fpr = vec!["os.recycling=fpr".to_string(), "recycling.fpr.all_mmaps=true".into()];
     for (i, policy) in ["linux", "abis", "latr", "oracle", "didi"].into_iter().enumerate() {
         for (j, extra) in [vec![], vec!["os.pt_placement=\"mitosis\"".to_string()], fpr.clone()].into_iter().enumerate() {
             let mut o = opts(policy, None, 40, 0x4e55 + (i * 3 + j) as u64);

@@ -61,7 +61,7 @@ fn a_bad_device_is_named() {
 #[test]
 fn an_io_thread_sleeps_its_whole_read_beside_busy_cores() {
     let v = run(json!({"machine": {"cores_per_socket": 4, "storage": "ssd", "frequency_ghz": 2.0},
-                       "os": {"fpr": {"enabled": true, "recycle_tables": true}},
+                       "os": {"recycling": "fpr"}, "recycling": {"fpr": {"recycle_tables": true}},
                        "workload": {"kind": "fpr-munmap", "case": 2, "threads": 3, "ops": 200, "file_pages": 1 << 20}}));
     let misses = v["totals"]["page_cache_misses"].as_u64().unwrap();
     let io = v["per_thread"].as_array().unwrap().iter().find(|t| t["class"] == "io").unwrap();

@@ -29,6 +29,7 @@ mod os_engine;
 mod os_property;
 mod parsec;
 mod recorded;
+mod registry;
 mod storage;
 mod tlb_structures;
 mod trace_readers;

@@ -35,7 +35,7 @@ fn run(cpus: u32, tagging: &str, vms: Vec<Value>, extra: &[&str]) -> Value {
     let tree = json!({
         "machine": {"sockets": 1, "cores_per_socket": cpus, "tlb": {"tagging": tagging,
             "l1d": {"entries": 64, "ways": 64, "replacement": "fifo"}, "l2": {"entries": 0}}},
-        "os": {"coherence": "linux", "hypervisor": {"time_slice_ms": 0.003, "tick_ms": 0.001}},
+        "os": {"coherence": "linux"}, "hypervisor": {"credit": {"time_slice_ms": 0.003, "tick_ms": 0.001}},
         "workload": {"kind": "scenario", "scenario": {"vm": vms}},
     });
     let overrides: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
@@ -314,7 +314,7 @@ fn phased_run(extra: &[&str]) -> Value {
         vm("dom1", 1, 256, Some(vec![1]), vec![phased_guest("a", 16, 48, 150, 2)]),
         vm("dom2", 1, 256, Some(vec![1]), vec![phased_guest("b", 96, 16, 150, 2)]),
     ];
-    let mut all = vec!["os.hypervisor.time_slice_ms=30", "os.hypervisor.tick_ms=10"];
+    let mut all = vec!["hypervisor.credit.time_slice_ms=30", "hypervisor.credit.tick_ms=10"];
     all.extend_from_slice(extra);
     run(2, "cr3", vms, &all)
 }

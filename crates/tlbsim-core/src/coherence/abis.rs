@@ -50,25 +50,19 @@ use crate::error::Result;
 use crate::fasthash::{FastMap as HashMap, FastSet as HashSet};
 use crate::page_table::{PTE_ACCESSED, PTE_PFN_MASK, PTE_PRESENT};
 use crate::types::{CoreId, Vpn};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-/// `[coherence.abis]`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AbisParams {
-    /// Cycles of one direct TLB insertion (ABIS §4.1: "≈ 550 cycles per PTE").
-    pub insertion_cycles: u64,
-    /// Insertion in hardware, at no cost (§7's proposal).
-    pub hardware_insertion: bool,
-    /// Page flushes a lazy (idle) core services before it falls back to a full flush and
-    /// leaves the address space (§4.1: "a few individual PTE flushes"; the number is not
-    /// stated: 4 assumed).
-    pub idle_page_flushes: u32,
-}
-
-impl Default for AbisParams {
-    fn default() -> Self {
-        AbisParams { insertion_cycles: 550, hardware_insertion: false, idle_page_flushes: 4 }
+crate::params! {
+    /// `[coherence.abis]`.
+    pub struct AbisParams {
+        /// Cycles of one direct TLB insertion (ABIS §4.1: "≈ 550 cycles per PTE").
+        pub insertion_cycles: u64 = 550,
+        /// Insertion in hardware, at no cost (§7's proposal).
+        pub hardware_insertion: bool = false,
+        /// Page flushes a lazy (idle) core services before it falls back to a full flush and
+        /// leaves the address space (§4.1: "a few individual PTE flushes"; the number is not
+        /// stated: 4 assumed).
+        pub idle_page_flushes: u32 = 4,
     }
 }
 
@@ -124,8 +118,11 @@ pub struct Abis<const GAP: u64, const NAIVE: bool> {
     c: Counters,
 }
 
-impl<const GAP: u64, const NAIVE: bool> Policy for Abis<GAP, NAIVE> {
+impl<const GAP: u64, const NAIVE: bool> crate::registry::Plugin for Abis<GAP, NAIVE> {
     type Params = AbisParams;
+}
+
+impl<const GAP: u64, const NAIVE: bool> Policy for Abis<GAP, NAIVE> {
     fn build(cfg: &Config, p: AbisParams) -> Result<Self> {
         let n = cfg.cores() as usize;
         Ok(Abis {

@@ -4,7 +4,7 @@
 //! a remote TLB entry without interrupting the core.
 //!
 //! Modelled:
-//! - the directory (`[machine.didi]`: entries, ways, latency; Table I: 4096, 2-way, 6
+//! - the directory (`[coherence.didi]`: `directory_entries`, `_ways`, `_latency`; Table I: 4096, 2-way, 6
 //!   cycles), set associative with LRU, keyed by address space (the ASID) and page (with its
 //!   size, so a large page is one entry, §VI), each entry with a sharer count per core
 //!   (its bitmap is "count > 0"): it hears every TLB insert and eviction of every core
@@ -43,24 +43,24 @@ use crate::fasthash::{FastMap as HashMap, FastSet as HashSet};
 use crate::tlb::hierarchy::{L1D_4K, L2};
 use crate::tlb::TlbEntry;
 use crate::types::{CoreId, PageSize, Vpn};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-/// `[coherence.didi]` (shared by the variants).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct DidiParams {
-    /// PTLBI latency in cycles; 0 = one off-chip memory round trip, the machine's
-    /// `memory.local_latency` (DiDi §VI: "upper bound latency equal to a round-trip access to
-    /// off-chip memory").
-    pub ptlbi_latency: u64,
-    /// What a PTLBI costs the target core (draining its load/store queue before the
-    /// invalidation); DiDi §VI: "will not take more than a few hundred cycles" — 200.
-    pub ptlbi_target_cycles: u64,
-}
-
-impl Default for DidiParams {
-    fn default() -> Self {
-        DidiParams { ptlbi_latency: 0, ptlbi_target_cycles: 200 }
+crate::params! {
+    /// `[coherence.didi]` (shared by the variants).
+    pub struct DidiParams {
+        /// PTLBI latency in cycles; 0 = one off-chip memory round trip, the machine's
+        /// `memory.local_latency` (DiDi §VI: "upper bound latency equal to a round-trip access to
+        /// off-chip memory").
+        pub ptlbi_latency: u64 = 0,
+        /// What a PTLBI costs the target core (draining its load/store queue before the
+        /// invalidation); DiDi §VI: "will not take more than a few hundred cycles" — 200.
+        pub ptlbi_target_cycles: u64 = 200,
+        /// Directory entries (Table I: 4096); entries / ways sets must be a power of two.
+        pub directory_entries: u32 = 4096,
+        /// Directory associativity (Table I: 2-way).
+        pub directory_ways: u32 = 2,
+        /// Cycles per directory access (Table I: 6).
+        pub directory_latency: u32 = 6,
     }
 }
 
@@ -181,21 +181,29 @@ pub struct Didi<const MODE: u8> {
     c: Counters,
 }
 
-impl<const MODE: u8> Policy for Didi<MODE> {
+impl<const MODE: u8> crate::registry::Plugin for Didi<MODE> {
     type Params = DidiParams;
+}
+
+impl<const MODE: u8> Policy for Didi<MODE> {
     fn build(cfg: &Config, p: DidiParams) -> Result<Self> {
-        let d = &cfg.machine.didi;
-        if !(d.entries / d.ways.max(1)).is_power_of_two() {
-            return Err(Error::config("machine.didi.ways", "entries/ways sets must be a power of two"));
+        if p.directory_entries == 0 || p.directory_entries > 1 << 24 {
+            return Err(Error::config("coherence.didi.directory_entries", format!("{} is out of range: allowed 1 to {}", p.directory_entries, 1 << 24)));
+        }
+        if p.directory_ways == 0 || p.directory_ways > p.directory_entries || !(p.directory_entries / p.directory_ways).is_power_of_two() {
+            return Err(Error::config(
+                "coherence.didi.directory_ways",
+                "1 to directory_entries, and directory_entries / directory_ways sets must be a power of two",
+            ));
         }
         let cores = cfg.cores() as usize;
         Ok(Didi {
-            dir: Directory::new(d.entries, d.ways, cores),
+            dir: Directory::new(p.directory_entries, p.directory_ways, cores),
             tag_mm: vec![HashMap::default(); cores],
             back_invalidated: HashSet::default(),
             latency: if p.ptlbi_latency > 0 { p.ptlbi_latency } else { cfg.machine.memory.local_latency as u64 },
             target_cycles: p.ptlbi_target_cycles,
-            directory_latency: d.latency as u64,
+            directory_latency: p.directory_latency as u64,
             c: Counters::default(),
         })
     }

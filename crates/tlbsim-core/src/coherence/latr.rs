@@ -42,20 +42,13 @@ use super::{
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::types::CoreId;
-use serde::{Deserialize, Serialize};
 
-/// `[coherence.latr]` (and `[coherence.latr-early-reuse]`).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LatrParams {
-    /// Cycles between two sweeps of a core (its scheduler tick). Default 3,000,000: 1 ms at
-    /// 3 GHz, a HZ=1000 kernel's tick (LATR's evaluation kernel; assumed).
-    pub tick_interval: u64,
-}
-
-impl Default for LatrParams {
-    fn default() -> Self {
-        LatrParams { tick_interval: 3_000_000 }
+crate::params! {
+    /// `[coherence.latr]` (and `[coherence.latr-early-reuse]`).
+    pub struct LatrParams {
+        /// Cycles between two sweeps of a core (its scheduler tick). Default 3,000,000: 1 ms at
+        /// 3 GHz, a HZ=1000 kernel's tick (LATR's evaluation kernel; assumed).
+        pub tick_interval: u64 = 3_000_000,
     }
 }
 
@@ -89,8 +82,11 @@ const REASONS: [(FlushReason, &str); FlushReason::NAMES.len()] = [
     (FlushReason::Policy, "policy"),
 ];
 
-impl<const SAFE: bool> Policy for Latr<SAFE> {
+impl<const SAFE: bool> crate::registry::Plugin for Latr<SAFE> {
     type Params = LatrParams;
+}
+
+impl<const SAFE: bool> Policy for Latr<SAFE> {
     fn build(cfg: &Config, params: LatrParams) -> Result<Self> {
         if params.tick_interval == 0 {
             let name = if SAFE { "latr" } else { "latr-early-reuse" };

@@ -23,8 +23,11 @@ use crate::types::CoreId;
 
 pub struct Linux;
 
-impl Policy for Linux {
+impl crate::registry::Plugin for Linux {
     type Params = NoParams;
+}
+
+impl Policy for Linux {
     fn build(_cfg: &Config, _params: NoParams) -> Result<Linux> {
         Ok(Linux)
     }

@@ -42,96 +42,54 @@ pub mod oracle;
 pub mod template;
 
 use crate::config::{Config, CostsConfig};
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::registry::Plugin;
 use crate::tlb::TlbEntry;
 use crate::types::{CoreId, Pfn, Vpn};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 
-/// The registry: one line per policy, `"name" => Type`. Generates [`NAMES`],
-/// [`default_params`] and [`dispatch`].
-macro_rules! policies {
-    ($($name:literal => $ty:ty),* $(,)?) => {
-        /// Policy names `os.coherence` accepts.
-        pub const NAMES: &[&str] = &[$($name),*];
-
-        /// Every policy's `[coherence.<name>]` table with its defaults (config.json writes
-        /// them all, so a run can be repeated from it).
-        pub fn default_params() -> serde_json::Map<String, serde_json::Value> {
-            let mut m = serde_json::Map::new();
-            $(m.insert($name.into(), serde_json::to_value(<<$ty as Policy>::Params as Default>::default()).expect("params serialize"));)*
-            m
-        }
-
-        /// Build the policy `cfg.os.coherence` names (with its `[coherence.<name>]`
-        /// parameters) and hand it to `f`.
-        pub fn dispatch<F: WithPolicy>(cfg: &Config, f: F) -> Result<F::Output> {
-            match cfg.os.coherence.as_str() {
-                $($name => Ok(f.run(<$ty as Policy>::build(cfg, params::<<$ty as Policy>::Params>(cfg, $name)?)?)),)*
-                other => Err(unknown(other)),
-            }
-        }
-
-        /// Check every `[coherence.<name>]` table (names and keys), and the selected name.
-        pub fn check(cfg: &Config) -> Result<()> {
-            check_name(&cfg.os.coherence)?;
-            for key in cfg.coherence.keys() {
-                if !NAMES.contains(&key.as_str()) {
-                    return Err(Error::config(format!("coherence.{key}"), format!("{key:?} is not a coherence policy: use one of {}", quoted_names())));
-                }
-            }
-            $(params::<<$ty as Policy>::Params>(cfg, $name)?;)*
-            Ok(())
-        }
-    };
+crate::registry! {
+    what: "a coherence policy", select: "os.coherence", table: "coherence", bound: Policy;
+    "linux" => linux::Linux, "Linux 6.x's shootdown (arch/x86/mm/tlb.c): mm_cpumask targets, lazy CPUs skipped, per-page flush up to the ceiling, synchronous IPIs";
+    "oracle" => oracle::Oracle, "lower bound: flushes exactly the TLBs that hold a stale entry, instantly and at no cost";
+    "none" => none::NoRemoteFlush, "never flushes a remote TLB: unsafe on purpose, for testing the checker";
+    "didi" => didi::Didi<0>, "DiDi (PACT 2011): a shared TLB directory names the sharers, PTLBI messages invalidate without an IPI";
+    "didi-directory-only" => didi::Didi<1>, "DiDi's directory for the target set, delivered by IPIs";
+    "didi-ptlbi-only" => didi::Didi<2>, "DiDi's PTLBI delivery to Linux's target set";
+    "abis" => abis::Abis<2, false>, "ABIS (ATC 2017): access-bit tracking of the cores that may cache a PTE";
+    "abis-gap1" => abis::Abis<1, false>, "ABIS with a version gap of 1: unsafe on purpose (ABIS §4.2)";
+    "abis-naive-insert" => abis::Abis<2, true>, "ABIS with a naive direct insertion: unsafe on purpose (ABIS §4.1)";
+    "latr" => latr::Latr<true>, "LATR (ASPLOS 2018): lazy invalidation at the next tick or context switch, memory held back until every core swept";
+    "latr-early-reuse" => latr::Latr<false>, "LATR that reuses memory before every core swept: unsafe on purpose";
 }
 
-policies! {
-    "linux" => linux::Linux,
-    "oracle" => oracle::Oracle,
-    "none" => none::NoRemoteFlush,
-    "didi" => didi::Didi<0>,
-    "didi-directory-only" => didi::Didi<1>,
-    "didi-ptlbi-only" => didi::Didi<2>,
-    "abis" => abis::Abis<2, false>,
-    "abis-gap1" => abis::Abis<1, false>,
-    "abis-naive-insert" => abis::Abis<2, true>,
-    "latr" => latr::Latr<true>,
-    "latr-early-reuse" => latr::Latr<false>,
+/// Build the policy `cfg.os.coherence` names (with its `[coherence.<name>]` parameters)
+/// and hand it to `f`, monomorphised: the per-access hooks of a policy that leaves them
+/// at their defaults cost nothing.
+pub fn dispatch<F: WithPolicy>(cfg: &Config, f: F) -> Result<F::Output> {
+    struct Build<'a, F>(&'a Config, F);
+    impl<F: WithPolicy> Visit for Build<'_, F> {
+        type Output = Result<F::Output>;
+        fn visit<T: Policy>(self, name: &'static str) -> Self::Output {
+            let params = crate::registry::parse::<T::Params>("coherence", name, self.0.coherence.get(name))?;
+            Ok(self.1.run(T::build(self.0, params)?))
+        }
+    }
+    visit(&cfg.os.coherence, Build(cfg, f))?
 }
 
-/// A registered policy: its `[coherence.<name>]` parameters and its constructor.
-pub trait Policy: Coherence + Sized {
-    /// Parameters (serde, `#[serde(default, deny_unknown_fields)]`; `()`-like empty
-    /// structs for policies without any). Every field documented with its source.
-    type Params: Serialize + DeserializeOwned + Default;
+/// Check every `[coherence.<name>]` table (names and keys), and the selected name.
+pub fn check(cfg: &Config) -> Result<()> {
+    check_name(&cfg.os.coherence)?;
+    check_params(&cfg.coherence)
+}
+
+/// A registered policy: its `[coherence.<name>]` parameters ([`crate::registry::Plugin`])
+/// and its constructor.
+pub trait Policy: Coherence + Plugin + Sized {
     fn build(cfg: &Config, params: Self::Params) -> Result<Self>;
 }
 
-/// Parameters without any keys.
-#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NoParams {}
-
-/// Parse `[coherence.<name>]` of `cfg` (defaults for missing keys; errors name the key).
-fn params<T: DeserializeOwned + Default + Serialize>(cfg: &Config, name: &str) -> Result<T> {
-    match cfg.coherence.get(name) {
-        None => Ok(T::default()),
-        Some(v) => {
-            let mut tree = serde_json::to_value(T::default()).unwrap_or(serde_json::Value::Null);
-            if tree.is_object() && v.is_object() {
-                crate::config::merge(&mut tree, v.clone());
-            } else {
-                tree = v.clone();
-            }
-            serde_path_to_error::deserialize(tree).map_err(|e| {
-                let path = e.path().to_string();
-                let key = if path == "." || path.is_empty() { format!("coherence.{name}") } else { format!("coherence.{name}.{path}") };
-                Error::config(key, e.into_inner().to_string())
-            })
-        }
-    }
-}
+pub use crate::registry::NoParams;
 
 /// Why the page tables changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -456,23 +414,6 @@ pub trait Coherence {
 pub trait WithPolicy {
     type Output;
     fn run<P: Coherence>(self, policy: P) -> Self::Output;
-}
-
-/// Check a policy name (config validation).
-pub fn check_name(name: &str) -> Result<()> {
-    if NAMES.contains(&name) {
-        Ok(())
-    } else {
-        Err(unknown(name))
-    }
-}
-
-fn quoted_names() -> String {
-    NAMES.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
-}
-
-fn unknown(name: &str) -> Error {
-    Error::config("os.coherence", format!("{name:?} is not a coherence policy: use one of {}", quoted_names()))
 }
 
 /// Linux's decision for a core a request reached (arch/x86/mm/tlb.c flush_tlb_func), shared

@@ -10,8 +10,11 @@ use crate::types::CoreId;
 
 pub struct NoRemoteFlush;
 
-impl Policy for NoRemoteFlush {
+impl crate::registry::Plugin for NoRemoteFlush {
     type Params = NoParams;
+}
+
+impl Policy for NoRemoteFlush {
     fn build(_cfg: &Config, _params: NoParams) -> Result<NoRemoteFlush> {
         Ok(NoRemoteFlush)
     }

@@ -12,8 +12,11 @@ use crate::types::CoreId;
 
 pub struct Oracle;
 
-impl Policy for Oracle {
+impl crate::registry::Plugin for Oracle {
     type Params = NoParams;
+}
+
+impl Policy for Oracle {
     fn build(_cfg: &Config, _params: NoParams) -> Result<Oracle> {
         Ok(Oracle)
     }

@@ -14,21 +14,14 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::tlb::TlbEntry;
 use crate::types::{CoreId, Pfn};
-use serde::{Deserialize, Serialize};
 
-/// `[coherence.<name>]`: every parameter with its default and where the default comes from.
-/// Unknown keys are errors that name the key (`deny_unknown_fields`).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TemplateParams {
-    /// Linux's `tlb_single_page_flush_ceiling` is `os.flush_ceiling`; a policy of its own
-    /// would put its knobs here (this one: whether to skip lazy cores, as Linux does).
-    pub skip_lazy_cores: bool,
-}
-
-impl Default for TemplateParams {
-    fn default() -> Self {
-        TemplateParams { skip_lazy_cores: true }
+crate::params! {
+    /// `[coherence.<name>]`: every parameter with its default and where the default comes from.
+    /// Unknown keys are errors that name the key (`deny_unknown_fields`).
+    pub struct TemplateParams {
+        /// Linux's `tlb_single_page_flush_ceiling` is `os.flush_ceiling`; a policy of its own
+        /// would put its knobs here (this one: whether to skip lazy cores, as Linux does).
+        pub skip_lazy_cores: bool = true,
     }
 }
 
@@ -42,8 +35,11 @@ pub struct Template {
     full_flushes: u64,
 }
 
-impl Policy for Template {
+impl crate::registry::Plugin for Template {
     type Params = TemplateParams;
+}
+
+impl Policy for Template {
     /// Built once per run, from the resolved config and this policy's parameters.
     fn build(_cfg: &Config, params: TemplateParams) -> Result<Self> {
         Ok(Template { params, ..Default::default() })

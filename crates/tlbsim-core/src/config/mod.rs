@@ -9,17 +9,15 @@ pub mod costs;
 pub mod host;
 pub mod presets;
 pub mod storage;
-mod tree;
 
 use crate::error::{Error, Result};
-use crate::tlb::Replacement;
-use crate::trace::TraceFormat;
+use crate::types::{NodeId, PartitionController, PartitionGoal, Replacement, TraceFormat};
 use crate::workload::scenario::ScenarioSpec;
 pub use costs::CostsConfig;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-pub use tree::{apply_override, load_toml_file, merge};
+pub use crate::tree::{apply_override, load_toml_file, merge};
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -36,6 +34,12 @@ pub struct Config {
     /// Per-policy parameters: `[coherence.<name>]` for each registered policy
     /// (`crate::coherence::NAMES`), with every key's default written out.
     pub coherence: serde_json::Map<String, serde_json::Value>,
+    /// `[recycling.<name>]`: each recycling scheme's parameters (`os.recycling` selects one).
+    pub recycling: serde_json::Map<String, serde_json::Value>,
+    /// `[placement.<name>]`: each page-table backend's parameters (`os.pt_placement`).
+    pub placement: serde_json::Map<String, serde_json::Value>,
+    /// `[hypervisor.<name>]`: each VCPU scheduler's parameters (`os.hypervisor`).
+    pub hypervisor: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Default for Config {
@@ -47,7 +51,12 @@ impl Default for Config {
             workload: WorkloadConfig::default(),
             costs: CostsConfig::default(),
             sim: SimConfig::default(),
-            coherence: crate::coherence::default_params(),
+            // The plug-ins' tables: their registries fill in every default (lib.rs), since
+            // config knows the document's shape, not the plug-ins.
+            coherence: Default::default(),
+            recycling: Default::default(),
+            placement: Default::default(),
+            hypervisor: Default::default(),
         }
     }
 }
@@ -70,29 +79,10 @@ pub struct MachineConfig {
     /// for the data caches that keep hot upper levels close (Mitosis §3 on GUPS).
     pub pt_cache: CacheConfig,
     pub tlb: TlbConfig,
-    /// DiDi's shared TLB directory (used by the `didi` coherence policies).
-    pub didi: DidiConfig,
     /// The block device behind the page cache (`crate::config::storage`): `none` (the
     /// default: a page-cache miss stalls the core for `costs.read_page`), `nullblk`,
     /// `ramdisk`, `pmem`, `optane-ssd` or `ssd` (FPR §V-A2's devices).
     pub storage: String,
-}
-
-/// DiDi's shared, inclusive TLB directory (DiDi §VI, Table I).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct DidiConfig {
-    /// Table I: 4096 entries, 2-way set associative (sets must be a power of two).
-    pub entries: u32,
-    pub ways: u32,
-    /// Table I: 6 cycles per directory access.
-    pub latency: u32,
-}
-
-impl Default for DidiConfig {
-    fn default() -> Self {
-        DidiConfig { entries: 4096, ways: 2, latency: 6 }
-    }
 }
 
 impl Default for MachineConfig {
@@ -167,10 +157,10 @@ pub struct TlbConfig {
     /// Who sets the quotas: `static` (`sl_quota_fraction` for the whole run), `utility`
     /// (re-partitions every epoch from shadow-tag miss curves, `tlb::partition`; starts
     /// from `sl_quota_fraction` if given) or `none` (no quotas at all).
-    pub partition_controller: crate::tlb::partition::PartitionController,
+    pub partition_controller: PartitionController,
     /// `utility`'s goal: `min-mean-mptti`, or `mptti-ceiling` (`partition_goal_domain`
     /// first gets the entries that keep its MPTTI at or under `partition_goal_mptti`).
-    pub partition_goal: crate::tlb::partition::PartitionGoal,
+    pub partition_goal: PartitionGoal,
     pub partition_goal_domain: u32,
     pub partition_goal_mptti: f64,
     /// Instructions a core retires between re-partitions. Default 1,000,000: the order of
@@ -318,12 +308,12 @@ pub struct OsConfig {
     /// through the TLB flush, as Linux 6.x does) and per-VMA fault locks (docs/OS_MODEL.md
     /// "Locks"). false: system calls of one process never wait for each other.
     pub locks: bool,
-    /// FPR, fast page recycling (`crate::recycling::fpr`): the recycling axis.
-    pub fpr: crate::recycling::fpr::FprParams,
-    /// Mitosis' page-table replication (`pt_placement = "mitosis"`; `crate::placement::mitosis`).
-    pub mitosis: crate::placement::mitosis::MitosisParams,
-    /// The hypervisor's VCPU scheduler, for workloads with VMs (`crate::hypervisor`).
-    pub hypervisor: crate::hypervisor::HypervisorParams,
+    /// Frame recycling scheme (the recycling axis, `crate::recycling`): `none` (Linux) or
+    /// `fpr` (fast page recycling); its parameters are `[recycling.<name>]`.
+    pub recycling: String,
+    /// The hypervisor's VCPU scheduler, for workloads with VMs (`crate::hypervisor`): `credit`;
+    /// its parameters are `[hypervisor.<name>]`.
+    pub hypervisor: String,
 }
 
 impl Default for OsConfig {
@@ -348,9 +338,8 @@ impl Default for OsConfig {
             balance: "none".into(),
             time_slice: 9_000_000,
             locks: true,
-            fpr: Default::default(),
-            mitosis: Default::default(),
-            hypervisor: Default::default(),
+            recycling: "none".into(),
+            hypervisor: "credit".into(),
         }
     }
 }
@@ -575,11 +564,82 @@ impl Default for WorkloadConfig {
     }
 }
 
-pub use crate::placement::native::Placement;
+/// Where page-table pages (`os.pt_placement`, the native backends) or data frames
+/// (`os.data_placement`) go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    FirstTouch,
+    Interleave,
+    Fixed(u32),
+}
+
+impl Placement {
+    /// Node of the next page-table page for a core of `socket`; `interleave` is the
+    /// round-robin cursor over `nodes`.
+    pub fn node(self, socket: u32, nodes: u32, interleave: &mut u32) -> NodeId {
+        NodeId(match self {
+            Placement::FirstTouch => socket,
+            Placement::Fixed(n) => n,
+            Placement::Interleave => {
+                let n = *interleave;
+                *interleave = (n + 1) % nodes;
+                n
+            }
+        })
+    }
+
+    pub fn parse(key: &str, s: &str, nodes: u32) -> Result<Placement> {
+        match s {
+            "first-touch" => Ok(Placement::FirstTouch),
+            "interleave" => Ok(Placement::Interleave),
+            _ => {
+                let n = s.strip_prefix("fixed:").and_then(|n| n.parse::<u32>().ok()).ok_or_else(|| {
+                    Error::config(key, format!("{s:?} is not a page-table placement: use \"first-touch\", \"interleave\", \"fixed:N\" or \"mitosis\""))
+                })?;
+                if n >= nodes {
+                    return Err(Error::config(key, format!("fixed:{n}: node {n} does not exist (the machine has {nodes} nodes, 0..{})", nodes - 1)));
+                }
+                Ok(Placement::Fixed(n))
+            }
+        }
+    }
+}
+
+/// Keys that moved, with where they went: a config that still uses one gets an error
+/// naming the new place instead of "unknown key".
+const MOVED_KEYS: &[(&str, &str)] = &[
+    ("os.fpr.enabled", "os.recycling = \"fpr\" (\"none\": off)"),
+    ("os.fpr", "[recycling.fpr] (selected by os.recycling = \"fpr\")"),
+    ("os.mitosis", "[placement.mitosis] (selected by os.pt_placement = \"mitosis\")"),
+    ("os.hypervisor.scheduler", "os.hypervisor = \"credit\""),
+    ("os.hypervisor", "os.hypervisor = \"<scheduler>\" and [hypervisor.<scheduler>]"),
+    ("machine.didi", "[coherence.<didi variant>] directory_entries, directory_ways, directory_latency"),
+];
+
+/// The first key of `tree` that [`MOVED_KEYS`] lists, as an error naming where it went.
+/// `os.hypervisor` as a string is the new key, not the old table.
+fn refuse_moved_keys(tree: &serde_json::Value) -> Result<()> {
+    for (old, new) in MOVED_KEYS {
+        let mut node = Some(tree);
+        for part in old.split('.') {
+            node = node.and_then(|n| n.get(part));
+        }
+        match node {
+            None | Some(serde_json::Value::String(_)) if *old == "os.hypervisor" => {}
+            None => {}
+            Some(_) => return Err(Error::config(*old, format!("this key moved: use {new}"))),
+        }
+    }
+    Ok(())
+}
 
 impl Config {
-    /// Build the effective config from the user's tree, `--set` overrides and the preset.
-    pub fn resolve(tree: serde_json::Value, overrides: &[String], base_dir: &Path) -> Result<Config> {
+    /// The effective config from the user's tree and `--set` overrides, over the preset
+    /// (`machine.preset`) and the defaults (`defaults`: [`Config::default`] with the
+    /// plug-in registries' tables filled in, which config does not know; `crate::setup`
+    /// passes them). Checks every value config itself knows the meaning of; the plug-in
+    /// tables and the workload are checked by the set-up step, which builds them.
+    pub fn parse_document(tree: serde_json::Value, overrides: &[String], base_dir: &Path, defaults: serde_json::Value) -> Result<Config> {
         let mut user = match tree {
             serde_json::Value::Null => serde_json::Value::Object(Default::default()),
             serde_json::Value::Object(_) => tree,
@@ -588,6 +648,7 @@ impl Config {
         for o in overrides {
             apply_override(&mut user, o)?;
         }
+        refuse_moved_keys(&user)?;
         let preset_name = user
             .get("machine")
             .and_then(|m| m.get("preset"))
@@ -596,10 +657,10 @@ impl Config {
             .unwrap_or_else(|| "none".to_owned());
         // Merge complete trees, so that a table the user gives in part keeps the preset's
         // (or the defaults') values for the keys it leaves out.
-        let mut merged = Config::default().to_json();
+        let mut merged = defaults;
         merge(&mut merged, serde_json::json!({ "machine": presets::preset_tree(&preset_name)? }));
         merge(&mut merged, user);
-        let mut cfg: Config = tree::from_tree(merged)?;
+        let mut cfg: Config = crate::tree::from_tree(merged)?;
         cfg.machine.preset = preset_name;
         for p in cfg.workload.paths.iter_mut() {
             if p.is_relative() {
@@ -658,15 +719,17 @@ impl Config {
             check_geometry(&format!("machine.tlb.{name}"), l.entries, l.ways, l.replacement)?;
         }
         check_geometry("machine.pt_cache", m.pt_cache.entries, m.pt_cache.ways, m.pt_cache.replacement)?;
-        range("machine.didi.entries", m.didi.entries as u64, 1, 1 << 24)?;
-        check_geometry("machine.didi", m.didi.entries, m.didi.ways, crate::tlb::Replacement::Lru)?;
+        let rate = t.involuntary_full_flush_per_mcycles;
+        if !(rate >= 0.0 && rate.is_finite()) {
+            return Err(Error::config("machine.tlb.involuntary_full_flush_per_mcycles", format!("{rate}: must be a rate >= 0")));
+        }
         if m.memory.model == MemoryModel::Cache {
             let mem = &m.memory;
             for (key, bytes, ways) in [("machine.memory.llc", mem.llc_bytes, mem.llc_ways), ("machine.memory.private", mem.private_bytes, mem.private_ways)] {
                 if bytes % 64 != 0 || bytes / 64 > (1 << 24) {
                     return Err(Error::config(format!("{key}_bytes"), format!("{bytes}: a whole number of 64-byte lines, at most 1 GiB")));
                 }
-                check_geometry(key, (bytes / 64) as u32, ways, crate::tlb::Replacement::Lru).map_err(|e| match e {
+                check_geometry(key, (bytes / 64) as u32, ways, Replacement::Lru).map_err(|e| match e {
                     Error::Config { message, .. } => Error::config(format!("{key}_ways"), message),
                     e => e,
                 })?;
@@ -685,7 +748,7 @@ impl Config {
         if t.sl_quota_fraction.len() > 256 {
             return Err(Error::config("machine.tlb.sl_quota_fraction", "at most 256 service levels"));
         }
-        if t.partition_controller == crate::tlb::partition::PartitionController::Utility {
+        if t.partition_controller == PartitionController::Utility {
             range("machine.tlb.partition_epoch_instructions", t.partition_epoch_instructions, 1000, 1 << 40)?;
             range("machine.tlb.partition_goal_domain", t.partition_goal_domain as u64, 0, 255)?;
             if !(t.partition_goal_mptti >= 0.0 && t.partition_goal_mptti.is_finite()) {
@@ -695,14 +758,13 @@ impl Config {
                 ));
             }
         }
-        crate::placement::check(self)?;
         Placement::parse("os.data_placement", &self.os.data_placement, m.sockets)?;
         if !(self.os.pt_levels == 4 || self.os.pt_levels == 5) {
             return Err(Error::config("os.pt_levels", format!("{}: page tables have 4 or 5 levels", self.os.pt_levels)));
         }
         range("sim.batch", self.sim.batch as u64, 1, 1 << 20)?;
         range("sim.quantum_cycles", self.sim.quantum_cycles, 0, 1 << 40)?;
-        if self.sim.ptdump_at_op > 0 && !crate::workload::is_os_mode(&self.workload.kind) {
+        if self.sim.ptdump_at_op > 0 && !is_os_mode(&self.workload.kind) {
             return Err(Error::config(
                 "sim.ptdump_at_op",
                 format!("operations are counted in OS mode only: workload.kind = {:?} has none (use sim.ptdump for a dump at the end)", self.workload.kind),
@@ -711,7 +773,6 @@ impl Config {
         if !self.sim.ptdump_thread.is_empty() && self.sim.ptdump_at_op == 0 {
             return Err(Error::config("sim.ptdump_thread", "names the thread whose operations sim.ptdump_at_op counts: set sim.ptdump_at_op too"));
         }
-        crate::coherence::check(self)?;
         range("os.flush_ceiling", self.os.flush_ceiling as u64, 0, 1 << 20)?;
         range("os.migrate_batch", self.os.migrate_batch as u64, 1, 1 << 20)?;
         if !(0.0..=1.0).contains(&self.os.thp_failure_rate) {
@@ -784,22 +845,18 @@ impl Config {
                     ));
                 }
             }
-            // OS mode: building the workload checks every parameter the kind reads (errors
-            // name the key) and the compiled program (`Workload::check`).
-            "scenario" => {
-                crate::workload::build(self)?;
-            }
-            k if crate::workload::generators::KINDS.contains(&k) => {
-                crate::workload::build(self)?;
-            }
-            k => {
-                let kinds: Vec<String> =
-                    ["trace", "synthetic", "scenario", "recorded"].iter().chain(crate::workload::generators::KINDS).map(|k| format!("{k:?}")).collect();
-                return Err(Error::config("workload.kind", format!("{k:?} is not a workload kind: use one of {}", kinds.join(", "))));
-            }
+            // OS mode: the set-up step builds the workload, which checks every parameter
+            // the kind reads (errors name the key) and the compiled program; an unknown kind
+            // is refused there too (the workload registry knows the kinds).
+            _ => {}
         }
         Ok(())
     }
+}
+
+/// Whether `workload.kind` names an OS-mode workload (anything but `trace`/`synthetic`).
+pub fn is_os_mode(kind: &str) -> bool {
+    !matches!(kind, "trace" | "synthetic")
 }
 
 impl TlbConfig {
@@ -840,7 +897,10 @@ fn check_geometry(key: &str, entries: u32, ways: u32, replacement: Replacement) 
     if ways == 0 || ways > entries {
         return Err(Error::config(format!("{key}.ways"), format!("{ways}: ways must be 1 (direct mapped) to entries = {entries} (fully associative)")));
     }
-    crate::tlb::Tlb::new(&crate::tlb::TlbGeometry { entries, ways, replacement }, 0).map(|_| ()).map_err(|m| Error::config(format!("{key}.ways"), m))
+    // The structure's own shape rules (sets a power of two, PLRU ways a power of two) are
+    // the TLB's: the set-up step checks them by building it (`crate::setup`).
+    let _ = replacement;
+    Ok(())
 }
 
 impl Default for MemoryConfig {

@@ -49,6 +49,33 @@ struct Vcpu {
     last_debit: u64,
 }
 
+crate::params! {
+    /// `[hypervisor.credit]`.
+    pub struct CreditParams {
+        /// Time slice of a VCPU, in milliseconds (Xen 3.x credit scheduler: CSCHED_MSECS_PER_TSLICE
+        /// = 30).
+        pub time_slice_ms: f64 = 30.0,
+        /// Accounting tick, in milliseconds: a running VCPU pays CREDITS_PER_TICK = 100 credits
+        /// per tick (CSCHED_MSECS_PER_TICK = 10), and credits are handed out every time slice.
+        pub tick_ms: f64 = 10.0,
+        /// A VCPU that wakes with credit left runs before the others (Xen's BOOST priority,
+        /// sched_credit.c, in Xen 3.1's credit scheduler [as we read it]).
+        pub boost: bool = true,
+    }
+}
+
+impl crate::registry::Plugin for Credit {
+    type Params = CreditParams;
+}
+
+impl super::Scheduler for Credit {
+    fn build(cfg: &crate::config::Config, p: CreditParams, cpus: usize, vcpus: Vec<VcpuDesc>, vms: Vec<VmDesc>) -> crate::error::Result<Credit> {
+        let slice = super::ms_to_cycles("hypervisor.credit.time_slice_ms", p.time_slice_ms, cfg.machine.frequency_ghz)?;
+        let tick = super::ms_to_cycles("hypervisor.credit.tick_ms", p.tick_ms, cfg.machine.frequency_ghz)?;
+        Ok(Credit::new(cpus, vcpus, vms, slice, tick, p.boost))
+    }
+}
+
 pub struct Credit {
     vcpus: Vec<Vcpu>,
     vms: Vec<VmDesc>,

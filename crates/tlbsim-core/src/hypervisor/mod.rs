@@ -3,8 +3,8 @@
 //! guest kernel schedules its threads on its own VCPUs (the OS model's run queues, one per
 //! VCPU), and the hypervisor's scheduler decides which VCPU each physical CPU runs. The
 //! engine calls the [`Hypervisor`] trait at VCPU wake-ups, deschedules and scheduling
-//! decisions, never per access, and never names a scheduler: `os.hypervisor.scheduler`
-//! picks one from [`NAMES`].
+//! decisions, never per access, and never names a scheduler: `os.hypervisor` picks one
+//! from the registry below, `[hypervisor.<name>]` holds its parameters.
 //!
 //! What a VCPU switch does to the TLB is the engine's (os/asid.rs): the incoming VCPU's
 //! running thread's address space is loaded with a CR3 write in its VM (an inter-VM switch
@@ -14,33 +14,18 @@
 
 pub mod credit;
 
+use crate::config::Config;
 use crate::error::{Error, Result};
-use serde::{Deserialize, Serialize};
 
-/// Registered hypervisor schedulers (`os.hypervisor.scheduler`).
-pub const NAMES: &[&str] = &["credit"];
-
-/// `[os.hypervisor]`: used only when the workload has VMs.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct HypervisorParams {
-    /// The VCPU scheduler (`NAMES`).
-    pub scheduler: String,
-    /// Time slice of a VCPU, in milliseconds (Xen 3.x credit scheduler: CSCHED_MSECS_PER_TSLICE
-    /// = 30).
-    pub time_slice_ms: f64,
-    /// Accounting tick, in milliseconds: a running VCPU pays CREDITS_PER_TICK = 100 credits
-    /// per tick (CSCHED_MSECS_PER_TICK = 10), and credits are handed out every time slice.
-    pub tick_ms: f64,
-    /// A VCPU that wakes with credit left runs before the others (Xen's BOOST priority,
-    /// sched_credit.c, in Xen 3.1's credit scheduler [as we read it]).
-    pub boost: bool,
+crate::registry! {
+    what: "a hypervisor scheduler", select: "os.hypervisor", table: "hypervisor", bound: Scheduler;
+    "credit" => credit::Credit, "Xen 3.x's credit scheduler (sched_credit.c): weights, caps, 30 ms slices, BOOST on wake-up";
 }
 
-impl Default for HypervisorParams {
-    fn default() -> Self {
-        HypervisorParams { scheduler: "credit".into(), time_slice_ms: 30.0, tick_ms: 10.0, boost: true }
-    }
+/// A registered scheduler: its `[hypervisor.<name>]` parameters and its constructor for
+/// `cpus` CPUs running these VCPUs and VMs.
+pub trait Scheduler: Hypervisor + crate::registry::Plugin + Sized + 'static {
+    fn build(cfg: &Config, params: Self::Params, cpus: usize, vcpus: Vec<VcpuDesc>, vms: Vec<VmDesc>) -> Result<Self>;
 }
 
 /// One VCPU as the scheduler sees it.
@@ -84,18 +69,31 @@ pub trait Hypervisor {
     fn has_waiting(&self, cpu: usize) -> bool;
 }
 
-/// Build the scheduler `params.scheduler` for these VCPUs and VMs on `cpus` CPUs.
-pub fn build(params: &HypervisorParams, frequency_ghz: f64, cpus: usize, vcpus: Vec<VcpuDesc>, vms: Vec<VmDesc>) -> Result<Box<dyn Hypervisor>> {
-    let ms = |key: &str, v: f64| -> Result<u64> {
-        if !(v > 0.0 && v.is_finite()) {
-            return Err(Error::config(key, format!("{v}: must be a positive number of milliseconds")));
+/// The scheduler `os.hypervisor` names, with its `[hypervisor.<name>]` parameters, for
+/// these VCPUs and VMs on `cpus` CPUs (only workloads with VMs have one).
+pub fn build(cfg: &Config, cpus: usize, vcpus: Vec<VcpuDesc>, vms: Vec<VmDesc>) -> Result<Box<dyn Hypervisor>> {
+    struct Build<'a>(&'a Config, usize, Vec<VcpuDesc>, Vec<VmDesc>);
+    impl Visit for Build<'_> {
+        type Output = Result<Box<dyn Hypervisor>>;
+        fn visit<T: Scheduler>(self, name: &'static str) -> Self::Output {
+            let params = crate::registry::parse::<T::Params>("hypervisor", name, self.0.hypervisor.get(name))?;
+            Ok(Box::new(T::build(self.0, params, self.1, self.2, self.3)?))
         }
-        Ok(((v * 1e6 * frequency_ghz).round() as u64).max(1))
-    };
-    let slice = ms("os.hypervisor.time_slice_ms", params.time_slice_ms)?;
-    let tick = ms("os.hypervisor.tick_ms", params.tick_ms)?;
-    match params.scheduler.as_str() {
-        "credit" => Ok(Box::new(credit::Credit::new(cpus, vcpus, vms, slice, tick, params.boost))),
-        other => Err(Error::config("os.hypervisor.scheduler", format!("{other:?} is not a hypervisor scheduler: use one of {NAMES:?}"))),
     }
+    visit(&cfg.os.hypervisor, Build(cfg, cpus, vcpus, vms))?
+}
+
+/// Check `os.hypervisor` and every `[hypervisor.<name>]` table (a scheduler with no VCPUs
+/// is built, so its own checks run before any run starts).
+pub fn check(cfg: &Config) -> Result<()> {
+    check_params(&cfg.hypervisor)?;
+    build(cfg, cfg.cores() as usize, Vec::new(), Vec::new()).map(|_| ())
+}
+
+/// `v` milliseconds in cycles at `frequency_ghz`; errors name `key`.
+pub fn ms_to_cycles(key: &str, v: f64, frequency_ghz: f64) -> Result<u64> {
+    if !(v > 0.0 && v.is_finite()) {
+        return Err(Error::config(key, format!("{v}: must be a positive number of milliseconds")));
+    }
+    Ok(((v * 1e6 * frequency_ghz).round() as u64).max(1))
 }

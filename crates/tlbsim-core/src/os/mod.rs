@@ -714,7 +714,7 @@ impl<P: Coherence> Os<P> {
                 }
             }
             let vms: Vec<crate::hypervisor::VmDesc> = os.w.vms.iter().map(|v| crate::hypervisor::VmDesc { weight: v.weight, cap: v.cap }).collect();
-            let hv = crate::hypervisor::build(&cfg.os.hypervisor, cfg.machine.frequency_ghz, ncores, descs, vms)?;
+            let hv = crate::hypervisor::build(cfg, ncores, descs, vms)?;
             os.virt = Some(virt::Virt {
                 hv,
                 vcpus,

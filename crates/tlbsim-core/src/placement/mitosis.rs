@@ -1,6 +1,6 @@
 //! Mitosis: page-table replication across NUMA sockets (Achermann et al., "Mitosis:
 //! Transparently Self-Replicating Page-Tables for Large-Memory Machines", ASPLOS 2020,
-//! §5 and §6.1; `os.pt_placement = "mitosis"`, `[os.mitosis]`).
+//! §5 and §6.1; `os.pt_placement = "mitosis"`, `[placement.mitosis]`).
 //!
 //! Modelled:
 //! - A replication mask per address space (`replicas`: `"all"`, `"none"` or a list of
@@ -54,7 +54,7 @@ use serde::{Deserialize, Serialize};
 
 const AD: u64 = PTE_ACCESSED | PTE_DIRTY;
 
-/// Which sockets get a replica (`[os.mitosis] replicas`).
+/// Which sockets get a replica (`[placement.mitosis] replicas`).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(untagged)]
 pub enum ReplicaSet {
@@ -72,32 +72,34 @@ pub enum MigrationFree {
     Lazy,
 }
 
-/// `[os.mitosis]`.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct MitosisParams {
-    /// Sockets holding a replica of every process' page tables: `"all"` (§6.1's state iv),
-    /// `"none"` (no replication; tables placed first-touch) or a list of sockets.
-    pub replicas: ReplicaSet,
-    /// Frames of each socket's page-table cache (§5.1's sysctl; its value is not stated:
-    /// 1,024 pages = 4 MiB per socket is assumed). 0: every table page straight from the
-    /// node's allocator.
-    pub reserve_pages: u32,
-    /// `"eager"` (default) or `"lazy"`: free a migrated process' old replica at once, or
-    /// keep it up to date (§5.5).
-    pub migration_free: MigrationFree,
+crate::params! {
+    /// `[placement.mitosis]`.
+    pub struct MitosisParams {
+        /// Sockets holding a replica of every process' page tables: `"all"` (§6.1's state iv),
+        /// `"none"` (no replication; tables placed first-touch) or a list of sockets.
+        pub replicas: ReplicaSet = ReplicaSet::Named("all".into()),
+        /// Frames of each socket's page-table cache (§5.1's sysctl; its value is not stated:
+        /// 1,024 pages = 4 MiB per socket is assumed). 0: every table page straight from the
+        /// node's allocator.
+        pub reserve_pages: u32 = 1024,
+        /// `"eager"` (default) or `"lazy"`: free a migrated process' old replica at once, or
+        /// keep it up to date (§5.5).
+        pub migration_free: MigrationFree = MigrationFree::Eager,
+    }
 }
 
-impl Default for MitosisParams {
-    fn default() -> Self {
-        MitosisParams { replicas: ReplicaSet::Named("all".into()), reserve_pages: 1024, migration_free: MigrationFree::Eager }
-    }
+impl crate::registry::ParamKind for ReplicaSet {
+    const KIND: &'static str = "\"all\", \"none\" or a list of sockets";
+}
+
+impl crate::registry::ParamKind for MigrationFree {
+    const KIND: &'static str = "\"eager\" or \"lazy\"";
 }
 
 impl MitosisParams {
     /// The replication mask as a list of sockets (empty: none), checked against `sockets`.
     pub fn mask(&self, sockets: u32) -> Result<Vec<u32>> {
-        self.replicas.sockets("os.mitosis.replicas", sockets)
+        self.replicas.sockets("placement.mitosis.replicas", sockets)
     }
 }
 
@@ -153,7 +155,7 @@ struct MmReplicas {
 
 pub struct Mitosis {
     nodes: u32,
-    /// The system-wide mask (`[os.mitosis] replicas`).
+    /// The system-wide mask (`[placement.mitosis] replicas`).
     mask: Vec<u32>,
     /// Address spaces created with a mask of their own (`PtOptions::replica_sockets`).
     own_masks: u64,
@@ -170,6 +172,16 @@ pub struct Mitosis {
     /// Scratch for lock-step walks: (socket, slot) per replica, primary first.
     cursor: Vec<(u32, u32)>,
     stats: MitosisStats,
+}
+
+impl crate::registry::Plugin for Mitosis {
+    type Params = MitosisParams;
+}
+
+impl super::Backend for Mitosis {
+    fn build(cfg: &crate::config::Config, _spec: &str, params: MitosisParams) -> Result<Mitosis> {
+        Mitosis::new(&params, cfg.machine.sockets)
+    }
 }
 
 impl Mitosis {

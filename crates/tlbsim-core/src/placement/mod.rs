@@ -9,8 +9,8 @@
 //! its socket; the hardware walker then reads that tree directly (no backend call on the
 //! access path).
 //!
-//! One file per backend; [`build`] selects one by `os.pt_placement` (the registry: one
-//! line per backend in [`NAMES`] and `build`).
+//! One file per backend, one registry line each ([`crate::registry!`] below); `os.pt_placement`
+//! selects one, and `[placement.<name>]` holds its parameters.
 
 pub mod mitosis;
 pub mod native;
@@ -22,8 +22,28 @@ use crate::page_table::{Leaf, PageTables};
 use crate::types::{PageSize, Pfn};
 use serde::{Deserialize, Serialize};
 
-/// Backends `os.pt_placement` accepts (`fixed:N` names a node).
-pub const NAMES: &[&str] = &["first-touch", "interleave", "fixed:N", "mitosis"];
+crate::registry! {
+    what: "a page-table placement", select: "os.pt_placement", table: "placement", bound: Backend;
+    "first-touch" => native::Native, "one tree per process, each table page on the node of the core that allocates it (Linux's default)";
+    "interleave" => native::Native, "one tree per process, table pages round-robin over the nodes";
+    "fixed:N" => native::Native, "one tree per process, every table page on node N (Mitosis' remote-table setups)";
+    "mitosis" => mitosis::Mitosis, "Mitosis (ASPLOS 2020): per-socket replicas kept eagerly consistent, A/D bits OR-ed over them";
+}
+
+/// A registered backend: its `[placement.<name>]` parameters and its constructor (`spec`
+/// is the `os.pt_placement` value, e.g. `fixed:1`).
+pub trait Backend: PageTableBackend + crate::registry::Plugin + Sized + 'static {
+    fn build(cfg: &Config, spec: &str, params: Self::Params) -> Result<Self>;
+}
+
+/// The registry name of an `os.pt_placement` value (`fixed:1` is entry `fixed:N`).
+fn entry_name(spec: &str) -> &str {
+    if spec.starts_with("fixed:") {
+        "fixed:N"
+    } else {
+        spec
+    }
+}
 
 /// What a process migration did to the page tables ([`PageTableBackend::on_migrate`]).
 #[derive(Debug, Default)]
@@ -70,7 +90,7 @@ impl PtOptions {
 pub struct PtOptionKeys {
     /// The sockets holding a copy of the process's page tables ([`PtOptions::replica_sockets`]):
     /// `"all"`, `"none"` (a single tree) or a list of sockets. Only a backend that keeps
-    /// copies (`os.pt_placement = "mitosis"`, where it overrides `[os.mitosis] replicas`,
+    /// copies (`os.pt_placement = "mitosis"`, where it overrides `[placement.mitosis] replicas`,
     /// Mitosis §6.2's per-process replication set) acts on it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replica_sockets: Option<mitosis::ReplicaSet>,
@@ -154,21 +174,23 @@ pub trait PageTableBackend {
     }
 }
 
-/// The backend `os.pt_placement` names.
+/// The backend `os.pt_placement` names, with its `[placement.<name>]` parameters.
 pub fn build(cfg: &Config) -> Result<Box<dyn PageTableBackend>> {
-    let sockets = cfg.machine.sockets;
-    Ok(match cfg.os.pt_placement.as_str() {
-        "mitosis" => Box::new(mitosis::Mitosis::new(&cfg.os.mitosis, sockets)?),
-        other => Box::new(native::Native::new(native::Placement::parse("os.pt_placement", other, sockets)?, sockets)),
-    })
+    struct Build<'a>(&'a Config);
+    impl Visit for Build<'_> {
+        type Output = Result<Box<dyn PageTableBackend>>;
+        fn visit<T: Backend>(self, name: &'static str) -> Self::Output {
+            let params = crate::registry::parse::<T::Params>("placement", name, self.0.placement.get(name))?;
+            Ok(Box::new(T::build(self.0, &self.0.os.pt_placement, params)?))
+        }
+    }
+    visit(entry_name(&cfg.os.pt_placement), Build(cfg))?
 }
 
-/// Check `os.pt_placement` (config validation).
+/// Check `os.pt_placement` and every `[placement.<name>]` table.
 pub fn check(cfg: &Config) -> Result<()> {
-    build(cfg).map(|_| ()).map_err(|e| match e {
-        Error::Config { key, message } => Error::Config { key, message },
-        e => e,
-    })
+    check_params(&cfg.placement)?;
+    build(cfg).map(|_| ())
 }
 
 /// Where page-table pages and their pointers live (Mitosis Fig. 3 and Fig. 4): per node and

@@ -6,49 +6,11 @@
 //! rule. Writes go to the one tree.
 
 use super::{PageTableBackend, PtCtx, PtOptions};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::page_table::{Leaf, PageTables};
-use crate::types::{NodeId, PageSize, Pfn};
+use crate::types::{PageSize, Pfn};
 
-/// Where page-table pages go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Placement {
-    FirstTouch,
-    Interleave,
-    Fixed(u32),
-}
-
-impl Placement {
-    /// Node of the next page-table page for a core of `socket`; `interleave` is the
-    /// round-robin cursor over `nodes`.
-    pub fn node(self, socket: u32, nodes: u32, interleave: &mut u32) -> NodeId {
-        NodeId(match self {
-            Placement::FirstTouch => socket,
-            Placement::Fixed(n) => n,
-            Placement::Interleave => {
-                let n = *interleave;
-                *interleave = (n + 1) % nodes;
-                n
-            }
-        })
-    }
-
-    pub fn parse(key: &str, s: &str, nodes: u32) -> Result<Placement> {
-        match s {
-            "first-touch" => Ok(Placement::FirstTouch),
-            "interleave" => Ok(Placement::Interleave),
-            _ => {
-                let n = s.strip_prefix("fixed:").and_then(|n| n.parse::<u32>().ok()).ok_or_else(|| {
-                    Error::config(key, format!("{s:?} is not a page-table placement: use \"first-touch\", \"interleave\", \"fixed:N\" or \"mitosis\""))
-                })?;
-                if n >= nodes {
-                    return Err(Error::config(key, format!("fixed:{n}: node {n} does not exist (the machine has {nodes} nodes, 0..{})", nodes - 1)));
-                }
-                Ok(Placement::Fixed(n))
-            }
-        }
-    }
-}
+pub use crate::config::Placement;
 
 pub struct Native {
     placement: Placement,
@@ -60,6 +22,16 @@ pub struct Native {
 impl Native {
     pub fn new(placement: Placement, nodes: u32) -> Native {
         Native { placement, nodes, interleave_next: 0 }
+    }
+}
+
+impl crate::registry::Plugin for Native {
+    type Params = crate::registry::NoParams;
+}
+
+impl super::Backend for Native {
+    fn build(cfg: &crate::config::Config, spec: &str, _params: crate::registry::NoParams) -> crate::error::Result<Native> {
+        Ok(Native::new(Placement::parse("os.pt_placement", spec, cfg.machine.sockets)?, cfg.machine.sockets))
     }
 }
 

@@ -1,5 +1,5 @@
 //! FPR, fast page recycling ("Skip TLB flushes for reused pages within mmap's", §IV–§V;
-//! MECHANISMS.md "FPR"), enabled by `[os.fpr] enabled = true`.
+//! MECHANISMS.md "FPR"), selected by `os.recycling = "fpr"` (parameters `[recycling.fpr]`).
 //!
 //! Modelled:
 //! - `MAP_FPR` per mapping (`MapSpec::recyclable`: `recyclable = true` on a scenario
@@ -105,28 +105,34 @@ pub enum ContextScope {
     User,
 }
 
-/// `[os.fpr]`.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct FprParams {
-    /// Enable FPR (off: Linux's flush at release).
-    pub enabled: bool,
-    /// Every mmap of the workload gets MAP_FPR (the paper's interception library, §V).
-    pub all_mmaps: bool,
-    /// Recycling-context scope: `mmap`, `process` (default, §IV-C2's default), `tree`, `user`.
-    pub context: ContextScope,
-    /// The per-process VA cursor against the ABA problem (§IV-B). false: the deliberately
-    /// unsafe variant (mmap reuses addresses whose stale entries may live on).
-    pub va_cursor: bool,
-    /// Recycle page-table pages too (not in the paper; see the module comment): a munmap
-    /// whose pages all skip their flush keeps the page-table pages it frees for the same
-    /// context's next tables instead of flushing the page-walk caches of every core.
-    pub recycle_tables: bool,
+crate::params! {
+    /// `[recycling.fpr]`.
+    pub struct FprParams {
+        /// Every mmap of the workload gets MAP_FPR (the paper's interception library, §V).
+        pub all_mmaps: bool = false,
+        /// Recycling-context scope: `mmap`, `process` (default, §IV-C2's default), `tree`, `user`.
+        pub context: ContextScope = ContextScope::Process,
+        /// The per-process VA cursor against the ABA problem (§IV-B). false: the deliberately
+        /// unsafe variant (mmap reuses addresses whose stale entries may live on).
+        pub va_cursor: bool = true,
+        /// Recycle page-table pages too (not in the paper; see the module comment): a munmap
+        /// whose pages all skip their flush keeps the page-table pages it frees for the same
+        /// context's next tables instead of flushing the page-walk caches of every core.
+        pub recycle_tables: bool = false,
+    }
 }
 
-impl Default for FprParams {
-    fn default() -> Self {
-        FprParams { enabled: false, all_mmaps: false, context: ContextScope::Process, va_cursor: true, recycle_tables: false }
+impl crate::registry::ParamKind for ContextScope {
+    const KIND: &'static str = "\"mmap\", \"process\", \"tree\" or \"user\"";
+}
+
+impl crate::registry::Plugin for Fpr {
+    type Params = FprParams;
+}
+
+impl super::Scheme for Fpr {
+    fn build(_cfg: &crate::config::Config, params: FprParams) -> Result<Fpr> {
+        Fpr::new(params)
     }
 }
 
@@ -380,7 +386,7 @@ mod tests {
     use super::*;
 
     fn fpr() -> Fpr {
-        Fpr::new(FprParams { enabled: true, ..Default::default() }).unwrap()
+        Fpr::new(FprParams::default()).unwrap()
     }
 
     #[test]
@@ -466,7 +472,7 @@ mod tests {
             let va = f.choose_mmap_va(0, 8192, top - 8192, &free);
             assert!(seen.insert(va), "address {va:#x} reused");
         }
-        let mut unsafe_variant = Fpr::new(FprParams { enabled: true, va_cursor: false, ..Default::default() }).unwrap();
+        let mut unsafe_variant = Fpr::new(FprParams { va_cursor: false, ..Default::default() }).unwrap();
         assert_eq!(unsafe_variant.choose_mmap_va(0, 8192, top - 8192, &free), top - 8192);
         assert_eq!(unsafe_variant.choose_mmap_va(0, 8192, top - 8192, &free), top - 8192);
     }
@@ -479,14 +485,14 @@ mod tests {
         assert_eq!(f.mapping_context(2, 1, &plain), 0);
         assert_eq!(f.mapping_context(2, 1, &spec), f.mapping_context(2, 1, &spec));
         assert_ne!(f.mapping_context(2, 1, &spec), f.mapping_context(3, 1, &spec));
-        let mut tree = Fpr::new(FprParams { enabled: true, context: ContextScope::Tree, ..Default::default() }).unwrap();
+        let mut tree = Fpr::new(FprParams { context: ContextScope::Tree, ..Default::default() }).unwrap();
         assert_eq!(tree.mapping_context(2, 1, &spec), tree.mapping_context(3, 1, &spec));
-        let mut per_mmap = Fpr::new(FprParams { enabled: true, context: ContextScope::Mmap, ..Default::default() }).unwrap();
+        let mut per_mmap = Fpr::new(FprParams { context: ContextScope::Mmap, ..Default::default() }).unwrap();
         let (a, b) = (per_mmap.mapping_context(2, 2, &spec), per_mmap.mapping_context(2, 2, &spec));
         assert_ne!(a, b);
         assert!(per_mmap.permits_stale_use(2, 2, word(0, a, 1)));
         assert!(!per_mmap.permits_stale_use(3, 3, word(0, a, 1)));
-        let mut all = Fpr::new(FprParams { enabled: true, all_mmaps: true, ..Default::default() }).unwrap();
+        let mut all = Fpr::new(FprParams { all_mmaps: true, ..Default::default() }).unwrap();
         assert_ne!(all.mapping_context(2, 2, &plain), 0, "all_mmaps flags every mapping");
     }
 

@@ -171,10 +171,43 @@ impl Recycling for NoRecycling {
     }
 }
 
-/// The registry: the scheme the config enables (`[os.fpr] enabled`), else none.
-pub fn build(cfg: &Config) -> Result<Box<dyn Recycling>> {
-    if cfg.os.fpr.enabled {
-        return Ok(Box::new(fpr::Fpr::new(cfg.os.fpr.clone())?));
+impl crate::registry::Plugin for NoRecycling {
+    type Params = crate::registry::NoParams;
+}
+
+impl Scheme for NoRecycling {
+    fn build(_cfg: &Config, _params: crate::registry::NoParams) -> Result<NoRecycling> {
+        Ok(NoRecycling)
     }
-    Ok(Box::new(NoRecycling))
+}
+
+crate::registry! {
+    what: "a recycling scheme", select: "os.recycling", table: "recycling", bound: Scheme;
+    "none" => NoRecycling, "Linux: a released frame is flushed from every TLB that may hold it before it is reused";
+    "fpr" => fpr::Fpr, "FPR, fast page recycling: frames recycled within their context skip the flush, paid when they leave it";
+}
+
+/// A registered scheme: its `[recycling.<name>]` parameters and its constructor.
+pub trait Scheme: Recycling + crate::registry::Plugin + Sized + 'static {
+    fn build(cfg: &Config, params: Self::Params) -> Result<Self>;
+}
+
+/// The scheme `os.recycling` names, with its `[recycling.<name>]` parameters. The engine
+/// calls it at kernel events only, so a boxed trait object serves.
+pub fn build(cfg: &Config) -> Result<Box<dyn Recycling>> {
+    struct Build<'a>(&'a Config);
+    impl Visit for Build<'_> {
+        type Output = Result<Box<dyn Recycling>>;
+        fn visit<T: Scheme>(self, name: &'static str) -> Self::Output {
+            let params = crate::registry::parse::<T::Params>("recycling", name, self.0.recycling.get(name))?;
+            Ok(Box::new(T::build(self.0, params)?))
+        }
+    }
+    visit(&cfg.os.recycling, Build(cfg))?
+}
+
+/// Check `os.recycling` and every `[recycling.<name>]` table.
+pub fn check(cfg: &Config) -> Result<()> {
+    check_name(&cfg.os.recycling)?;
+    check_params(&cfg.recycling)
 }

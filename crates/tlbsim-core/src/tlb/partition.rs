@@ -38,28 +38,8 @@
 //! is split between levels at CR3 writes (when the service level changes).
 
 use super::hierarchy::NAMES;
-use serde::{Deserialize, Serialize};
 
-/// What `machine.tlb.partition_goal` asks of the `utility` controller.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum PartitionGoal {
-    #[default]
-    MinMeanMptti,
-    MpttiCeiling,
-}
-
-/// `machine.tlb.partition_controller`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum PartitionController {
-    /// No quotas, whatever `sl_quota_fraction` says (an unpartitioned TLB, for comparison).
-    None,
-    /// `sl_quota_fraction` for the whole run (tag paper §4).
-    #[default]
-    Static,
-    Utility,
-}
+pub use crate::types::{PartitionController, PartitionGoal};
 
 #[derive(Clone, Copy, Debug)]
 pub struct Settings {

@@ -34,7 +34,6 @@
 
 use crate::rng::SplitMix64;
 use crate::types::{PageSize, Pfn, Vpn};
-use serde::{Deserialize, Serialize};
 
 /// Entry flag bits (`TlbEntry::flags`).
 pub const FLAG_WRITABLE: u8 = 1 << 0;
@@ -80,14 +79,7 @@ pub struct TlbEntry {
     pub flags: u8,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Replacement {
-    Lru,
-    Plru,
-    Fifo,
-    Random,
-}
+pub use crate::types::Replacement;
 
 /// Shape of one structure, as configured.
 #[derive(Clone, Debug, PartialEq)]

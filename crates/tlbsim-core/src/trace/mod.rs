@@ -18,7 +18,7 @@ pub use native::{convert, ConvertReport, NativeReader, NativeWriter};
 
 use crate::types::AccessKind;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A good batch size for `TraceSource::next_batch`.
 pub const DEFAULT_BATCH: usize = 4096;
@@ -47,24 +47,9 @@ pub enum TraceEvent {
     File { dev: u64, ino: u64 },
 }
 
-/// Input formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TraceFormat {
-    Lackey,
-    Champsim,
-    Native,
-}
+pub use crate::types::TraceFormat;
 
-#[derive(Debug, thiserror::Error)]
-pub enum TraceError {
-    #[error("{path}: line {line}: {message}")]
-    Line { path: PathBuf, line: u64, message: String },
-    #[error("{path}: byte offset {offset}: {message}")]
-    Offset { path: PathBuf, offset: u64, message: String },
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
-}
+pub use crate::error::TraceError;
 
 /// A source of trace events.
 pub trait TraceSource: Send {

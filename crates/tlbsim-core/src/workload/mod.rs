@@ -14,10 +14,7 @@ pub mod synthetic;
 use crate::config::Config;
 use crate::error::{Error, Result};
 
-/// Whether `workload.kind` names an OS-mode workload (anything but `trace`/`synthetic`).
-pub fn is_os_mode(kind: &str) -> bool {
-    !matches!(kind, "trace" | "synthetic")
-}
+pub use crate::config::is_os_mode;
 
 /// Build the OS-mode workload `cfg.workload.kind` names: the scenario of
 /// `[workload.scenario]`, or a built-in generator ([`generators::KINDS`]). Errors name the

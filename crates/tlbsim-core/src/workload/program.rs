@@ -37,7 +37,7 @@ pub struct MapSpec {
     pub writable: bool,
     /// The mapping's frames may be recycled within their recycling context without a TLB
     /// flush when it is unmapped (what the FPR paper's MAP_FPR asks, §IV). Acted on only by
-    /// a recycling axis that recycles (`[os.fpr]` enabled); otherwise a plain mapping.
+    /// a recycling axis that recycles (`os.recycling = "fpr"`); otherwise a plain mapping.
     pub recyclable: bool,
     /// MAP_FIXED at the slot's previous address (an `Mmap` operation whose slot held a
     /// mapping before): the new mapping reuses that virtual address.

@@ -47,8 +47,8 @@
 //! - `mmap`: region* (the slot it writes), bytes*, file (default: anonymous),
 //!   offset_pages (within the file), shared (default false), populate (default false),
 //!   writable (default true), recyclable (its frames may be recycled within their context
-//!   without a flush when it is unmapped: MAP_FPR, acted on when the run enables
-//!   `[os.fpr]`; default false; the key was `fpr` before), fixed (MAP_FIXED at the address
+//!   without a flush when it is unmapped: MAP_FPR, acted on when the run sets
+//!   `os.recycling = "fpr"`; default false; the key was `fpr` before), fixed (MAP_FIXED at the address
 //!   the slot held before, default false). A process region takes `recyclable` too.
 //! - `munmap`, `msync`: region*. `mprotect`: region*, writable*. `madvise`: region*,
 //!   advice* (`dontneed`).
@@ -68,7 +68,7 @@
 //! page-table options the page-table backend interprets (`crate::placement::PtOptionKeys`),
 //! inherited by its fork children. `replica_sockets = "all" | "none" | [sockets]`: the
 //! sockets holding a copy of its page tables, for a backend that keeps copies
-//! (`os.pt_placement = "mitosis"`, overriding `[os.mitosis] replicas`); ignored by the
+//! (`os.pt_placement = "mitosis"`, overriding `[placement.mitosis] replicas`); ignored by the
 //! other backends. (It was the process key `mitosis_replicas` before.)
 //!
 //! Virtual machines (`[[workload.scenario.vm]]`, the hypervisor axis, `crate::hypervisor`)
@@ -222,7 +222,7 @@ pub struct ScenarioRegion {
     #[serde(default = "yes")]
     pub writable: bool,
     /// Its frames may be recycled within their context without a flush when it is
-    /// unmapped (MAP_FPR; acted on when the run enables `[os.fpr]`).
+    /// unmapped (MAP_FPR; acted on when the run sets `os.recycling = "fpr"`).
     #[serde(default)]
     pub recyclable: bool,
     /// Retired: now `recyclable` (an error naming it).

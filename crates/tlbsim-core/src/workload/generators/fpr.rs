@@ -3,7 +3,7 @@
 //! mmap, read and munmap a page of a file beside compute threads) and `"fpr-evict"` (FPR
 //! §V-B, Fig. 14: threads reading a file larger than their memory group, so reclaim
 //! evicts all the time). Their file mappings are recyclable (MAP_FPR), which means nothing
-//! unless the run enables `[os.fpr]`. Simplified: FPR runs every thread for a fixed time
+//! unless the run sets `os.recycling = "fpr"`. Simplified: FPR runs every thread for a fixed time
 //! (up to 2 hours for eviction); here threads run a fixed number of operations, and the
 //! model has no readahead.
 
@@ -37,7 +37,7 @@ use crate::workload::program::{AccessMode, Op, Pattern, Workload};
 ///
 /// The I/O read is one 8-byte read at a random place of the page (fpr_munmap.c reads a
 /// random cache line). The I/O mmaps pass MAP_FPR (FPR's benchmark does; it means
-/// nothing unless the run enables `[os.fpr]`).
+/// nothing unless the run sets `os.recycling = "fpr"`).
 pub(super) fn fpr_munmap(cfg: &Config) -> Result<Workload> {
     let w = &cfg.workload;
     check_range("workload.case", w.case as u64, 1, 5)?;

@@ -33,7 +33,7 @@ const LMDB_FANOUT: u64 = 100;
 /// thread from the run's seed), followed by `compute_cycles` of the store's and client's
 /// own work (default 20,000 **[inferred]**: key comparison, checksums, YCSB's bookkeeping).
 /// Every file mmap passes MAP_FPR (FPR's interception library; it means nothing unless
-/// the run enables `[os.fpr]`).
+/// the run sets `os.recycling = "fpr"`).
 ///
 /// - `lmdb`: one file, mapped shared read-only once (LMDB's single memory map). A read
 ///   walks the B+tree: the root page, a branch page (the first 1/`LMDB_FANOUT` of the

@@ -1,5 +1,6 @@
-//! Config trees: TOML files, dotted-key overrides, merging, and typed parsing with errors
-//! that name the dotted key.
+//! Config trees (the JSON shape every config document is read into): TOML files, dotted-key
+//! overrides, merging, and typed parsing with errors that name the dotted key. Below
+//! `config` and `registry`, which both read trees.
 
 use crate::error::{Error, Result};
 use serde_json::{Map, Value};

@@ -1,0 +1,86 @@
+//! The one set-up step between a config document and a run (docs/ARCHITECTURE.md
+//! "Layers"): `config` parses the document and checks what it knows the meaning of; here
+//! the plug-in registries fill in their tables' defaults and check them, the TLB
+//! structures' shapes are checked, and an OS-mode workload is built, once. A run uses what
+//! set-up built; `tlbsim config` and sweeps' up-front validation run the same step, so
+//! they refuse exactly what a run would refuse.
+
+use crate::config::{is_os_mode, merge, Config};
+use crate::error::{Error, Result};
+use crate::workload::program::Workload;
+use std::path::Path;
+
+/// What set-up produced: the effective config and, in OS mode, the built workload.
+pub struct Prepared {
+    pub config: Config,
+    /// `None` in trace mode (`trace`, `synthetic`), whose events are read as the run goes.
+    pub workload: Option<Workload>,
+}
+
+/// Every plug-in table with its registry's defaults: `[coherence.<name>]`,
+/// `[recycling.<name>]`, `[placement.<name>]`, `[hypervisor.<name>]`.
+pub fn plugin_defaults() -> serde_json::Value {
+    serde_json::json!({
+        "coherence": crate::coherence::default_params(),
+        "recycling": crate::recycling::default_params(),
+        "placement": crate::placement::default_params(),
+        "hypervisor": crate::hypervisor::default_params(),
+    })
+}
+
+/// The defaults under every config: [`Config::default`] and [`plugin_defaults`].
+pub fn defaults() -> serde_json::Value {
+    let mut tree = Config::default().to_json();
+    merge(&mut tree, plugin_defaults());
+    tree
+}
+
+/// Parse, check and build: the config document, overrides and base folder (relative trace
+/// paths) to a config every part of which has been checked, and the workload.
+pub fn prepare(tree: serde_json::Value, overrides: &[String], base_dir: &Path) -> Result<Prepared> {
+    let config = Config::parse_document(tree, overrides, base_dir, defaults())?;
+    check_plugins(&config)?;
+    let workload = if is_os_mode(&config.workload.kind) { Some(build_workload(&config)?) } else { None };
+    Ok(Prepared { config, workload })
+}
+
+impl Config {
+    /// The effective config, every part checked (what [`prepare`] checks, without keeping
+    /// the workload it built).
+    pub fn resolve(tree: serde_json::Value, overrides: &[String], base_dir: &Path) -> Result<Config> {
+        Ok(prepare(tree, overrides, base_dir)?.config)
+    }
+}
+
+/// The TLB structures' shapes, then each plug-in axis' selection and tables.
+fn check_plugins(cfg: &Config) -> Result<()> {
+    for (name, l) in cfg.machine.tlb.levels() {
+        check_shape(&format!("machine.tlb.{name}"), l.entries, l.ways, l.replacement)?;
+    }
+    let pt = &cfg.machine.pt_cache;
+    check_shape("machine.pt_cache", pt.entries, pt.ways, pt.replacement)?;
+    crate::placement::check(cfg)?;
+    crate::coherence::check(cfg)?;
+    crate::recycling::check(cfg)?;
+    crate::hypervisor::check(cfg)
+}
+
+/// A structure's shape rules, by building it (sets a power of two, PLRU ways a power of
+/// two); errors name `<key>.ways`.
+fn check_shape(key: &str, entries: u32, ways: u32, replacement: crate::types::Replacement) -> Result<()> {
+    if entries == 0 {
+        return Ok(());
+    }
+    crate::tlb::Tlb::new(&crate::tlb::TlbGeometry { entries, ways, replacement }, 0).map(|_| ()).map_err(|m| Error::config(format!("{key}.ways"), m))
+}
+
+/// The OS-mode workload `workload.kind` names (an unknown kind is refused with the list).
+fn build_workload(cfg: &Config) -> Result<Workload> {
+    let k = cfg.workload.kind.as_str();
+    if !(k == "scenario" || k == "recorded" || crate::workload::generators::KINDS.contains(&k)) {
+        let kinds: Vec<String> =
+            ["trace", "synthetic", "scenario", "recorded"].iter().chain(crate::workload::generators::KINDS).map(|k| format!("{k:?}")).collect();
+        return Err(Error::config("workload.kind", format!("{k:?} is not a workload kind: use one of {}", kinds.join(", "))));
+    }
+    crate::workload::build(cfg)
+}
