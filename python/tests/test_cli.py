@@ -426,7 +426,7 @@ name = "idle"
 thread = [{ name = "first", core = 3, program = [{ op = "compute", cycles = 1000 }, { op = "count" }, { op = "exit" }] }]
 [[workload.scenario.process]]
 name = "grower"
-mitosis_replicas = [0]
+page_tables = { replica_sockets = [0] }
 [[workload.scenario.process.thread]]
 name = "grow"
 core = 0
@@ -489,9 +489,9 @@ def test_ptdump_at_op_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert "--at-op" in err
     err = _error_of(capsys, ["ptdump", "--at-op", "1", "--set", 'workload.kind="synthetic"'])
     assert "sim.ptdump_at_op" in err and "OS mode" in err
-    config.write_text(_GROWING.replace("mitosis_replicas = [0]", "mitosis_replicas = [0, 5]"))
+    config.write_text(_GROWING.replace("replica_sockets = [0]", "replica_sockets = [0, 5]"))
     err = _error_of(capsys, ["ptdump", str(config), "--at-op", "1"])
-    assert "workload.scenario.process[1].mitosis_replicas" in err and "socket 5 does not exist" in err
+    assert "workload.scenario.process[1].page_tables.replica_sockets" in err and "socket 5 does not exist" in err
     _assert_user_error(err)
 
 

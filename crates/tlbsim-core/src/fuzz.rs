@@ -29,6 +29,7 @@ use crate::coherence::Coherence;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::rng::SplitMix64;
+use crate::workload::builder::{anon, file_map};
 use crate::workload::program::*;
 use serde::Serialize;
 
@@ -115,34 +116,12 @@ fn program(g: &mut Gen, cores: u32, nodes: u32, fork_program: Option<usize>) -> 
                 // (for this thread): the others still use the old address, which mmap may
                 // hand out again (the race a lazy policy must not let through).
                 body.push(Op::Munmap { slot: 0 });
-                body.push(Op::Mmap {
-                    slot: 0,
-                    spec: MapSpec {
-                        fpr: false,
-                        fixed: false,
-                        bytes: 4096 * (1 + g.below(16)),
-                        backing: Backing::Anonymous,
-                        shared: false,
-                        populate: g.chance(50),
-                        writable: true,
-                    },
-                });
+                body.push(Op::Mmap { slot: 0, spec: anon(4096 * (1 + g.below(16)), true).with_populate(g.chance(50)) });
                 access(0, AccessMode::Write, 1 + g.below(8), pattern)
             }
             5 => {
                 // Map, touch, unmap: the next round maps the same address again.
-                body.push(Op::Mmap {
-                    slot: 1,
-                    spec: MapSpec {
-                        fpr: false,
-                        fixed: false,
-                        bytes: 4096 * (1 + g.below(40)),
-                        backing: Backing::Anonymous,
-                        shared: false,
-                        populate: g.chance(30),
-                        writable: true,
-                    },
-                });
+                body.push(Op::Mmap { slot: 1, spec: anon(4096 * (1 + g.below(40)), true).with_populate(g.chance(30)) });
                 body.push(access(1, AccessMode::Write, 1 + g.below(20), pattern));
                 Op::Munmap { slot: 1 }
             }
@@ -168,7 +147,7 @@ fn program(g: &mut Gen, cores: u32, nodes: u32, fork_program: Option<usize>) -> 
 }
 
 fn region(g: &mut Gen, pages: u64) -> MapSpec {
-    MapSpec { fpr: false, fixed: false, bytes: pages * 4096, backing: Backing::Anonymous, shared: false, populate: g.chance(50), writable: true }
+    anon(pages * 4096, true).with_populate(g.chance(50))
 }
 
 /// The workload of one scenario on `cores` cores and `nodes` nodes.
@@ -200,20 +179,7 @@ fn workload(g: &mut Gen, cores: u32, nodes: u32) -> Workload {
         processes.push(ProcessSpec {
             name: format!("p{pi}"),
             group: 0,
-            regions: vec![
-                region(g, shared_pages),
-                MapSpec { fpr: false, fixed: false, bytes: 4096, backing: Backing::Anonymous, shared: false, populate: false, writable: true },
-                MapSpec {
-                    fpr: false,
-                    fixed: false,
-                    bytes: file_pages * 4096,
-                    backing: Backing::File { file: 0, offset_pages: 0 },
-                    shared: file_shared,
-                    populate: false,
-                    writable: true,
-                },
-                region(g, kept_pages),
-            ],
+            regions: vec![region(g, shared_pages), anon(4096, true), file_map(0, 0, file_pages * 4096, file_shared, true), region(g, kept_pages)],
             threads,
             page_tables: Default::default(),
         });

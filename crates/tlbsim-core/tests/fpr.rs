@@ -6,6 +6,7 @@
 
 use serde_json::{json, Value};
 use tlbsim_core::fuzz::{fuzz, FuzzOptions};
+use tlbsim_core::workload::builder::anon;
 use tlbsim_core::workload::program::*;
 
 use crate::common;
@@ -92,7 +93,7 @@ fn fpr_evicts_in_min_watermark_batches_with_one_shootdown_each() {
 fn the_va_cursor_prevents_the_aba_case_of_fig_5a() {
     // Two pages: the per-CPU list hands the frames back in the other order, so f2's first
     // page is not f1's (with one page, f2 would get f1's very frame back: recycled, harmless).
-    let page = MapSpec { fpr: true, fixed: false, bytes: 8192, backing: Backing::Anonymous, shared: false, populate: true, writable: true };
+    let page = anon(8192, true).populated().recyclable();
     let w = common::remap_under_a_reader(page);
     let cfg = |cursor: bool| {
         tlbsim_core::config::Config::resolve(
@@ -117,8 +118,8 @@ fn the_va_cursor_prevents_the_aba_case_of_fig_5a() {
 fn leaving_the_context_shoots_down_once_per_global_counter() {
     // Process 0 maps and unmaps 8 FPR pages on core 0; process 1, on the same core
     // afterwards, allocates 8 pages from the same per-CPU list.
-    let fpr_pages = MapSpec { fpr: true, fixed: false, bytes: 8 * 4096, backing: Backing::Anonymous, shared: false, populate: true, writable: true };
-    let plain = MapSpec { fpr: false, ..fpr_pages };
+    let plain = anon(8 * 4096, true).populated();
+    let fpr_pages = plain.clone().recyclable();
     let w = Workload {
         processes: vec![
             ProcessSpec {
@@ -157,7 +158,7 @@ fn leaving_the_context_shoots_down_once_per_global_counter() {
 /// follows still skips its flush.
 #[test]
 fn a_migrated_page_stays_in_its_context() {
-    let pages = MapSpec { fpr: true, fixed: false, bytes: 8 * 4096, backing: Backing::Anonymous, shared: false, populate: true, writable: true };
+    let pages = anon(8 * 4096, true).populated().recyclable();
     let w = Workload {
         processes: vec![ProcessSpec {
             name: "p".into(),

@@ -11,11 +11,8 @@ use tlbsim_core::coherence::*;
 use tlbsim_core::config::Config;
 use tlbsim_core::tlb::TlbEntry;
 use tlbsim_core::types::{CoreId, Pfn, Vpn};
+use tlbsim_core::workload::builder::anon;
 use tlbsim_core::workload::program::*;
-
-fn anon(bytes: u64) -> MapSpec {
-    MapSpec { fpr: false, fixed: false, bytes, backing: Backing::Anonymous, shared: false, populate: false, writable: true }
-}
 
 fn write(slot: usize, count: u64) -> Op {
     Op::Access { slot, pattern: Pattern::Sequential, mode: AccessMode::Write, count, offset: 0, len: 0, stride: 4096 }
@@ -39,10 +36,11 @@ fn cfg(tagging: &str) -> Config {
 /// writing a shared region (so shootdowns have a target), and a thread of a second process
 /// time-shares core 1 (CR3 loads).
 fn workload(ops: u64, pages: u64) -> Workload {
-    let measure = looped(ops, vec![Op::Mmap { slot: 1, spec: anon(pages * 4096) }, write(1, pages), write(0, 4), Op::Munmap { slot: 1 }, Op::CountOp]);
+    let measure = looped(ops, vec![Op::Mmap { slot: 1, spec: anon(pages * 4096, true) }, write(1, pages), write(0, 4), Op::Munmap { slot: 1 }, Op::CountOp]);
     let sibling = looped(0, vec![write(0, 4), Op::Compute { cycles: 2000 }]);
     let other = looped(50, vec![write(0, 2), Op::Compute { cycles: 20_000 }, Op::Block { cycles: 30_000 }]);
-    let proc = |name: &str, threads| ProcessSpec { name: name.into(), group: 0, regions: vec![anon(16 * 4096)], threads, page_tables: Default::default() };
+    let proc =
+        |name: &str, threads| ProcessSpec { name: name.into(), group: 0, regions: vec![anon(16 * 4096, true)], threads, page_tables: Default::default() };
     Workload {
         processes: vec![
             proc(

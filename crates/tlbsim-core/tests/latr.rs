@@ -87,8 +87,8 @@ fn fuzz_catches_reusing_an_address_before_every_core_swept() {
 /// the new one: a consistency violation.
 #[test]
 fn reads_in_the_lazy_window_are_judged_by_latrs_rule() {
-    use tlbsim_core::workload::program::*;
-    let page = MapSpec { fpr: false, fixed: false, bytes: 4096, backing: Backing::Anonymous, shared: false, populate: true, writable: true };
+    use tlbsim_core::workload::builder::anon;
+    let page = anon(4096, true).populated();
     let w = common::remap_under_a_reader(page);
     let cfg = |policy: &str| {
         tlbsim_core::config::Config::resolve(

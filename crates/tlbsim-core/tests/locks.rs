@@ -6,10 +6,12 @@
 
 use serde_json::Value;
 use tlbsim_core::config::Config;
+use tlbsim_core::workload::builder::anon;
 use tlbsim_core::workload::program::*;
 
-fn anon(pages: u64) -> MapSpec {
-    MapSpec { fpr: false, fixed: false, bytes: pages * 4096, backing: Backing::Anonymous, shared: false, populate: true, writable: true }
+/// `pages` private writable pages, populated at mmap.
+fn populated(pages: u64) -> MapSpec {
+    anon(pages * 4096, true).populated()
 }
 
 fn looped(count: u64, body: Vec<Op>) -> Vec<Op> {
@@ -52,7 +54,7 @@ fn spin(v: &Value, class: &str, key: &str) -> u64 {
 }
 
 fn lazy(pages: u64) -> MapSpec {
-    MapSpec { populate: false, ..anon(pages) }
+    anon(pages * 4096, true)
 }
 
 fn makespan(v: &Value) -> u64 {
@@ -63,7 +65,7 @@ fn makespan(v: &Value) -> u64 {
 fn two_writers_serialize_and_readers_share() {
     // Two threads mprotect their own regions back and forth: writers of one mm.
     let writer = |slot| looped(300, vec![Op::Mprotect { slot, writable: false }, Op::Mprotect { slot, writable: true }, Op::CountOp]);
-    let regions = vec![anon(4), anon(4)];
+    let regions = vec![populated(4), populated(4)];
     let with = run("oracle", true, vec![writer(0), writer(1)], regions.clone(), 2);
     let without = run("oracle", false, vec![writer(0), writer(1)], regions.clone(), 2);
     assert_eq!(lock(&with, "acquisitions"), 1200);
@@ -83,10 +85,10 @@ fn a_munmap_and_an_mprotect_hold_the_lock_through_their_shootdown() {
     // Thread 0 maps, touches and unmaps (its munmap's flush waits for thread 2's ack);
     // thread 1 mmaps and unmaps too; thread 2 touches the shared region so the mm stays
     // loaded on its core.
-    let mapper = looped(200, vec![Op::Mmap { slot: 1, spec: anon(1) }, touch(1, 1), Op::Munmap { slot: 1 }, Op::CountOp]);
-    let other = looped(200, vec![Op::Mmap { slot: 2, spec: anon(1) }, touch(2, 1), Op::Munmap { slot: 2 }, Op::CountOp]);
+    let mapper = looped(200, vec![Op::Mmap { slot: 1, spec: populated(1) }, touch(1, 1), Op::Munmap { slot: 1 }, Op::CountOp]);
+    let other = looped(200, vec![Op::Mmap { slot: 2, spec: populated(1) }, touch(2, 1), Op::Munmap { slot: 2 }, Op::CountOp]);
     let toucher = looped(3000, vec![touch(0, 2), Op::Compute { cycles: 500 }]);
-    let regions = vec![anon(2)];
+    let regions = vec![populated(2)];
     let linux = run("linux", true, vec![mapper.clone(), other.clone(), toucher.clone()], regions.clone(), 3);
     let oracle = run("oracle", true, vec![mapper, other, toucher], regions, 3);
     // Under linux the lock is held while IPIs are acked: far more waiting than when the flush is free.
@@ -115,9 +117,9 @@ fn faults_proceed_during_another_vmas_mprotect_and_wait_during_their_own() {
         ],
     );
     let faulter = |slot| looped(300, vec![Op::MadviseDontneed { slot }, touch(slot, 8), Op::Compute { cycles: 200 }]);
-    let other_vma = run("linux", true, vec![protector.clone(), sibling.clone(), faulter(1)], vec![anon(8), anon(8)], 2);
+    let other_vma = run("linux", true, vec![protector.clone(), sibling.clone(), faulter(1)], vec![populated(8), populated(8)], 2);
     assert_eq!(lock(&other_vma, "fault_fallbacks"), 0, "faults in another VMA never wait for the mprotect");
-    let same_vma = run("linux", true, vec![protector, sibling, faulter(0)], vec![anon(8), anon(8)], 2);
+    let same_vma = run("linux", true, vec![protector, sibling, faulter(0)], vec![populated(8), populated(8)], 2);
     assert!(lock(&same_vma, "fault_fallbacks") > 0, "faults in the VMA being changed fall back and wait");
 }
 

@@ -405,8 +405,8 @@ fn two_masks(sim: serde_json::Value) -> serde_json::Value {
         "os": {"pt_placement": "mitosis"},
         "sim": sim,
         "workload": {"kind": "scenario", "scenario": {"process": [
-            {"name": "pinned", "mitosis_replicas": [0], "region": [{"name": "heap", "bytes": 32 << 20}], "thread": pinned_threads},
-            {"name": "spread", "mitosis_replicas": "all", "region": [{"name": "heap", "bytes": 32 << 20}],
+            {"name": "pinned", "page_tables": {"replica_sockets": [0]}, "region": [{"name": "heap", "bytes": 32 << 20}], "thread": pinned_threads},
+            {"name": "spread", "page_tables": {"replica_sockets": "all"}, "region": [{"name": "heap", "bytes": 32 << 20}],
              "thread": (0..4).map(|s| touch(&format!("s{s}"), s * 2 + 1)).collect::<Vec<_>>()},
         ]}},
     }))
@@ -551,12 +551,12 @@ fn a_process_mask_out_of_range_names_its_key() {
         "os": {"pt_placement": "mitosis"},
         "workload": {"kind": "scenario", "scenario": {"process": [
             {"name": "a", "thread": [{"name": "t", "program": [{"op": "exit"}]}]},
-            {"name": "b", "mitosis_replicas": [0, 2], "thread": [{"name": "t", "program": [{"op": "exit"}]}]}]}},
+            {"name": "b", "page_tables": {"replica_sockets": [0, 2]}, "thread": [{"name": "t", "program": [{"op": "exit"}]}]}]}},
     }))
     .unwrap_err();
     match err {
         tlbsim_core::error::Error::Config { key, message } => {
-            assert_eq!(key, "workload.scenario.process[1].mitosis_replicas");
+            assert_eq!(key, "workload.scenario.process[1].page_tables.replica_sockets");
             assert!(message.contains("socket 2 does not exist"), "{message}");
         }
         e => panic!("{e}"),

@@ -4,11 +4,8 @@
 
 use serde_json::Value;
 use tlbsim_core::config::Config;
+use tlbsim_core::workload::builder::{anon, file_map};
 use tlbsim_core::workload::program::*;
-
-fn anon(bytes: u64) -> MapSpec {
-    MapSpec { fpr: false, fixed: false, bytes, backing: Backing::Anonymous, shared: false, populate: false, writable: true }
-}
 
 fn write(slot: usize, count: u64) -> Op {
     Op::Access { slot, pattern: Pattern::Sequential, mode: AccessMode::Write, count, offset: 0, len: 0, stride: 4096 }
@@ -69,7 +66,7 @@ fn ipis_per_op(v: &Value, ops: u64) -> f64 {
 }
 
 fn munmap_4k(ops: u64) -> Vec<Op> {
-    looped(ops, vec![Op::Mmap { slot: 0, spec: anon(4096) }, write(0, 1), Op::Munmap { slot: 0 }, Op::CountOp])
+    looped(ops, vec![Op::Mmap { slot: 0, spec: anon(4096, true) }, write(0, 1), Op::Munmap { slot: 0 }, Op::CountOp])
 }
 
 #[test]
@@ -96,21 +93,21 @@ fn munmap_4k_alone_sends_nothing() {
 
 #[test]
 fn munmap_64_is_one_ipi_and_a_full_flush() {
-    let ops = looped(300, vec![Op::Mmap { slot: 0, spec: anon(64 * 4096) }, write(0, 64), Op::Munmap { slot: 0 }, Op::CountOp]);
+    let ops = looped(300, vec![Op::Mmap { slot: 0, spec: anon(64 * 4096, true) }, write(0, 64), Op::Munmap { slot: 0 }, Op::CountOp]);
     let v = run("linux", two_threads(ops, Some(spin())));
     assert!((ipis_per_op(&v, 300) - 1.0).abs() < 0.05);
     // 64 pages > the 33-page ceiling: the sibling flushes everything.
     assert!(v["per_core"][1]["full_flushes_by_cause"]["ceiling"].as_u64().unwrap() >= 290, "{}", v["per_core"][1]["full_flushes_by_cause"]);
     let v = run(
         "linux",
-        two_threads(looped(300, vec![Op::Mmap { slot: 0, spec: anon(64 * 4096) }, write(0, 64), Op::Munmap { slot: 0 }, Op::CountOp]), Some(sleep())),
+        two_threads(looped(300, vec![Op::Mmap { slot: 0, spec: anon(64 * 4096, true) }, write(0, 64), Op::Munmap { slot: 0 }, Op::CountOp]), Some(sleep())),
     );
     assert_eq!(ipis_per_op(&v, 300), 0.0);
 }
 
 #[test]
 fn mprotect_toggle_is_two_ipis() {
-    let mut body = vec![Op::Mmap { slot: 0, spec: anon(4096) }, write(0, 1)];
+    let mut body = vec![Op::Mmap { slot: 0, spec: anon(4096, true) }, write(0, 1)];
     body.push(Op::Loop { count: 500, body: 4 });
     body.extend([Op::Mprotect { slot: 0, writable: false }, Op::Mprotect { slot: 0, writable: true }, write(0, 1), Op::CountOp]);
     let v = run("linux", two_threads(body.clone(), Some(spin())));
@@ -121,7 +118,7 @@ fn mprotect_toggle_is_two_ipis() {
 
 #[test]
 fn dontneed_is_one_ipi() {
-    let mut body = vec![Op::Mmap { slot: 0, spec: anon(4096) }];
+    let mut body = vec![Op::Mmap { slot: 0, spec: anon(4096, true) }];
     body.extend(looped(500, vec![write(0, 1), Op::MadviseDontneed { slot: 0 }, Op::CountOp]));
     let v = run("linux", two_threads(body, Some(spin())));
     assert!((ipis_per_op(&v, 500) - 1.0).abs() < 0.05, "{}", ipis_per_op(&v, 500));
@@ -140,8 +137,7 @@ fn two_processes_do_not_disturb_each_other() {
 
 #[test]
 fn file_read_targets_the_sibling() {
-    let spec =
-        MapSpec { fpr: false, fixed: false, bytes: 4096, backing: Backing::File { file: 0, offset_pages: 0 }, shared: true, populate: false, writable: false };
+    let spec = file_map(0, 0, 4096, true, false);
     let mut w = two_threads(looped(400, vec![Op::Mmap { slot: 0, spec }, read(0, 1), Op::Munmap { slot: 0 }, Op::CountOp]), Some(spin()));
     w.files.push(FileSpec { name: "f".into(), pages: 16 });
     let v = run("linux", w);
@@ -161,13 +157,13 @@ fn sharing(policy: &str) -> Value {
             Op::Mprotect { slot: 0, writable: false },
             Op::Compute { cycles: 200_000 },
             Op::Munmap { slot: 0 },
-            Op::Mmap { slot: 1, spec: anon(8 * 4096) },
+            Op::Mmap { slot: 1, spec: anon(8 * 4096, true) },
             write(1, 8),
             Op::Compute { cycles: 400_000 },
         ],
         Some(looped(0, vec![write(0, 8), read(0, 8), Op::Compute { cycles: 1000 }])),
     );
-    w.processes[0].regions = vec![anon(8 * 4096)];
+    w.processes[0].regions = vec![anon(8 * 4096, true)];
     run(policy, w)
 }
 
@@ -210,7 +206,7 @@ fn copy_on_write_breaks_flush_one_page_each() {
         two_threads(vec![write(0, 256), Op::Fork { program: child_program, core: Some(1) }, Op::Compute { cycles: 10_000 }, write(0, 256)], Some(spin()));
     w.programs.push(sleep());
     w.daemon_programs.push(child_program);
-    w.processes[0].regions = vec![anon(256 * 4096)];
+    w.processes[0].regions = vec![anon(256 * 4096, true)];
     let v = run("linux", w);
     assert_eq!(v["totals"]["cow_faults"], 256);
     let ipis = v["totals"]["shootdown_ipis_received"].as_u64().unwrap();
@@ -231,7 +227,7 @@ fn with_quantum(coherence: &str, quantum: u64) -> Config {
 /// reading a shared region the others write-protect now and then.
 fn quantum_mix(quantum: u64) -> Value {
     let mut w = two_threads(munmap_4k(2000), Some(spin()));
-    w.processes[0].regions = vec![anon(4096), anon(16 * 4096)];
+    w.processes[0].regions = vec![anon(4096, true), anon(16 * 4096, true)];
     w.programs.push(looped(
         400,
         vec![Op::Mprotect { slot: 1, writable: false }, Op::Compute { cycles: 3000 }, Op::Mprotect { slot: 1, writable: true }, write(1, 16), Op::CountOp],
@@ -359,7 +355,7 @@ fn a_thread_that_exits_is_no_longer_waited_for() {
 }
 
 fn shared_file(file: u32, pages: u64) -> MapSpec {
-    MapSpec { fpr: false, fixed: false, bytes: pages * 4096, backing: Backing::File { file, offset_pages: 0 }, shared: true, populate: false, writable: true }
+    file_map(file, 0, pages * 4096, true, true)
 }
 
 #[test]
@@ -387,7 +383,7 @@ fn migration_flushes_once_per_batch() {
         });
         let cfg = Config::resolve(tree, &[], std::path::Path::new(".")).unwrap();
         let w = two_threads(
-            vec![Op::Mmap { slot: 0, spec: anon(100 * 4096) }, write(0, 100), Op::MigratePages { slot: 0, node: 1 }, Op::CountOp, Op::Exit],
+            vec![Op::Mmap { slot: 0, spec: anon(100 * 4096, true) }, write(0, 100), Op::MigratePages { slot: 0, node: 1 }, Op::CountOp, Op::Exit],
             Some(spin()),
         );
         tlbsim_core::os::run(&cfg, w).unwrap()
@@ -407,7 +403,7 @@ fn migration_flushes_once_per_batch() {
 /// (Without locks: with them, the sibling's mmap would hold core 0's munmap at the lock.)
 #[test]
 fn kernel_interrupts_at_arrival_do_not_wait_for_the_system_call_to_return() {
-    let mut populated = anon(256 * 4096);
+    let mut populated = anon(256 * 4096, true);
     populated.populate = true;
     let sibling = looped(0, vec![Op::Mmap { slot: 1, spec: populated }, Op::Munmap { slot: 1 }]);
     let wait_per_shootdown = |mode: &str| {
@@ -525,7 +521,7 @@ fn reclaim_flushes_before_writing_each_dirty_page_and_batches_clean_ones() {
         let t = &v["totals"];
         (t["shootdowns_sent_by_reason"]["reclaim"].as_f64().unwrap(), t["pages_reclaimed"].as_f64().unwrap())
     };
-    let (dirty_shootdowns, dirty_pages) = reclaim(vec![Op::Mmap { slot: 0, spec: anon(1024 * 4096) }, write(0, 1024), Op::CountOp, Op::Exit]);
+    let (dirty_shootdowns, dirty_pages) = reclaim(vec![Op::Mmap { slot: 0, spec: anon(1024 * 4096, true) }, write(0, 1024), Op::CountOp, Op::Exit]);
     assert!(dirty_pages > 500.0, "{dirty_pages} pages reclaimed");
     assert!(dirty_shootdowns > 0.9 * dirty_pages, "{dirty_shootdowns} shootdowns for {dirty_pages} dirty pages");
     let mut file = shared_file(0, 1024);

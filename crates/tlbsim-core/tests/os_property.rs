@@ -10,6 +10,7 @@ use tlbsim_core::config::Config;
 use tlbsim_core::fuzz::{fuzz, fuzz_with, FuzzOptions, FuzzReport, TAGGINGS};
 use tlbsim_core::rng::SplitMix64;
 use tlbsim_core::types::CoreId;
+use tlbsim_core::workload::builder::anon;
 use tlbsim_core::workload::program::*;
 
 fn opts(policy: &str, tagging: Option<&str>, scenarios: u64, seed: u64) -> FuzzOptions {
@@ -214,15 +215,7 @@ fn none_is_caught_when_a_cached_page_is_unmapped_or_write_protected() {
             processes: vec![ProcessSpec {
                 name: "p".into(),
                 group: 0,
-                regions: vec![MapSpec {
-                    fpr: false,
-                    fixed: false,
-                    bytes: pages * 4096,
-                    backing: Backing::Anonymous,
-                    shared: false,
-                    populate: true,
-                    writable: true,
-                }],
+                regions: vec![anon(pages * 4096, true).populated()],
                 threads: vec![
                     ThreadSpec { name: "worker".into(), class: "w".into(), core: Some(rng.below(cores as u64 - 1) as u32), program: 0, daemon: false },
                     ThreadSpec { name: "victim".into(), class: "v".into(), core: Some(cores - 1), program: 1, daemon: true },

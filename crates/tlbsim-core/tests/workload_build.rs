@@ -237,7 +237,7 @@ fn ycsb_leveldb_opens_and_closes_tables_like_an_lru_table_cache() {
         for o in prog {
             if let Op::Mmap { spec, .. } = o {
                 if let Backing::File { offset_pages, .. } = spec.backing {
-                    assert!(spec.fpr && spec.shared && !spec.writable && spec.bytes == 2 << 20 && offset_pages % 512 == 0);
+                    assert!(spec.recyclable && spec.shared && !spec.writable && spec.bytes == 2 << 20 && offset_pages % 512 == 0);
                 }
             }
         }
@@ -284,7 +284,7 @@ fn ycsb_lmdb_maps_one_file_once_under_a_memory_limit() {
     let w = workload(json!({"workload": {"kind": "ycsb", "test": "lmdb", "ycsb": "b", "threads": 2, "ops": 100, "region_bytes": 64 << 20}}));
     let p = &w.processes[0];
     assert_eq!(p.regions.len(), 1);
-    assert!(p.regions[0].fpr && p.regions[0].bytes == 64 << 20);
+    assert!(p.regions[0].recyclable && p.regions[0].bytes == 64 << 20);
     // A quarter of the data fits.
     assert_eq!(w.groups[p.group].limit_pages, 16 * 256);
     for t in &p.threads {
@@ -667,6 +667,40 @@ fn scenario_errors_name_the_key() {
         "[workload]\nkind = \"scenario\"\n[[workload.scenario.file]]\nname = \"f\"\npages = 1\n[[workload.scenario.process]]\nname = \"p\"\nregion = [{ name = \"r\", bytes = 8192, file = \"f\" }]\n[[workload.scenario.process.thread]]\nname = \"t\"\nprogram = [{ op = \"count\" }]\n",
     )));
     assert_eq!(key, "workload.scenario.process[0].region[0].bytes");
+}
+
+/// Keys renamed out of the scenario language (`fpr` → `recyclable`, a process's
+/// `mitosis_replicas` → `page_tables.replica_sockets`) are refused with an error that
+/// names the old key and the new one; the new keys compile to the same workload fields.
+#[test]
+fn retired_scenario_keys_name_their_replacement() {
+    let at = "workload.scenario.process[0].thread[1]";
+    let (key, msg) = config_error(resolve(one_thread("", r#"[{ op = "mmap", region = "m", bytes = 4096, fpr = true }]"#)));
+    assert_eq!(key, format!("{at}.program[0].fpr"), "{msg}");
+    assert!(msg.contains("recyclable"), "{msg}");
+    let region = |key: &str| {
+        toml_tree(&format!(
+            "[workload]\nkind = \"scenario\"\n[[workload.scenario.process]]\nname = \"p\"\nregion = [{{ name = \"r\", bytes = 4096, {key} = true }}]\n[[workload.scenario.process.thread]]\nname = \"t\"\nprogram = [{{ op = \"count\" }}]\n"
+        ))
+    };
+    let (key, msg) = config_error(resolve(region("fpr")));
+    assert_eq!(key, "workload.scenario.process[0].region[0].fpr", "{msg}");
+    assert!(msg.contains("recyclable"), "{msg}");
+    assert!(build(&resolve(region("recyclable")).unwrap()).unwrap().processes[0].regions[0].recyclable);
+    let w = build(&resolve(one_thread("", r#"[{ op = "mmap", region = "m", bytes = 4096, recyclable = true }, { op = "count" }]"#)).unwrap()).unwrap();
+    assert!(w.programs.iter().flatten().any(|op| matches!(op, Op::Mmap { spec, .. } if spec.recyclable)));
+    let process = |extra: &str| {
+        toml_tree(&format!(
+            "[workload]\nkind = \"scenario\"\n[[workload.scenario.process]]\nname = \"p\"\n{extra}\n[[workload.scenario.process.thread]]\nname = \"t\"\nprogram = [{{ op = \"count\" }}]\n"
+        ))
+    };
+    let (key, msg) = config_error(resolve(process("mitosis_replicas = [0]")));
+    assert_eq!(key, "workload.scenario.process[0].mitosis_replicas", "{msg}");
+    assert!(msg.contains("page_tables.replica_sockets"), "{msg}");
+    let w = build(&resolve(process("page_tables = { replica_sockets = [0] }")).unwrap()).unwrap();
+    assert_eq!(w.processes[0].page_tables.replica_sockets, Some(vec![0]));
+    let (key, msg) = config_error(resolve(process("page_tables = { replicas = [0] }")));
+    assert!(key.starts_with("workload.scenario.process[0].page_tables"), "{key}: {msg}");
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //! Modelled:
 //! - A replication mask per address space (`replicas`: `"all"`, `"none"` or a list of
 //!   sockets), system-wide (§6.1); a process may have its own instead
-//!   ([`PtOptions::replica_sockets`]: a scenario process's `mitosis_replicas`, §6.2's
+//!   ([`PtOptions::replica_sockets`]: a scenario process's `page_tables.replica_sockets`, §6.2's
 //!   per-process replication set given through numactl), fixed when its address space is
 //!   created and inherited by fork (a mask changed at run time, which §6.2's system call
 //!   allows, is not modelled; nor is its empty mask meaning "the default": "none" here is a

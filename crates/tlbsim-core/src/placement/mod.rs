@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::memory::PhysMem;
 use crate::page_table::{Leaf, PageTables};
 use crate::types::{PageSize, Pfn};
+use serde::{Deserialize, Serialize};
 
 crate::registry! {
     what: "a page-table placement", select: "os.pt_placement", table: "placement", bound: Backend;
@@ -77,6 +78,38 @@ impl PtOptions {
             }
         }
         Ok(())
+    }
+}
+
+/// A process's page-table options as a workload writes them (the scenario language's
+/// `[workload.scenario.process.page_tables]` table), resolved against the machine into
+/// [`PtOptions`] by [`PtOptionKeys::resolve`]. Every key is optional; unset keys leave the
+/// backend's system-wide setting.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct PtOptionKeys {
+    /// The sockets holding a copy of the process's page tables ([`PtOptions::replica_sockets`]):
+    /// `"all"`, `"none"` (a single tree) or a list of sockets. Only a backend that keeps
+    /// copies (`os.pt_placement = "mitosis"`, where it overrides `[placement.mitosis] replicas`,
+    /// Mitosis §6.2's per-process replication set) acts on it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica_sockets: Option<mitosis::ReplicaSet>,
+}
+
+impl PtOptionKeys {
+    /// No key given.
+    pub fn is_unset(&self) -> bool {
+        *self == PtOptionKeys::default()
+    }
+
+    /// The options for a machine of `sockets` sockets; errors name `key` (the table) and
+    /// the option.
+    pub fn resolve(&self, key: &str, sockets: u32) -> Result<PtOptions> {
+        let replica_sockets = match &self.replica_sockets {
+            None => None,
+            Some(r) => Some(r.sockets(&format!("{key}.replica_sockets"), sockets)?),
+        };
+        Ok(PtOptions { replica_sockets })
     }
 }
 

@@ -2,7 +2,8 @@
 //! MECHANISMS.md "FPR"), selected by `os.recycling = "fpr"` (parameters `[recycling.fpr]`).
 //!
 //! Modelled:
-//! - `MAP_FPR` per mapping (`fpr = true` on an mmap), or on every mmap of the program
+//! - `MAP_FPR` per mapping (`MapSpec::recyclable`: `recyclable = true` on a scenario
+//!   mmap), or on every mmap of the program
 //!   (`all_mmaps`, standing in for the paper's interception library, §IV-C3);
 //! - a 64-bit tracking word per frame (§IV-C6): 2 flags (bit 63: always send a shootdown,
 //!   set when two buddies of different contexts merge; bit 62 unused, as the paper leaves
@@ -218,7 +219,7 @@ impl Recycling for Fpr {
     }
 
     fn mapping_context(&mut self, pid: u32, family: u32, spec: &MapSpec) -> u32 {
-        if !(spec.fpr || self.params.all_mmaps) {
+        if !(spec.recyclable || self.params.all_mmaps) {
             return 0;
         }
         if self.params.context == ContextScope::Mmap {
@@ -478,16 +479,8 @@ mod tests {
 
     #[test]
     fn contexts_follow_their_scope() {
-        let spec = MapSpec {
-            fpr: true,
-            fixed: false,
-            bytes: 4096,
-            backing: crate::workload::program::Backing::Anonymous,
-            shared: false,
-            populate: false,
-            writable: true,
-        };
-        let plain = MapSpec { fpr: false, ..spec };
+        let plain = crate::workload::builder::anon(4096, true);
+        let spec = plain.clone().recyclable();
         let mut f = fpr();
         assert_eq!(f.mapping_context(2, 1, &plain), 0);
         assert_eq!(f.mapping_context(2, 1, &spec), f.mapping_context(2, 1, &spec));

@@ -2,6 +2,7 @@
 //! reader does; OS-mode workloads (scenarios and the papers' benchmarks) compile to a
 //! [`program::Workload`] that the OS model (`crate::os`) interprets.
 
+pub mod builder;
 pub mod generators;
 pub mod parsec;
 pub mod program;
@@ -69,9 +70,7 @@ fn add_corunner(cfg: &Config, c: &crate::config::CorunnerConfig, w: &mut program
         group,
         // After set-up, its arrays are populated first, as STREAM initializes them before
         // it measures.
-        regions: (0..c.threads)
-            .map(|_| MapSpec { fpr: false, fixed: false, bytes, backing: Backing::Anonymous, shared: false, populate: c.after_setup, writable: true })
-            .collect(),
+        regions: (0..c.threads).map(|_| builder::anon(bytes, true).with_populate(c.after_setup)).collect(),
         threads: (0..c.threads)
             .map(|t| ThreadSpec {
                 name: if t == 0 { "stream".to_string() } else { format!("stream{t}") },

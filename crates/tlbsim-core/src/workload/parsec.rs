@@ -65,13 +65,12 @@
 //! spans two coarse chunks (the program's send buffers fill across them); the input is
 //! mapped as whole 128 MB buffers from the start (the malloc's mmap is not timed).
 
-use super::generators::{anon, check_range, times, Builder};
+use super::builder::{anon, check_range, times, Builder, PAGE};
 use super::program::{AccessMode, Op, Pattern, Workload};
 use super::ptmalloc::{Arena, Released, HEAP_BYTES};
 use crate::config::Config;
 use crate::error::{Error, Result};
 
-const PAGE: u64 = 4096;
 /// MAXBUF (dedupdef.h): the read buffer.
 const READ_BUFFER: u64 = 128 << 20;
 /// ANCHOR_JUMP (dedupdef.h): coarse chunks are this far apart.

@@ -35,9 +35,10 @@ pub struct MapSpec {
     pub populate: bool,
     /// PROT_WRITE (PROT_READ is always given).
     pub writable: bool,
-    /// MAP_FPR: the mapping's pages are recycled within their recycling context (the FPR
-    /// paper §IV; used only when the run enables `[os.fpr]`).
-    pub fpr: bool,
+    /// The mapping's frames may be recycled within their recycling context without a TLB
+    /// flush when it is unmapped (what the FPR paper's MAP_FPR asks, §IV). Acted on only by
+    /// a recycling axis that recycles (`os.recycling = "fpr"`); otherwise a plain mapping.
+    pub recyclable: bool,
     /// MAP_FIXED at the slot's previous address (an `Mmap` operation whose slot held a
     /// mapping before): the new mapping reuses that virtual address.
     pub fixed: bool,

@@ -419,7 +419,7 @@ impl Builder {
     }
 
     fn map(&mut self, t: usize, va: u64, len: u64, info: MapInfo, populate: bool) {
-        let spec = MapSpec { bytes: len, backing: info.backing, shared: info.shared, populate, writable: info.writable, fpr: false, fixed: true };
+        let spec = MapSpec { bytes: len, backing: info.backing, shared: info.shared, populate, writable: info.writable, recyclable: false, fixed: true };
         self.range_call(t, va, len, vec![Op::Mmap { slot: 0, spec }]);
         let pi = self.threads[t].process.expect("attached");
         let p = &mut self.procs[pi];
@@ -650,15 +650,7 @@ impl Builder {
                 Some((start, end)) if page == end => run = Some((start, end + 1)),
                 _ => {
                     if let Some((start, end)) = run {
-                        let spec = MapSpec {
-                            bytes: (end - start) * PAGE,
-                            backing: Backing::Anonymous,
-                            shared: false,
-                            populate: false,
-                            writable: true,
-                            fpr: false,
-                            fixed: false,
-                        };
+                        let spec = super::builder::anon((end - start) * PAGE, true);
                         fixed_regions.push((0, start * PAGE, spec));
                     }
                     run = (page != NO_PAGE).then(|| (page, page + 1));

@@ -46,8 +46,10 @@
 //! - `compute`: cycles*. `block`: cycles* (blocked in the kernel).
 //! - `mmap`: region* (the slot it writes), bytes*, file (default: anonymous),
 //!   offset_pages (within the file), shared (default false), populate (default false),
-//!   writable (default true), fpr (MAP_FPR, default false), fixed (MAP_FIXED at the
-//!   address the slot held before, default false). A process region takes `fpr` too.
+//!   writable (default true), recyclable (its frames may be recycled within their context
+//!   without a flush when it is unmapped: MAP_FPR, acted on when the run sets
+//!   `os.recycling = "fpr"`; default false; the key was `fpr` before), fixed (MAP_FIXED at the address
+//!   the slot held before, default false). A process region takes `recyclable` too.
 //! - `munmap`, `msync`: region*. `mprotect`: region*, writable*. `madvise`: region*,
 //!   advice* (`dontneed`).
 //! - `fork`: program* (the child's one thread), core, daemon (default false).
@@ -62,9 +64,12 @@
 //!   one (Xen's blkback: `{ op = "loop", count = 0, body = [{ op = "serve" }, ...] }` in a
 //!   daemon of dom0). os/io.rs.
 //!
-//! A process may take `mitosis_replicas = "all" | "none" | [sockets]`: its own page-table
-//! replication mask under `os.pt_placement = "mitosis"` (overriding `[placement.mitosis]
-//! replicas`; inherited by its fork children; ignored by the other backends).
+//! A process may take a `page_tables` table (`[workload.scenario.process.page_tables]`):
+//! page-table options the page-table backend interprets (`crate::placement::PtOptionKeys`),
+//! inherited by its fork children. `replica_sockets = "all" | "none" | [sockets]`: the
+//! sockets holding a copy of its page tables, for a backend that keeps copies
+//! (`os.pt_placement = "mitosis"`, overriding `[placement.mitosis] replicas`); ignored by the
+//! other backends. (It was the process key `mitosis_replicas` before.)
 //!
 //! Virtual machines (`[[workload.scenario.vm]]`, the hypervisor axis, `crate::hypervisor`)
 //! hold their own processes; VM i is domain i in declaration order, the first one dom0,
@@ -185,12 +190,14 @@ pub struct ScenarioProcess {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub region: Vec<ScenarioRegion>,
     pub thread: Vec<ScenarioThread>,
-    /// This process's page-table replication mask (`"all"`, `"none"` or a list of
-    /// sockets), overriding `[placement.mitosis] replicas` for it and its forked children (Mitosis
-    /// §6.2's per-process replication set, given through numactl). Only `os.pt_placement = "mitosis"` replicates;
-    /// other backends ignore it. None: the system-wide mask.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mitosis_replicas: Option<crate::placement::mitosis::ReplicaSet>,
+    /// Page-table options for this process and its forked children, which the page-table
+    /// backend interprets (`replica_sockets`: see [`crate::placement::PtOptionKeys`]).
+    /// Unset: the backend's system-wide settings.
+    #[serde(default, skip_serializing_if = "crate::placement::PtOptionKeys::is_unset")]
+    pub page_tables: crate::placement::PtOptionKeys,
+    /// Retired: now `page_tables.replica_sockets` (an error naming it).
+    #[serde(default, skip_serializing)]
+    pub mitosis_replicas: Retired,
 }
 
 /// A pre-mapped region of a process.
@@ -214,9 +221,13 @@ pub struct ScenarioRegion {
     /// PROT_WRITE (PROT_READ is always given).
     #[serde(default = "yes")]
     pub writable: bool,
-    /// MAP_FPR (fast page recycling; used when the run enables `[os.fpr]`).
+    /// Its frames may be recycled within their context without a flush when it is
+    /// unmapped (MAP_FPR; acted on when the run sets `os.recycling = "fpr"`).
     #[serde(default)]
-    pub fpr: bool,
+    pub recyclable: bool,
+    /// Retired: now `recyclable` (an error naming it).
+    #[serde(default, skip_serializing)]
+    pub fpr: Retired,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -322,7 +333,10 @@ pub struct ScenarioOp {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writable: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fpr: Option<bool>,
+    pub recyclable: Option<bool>,
+    /// Retired: now `recyclable` (an error naming it).
+    #[serde(default, skip_serializing)]
+    pub fpr: Retired,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -346,6 +360,18 @@ pub struct ScenarioOp {
 
 fn yes() -> bool {
     true
+}
+
+/// A key the scenario language no longer takes, kept in its struct only so that a config
+/// still using it gets an error naming the key that replaced it ([`retired`]).
+pub type Retired = Option<serde_json::Value>;
+
+/// The error for a retired key `key` (present when `value` is), naming what replaced it.
+fn retired(value: &Retired, key: String, now: &str) -> Result<()> {
+    match value {
+        None => Ok(()),
+        Some(_) => Err(Error::config(key, format!("this key was renamed: use {now}"))),
+    }
 }
 
 impl OpName {
@@ -376,7 +402,7 @@ impl OpName {
         match self {
             OpName::Access => &["region", "pattern", "theta", "mode", "write_fraction", "count", "offset", "len", "stride"],
             OpName::Compute | OpName::Block => &["cycles"],
-            OpName::Mmap => &["region", "bytes", "file", "offset_pages", "shared", "populate", "writable", "fpr", "fixed"],
+            OpName::Mmap => &["region", "bytes", "file", "offset_pages", "shared", "populate", "writable", "recyclable", "fixed"],
             OpName::Munmap | OpName::Msync => &["region"],
             OpName::Mprotect => &["region", "writable"],
             OpName::Madvise => &["region", "advice"],
@@ -414,7 +440,7 @@ impl ScenarioOp {
         add(self.offset_pages.is_some(), "offset_pages");
         add(self.shared.is_some(), "shared");
         add(self.populate.is_some(), "populate");
-        add(self.fpr.is_some(), "fpr");
+        add(self.recyclable.is_some(), "recyclable");
         add(self.fixed.is_some(), "fixed");
         add(self.writable.is_some(), "writable");
         add(self.advice.is_some(), "advice");
@@ -537,8 +563,9 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
             if slot_names.contains(&r.name) {
                 return Err(Error::config(format!("{rkey}.name"), format!("a second region named {:?}", r.name)));
             }
+            retired(&r.fpr, format!("{rkey}.fpr"), "`recyclable` (`recyclable = true`: frames recyclable within their context without a flush)")?;
             let mut spec = c.map_spec(&rkey, r.bytes, r.file.as_deref(), r.offset_pages, r.shared, r.populate, r.writable)?;
-            spec.fpr = r.fpr;
+            spec.recyclable = r.recyclable;
             regions.push(spec);
             slot_names.push(r.name.clone());
         }
@@ -569,11 +596,12 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
                 daemon: t.daemon,
             });
         }
-        let replica_sockets = match &p.mitosis_replicas {
-            None => None,
-            Some(r) => Some(r.sockets(&format!("{pkey}.mitosis_replicas"), nodes)?),
-        };
-        let page_tables = crate::placement::PtOptions { replica_sockets };
+        retired(
+            &p.mitosis_replicas,
+            format!("{pkey}.mitosis_replicas"),
+            "the process's `page_tables` table: `page_tables.replica_sockets` (`[workload.scenario.process.page_tables] replica_sockets = [...]`)",
+        )?;
+        let page_tables = p.page_tables.resolve(&format!("{pkey}.page_tables"), nodes)?;
         processes.push(ProcessSpec { name: p.name.clone(), group, regions, threads, page_tables });
     }
     let Compiler { programs, daemon_programs, .. } = c;
@@ -623,6 +651,7 @@ impl Compiler<'_> {
     }
 
     fn op(&mut self, o: &ScenarioOp, at: &str, daemon: bool, visible: &HashSet<String>, names: &SlotNames, out: &mut Vec<Op>) -> Result<()> {
+        retired(&o.fpr, format!("{at}.fpr"), "`recyclable` (`recyclable = true`: frames recyclable within their context without a flush)")?;
         let allowed = o.op.keys();
         for k in o.given() {
             if !allowed.contains(&k) {
@@ -707,7 +736,7 @@ impl Compiler<'_> {
                     o.populate.unwrap_or(false),
                     o.writable.unwrap_or(true),
                 )?;
-                let spec = MapSpec { fpr: o.fpr.unwrap_or(false), fixed: o.fixed.unwrap_or(false), ..spec };
+                let spec = MapSpec { recyclable: o.recyclable.unwrap_or(false), fixed: o.fixed.unwrap_or(false), ..spec };
                 out.push(Op::Mmap { slot, spec });
             }
             OpName::Munmap => out.push(Op::Munmap { slot: slot(o)? }),
@@ -830,7 +859,7 @@ impl Compiler<'_> {
                 Backing::File { file, offset_pages }
             }
         };
-        Ok(MapSpec { fpr: false, fixed: false, bytes, backing, shared, populate, writable })
+        Ok(MapSpec { recyclable: false, fixed: false, bytes, backing, shared, populate, writable })
     }
 }
 

@@ -1,0 +1,168 @@
+//! `workload.kind = "ycsb"`: FPR §V-B (Fig. 21), YCSB (load, a, b, c) on a LevelDB-like
+//! (`test = "leveldb"`) or LMDB-like (`"lmdb"`) key-value store that reads its data
+//! through mmap'd files, in a memory group small enough that reclaim evicts page-cache
+//! pages. Modelled: LMDB's single memory map and B+tree walk; LevelDB's table cache of
+//! mapped 2 MiB tables and its memtable. Simplified: LevelDB's one process-wide table
+//! cache is a per-thread LRU of the same size (the IR's slots are per thread), and the
+//! request mix and cache decisions are drawn when the workload is built ([`ycsb`]).
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::workload::builder::{anon, check_range, compute_cycles_or, file_map, ops_or, threads_or_cores, Builder, PAGE};
+use crate::workload::program::{AccessMode, Op, Pattern, Workload};
+
+/// LevelDB's table size (`max_file_size`, 2 MiB by default): each table is a file of its own.
+const LEVELDB_TABLE_PAGES: u64 = (2 << 20) / PAGE;
+/// LevelDB's write buffer (4 MiB by default): the memtable, filled by inserts and updates,
+/// then written out as a new table.
+const LEVELDB_MEMTABLE_PAGES: u64 = (4 << 20) / PAGE;
+/// Records per memtable: the write buffer over YCSB's default record (10 fields of 100
+/// bytes, about 1 KiB).
+const LEVELDB_RECORDS_PER_MEMTABLE: u64 = 4096;
+/// An LMDB branch page holds about 100 keys (4 KiB pages, YCSB's 23-byte keys and their
+/// page pointers) **[inferred]**: the levels above the leaves are the file's first 1/100.
+const LMDB_FANOUT: u64 = 100;
+
+/// FPR §V-B (Fig. 21): YCSB (`ycsb` = load, a, b, c) on a key-value store that reads its
+/// data through mmap'd files, `test` = `leveldb` or `lmdb`. The store's data is
+/// `region_bytes` (default 64 MiB) of files on `machine.storage`; the process runs in a
+/// memory group of `memory_limit_mib` (default a quarter of the data **[inferred]**), so
+/// page-cache pages are evicted by reclaim as in the paper's larger-than-memory runs. `threads` client threads
+/// (default one per core, pinned, class "client") each do `ops` operations (default
+/// 1,000); one operation = one YCSB request (a read, an update or an insert, drawn per
+/// thread from the run's seed), followed by `compute_cycles` of the store's and client's
+/// own work (default 20,000 **[inferred]**: key comparison, checksums, YCSB's bookkeeping).
+/// Every file mmap passes MAP_FPR (FPR's interception library; it means nothing unless
+/// the run sets `os.recycling = "fpr"`).
+///
+/// - `lmdb`: one file, mapped shared read-only once (LMDB's single memory map). A read
+///   walks the B+tree: the root page, a branch page (the first 1/`LMDB_FANOUT` of the
+///   file), a random leaf page. An update or insert walks the same path and writes the
+///   leaf through `pwrite` (LMDB's default without MDB_WRITEMAP), which the model charges as
+///   a second compute step: the page-cache page changes, no page-table entry does.
+/// - `leveldb`: the data is `region_bytes / 2 MiB` tables, each a 2 MiB file. The table
+///   cache (`table_cache` open tables, default half of them **[inferred]**: the paper
+///   does not give its database's size) maps a table when it opens it and unmaps it when it
+///   evicts it: the munmaps FPR skips. LevelDB's cache is one LRU for the process; here
+///   each thread keeps an LRU of that size of its own mappings (the IR's region slots are
+///   per thread), which keeps LevelDB's miss rate (1 - cache/tables for uniform requests)
+///   but not its sharing of a table's mapping among threads. A read picks a
+///   random table, opens it if it is not cached (evicting the least recently used), then
+///   reads its index block (the table's last page) and a random data block. An update or
+///   insert writes its record (about 1 KiB) into the memtable's arena (anonymous, 4 MiB),
+///   filled in order; every
+///   `LEVELDB_RECORDS_PER_MEMTABLE / threads` writes of a thread, the memtable is written
+///   out and compacted **[inferred]**: the thread's memtable pages are dropped
+///   (madvise(MADV_DONTNEED), the freed memtable) and its open tables are unmapped (the
+///   compaction replaced them).
+///
+/// The table-cache LRU and the request mix are decided when the workload is built (the
+/// intermediate representation has no branches), per thread, from the run's seed.
+pub(super) fn ycsb(cfg: &Config) -> Result<Workload> {
+    let w = &cfg.workload;
+    let test = if w.test.is_empty() { "leveldb" } else { w.test.as_str() };
+    if test != "leveldb" && test != "lmdb" {
+        return Err(Error::config("workload.test", format!("{test:?}: ycsb runs \"leveldb\" or \"lmdb\"")));
+    }
+    // Percent of requests that read (the rest update or insert).
+    let read_percent = match w.ycsb.as_str() {
+        "load" => 0,
+        "a" => 50,
+        "b" => 95,
+        "c" => 100,
+        m => return Err(Error::config("workload.ycsb", format!("{m:?}: use \"load\", \"a\", \"b\" or \"c\""))),
+    };
+    check_range("workload.region_bytes", w.region_bytes, 2 << 20, 1 << 40)?;
+    let threads = threads_or_cores(cfg);
+    let ops = ops_or(cfg, 1_000);
+    let cycles = compute_cycles_or(cfg, 20_000);
+    let limit_mib = if w.memory_limit_mib == 0 { (w.region_bytes / 4).div_ceil(1 << 20).max(1) } else { w.memory_limit_mib };
+    check_range("workload.memory_limit_mib", limit_mib, 1, 1 << 30)?;
+    let mut b = Builder::default();
+    b.group("root", 0);
+    let group = b.group("ycsb", limit_mib * 256);
+    let cores = cfg.cores();
+    let pages = w.region_bytes.div_ceil(PAGE);
+    let line = |slot: usize, offset: u64, len: u64, mode: AccessMode| Op::Access { slot, pattern: Pattern::Random, mode, count: 1, offset, len, stride: 8 };
+    if test == "lmdb" {
+        let file = b.file("data.mdb", pages);
+        let branch_pages = (pages / LMDB_FANOUT).max(1);
+        let process = b.process("lmdb", group, vec![file_map(file, 0, pages * PAGE, true, false).recyclable()]);
+        for t in 0..threads {
+            let mut rng = crate::rng::SplitMix64::derive(cfg.seed, 0x9c5b_0000 + t as u64);
+            let mut prog = Vec::new();
+            for _ in 0..ops {
+                prog.push(line(0, 0, PAGE, AccessMode::Read));
+                prog.push(line(0, PAGE, branch_pages * PAGE, AccessMode::Read));
+                prog.push(line(0, 0, pages * PAGE, AccessMode::Read));
+                prog.push(Op::Compute { cycles });
+                if rng.below(100) >= read_percent {
+                    prog.push(Op::Compute { cycles });
+                }
+                prog.push(Op::CountOp);
+            }
+            prog.push(Op::Exit);
+            let program = b.program(prog);
+            b.thread(process, &format!("client{t}"), "client", Some(t % cores), program, false);
+        }
+        return Ok(b.finish());
+    }
+    let tables = (pages / LEVELDB_TABLE_PAGES).max(1);
+    let cache = if w.table_cache == 0 { (tables / 2).max(1) } else { w.table_cache };
+    check_range("workload.table_cache", cache, 1, 1 << 20)?;
+    let per_thread = cache.min(tables) as usize;
+    let file = b.file("tables.ldb", tables * LEVELDB_TABLE_PAGES);
+    // Slot 0: the memtable (each thread's own, as a stand-in for its share of the one
+    // memtable); slots 1..=per_thread: the thread's open tables.
+    let memtable = anon(LEVELDB_MEMTABLE_PAGES * PAGE, true);
+    let process = b.process("leveldb", group, vec![]);
+    let flush_every = (LEVELDB_RECORDS_PER_MEMTABLE / threads as u64).max(1);
+    for t in 0..threads {
+        let mut rng = crate::rng::SplitMix64::derive(cfg.seed, 0x1e7d_0000 + t as u64);
+        let mut prog = vec![Op::Mmap { slot: 0, spec: memtable }];
+        // The thread's table cache: (table, last use) per slot.
+        let mut open: Vec<Option<(u64, u64)>> = vec![None; per_thread];
+        let mut writes = 0u64;
+        for op in 0..ops {
+            if rng.below(100) < read_percent {
+                let table = rng.below(tables);
+                let slot = match open.iter().position(|s| s.is_some_and(|(tb, _)| tb == table)) {
+                    Some(i) => i,
+                    None => {
+                        // Evict the least recently used (or take a free slot) and open.
+                        let i = (0..per_thread).min_by_key(|&i| open[i].map_or(0, |(_, used)| used + 1)).unwrap_or(0);
+                        if open[i].is_some() {
+                            prog.push(Op::Munmap { slot: 1 + i });
+                        }
+                        let spec = file_map(file, table * LEVELDB_TABLE_PAGES, LEVELDB_TABLE_PAGES * PAGE, true, false).recyclable();
+                        prog.push(Op::Mmap { slot: 1 + i, spec });
+                        i
+                    }
+                };
+                open[slot] = Some((table, op));
+                prog.push(line(1 + slot, (LEVELDB_TABLE_PAGES - 1) * PAGE, PAGE, AccessMode::Read));
+                prog.push(line(1 + slot, 0, (LEVELDB_TABLE_PAGES - 1) * PAGE, AccessMode::Read));
+            } else {
+                // The record goes into the memtable's arena, filled in order (a skiplist
+                // node of about 1 KiB each).
+                let record = writes % flush_every;
+                prog.push(line(0, record * 1024, 1024, AccessMode::Write));
+                writes += 1;
+                if writes.is_multiple_of(flush_every) {
+                    prog.push(Op::MadviseDontneed { slot: 0 });
+                    for (i, s) in open.iter_mut().enumerate() {
+                        if s.take().is_some() {
+                            prog.push(Op::Munmap { slot: 1 + i });
+                        }
+                    }
+                }
+            }
+            prog.push(Op::Compute { cycles });
+            prog.push(Op::CountOp);
+        }
+        prog.push(Op::Exit);
+        let program = b.program(prog);
+        b.thread(process, &format!("client{t}"), "client", Some(t % cores), program, false);
+    }
+    Ok(b.finish())
+}
