@@ -155,3 +155,39 @@ pub enum PartitionController {
     Static,
     Utility,
 }
+
+/// A set of sockets as a config writes it: `"all"`, `"none"` or a list (which sockets
+/// hold a copy of the page tables: `[placement.mitosis] replicas`, a process's
+/// `page_tables.replica_sockets`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum ReplicaSet {
+    /// `"all"` or `"none"`.
+    Named(String),
+    /// A list of sockets.
+    Sockets(Vec<u32>),
+}
+
+impl ReplicaSet {
+    /// The mask as a sorted list of sockets (empty: none), checked against a machine of
+    /// `sockets` sockets; errors name `key`.
+    pub fn sockets(&self, key: &str, sockets: u32) -> crate::error::Result<Vec<u32>> {
+        match self {
+            ReplicaSet::Named(s) if s == "all" => Ok((0..sockets).collect()),
+            ReplicaSet::Named(s) if s == "none" => Ok(Vec::new()),
+            ReplicaSet::Named(s) => Err(crate::error::Error::config(key, format!("{s:?}: use \"all\", \"none\" or a list of sockets"))),
+            ReplicaSet::Sockets(list) => {
+                let mut v = list.clone();
+                v.sort_unstable();
+                v.dedup();
+                if let Some(&bad) = v.iter().find(|&&s| s >= sockets) {
+                    return Err(crate::error::Error::config(
+                        key,
+                        format!("socket {bad} does not exist (the machine has {sockets} sockets, 0..{})", sockets - 1),
+                    ));
+                }
+                Ok(v)
+            }
+        }
+    }
+}

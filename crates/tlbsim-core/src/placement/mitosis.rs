@@ -54,15 +54,7 @@ use serde::{Deserialize, Serialize};
 
 const AD: u64 = PTE_ACCESSED | PTE_DIRTY;
 
-/// Which sockets get a replica (`[placement.mitosis] replicas`).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(untagged)]
-pub enum ReplicaSet {
-    /// `"all"` or `"none"`.
-    Named(String),
-    /// A list of sockets.
-    Sockets(Vec<u32>),
-}
+pub use crate::types::ReplicaSet;
 
 /// What happens to the replica a migrated process leaves behind (§5.5).
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -100,27 +92,6 @@ impl MitosisParams {
     /// The replication mask as a list of sockets (empty: none), checked against `sockets`.
     pub fn mask(&self, sockets: u32) -> Result<Vec<u32>> {
         self.replicas.sockets("placement.mitosis.replicas", sockets)
-    }
-}
-
-impl ReplicaSet {
-    /// The mask as a sorted list of sockets (empty: none), checked against a machine of
-    /// `sockets` sockets; errors name `key`.
-    pub fn sockets(&self, key: &str, sockets: u32) -> Result<Vec<u32>> {
-        match self {
-            ReplicaSet::Named(s) if s == "all" => Ok((0..sockets).collect()),
-            ReplicaSet::Named(s) if s == "none" => Ok(Vec::new()),
-            ReplicaSet::Named(s) => Err(Error::config(key, format!("{s:?}: use \"all\", \"none\" or a list of sockets"))),
-            ReplicaSet::Sockets(list) => {
-                let mut v = list.clone();
-                v.sort_unstable();
-                v.dedup();
-                if let Some(&bad) = v.iter().find(|&&s| s >= sockets) {
-                    return Err(Error::config(key, format!("socket {bad} does not exist (the machine has {sockets} sockets, 0..{})", sockets - 1)));
-                }
-                Ok(v)
-            }
-        }
     }
 }
 

@@ -16,11 +16,10 @@ pub mod mitosis;
 pub mod native;
 
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::memory::PhysMem;
 use crate::page_table::{Leaf, PageTables};
 use crate::types::{PageSize, Pfn};
-use serde::{Deserialize, Serialize};
 
 crate::registry! {
     what: "a page-table placement", select: "os.pt_placement", table: "placement", bound: Backend;
@@ -54,64 +53,7 @@ pub struct Migration {
     pub freed: Vec<u32>,
 }
 
-/// Per-process page-table options of a workload (`ProcessSpec::page_tables`), handed to the
-/// backend as the process's address space is created ([`PageTableBackend::create`]); a
-/// forked child inherits its parent's. Generic: the engine only carries them, each backend
-/// takes what applies to it and ignores the rest. Default: every option unset (the
-/// backend's own, system-wide setting).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PtOptions {
-    /// Sockets that hold a copy of this process's page tables, for a backend that keeps
-    /// copies (Mitosis' per-process replication mask, set through numactl in its §6):
-    /// empty = a single tree. `None`: the backend's system-wide setting. Backends with one
-    /// tree per process ignore it.
-    pub replica_sockets: Option<Vec<u32>>,
-}
-
-impl PtOptions {
-    /// Check the options against a machine of `sockets` sockets; errors name `key` (the
-    /// workload key that set them) and the option.
-    pub fn check(&self, key: &str, sockets: u32) -> Result<()> {
-        if let Some(list) = &self.replica_sockets {
-            if let Some(&bad) = list.iter().find(|&&s| s >= sockets) {
-                return Err(Error::config(key, format!("socket {bad} does not exist (the machine has {sockets} sockets, 0..{})", sockets - 1)));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A process's page-table options as a workload writes them (the scenario language's
-/// `[workload.scenario.process.page_tables]` table), resolved against the machine into
-/// [`PtOptions`] by [`PtOptionKeys::resolve`]. Every key is optional; unset keys leave the
-/// backend's system-wide setting.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct PtOptionKeys {
-    /// The sockets holding a copy of the process's page tables ([`PtOptions::replica_sockets`]):
-    /// `"all"`, `"none"` (a single tree) or a list of sockets. Only a backend that keeps
-    /// copies (`os.pt_placement = "mitosis"`, where it overrides `[placement.mitosis] replicas`,
-    /// Mitosis §6.2's per-process replication set) acts on it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub replica_sockets: Option<mitosis::ReplicaSet>,
-}
-
-impl PtOptionKeys {
-    /// No key given.
-    pub fn is_unset(&self) -> bool {
-        *self == PtOptionKeys::default()
-    }
-
-    /// The options for a machine of `sockets` sockets; errors name `key` (the table) and
-    /// the option.
-    pub fn resolve(&self, key: &str, sockets: u32) -> Result<PtOptions> {
-        let replica_sockets = match &self.replica_sockets {
-            None => None,
-            Some(r) => Some(r.sockets(&format!("{key}.replica_sockets"), sockets)?),
-        };
-        Ok(PtOptions { replica_sockets })
-    }
-}
+pub use crate::workload::program::{PtOptionKeys, PtOptions};
 
 /// The page tables and frames a backend works on, and the tree depth.
 pub struct PtCtx<'a> {

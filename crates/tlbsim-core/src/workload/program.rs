@@ -289,7 +289,7 @@ pub struct ProcessSpec {
     pub threads: Vec<ThreadSpec>,
     /// Per-process page-table options for the backend (a replication mask); default: the
     /// backend's system-wide setting. Inherited by forked children.
-    pub page_tables: crate::placement::PtOptions,
+    pub page_tables: PtOptions,
 }
 
 /// A memory cgroup: a limit in 4 KiB pages (0 = unlimited) that reclaim enforces.
@@ -620,4 +620,63 @@ pub fn zipf_cdf(n: u64, theta: f64) -> Vec<f64> {
         *c /= sum;
     }
     cdf
+}
+
+/// Per-process page-table options of a workload (`ProcessSpec::page_tables`), handed to the
+/// backend as the process's address space is created (`crate::placement::PageTableBackend::create`); a
+/// forked child inherits its parent's. Generic: the engine only carries them, each backend
+/// takes what applies to it and ignores the rest. Default: every option unset (the
+/// backend's own, system-wide setting).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PtOptions {
+    /// Sockets that hold a copy of this process's page tables, for a backend that keeps
+    /// copies (Mitosis' per-process replication mask, set through numactl in its §6):
+    /// empty = a single tree. `None`: the backend's system-wide setting. Backends with one
+    /// tree per process ignore it.
+    pub replica_sockets: Option<Vec<u32>>,
+}
+
+impl PtOptions {
+    /// Check the options against a machine of `sockets` sockets; errors name `key` (the
+    /// workload key that set them) and the option.
+    pub fn check(&self, key: &str, sockets: u32) -> crate::error::Result<()> {
+        if let Some(list) = &self.replica_sockets {
+            if let Some(&bad) = list.iter().find(|&&s| s >= sockets) {
+                return Err(crate::error::Error::config(key, format!("socket {bad} does not exist (the machine has {sockets} sockets, 0..{})", sockets - 1)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A process's page-table options as a workload writes them (the scenario language's
+/// `[workload.scenario.process.page_tables]` table), resolved against the machine into
+/// [`PtOptions`] by [`PtOptionKeys::resolve`]. Every key is optional; unset keys leave the
+/// backend's system-wide setting.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct PtOptionKeys {
+    /// The sockets holding a copy of the process's page tables ([`PtOptions::replica_sockets`]):
+    /// `"all"`, `"none"` (a single tree) or a list of sockets. Only a backend that keeps
+    /// copies (`os.pt_placement = "mitosis"`, where it overrides `[placement.mitosis] replicas`,
+    /// Mitosis §6.2's per-process replication set) acts on it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica_sockets: Option<crate::types::ReplicaSet>,
+}
+
+impl PtOptionKeys {
+    /// No key given.
+    pub fn is_unset(&self) -> bool {
+        *self == PtOptionKeys::default()
+    }
+
+    /// The options for a machine of `sockets` sockets; errors name `key` (the table) and
+    /// the option.
+    pub fn resolve(&self, key: &str, sockets: u32) -> crate::error::Result<PtOptions> {
+        let replica_sockets = match &self.replica_sockets {
+            None => None,
+            Some(r) => Some(r.sockets(&format!("{key}.replica_sockets"), sockets)?),
+        };
+        Ok(PtOptions { replica_sockets })
+    }
 }

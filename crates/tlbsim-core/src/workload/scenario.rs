@@ -65,7 +65,7 @@
 //!   daemon of dom0). os/io.rs.
 //!
 //! A process may take a `page_tables` table (`[workload.scenario.process.page_tables]`):
-//! page-table options the page-table backend interprets (`crate::placement::PtOptionKeys`),
+//! page-table options the page-table backend interprets (`crate::workload::program::PtOptionKeys`),
 //! inherited by its fork children. `replica_sockets = "all" | "none" | [sockets]`: the
 //! sockets holding a copy of its page tables, for a backend that keeps copies
 //! (`os.pt_placement = "mitosis"`, overriding `[placement.mitosis] replicas`); ignored by the
@@ -191,10 +191,10 @@ pub struct ScenarioProcess {
     pub region: Vec<ScenarioRegion>,
     pub thread: Vec<ScenarioThread>,
     /// Page-table options for this process and its forked children, which the page-table
-    /// backend interprets (`replica_sockets`: see [`crate::placement::PtOptionKeys`]).
+    /// backend interprets (`replica_sockets`: see [`crate::workload::program::PtOptionKeys`]).
     /// Unset: the backend's system-wide settings.
-    #[serde(default, skip_serializing_if = "crate::placement::PtOptionKeys::is_unset")]
-    pub page_tables: crate::placement::PtOptionKeys,
+    #[serde(default, skip_serializing_if = "crate::workload::program::PtOptionKeys::is_unset")]
+    pub page_tables: crate::workload::program::PtOptionKeys,
     /// Retired: now `page_tables.replica_sockets` (an error naming it).
     #[serde(default, skip_serializing)]
     pub mitosis_replicas: Retired,
