@@ -14,6 +14,7 @@ fn axes() -> Vec<(&'static str, Vec<Entry>)> {
         ("placement", tlbsim_core::placement::entries()),
         ("hypervisor", tlbsim_core::hypervisor::entries()),
         ("machine.preset", tlbsim_core::config::presets::entries()),
+        ("workload.kind", tlbsim_core::workload::generators::entries()),
     ]
 }
 

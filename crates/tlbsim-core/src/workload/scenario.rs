@@ -196,7 +196,7 @@ pub struct ScenarioProcess {
     #[serde(default, skip_serializing_if = "crate::workload::program::PtOptionKeys::is_unset")]
     pub page_tables: crate::workload::program::PtOptionKeys,
     /// Retired: now `page_tables.replica_sockets` (an error naming it).
-    #[serde(default, skip_serializing)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mitosis_replicas: Retired,
 }
 
@@ -226,7 +226,7 @@ pub struct ScenarioRegion {
     #[serde(default)]
     pub recyclable: bool,
     /// Retired: now `recyclable` (an error naming it).
-    #[serde(default, skip_serializing)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fpr: Retired,
 }
 
@@ -335,7 +335,7 @@ pub struct ScenarioOp {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recyclable: Option<bool>,
     /// Retired: now `recyclable` (an error naming it).
-    #[serde(default, skip_serializing)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fpr: Retired,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed: Option<bool>,

@@ -54,25 +54,69 @@ use super::program::Workload;
 use crate::config::Config;
 use crate::error::{Error, Result};
 
+/// A built-in generator: what it builds from the config. Its parameters are today the
+/// flat keys of `[workload]` (`config::WorkloadConfig`), so `Params` is empty; a kind's own
+/// typed table is the next step of the registry (docs/ARCHITECTURE.md "Axes").
+pub trait Generator: crate::registry::Plugin {
+    fn build(cfg: &Config) -> Result<Workload>;
+}
+
+/// A unit type per kind, calling the family's function.
+macro_rules! generators {
+    ($($ty:ident => $build:expr;)*) => {$(
+        pub struct $ty;
+        impl crate::registry::Plugin for $ty {
+            type Params = crate::registry::NoParams;
+        }
+        impl Generator for $ty {
+            fn build(cfg: &Config) -> Result<Workload> {
+                $build(cfg)
+            }
+        }
+    )*};
+}
+
+generators! {
+    ShootdownPatterns => shootdown_patterns::shootdown_patterns;
+    FprMunmap => fpr::fpr_munmap;
+    FprEvict => fpr::fpr_evict;
+    Ycsb => ycsb::ycsb;
+    Apache => apache::apache;
+    Vmscale => vmscale::vmscale;
+    Reclaim => reclaim::reclaim;
+    StmMprotect => stm::stm_mprotect;
+    MitosisBench => mitosis::mitosis_bench;
+    VmaOps => vma_ops::vma_ops;
+    Mactest => didi::mactest;
+    CowSingle => |cfg| didi::cow_micro(cfg, false);
+    CowMultiple => |cfg| didi::cow_micro(cfg, true);
+    Wordcount => didi::wordcount;
+    VmMix => vm_mix::vm_mix;
+    ParsecLike => super::parsec::parsec_like;
+}
+
+crate::registry! {
+    what: "a workload generator", select: "workload.kind", table: "workload", bound: Generator;
+    "shootdown-patterns" => ShootdownPatterns, "the 13 shootdown micro-benchmarks of bench/patterns.toml, one operation as bench/shootdown.c does it";
+    "fpr-munmap" => FprMunmap, "FPR §V-A1 (Fig. 6): mmap, read and munmap a file page, cases 1 to 5 as bench/fpr_munmap.c runs them";
+    "fpr-evict" => FprEvict, "FPR §V-B (Fig. 14): the page-eviction benchmark";
+    "ycsb" => Ycsb, "FPR §V-B (Fig. 21): YCSB on a LevelDB-like or LMDB-like store";
+    "apache" => Apache, "ABIS §5.2, FPR §V-A3: a web server that mmaps, reads and munmaps a file per request";
+    "vmscale" => Vmscale, "ABIS §5.1: vm-scalability's migrate, cow, mmap-read, msync and anon-read tests";
+    "reclaim" => Reclaim, "ABIS §5.3: PBZIP2 under a memory-group limit that forces reclaim";
+    "stm-mprotect" => StmMprotect, "DiDi §II, §IV: software transactional memory protected by mprotect (STAMP's genome, vacation, labyrinth)";
+    "mitosis-bench" => MitosisBench, "Mitosis §3, §8 (Table 1): GUPS, B-tree, hash join, XSBench, canneal, memcached, redis, graph500 as they access memory";
+    "vma-ops" => VmaOps, "Mitosis §8.3.2 (Table 5): repeated mmap, mprotect or munmap of a region";
+    "mactest" => Mactest, "DiDi Table III: the basic cost of a shootdown";
+    "cowsingle" => CowSingle, "DiDi Table III: copy-on-write after fork, one thread";
+    "cowmultiple" => CowMultiple, "DiDi Table III: copy-on-write after fork, many threads";
+    "wordcount" => Wordcount, "DiDi Table III, §V: Phoenix MapReduce's word count mapping and unmapping its buffers";
+    "vm-mix" => VmMix, "the tag paper §5: dom0 and two guests (TPC-C-like OLTP beside another or a vortex-like guest)";
+    "parsec-like" => ParsecLike, "ABIS §5.4: PARSEC's dedup and canneal through a model of glibc's malloc";
+}
+
 /// The generator kinds, as `workload.kind` names them.
-pub const KINDS: &[&str] = &[
-    "shootdown-patterns",
-    "fpr-munmap",
-    "fpr-evict",
-    "ycsb",
-    "apache",
-    "vmscale",
-    "reclaim",
-    "stm-mprotect",
-    "mitosis-bench",
-    "vma-ops",
-    "mactest",
-    "cowsingle",
-    "cowmultiple",
-    "wordcount",
-    "vm-mix",
-    "parsec-like",
-];
+pub const KINDS: &[&str] = NAMES;
 
 /// A spinning daemon's compute step: short (one engine quantum, `sim.quantum_cycles`'s
 /// default) so that it is always running user code when an IPI arrives.
@@ -85,25 +129,14 @@ pub fn build(cfg: &Config) -> Result<Workload> {
     let kind = cfg.workload.kind.as_str();
     check_range("workload.threads", cfg.workload.threads as u64, 0, 4096)?;
     check_range("workload.ops", cfg.workload.ops, 0, 1 << 40)?;
-    let w = match kind {
-        "shootdown-patterns" => shootdown_patterns::shootdown_patterns(cfg)?,
-        "fpr-munmap" => fpr::fpr_munmap(cfg)?,
-        "fpr-evict" => fpr::fpr_evict(cfg)?,
-        "ycsb" => ycsb::ycsb(cfg)?,
-        "apache" => apache::apache(cfg)?,
-        "vmscale" => vmscale::vmscale(cfg)?,
-        "reclaim" => reclaim::reclaim(cfg)?,
-        "stm-mprotect" => stm::stm_mprotect(cfg)?,
-        "mitosis-bench" => mitosis::mitosis_bench(cfg)?,
-        "vma-ops" => vma_ops::vma_ops(cfg)?,
-        "mactest" => didi::mactest(cfg)?,
-        "cowsingle" => didi::cow_micro(cfg, false)?,
-        "cowmultiple" => didi::cow_micro(cfg, true)?,
-        "wordcount" => didi::wordcount(cfg)?,
-        "vm-mix" => vm_mix::vm_mix(cfg)?,
-        "parsec-like" => super::parsec::parsec_like(cfg)?,
-        k => return Err(Error::config("workload.kind", format!("{k:?} is not a generator: use one of {}", KINDS.join(", ")))),
-    };
+    struct Build<'a>(&'a Config);
+    impl Visit for Build<'_> {
+        type Output = Result<Workload>;
+        fn visit<T: Generator>(self, _name: &'static str) -> Result<Workload> {
+            T::build(self.0)
+        }
+    }
+    let w = visit(kind, Build(cfg))??;
     w.check(cfg.cores()).map_err(|m| Error::config("workload.kind", format!("{kind:?} built a workload that fails its check: {m}")))?;
     Ok(w)
 }
