@@ -39,7 +39,15 @@ LINT_PY := status=0; \
 	echo "+ $(VENV)/bin/mypy python/tlbsim"; $(VENV)/bin/mypy python/tlbsim || status=1; \
 	exit $$status
 
-.PHONY: demo test bench bench-native calibrate validate develop rust-test py-test lint-py chromium qemu-user record-plugin clean
+# The Rust gates: formatting (rustfmt.toml) and clippy with warnings denied (the lints the
+# project allows, each with its reason, are in Cargo.toml's [workspace.lints.clippy]).
+LINT_RUST := status=0; \
+	echo "+ cargo fmt --all --check"; cargo fmt --all --check || status=1; \
+	echo "+ cargo clippy --workspace --all-targets -- -D warnings"; \
+	cargo clippy --workspace --all-targets --quiet -- -D warnings || status=1; \
+	exit $$status
+
+.PHONY: demo test bench bench-native calibrate validate develop rust-test py-test lint-py lint-rust chromium qemu-user record-plugin clean
 
 # Native shootdown micro-benchmarks on the real kernel (bench/shootdown.c, patterns in
 # bench/patterns.toml): one JSON line per pattern.
@@ -51,11 +59,13 @@ demo: develop
 	$(VENV)/bin/tlbsim demo
 
 # Both suites and the Python gates always run; the target fails if any failed.
+# The gates run first, so that the test runners' summaries close the output.
 test: develop chromium record-plugin
 	@status=0; \
+	( $(LINT_RUST) ) || status=1; \
+	( $(LINT_PY) ) || status=1; \
 	( $(RUST_TEST) ) || status=1; \
 	( $(PY_TEST) ) || status=1; \
-	( $(LINT_PY) ) || status=1; \
 	exit $$status
 
 bench: develop
@@ -88,6 +98,9 @@ py-test: develop chromium record-plugin
 # ruff and mypy come with the test dependencies (pyproject.toml), installed by $(DEPS_STAMP).
 lint-py: $(DEPS_STAMP)
 	@$(LINT_PY)
+
+lint-rust:
+	@$(LINT_RUST)
 
 # `tlbsim record` (python/tlbsim/record.py) runs programs under qemu-x86_64 with the TCG
 # plugin record/tlbsim_record.c. Debian ships no qemu-plugin.h: the plugin declares the

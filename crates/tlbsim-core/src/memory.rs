@@ -1,7 +1,7 @@
 //! Simulated physical memory: frames on NUMA nodes, each with a descriptor, handed out by a
 //! buddy allocator with per-CPU lists of single frames in front of it.
 //!
-//! DESIGN.md "Physical memory and the OS": a per-frame descriptor (owner, mapcount, what the
+//! docs/ARCHITECTURE.md "Physical memory and the OS": a per-frame descriptor (owner, mapcount, what the
 //! frame holds, and a word of technique metadata such as FPR's tracking word), and an
 //! allocator shaped like Linux's, because FPR's gain comes from which frame comes back from
 //! which free list:

@@ -1,6 +1,6 @@
 //! x86-64 radix page tables (4 or 5 levels) whose table pages are simulated frames.
 //!
-//! DESIGN.md "Page tables": entries in x86 format (present, writable, user, accessed,
+//! docs/ARCHITECTURE.md "Page tables": entries in x86 format (present, writable, user, accessed,
 //! dirty, huge/PS, global, pfn); 2 MiB leaves at the PD level and 1 GiB leaves at the PDPT
 //! level; each table page is a frame on a NUMA node chosen by the placement policy, and
 //! records its arena slot in the frame descriptor so the walker can follow physical

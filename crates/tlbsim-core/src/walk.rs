@@ -1,4 +1,4 @@
-//! The hardware page walker (DESIGN.md "Page tables"; Mitosis §3 for where its time goes).
+//! The hardware page walker (docs/ARCHITECTURE.md "Page tables"; Mitosis §3 for where its time goes).
 //!
 //! A walk first asks the page-walk caches for the deepest upper-level entry they hold
 //! (PD entry, else PDPT entry, else PML4 entry), then reads each remaining level from the

@@ -1,5 +1,5 @@
 //! TLB-coherence policies: who is flushed after a page-table change, how, and when
-//! (DESIGN.md "The shootdown", "Axes and their hooks"). One file per policy, each
+//! (docs/ARCHITECTURE.md "The shootdown", "Axes and their hooks"). One file per policy, each
 //! implementing [`Coherence`] (the hooks, all with no-op defaults) and [`Policy`] (its
 //! parameters and constructor), registered by one line in [`policies!`] below, which makes
 //! the name list, the parameter defaults and the dispatch. The OS model calls the trait and

@@ -1,4 +1,4 @@
-//! `oracle`: the lower bound for every technique (DESIGN.md table). Exactly the cores whose
+//! `oracle`: the lower bound for every technique (docs/ARCHITECTURE.md "Axes and their hooks"). Exactly the cores whose
 //! TLBs hold a translation the change made stale are reached, instantly and at no cost,
 //! and they invalidate exactly the changed pages. No context-switch flush is ever needed
 //! for coherence (stale entries were removed when they became stale).

@@ -1,4 +1,4 @@
-//! `[costs]`: cycles the OS model charges for each kernel operation (DESIGN.md "Physical
+//! `[costs]`: cycles the OS model charges for each kernel operation (docs/ARCHITECTURE.md "Physical
 //! memory and the OS": "each operation charges cycles from a cost table that can be
 //! calibrated on a real machine").
 //!

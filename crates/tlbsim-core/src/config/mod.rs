@@ -277,7 +277,7 @@ pub struct OsConfig {
     /// (`crate::coherence::NAMES` lists them).
     pub coherence: String,
     /// The stale-translation checker: every use of a TLB entry a page-table change made
-    /// stale is counted as a violation (DESIGN.md "Safety checker").
+    /// stale is counted as a violation (docs/ARCHITECTURE.md "Safety checker").
     pub checker: bool,
     /// Linux's `tlb_single_page_flush_ceiling`: a flush of more pages than this becomes a
     /// full flush (arch/x86/mm/tlb.c: 33).

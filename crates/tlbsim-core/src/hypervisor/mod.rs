@@ -1,4 +1,4 @@
-//! The hypervisor axis (DESIGN.md "VMs"; the tag paper §5: Xen 3.1's credit scheduler
+//! The hypervisor axis (docs/ARCHITECTURE.md "VMs"; the tag paper §5: Xen 3.1's credit scheduler
 //! multiplexing the VCPUs of dom0 and the guests on two CPUs). A VM (domain) has VCPUs; each
 //! guest kernel schedules its threads on its own VCPUs (the OS model's run queues, one per
 //! VCPU), and the hypervisor's scheduler decides which VCPU each physical CPU runs. The

@@ -1,4 +1,4 @@
-//! Page-table backends: where page-table pages live and how the OS writes them (DESIGN.md
+//! Page-table backends: where page-table pages live and how the OS writes them (docs/ARCHITECTURE.md
 //! "Page tables", "Axes and their hooks"; Mitosis §3 and §5 for why it is an axis).
 //!
 //! A backend owns the policy that places every page-table page (the root included) on a

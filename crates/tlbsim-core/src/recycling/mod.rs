@@ -1,4 +1,4 @@
-//! Frame recycling: when a shootdown is needed for the frames an unmap releases (DESIGN.md
+//! Frame recycling: when a shootdown is needed for the frames an unmap releases (docs/ARCHITECTURE.md
 //! "Axes and their hooks", the FPR row). Linux flushes at release; a recycling scheme may
 //! skip that flush for pages that stay within a trusted *recycling context* and send it
 //! instead at the allocation that takes a page out of its context. It is its own axis,

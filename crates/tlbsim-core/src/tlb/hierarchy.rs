@@ -1,5 +1,5 @@
 //! One core's translation hardware: L1 data TLBs per page size, L1 instruction TLB, a
-//! unified L2 (STLB), the page-walk caches, and the tagging state (DESIGN.md "TLBs (per
+//! unified L2 (STLB), the page-walk caches, and the tagging state (docs/ARCHITECTURE.md "TLBs (per
 //! core)"; tag paper §4 for CR3 tags).
 //!
 //! Lookups go L1 (the one for the access's kind; the per-size data TLBs are probed in

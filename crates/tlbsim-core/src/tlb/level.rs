@@ -1,4 +1,4 @@
-//! A TLB level (L1 data TLBs per page size, L1 instruction TLB, L2; DESIGN.md "TLBs (per
+//! A TLB level (L1 data TLBs per page size, L1 instruction TLB, L2; docs/ARCHITECTURE.md "TLBs (per
 //! core)").
 //!
 //! Modelled: exactly what a [`Tlb`] of the same geometry does: entries keyed by (page,

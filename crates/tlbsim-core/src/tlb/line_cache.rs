@@ -1,4 +1,4 @@
-//! A cache of lines: the flat memory model's per-socket page-table-line cache (DESIGN.md
+//! A cache of lines: the flat memory model's per-socket page-table-line cache (docs/ARCHITECTURE.md
 //! "Page tables"; Mitosis §3 for why page-table lines in the last-level cache matter), and
 //! model "cache"'s per-core private caches and per-socket last-level caches.
 //!

@@ -2,7 +2,7 @@
 //! form, for every shape, policy and quota. `level::TlbLevel`, `walk_cache::WalkCache` and
 //! `line_cache::LineCache` use it where their lean forms do not apply.
 //!
-//! Follows the x86 TLB organisation of DESIGN.md "TLBs (per core)": `entries` entries in
+//! Follows the x86 TLB organisation of docs/ARCHITECTURE.md "TLBs (per core)": `entries` entries in
 //! `entries / ways` sets; the set is picked from the low bits of the virtual page number
 //! expressed in units of the entry's page size (`ways == entries` is fully associative,
 //! `ways == 1` direct mapped). Replacement: true LRU, tree pseudo-LRU, FIFO, or random

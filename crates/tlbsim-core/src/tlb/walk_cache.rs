@@ -1,5 +1,5 @@
 //! A page-walk cache: Intel's paging-structure caches (PML4E, PDPTE and PDE caches; SDM
-//! vol. 3 §4.10.3, DESIGN.md "TLBs (per core)"). An entry names the next table of a walk
+//! vol. 3 §4.10.3, docs/ARCHITECTURE.md "TLBs (per core)"). An entry names the next table of a walk
 //! for a virtual-address prefix and a tag; a walk starts below the deepest one that hits.
 //!
 //! Modelled: what a [`Tlb`] of the same geometry does with the entries a walk puts in it.

@@ -1,5 +1,5 @@
 //! The OS-mode workload, compiled: processes, threads and the flat program of operations
-//! each thread runs (DESIGN.md "Workloads": per-thread streams of accesses, compute,
+//! each thread runs (docs/ARCHITECTURE.md "Workloads": per-thread streams of accesses, compute,
 //! system calls, blocking and migration).
 //!
 //! Everything that produces an OS-mode workload ends here: the TOML scenario language

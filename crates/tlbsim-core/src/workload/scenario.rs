@@ -1,4 +1,4 @@
-//! `workload.kind = "scenario"`: the TOML scenario language (DESIGN.md "Workloads", source
+//! `workload.kind = "scenario"`: the TOML scenario language (docs/ARCHITECTURE.md "Workloads", source
 //! 2: "a small scenario language to write new ones"), compiled to a [`Workload`].
 //!
 //! A scenario is `[workload.scenario]` in the run's config: memory groups, files, and

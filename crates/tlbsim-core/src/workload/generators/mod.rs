@@ -1,4 +1,4 @@
-//! The built-in OS-mode workloads (DESIGN.md "Workloads", source 1: generators for the
+//! The built-in OS-mode workloads (docs/ARCHITECTURE.md "Workloads", source 1: generators for the
 //! papers' benchmarks), selected by `workload.kind`; parameters are flat keys of
 //! `[workload]` (`threads`, `ops`, `case`, `test`, ...; `config::WorkloadConfig` documents
 //! each). Every generator's section says what it follows and what one operation
