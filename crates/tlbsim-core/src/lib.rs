@@ -13,6 +13,7 @@ pub mod error;
 pub mod fasthash;
 pub mod fuzz;
 pub mod hypervisor;
+pub mod machine;
 pub mod memory;
 pub mod memsys;
 pub mod os;
@@ -50,8 +51,19 @@ pub struct RunOutput {
 pub fn run(config: serde_json::Value, overrides: &[String], base_dir: &std::path::Path) -> Result<RunOutput> {
     let cfg = config::Config::resolve(config, overrides, base_dir)?;
     let effective_config = cfg.to_json();
-    let stats = sim::run(&cfg)?;
+    let stats = simulate(&cfg)?;
     Ok(RunOutput { effective_config, stats })
+}
+
+/// Run one simulation from a resolved config and return stats.json: an OS-mode workload
+/// runs in the OS model (`os::run`), a trace or synthetic one in trace mode (`sim::run`).
+/// The choice lives here so that neither engine imports the other.
+pub fn simulate(cfg: &config::Config) -> Result<serde_json::Value> {
+    if workload::is_os_mode(&cfg.workload.kind) {
+        let workload = workload::build(cfg)?;
+        return os::run(cfg, workload);
+    }
+    sim::run(cfg)
 }
 
 /// Run one OS-mode simulation with a coherence policy that is not registered (built by

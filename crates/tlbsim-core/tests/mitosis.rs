@@ -178,7 +178,7 @@ fn all_sockets_replicate_on_their_own_nodes() {
 
 fn run(v: serde_json::Value) -> serde_json::Value {
     let cfg = Config::resolve(v, &[], std::path::Path::new(".")).unwrap();
-    tlbsim_core::sim::run(&cfg).unwrap()
+    tlbsim_core::simulate(&cfg).unwrap()
 }
 
 /// Thread 0 on socket 0 touches a region first; threads on sockets 1-3 then read it.
@@ -449,7 +449,7 @@ fn a_process_mask_replicates_only_on_its_sockets() {
 
 fn try_run(v: serde_json::Value) -> tlbsim_core::error::Result<serde_json::Value> {
     let cfg = Config::resolve(v, &[], std::path::Path::new("."))?;
-    tlbsim_core::sim::run(&cfg)
+    tlbsim_core::simulate(&cfg)
 }
 
 /// A process whose page tables grow: its thread maps and populates a new 4 MiB every

@@ -8,7 +8,7 @@ use tlbsim_core::config::Config;
 
 fn run(v: Value) -> Value {
     let cfg = Config::resolve(v, &[], std::path::Path::new(".")).unwrap();
-    tlbsim_core::sim::run(&cfg).unwrap()
+    tlbsim_core::simulate(&cfg).unwrap()
 }
 
 fn worker(name: &str, core: u32, loops: u64) -> Value {

@@ -8,7 +8,7 @@ use super::{Os, PolicyTlb, PolicyWalk};
 use crate::access::{AccessEnv, FaultOutcome};
 use crate::coherence::Coherence;
 use crate::error::Result;
-use crate::sim::{AddressSpace, Machine};
+use crate::machine::{AddressSpace, Machine};
 use crate::tlb::TlbEntry;
 use crate::types::{AccessKind, Vpn};
 use crate::walk::WalkOutcome;
@@ -33,7 +33,7 @@ impl<P: Coherence> AccessEnv for Os<P> {
     }
 
     #[inline(always)]
-    fn core_and_listener(&mut self, core: usize) -> (&mut crate::sim::Core, PolicyTlb<'_, P>) {
+    fn core_and_listener(&mut self, core: usize) -> (&mut crate::machine::Core, PolicyTlb<'_, P>) {
         (&mut self.m.cores[core], PolicyTlb { policy: &mut self.policy, fx: &mut self.fx })
     }
 
@@ -76,7 +76,7 @@ impl<P: Coherence> AccessEnv for Os<P> {
         // The translation time so far is the access's; the handler charges its own.
         let c = &mut self.m.cores[core];
         c.stats.translation_cycles += *spent;
-        c.clock += *spent << crate::sim::CLOCK_SHIFT;
+        c.clock += *spent << crate::machine::CLOCK_SHIFT;
         *spent = 0;
         let thread = self.cores[core].current.expect("a faulting access has a thread");
         let pid = self.threads[thread].pid;

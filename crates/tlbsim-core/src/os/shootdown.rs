@@ -20,7 +20,7 @@
 
 use super::{Cause, Gather, Os, PolicyTlb, Req};
 use crate::coherence::{Coherence, CoreView, Delivery, FlushPlan, FlushReason, FlushRequest, LocalFlush, OsView};
-use crate::sim::CLOCK_SHIFT;
+use crate::machine::CLOCK_SHIFT;
 use crate::types::{CoreId, Pfn, Vpn};
 use std::rc::Rc;
 
