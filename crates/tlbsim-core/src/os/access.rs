@@ -1,7 +1,7 @@
 //! The OS model's side of the one access path (`crate::access`): the coherence policy
 //! hears every TLB fill and eviction and every A-bit set by the walker; walks read the
 //! page table the core loaded in CR3; a hit on an entry the checker marked is judged; a
-//! fault runs the kernel's handler (`mm.rs`), which may map the page, fill the TLB directly
+//! fault runs the kernel's handler (`mm/fault.rs`), which may map the page, fill the TLB directly
 //! (a policy's `on_demand_fault`), start a shootdown (copy-on-write) or raise SIGSEGV.
 
 use super::{Os, PolicyTlb, PolicyWalk};

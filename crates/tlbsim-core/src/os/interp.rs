@@ -1,6 +1,6 @@
 //! The thread interpreter: runs each thread's program of workload operations
 //! (`crate::workload::program::Op`) on its core — loops, compute, accesses through the one
-//! access path, system calls into `mm.rs`, blocking, migration, fork and exit.
+//! access path, system calls into `mm/`, blocking, migration, fork and exit.
 
 use super::locks::LockMode;
 use super::Os;

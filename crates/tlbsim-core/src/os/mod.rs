@@ -13,7 +13,7 @@
 //! | `interp.rs` | the workload's operations (the thread interpreter) |
 //! | `access.rs` | the OS side of the one access path (`crate::access`): listeners, faults |
 //! | `pte.rs` | the PTE-write layer: every page-table read and write of the kernel |
-//! | `mm.rs` | VMAs, faults, system calls, rmap, reclaim |
+//! | `mm/` | VMAs, faults, system calls, rmap, reclaim (one file per path) |
 //! | `output.rs` | stats.json |
 //! | `virt.rs` | VCPUs between the guests' threads and the CPUs (the hypervisor axis) |
 //!
@@ -530,7 +530,7 @@ pub(crate) struct Os<P: Coherence> {
     /// request that leaving sent is in flight (shootdown.rs `flush_global_for`).
     frames_in_transit: HashMap<u64, u64>,
     /// Per core: a global request it sent and waits for (its record, its recycling
-    /// sequence number), which a frame leaving its context joins (mm.rs `settle_claims`).
+    /// sequence number), which a frame leaving its context joins (mm/frames.rs `settle_claims`).
     global_in_flight: Vec<Option<(usize, u64)>>,
     /// VMs, VCPUs and the hypervisor's scheduler (os/virt.rs); None natively.
     virt: Option<virt::Virt>,

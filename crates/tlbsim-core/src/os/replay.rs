@@ -4,7 +4,7 @@
 //! in the recorded order around its system calls.
 //!
 //! Modelled: each recorded access goes through the one access path (TLBs, walks, faults
-//! into `mm.rs`) at its recorded virtual address; each recorded instruction costs the
+//! into `mm/`) at its recorded virtual address; each recorded instruction costs the
 //! machine's CPI times `workload.time_scale` (a data access is an operand of an
 //! instruction: it adds only its translation time); a thread a program created with
 //! pthread_create starts asleep and runs from its creator's `Op::Spawn`, on the core the
