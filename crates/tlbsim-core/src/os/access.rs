@@ -106,11 +106,11 @@ impl<P: Coherence> AccessEnv for Os<P> {
             self.charge(core, self.costs.signal);
             return Ok(FaultOutcome::Done);
         }
-        if self.io_wait > 0 {
+        let wait = self.io.take_wait();
+        if wait > 0 {
             // The fault read from a device whose reads sleep: the thread blocks until the
             // read completes (its core may go idle, lazy for shootdowns); the access is
             // done once it runs again (the page is mapped).
-            let wait = std::mem::take(&mut self.io_wait);
             self.stats[core].io_sleeps += 1;
             let now = self.clock(core);
             self.block(core, thread, now + wait);

@@ -326,7 +326,7 @@ impl<P: Coherence> Os<P> {
     /// The writer write-locks the VMAs of `[start, end)` (vma_start_write) until it
     /// releases or downgrades `mmap_lock`.
     fn lock_vmas(&mut self, pid: u32, start: u64, end: u64) {
-        if self.locks {
+        if self.locks.enabled() {
             self.procs[pid as usize].mmap_lock.vma_locked.push((start, end));
         }
     }

@@ -421,13 +421,8 @@ pub(crate) struct Os<P: Coherence> {
     pub alloc_context: u32,
     /// Stale translations used under the recycling axis' guarantee (`permits_stale_use`).
     pub stale_uses_permitted_by_recycling: u64,
-    /// The storage device's reads sleep (`machine.storage`): a demand fault's page-cache
-    /// misses block the faulting thread instead of stalling its core.
-    pub io_sleeps: bool,
-    /// A demand fault of a thread is being handled (not MAP_POPULATE or a system call).
-    pub in_demand_fault: bool,
-    /// Cycles of device reads the demand fault being handled waits for, asleep.
-    pub io_wait: u64,
+    /// Split-driver I/O counters and the device reads a demand fault sleeps for (os/io.rs).
+    io: io::Io,
     /// What the policy's hooks asked for, applied by `apply_effects`.
     pub fx: Effects,
     pub costs: CostsConfig,
@@ -445,15 +440,8 @@ pub(crate) struct Os<P: Coherence> {
     pub tick_interval: Option<u64>,
     /// Cycles between the MMU's involuntary full flushes on each core (ABIS §7).
     pub involuntary_period: Option<u64>,
-    /// Kernel locks modelled (`os.locks`).
-    pub locks: bool,
-    pub lock_stats: locks::LockStats,
-    pub pt_lock_stats: locks::LockStats,
-    pub zone_lock_stats: locks::LockStats,
-    /// Page-table locks by (process, 2 MiB region): their latest holds.
-    pub pt_locks: HashMap<(u32, u64), locks::SpinLock>,
-    /// Zone locks by node.
-    pub zone_locks: Vec<locks::SpinLock>,
+    /// Kernel spinlocks and lock counters (os/locks.rs).
+    locks: locks::Locks,
     pub checker: bool,
     pub thp: bool,
     pub tagging: Tagging,
@@ -499,23 +487,8 @@ pub(crate) struct Os<P: Coherence> {
     /// Whether each core is in `dirty` already.
     is_dirty: Vec<bool>,
     steps: u64,
-    /// Split-driver I/O (os/io.rs): requests sent, completions delivered.
-    pub(crate) io_requests: u64,
-    pub(crate) io_completions: u64,
-    /// Completion tokens of `Op::Post`/`Op::Wait`/`Op::Sleep` (os/replay.rs): times posted,
-    /// and the threads asleep on each.
-    pub(crate) tokens: Vec<u32>,
-    pub(crate) token_sleepers: HashMap<u32, Vec<usize>>,
-    /// `Op::Take` (a counting semaphore over the same tokens): posts taken so far, and the
-    /// threads asleep in a take, in the order they went to sleep (a post wakes the first).
-    pub(crate) taken: Vec<u32>,
-    pub(crate) token_takers: HashMap<u32, std::collections::VecDeque<usize>>,
-    /// Threads created asleep (`Workload::held_threads`), by declaration index: the
-    /// engine's thread id, until an `Op::Spawn` starts it.
-    pub(crate) held: Vec<(u32, usize)>,
-    /// Clock units (cycles << CLOCK_SHIFT) per recorded instruction: the machine's CPI
-    /// times `workload.time_scale`.
-    pub(crate) replay_cpi: u64,
+    /// A recorded program's tokens and held threads (os/replay.rs).
+    replay: replay::Replay,
     /// A thread stopped before a system call because another core is behind it in
     /// simulated time (`Os::ahead_of_others`): its core goes back to the scheduler.
     yield_core: bool,
@@ -617,6 +590,7 @@ impl<P: Coherence> Os<P> {
         for (pi, p) in w.processes.iter().enumerate() {
             p.page_tables.check(&format!("workload.process[{pi}] ({:?}): its page-table options", p.name), cfg.machine.sockets)?;
         }
+        let replay = replay::Replay::new(w.tokens as usize, (m.cpi_fixed as f64 * cfg.workload.time_scale).round() as u64);
         let mut os = Os {
             m,
             ptdump,
@@ -626,9 +600,7 @@ impl<P: Coherence> Os<P> {
             recycling,
             alloc_context: 0,
             stale_uses_permitted_by_recycling: 0,
-            io_sleeps: storage.is_some_and(|d| d.sleeps),
-            in_demand_fault: false,
-            io_wait: 0,
+            io: io::Io::new(storage.is_some_and(|d| d.sleeps)),
             fx: Vec::new(),
             costs,
             ceiling: cfg.os.flush_ceiling,
@@ -647,12 +619,7 @@ impl<P: Coherence> Os<P> {
             },
             tick_interval,
             involuntary_period,
-            locks: cfg.os.locks,
-            lock_stats: Default::default(),
-            pt_lock_stats: Default::default(),
-            zone_lock_stats: Default::default(),
-            pt_locks: HashMap::default(),
-            zone_locks: Vec::new(),
+            locks: locks::Locks::new(cfg.os.locks),
             checker: cfg.os.checker,
             thp: cfg.os.thp,
             tagging: cfg.machine.tlb.tagging,
@@ -685,14 +652,7 @@ impl<P: Coherence> Os<P> {
             dirty: (0..ncores).collect(),
             is_dirty: vec![true; ncores],
             steps: 0,
-            io_requests: 0,
-            io_completions: 0,
-            tokens: Vec::new(),
-            token_sleepers: HashMap::default(),
-            taken: Vec::new(),
-            token_takers: HashMap::default(),
-            held: Vec::new(),
-            replay_cpi: 0,
+            replay,
             yield_core: false,
             initiator_resumed: false,
             partial: false,
@@ -771,7 +731,7 @@ impl<P: Coherence> Os<P> {
                 let held = os.w.held_threads.contains(&(declared as u32));
                 let id = os.spawn_thread(pid, t.name.clone(), t.class.clone(), t.daemon, t.program, core, t.core.is_some(), slots.clone(), start, held);
                 if held {
-                    os.held.push((declared as u32, id));
+                    os.replay.hold(declared as u32, id);
                 }
                 declared += 1;
             }
@@ -779,9 +739,6 @@ impl<P: Coherence> Os<P> {
         if cfg.sim.ptdump_at_op > 0 {
             os.ptdump_at = Some(PtDumpAt { thread: os.ptdump_thread(&cfg.sim.ptdump_thread)?, op: cfg.sim.ptdump_at_op, taken: None });
         }
-        os.tokens = vec![0; os.w.tokens as usize];
-        os.taken = vec![0; os.w.tokens as usize];
-        os.replay_cpi = (os.m.cpi_fixed as f64 * cfg.workload.time_scale).round() as u64;
         Ok(os)
     }
 

@@ -212,7 +212,7 @@ impl<P: Coherence> Os<P> {
                 p.update_period(min, max);
                 p.next_scan = now + p.period;
                 // mmap_read_trylock: a writer holding the lock skips this period's scan.
-                if self.locks && !self.procs[pid as usize].mmap_lock.read_free(now) {
+                if self.locks.enabled() && !self.procs[pid as usize].mmap_lock.read_free(now) {
                     self.numa_stats.scans_skipped_locked += 1;
                     return Ok(());
                 }

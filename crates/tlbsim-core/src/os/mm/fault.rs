@@ -27,13 +27,13 @@ impl<P: Coherence> Os<P> {
         if demand {
             self.fault_mapped = Some(Vec::new());
         }
-        self.in_demand_fault = demand;
+        self.io.set_in_demand_fault(demand);
         // The PTE is installed under its page-table lock (finish_fault, do_anonymous_page);
         // charged first, so that a flush the handler starts cannot absorb it.
         self.ptl_section(core, pid, va, self.fault_ptl_hold());
         let handled = self.handle_fault(core, pid, va, write, present);
         self.alloc_context = 0;
-        self.in_demand_fault = false;
+        self.io.set_in_demand_fault(false);
         if self.recycling_on && !self.m.mem.tracked_claims.is_empty() {
             self.settle_claims(core, None);
         }
@@ -159,9 +159,7 @@ impl<P: Coherence> Os<P> {
     /// on a device whose reads sleep (access.rs blocks it when the fault returns), else the
     /// core stalls in the kernel.
     pub(super) fn read_from_device(&mut self, core: usize) {
-        if self.io_sleeps && self.in_demand_fault {
-            self.io_wait += self.costs.read_page;
-        } else {
+        if !self.io.sleep_for_read(self.costs.read_page) {
             self.charge(core, self.costs.read_page);
         }
     }
