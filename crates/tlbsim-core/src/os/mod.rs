@@ -457,7 +457,8 @@ pub(crate) struct Os<P: Coherence> {
     pub violations: Vec<ViolationRecord>,
     events: BinaryHeap<Reverse<(u64, u64, Event)>>,
     event_seq: u64,
-    shootdowns: Vec<Shootdown>,
+    /// Flush requests in flight (os/shootdown.rs).
+    shootdowns: shootdown::InFlight,
     pub page_cache: HashMap<(u32, u64), Pfn>,
     pub groups: Vec<Group>,
     pub lru_stamp: u64,
@@ -496,15 +497,6 @@ pub(crate) struct Os<P: Coherence> {
     initiator_resumed: bool,
     /// The run was stopped through its control before every thread finished.
     partial: bool,
-    /// (address space, page) → how many flush requests not yet done include the page
-    /// (the checker leaves such pages to the latest request; shootdown.rs `complete`).
-    pages_in_flight: HashMap<(u32, u64), u32>,
-    /// Frame → its tracking word before it left its recycling context, while the global
-    /// request that leaving sent is in flight (shootdown.rs `flush_global_for`).
-    frames_in_transit: HashMap<u64, u64>,
-    /// Per core: a global request it sent and waits for (its record, its recycling
-    /// sequence number), which a frame leaving its context joins (mm/frames.rs `settle_claims`).
-    global_in_flight: Vec<Option<(usize, u64)>>,
     /// VMs, VCPUs and the hypervisor's scheduler (os/virt.rs); None natively.
     virt: Option<virt::Virt>,
 }
@@ -634,7 +626,7 @@ impl<P: Coherence> Os<P> {
             violations: Vec::new(),
             events: BinaryHeap::new(),
             event_seq: 0,
-            shootdowns: Vec::new(),
+            shootdowns: shootdown::InFlight::new(ncores),
             page_cache: HashMap::default(),
             groups,
             lru_stamp: 0,
@@ -656,9 +648,6 @@ impl<P: Coherence> Os<P> {
             yield_core: false,
             initiator_resumed: false,
             partial: false,
-            pages_in_flight: HashMap::default(),
-            frames_in_transit: HashMap::default(),
-            global_in_flight: vec![None; ncores],
             virt: None,
         };
         if !os.w.vms.is_empty() {

@@ -344,7 +344,7 @@ impl<P: Coherence> Os<P> {
         self.charge(core, self.costs.copy_page + self.costs.per_page);
         self.numa_stats.pages_migrated += 1;
         let restore_first = self.numa.as_ref().is_some_and(|n| n.restore_first);
-        if restore_first || self.pages_in_flight.contains_key(&(pid, page >> 12)) {
+        if restore_first || self.shootdowns.page_in_flight(pid, page >> 12) {
             // Linux 4.x made the PTE present and young before migrating, so the unmap flushes
             // it (`os.numa_hint_order`); or a flush of the page is still in flight: some core
             // may yet hold the old translation. Either way the old frame waits for a flush.

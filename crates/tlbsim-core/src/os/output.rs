@@ -133,7 +133,7 @@ impl<P: Coherence> Os<P> {
         v["totals"]["locks"] = self.locks.json();
         v["totals"]["page_tables"] = self.m.backend.stats_json();
         // Freed table pages whose flush had not completed when the run ended (still live).
-        v["totals"]["page_table_pages_awaiting_flush"] = json!(self.shootdowns.iter().filter(|s| !s.done).map(|s| s.tables.len()).sum::<usize>());
+        v["totals"]["page_table_pages_awaiting_flush"] = json!(self.shootdowns.tables_awaiting_flush());
         if self.numa.is_some() {
             // /proc/vmstat's names where Linux has one (numa_pte_updates, ...).
             let n = &self.numa_stats;

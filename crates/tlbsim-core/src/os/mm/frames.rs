@@ -79,7 +79,7 @@ impl<P: Coherence> Os<P> {
         let mut transit = Vec::new();
         let mut joined = Vec::new();
         let c = CoreId(core as u32);
-        let (in_flight_sd, global_in_flight) = self.global_in_flight[core].unwrap_or((usize::MAX, 0));
+        let (in_flight_sd, global_in_flight) = self.shootdowns.global_of(core);
         if let Some((pfn, context)) = data {
             let recycling = &mut self.recycling;
             let (before, action) = self.m.mem.update_word(pfn, FrameWord::Tracking, |w| (*w, recycling.on_alloc(c, w, AllocUse { context, global_in_flight })));
@@ -108,8 +108,7 @@ impl<P: Coherence> Os<P> {
             }
         }
         for (f, w) in joined {
-            self.frames_in_transit.insert(f.0, w);
-            self.shootdowns[in_flight_sd].frames_in_transit.push(f);
+            self.shootdowns.join_global(in_flight_sd, f, w);
         }
         if !transit.is_empty() {
             self.flush_global_for(core, Gather::default(), transit);

@@ -318,7 +318,7 @@ impl<P: Coherence> Os<P> {
             // is only what caches the frame this munmap unmapped.
             let (mut now, mut in_flight) = (Vec::new(), Vec::new());
             for (&vpn, &old) in skipped.iter().zip(&skipped_ptes) {
-                if self.pages_in_flight.contains_key(&(pid, vpn.0)) {
+                if self.shootdowns.page_in_flight(pid, vpn.0) {
                     in_flight.push((vpn, pte_pfn(old)));
                 } else {
                     now.push(vpn);
