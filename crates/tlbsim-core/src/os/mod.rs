@@ -325,6 +325,35 @@ pub(crate) struct CoreOs {
     pub domain_mm: Vec<(u32, u32)>,
 }
 
+impl CoreOs {
+    /// A core with nothing to run yet, idle since cycle 0, its first timer tick and
+    /// involuntary flush one period in (`None`: never).
+    fn new(tick_interval: Option<u64>, involuntary_period: Option<u64>) -> CoreOs {
+        CoreOs {
+            current: None,
+            runq: VecDeque::new(),
+            loaded_mm: None,
+            cr3_root: u32::MAX,
+            lazy: false,
+            kernel_span: (0, 0),
+            step_start: 0,
+            leap: None,
+            leap_until: 0,
+            pcid: [(u32::MAX, 0); PCID_SLOTS],
+            pcid_current: 0,
+            pcid_next: 0,
+            pending: VecDeque::new(),
+            deferred: Vec::new(),
+            waiting: 0,
+            slice_end: 0,
+            idle_since: Some(0),
+            next_tick: tick_interval.unwrap_or(u64::MAX),
+            next_involuntary_flush: involuntary_period.unwrap_or(u64::MAX),
+            domain_mm: Vec::new(),
+        }
+    }
+}
+
 /// The computation a core's clock is at the end of: the `Compute` pieces it ran since it
 /// last did anything else. A thread computing in user mode touches no memory, lock or
 /// kernel state, so other cores cannot tell where in it the core's clock is, except by what
@@ -387,6 +416,13 @@ pub(crate) struct Group {
     /// holds, and no page it would evict has joined the LRU since: the next such pass
     /// would find nothing either (it is skipped, instead of walking the whole LRU again).
     pub only_held: bool,
+}
+
+impl Group {
+    /// An empty group of `limit_pages` (0: no limit).
+    fn new(limit_pages: u64) -> Group {
+        Group { limit_pages, used_pages: 0, lru: VecDeque::new(), only_held: false }
+    }
 }
 
 /// `sim.ptdump_at_op` / `sim.ptdump_thread`: which thread's operation takes the dump, and
@@ -545,35 +581,9 @@ impl<P: Coherence> Os<P> {
             return Err(crate::error::Error::config("machine.tlb.involuntary_full_flush_per_mcycles", format!("{rate}: must be a rate >= 0")));
         }
         let involuntary_period = (rate > 0.0).then(|| ((1e6 / rate).round() as u64).max(1));
-        let cores = (0..ncores)
-            .map(|_| CoreOs {
-                current: None,
-                runq: VecDeque::new(),
-                loaded_mm: None,
-                cr3_root: u32::MAX,
-                lazy: false,
-                kernel_span: (0, 0),
-                step_start: 0,
-                leap: None,
-                leap_until: 0,
-                pcid: [(u32::MAX, 0); PCID_SLOTS],
-                pcid_current: 0,
-                pcid_next: 0,
-                pending: VecDeque::new(),
-                deferred: Vec::new(),
-                waiting: 0,
-                slice_end: 0,
-                idle_since: Some(0),
-                next_tick: tick_interval.unwrap_or(u64::MAX),
-                next_involuntary_flush: involuntary_period.unwrap_or(u64::MAX),
-                domain_mm: Vec::new(),
-            })
-            .collect();
-        let groups = if w.groups.is_empty() {
-            vec![Group { limit_pages: 0, used_pages: 0, lru: VecDeque::new(), only_held: false }]
-        } else {
-            w.groups.iter().map(|g| Group { limit_pages: g.limit_pages, used_pages: 0, lru: VecDeque::new(), only_held: false }).collect()
-        };
+        let cores = (0..ncores).map(|_| CoreOs::new(tick_interval, involuntary_period)).collect();
+        // Without groups, one group with no limit.
+        let groups = if w.groups.is_empty() { vec![Group::new(0)] } else { w.groups.iter().map(|g| Group::new(g.limit_pages)).collect() };
         // The engine's lookahead is the smallest latency any delivery path can have: the
         // IPI latencies, and whatever the policy's own paths need.
         let ipi = cfg.costs.ipi_delivery_same_socket.min(cfg.costs.ipi_delivery_cross_socket);
@@ -651,32 +661,7 @@ impl<P: Coherence> Os<P> {
             virt: None,
         };
         if !os.w.vms.is_empty() {
-            let mut vcpus = Vec::new();
-            let mut descs = Vec::new();
-            let mut vm_base = Vec::new();
-            for (vi, vm) in os.w.vms.iter().enumerate() {
-                vm_base.push(vcpus.len());
-                for pin in &vm.pin {
-                    let home = pin.map_or(vcpus.len() % ncores, |p| p as usize);
-                    descs.push(crate::hypervisor::VcpuDesc { vm: vi, pin: pin.map(|p| p as usize) });
-                    vcpus.push(virt::Vcpu { vm: vi, cpu: None, home, blocked: true, runq: VecDeque::new(), current: None, slice_end: 0 });
-                }
-            }
-            let vms: Vec<crate::hypervisor::VmDesc> = os.w.vms.iter().map(|v| crate::hypervisor::VmDesc { weight: v.weight, cap: v.cap }).collect();
-            let hv = crate::hypervisor::build(&cfg.os.hypervisor, cfg.machine.frequency_ghz, ncores, descs, vms)?;
-            os.virt = Some(virt::Virt {
-                hv,
-                vcpus,
-                vm_base,
-                running: vec![None; ncores],
-                resched: vec![false; ncores],
-                snapshots: vec![Default::default(); ncores],
-                per_vm: vec![Default::default(); os.w.vms.len()],
-                vcpu_switches: vec![0; ncores],
-                interval: cfg.sim.interval_instructions,
-                open_intervals: vec![(vec![Default::default(); os.w.vms.len()], cfg.sim.interval_instructions); ncores],
-                intervals: Vec::new(),
-            });
+            os.virt = Some(virt::Virt::new(cfg, &os.w.vms, ncores)?);
         } else if cfg.sim.interval_instructions > 0 {
             return Err(Error::config(
                 "sim.interval_instructions",
