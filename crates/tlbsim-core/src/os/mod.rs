@@ -407,24 +407,6 @@ impl Gather {
     }
 }
 
-pub(crate) struct Group {
-    pub limit_pages: u64,
-    pub used_pages: u64,
-    /// Reclaim LRU: (frame, stamp), oldest first.
-    pub lru: VecDeque<(Pfn, u64)>,
-    /// The last reclaim pass above the min watermark met only pages the recycling axis
-    /// holds, and no page it would evict has joined the LRU since: the next such pass
-    /// would find nothing either (it is skipped, instead of walking the whole LRU again).
-    pub only_held: bool,
-}
-
-impl Group {
-    /// An empty group of `limit_pages` (0: no limit).
-    fn new(limit_pages: u64) -> Group {
-        Group { limit_pages, used_pages: 0, lru: VecDeque::new(), only_held: false }
-    }
-}
-
 /// `sim.ptdump_at_op` / `sim.ptdump_thread`: which thread's operation takes the dump, and
 /// when it was taken.
 pub(crate) struct PtDumpAt {
@@ -496,12 +478,10 @@ pub(crate) struct Os<P: Coherence> {
     /// Flush requests in flight (os/shootdown.rs).
     shootdowns: shootdown::InFlight,
     pub page_cache: HashMap<(u32, u64), Pfn>,
-    pub groups: Vec<Group>,
-    pub lru_stamp: u64,
+    /// Memory groups: charges, limits, LRUs (mm/reclaim.rs).
+    groups: mm::MemGroups,
     /// The shared zero page (read faults on anonymous memory map it).
     pub zero_page: Option<Pfn>,
-    /// Group each charged data frame (or huge-page head) is accounted to.
-    pub frame_group: HashMap<u64, u32>,
     /// Heads of mapped 2 MiB data pages.
     pub huge_frames: FastSet<u64>,
     /// AutoNUMA (`os.numa_balancing`; os/numa.rs), None when off.
@@ -583,7 +563,7 @@ impl<P: Coherence> Os<P> {
         let involuntary_period = (rate > 0.0).then(|| ((1e6 / rate).round() as u64).max(1));
         let cores = (0..ncores).map(|_| CoreOs::new(tick_interval, involuntary_period)).collect();
         // Without groups, one group with no limit.
-        let groups = if w.groups.is_empty() { vec![Group::new(0)] } else { w.groups.iter().map(|g| Group::new(g.limit_pages)).collect() };
+        let groups = mm::MemGroups::new(w.groups.iter().map(|g| g.limit_pages));
         // The engine's lookahead is the smallest latency any delivery path can have: the
         // IPI latencies, and whatever the policy's own paths need.
         let ipi = cfg.costs.ipi_delivery_same_socket.min(cfg.costs.ipi_delivery_cross_socket);
@@ -639,9 +619,7 @@ impl<P: Coherence> Os<P> {
             shootdowns: shootdown::InFlight::new(ncores),
             page_cache: HashMap::default(),
             groups,
-            lru_stamp: 0,
             zero_page: None,
-            frame_group: HashMap::default(),
             huge_frames: Default::default(),
             numa: numa::NumaBalancing::new(cfg),
             numa_stats: Default::default(),

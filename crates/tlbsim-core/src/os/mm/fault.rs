@@ -127,8 +127,7 @@ impl<P: Coherence> Os<P> {
                     self.apply_effects();
                     self.charge(core, self.costs.zero_page * 512);
                     let group = self.procs[pid as usize].group;
-                    self.groups[group].used_pages += 512;
-                    self.frame_group.insert(pfn.0, group as u32);
+                    self.groups.charge(pfn, group, 512);
                     self.m.mem.desc_mut(pfn).set_index(huge >> 12);
                     self.huge_frames.insert(pfn.0);
                     return self.map_page(core, pid, huge, pfn, PageSize::Size2M, vma.writable, write);

@@ -28,22 +28,16 @@ impl<P: Coherence> Os<P> {
         let group = self.procs[pid as usize].group;
         self.m.mem.set_mapping(pfn, file.map_or(0, |f| f + 1));
         self.m.mem.desc_mut(pfn).set_index(index);
-        let g = &mut self.groups[group];
-        g.used_pages += 1;
-        self.frame_group.insert(pfn.0, group as u32);
-        if g.limit_pages > 0 {
-            let min = (g.limit_pages / 64).max(8);
-            let (low, high) = (min + min / 4, min + min / 2);
-            if g.limit_pages.saturating_sub(g.used_pages) < low {
-                self.reclaim(core, group, high)?;
-            }
+        self.groups.charge(pfn, group, 1);
+        if let Some(high) = self.groups.reclaim_target(group) {
+            self.reclaim(core, group, high)?;
         }
         // On the LRU only now: Linux adds a new page to it once it is mapped
         // (folio_add_lru_vma), so the reclaim its charge runs never meets it. On the LRU
         // before, reclaim found it unmapped and freed it under the fault about to map it.
         self.lru_push(pfn, group);
         if !self.recycling_on || !self.recycling.reclaim_holds(&self.m.mem.word(pfn, FrameWord::Tracking)) {
-            self.groups[group].only_held = false;
+            self.groups.clear_only_held(group);
         }
         Ok(pfn)
     }
@@ -51,9 +45,9 @@ impl<P: Coherence> Os<P> {
     /// Put `pfn` at the young end of `group`'s LRU (a new stamp; older entries of it in the
     /// queue go stale).
     pub(super) fn lru_push(&mut self, pfn: Pfn, group: usize) {
-        self.lru_stamp += 1;
-        self.m.mem.set_word(pfn, FrameWord::LruStamp, self.lru_stamp);
-        self.groups[group].lru.push_back((pfn, self.lru_stamp));
+        let stamp = self.groups.next_stamp();
+        self.m.mem.set_word(pfn, FrameWord::LruStamp, stamp);
+        self.groups.lru_push(group, pfn, stamp);
     }
 
     /// One frame from `core`'s per-CPU list of `node`; a refill from the buddy allocator
@@ -136,10 +130,7 @@ impl<P: Coherence> Os<P> {
                 self.page_cache.remove(&key);
             }
         }
-        if let Some(g) = self.frame_group.remove(&pfn.0) {
-            let g = &mut self.groups[g as usize];
-            g.used_pages = g.used_pages.saturating_sub(1 << order);
-        }
+        self.groups.uncharge(pfn, 1 << order);
         for f in pfn.0..pfn.0 + (1 << order) {
             let (policy, fx) = (&mut self.policy, &mut self.fx);
             self.m.mem.update_word(Pfn(f), FrameWord::Technique, |w| policy.on_frame_free(CoreId(core as u32), Pfn(f), w, fx));

@@ -84,18 +84,14 @@ impl<P: Coherence> Os<P> {
             let context = self.recycling.migration_context(self.m.mem.word(old, FrameWord::Tracking));
             self.settle_claims(core, Some((new, context)));
         }
-        let group = self.frame_group.remove(&old.0);
-        if let Some(g) = group {
-            self.frame_group.insert(new.0, g);
-        }
-        self.lru_stamp += 1;
-        let stamp = self.lru_stamp;
+        let group = self.groups.move_charge(old, new);
+        let stamp = self.groups.next_stamp();
         self.m.mem.desc_mut(new).set_index(d.index());
         self.m.mem.set_mapcount(new, mapcount);
         self.m.mem.set_mapping(new, mapping);
         self.m.mem.set_word(new, FrameWord::LruStamp, stamp);
         if let Some(g) = group {
-            self.groups[g as usize].lru.push_back((new, stamp));
+            self.groups.lru_push(g as usize, new, stamp);
         }
         if mapping != 0 {
             self.page_cache.insert((mapping - 1, d.index()), new);

@@ -28,6 +28,8 @@ mod protect;
 mod reclaim;
 mod rmap;
 
+pub(crate) use reclaim::MemGroups;
+
 use crate::coherence::Coherence;
 use crate::error::{Error, Result};
 use crate::memory::FrameKind;
