@@ -11,7 +11,7 @@
 //! its own monomorphised copy, with no dynamic dispatch and no allocation.
 
 use crate::error::Result;
-use crate::sim::{Machine, CLOCK_SHIFT};
+use crate::machine::{Machine, CLOCK_SHIFT};
 use crate::tlb::hierarchy::{Found, L2};
 use crate::tlb::set_assoc::{FLAG_DIRTY, FLAG_STALE, FLAG_WRITABLE};
 use crate::tlb::TlbEntry;
@@ -36,7 +36,7 @@ pub trait AccessEnv {
         Self: 'a;
     fn machine(&mut self) -> &mut Machine;
     /// `core` and the listener, borrowed together (one bounds check on the hot path).
-    fn core_and_listener(&mut self, core: usize) -> (&mut crate::sim::Core, Self::Listener<'_>);
+    fn core_and_listener(&mut self, core: usize) -> (&mut crate::machine::Core, Self::Listener<'_>);
     /// One hardware walk of `core`'s loaded page table.
     fn walk(&mut self, core: usize, va: u64, write: bool) -> (WalkOutcome, u64);
     /// Fill `core`'s TLBs after a walk.

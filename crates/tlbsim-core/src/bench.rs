@@ -15,8 +15,8 @@
 //! streams (i), (ii) and the multicore run, to show what the cache model costs.
 
 use crate::config::Config;
+use crate::machine::Machine;
 use crate::rng::SplitMix64;
-use crate::sim::Machine;
 use crate::tlb::hierarchy::NoTlbListener;
 use crate::trace::TraceEvent;
 use crate::types::AccessKind;
@@ -96,7 +96,7 @@ fn random_loads(n: u64, pages: u64, seed: u64) -> Vec<TraceEvent> {
     (0..n).map(|_| TraceEvent::Access { va: BASE + rng.below(pages * 512) * 8, kind: AccessKind::Load, size: 8 }).collect()
 }
 
-fn machine(memory_model: &str, replicas: u32) -> crate::Result<(Machine, crate::sim::AddressSpace)> {
+fn machine(memory_model: &str, replicas: u32) -> crate::Result<(Machine, crate::machine::AddressSpace)> {
     let mut tree = serde_json::json!({"machine": {"sockets": replicas.max(1), "cores_per_socket": 1, "memory": {"node_mib": 20 * 1024}}});
     if replicas > 1 {
         crate::config::apply_override(&mut tree, "os.pt_placement=\"mitosis\"")?;
@@ -112,7 +112,7 @@ fn machine(memory_model: &str, replicas: u32) -> crate::Result<(Machine, crate::
 // Not inlined, so that a profiler can collect the timed part alone
 // (`valgrind --tool=callgrind --toggle-collect='*bench::timed*'`).
 #[inline(never)]
-fn timed(m: &mut Machine, space: &crate::sim::AddressSpace, events: &[TraceEvent]) -> crate::Result<f64> {
+fn timed(m: &mut Machine, space: &crate::machine::AddressSpace, events: &[TraceEvent]) -> crate::Result<f64> {
     let start = Instant::now();
     for chunk in events.chunks(BATCH) {
         m.run_batch(0, space, chunk, &mut NoTlbListener, &mut NoWalkListener)?;

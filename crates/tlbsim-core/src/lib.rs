@@ -13,6 +13,7 @@ pub mod error;
 pub mod fasthash;
 pub mod fuzz;
 pub mod hypervisor;
+pub mod machine;
 pub mod memory;
 pub mod memsys;
 pub mod os;

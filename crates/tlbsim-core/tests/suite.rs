@@ -11,6 +11,7 @@ mod common;
 
 mod abis;
 mod agreement;
+mod architecture;
 mod config;
 mod control;
 mod didi;

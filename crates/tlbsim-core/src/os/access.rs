@@ -1,14 +1,14 @@
 //! The OS model's side of the one access path (`crate::access`): the coherence policy
 //! hears every TLB fill and eviction and every A-bit set by the walker; walks read the
 //! page table the core loaded in CR3; a hit on an entry the checker marked is judged; a
-//! fault runs the kernel's handler (`mm.rs`), which may map the page, fill the TLB directly
+//! fault runs the kernel's handler (`mm/fault.rs`), which may map the page, fill the TLB directly
 //! (a policy's `on_demand_fault`), start a shootdown (copy-on-write) or raise SIGSEGV.
 
 use super::{Os, PolicyTlb, PolicyWalk};
 use crate::access::{AccessEnv, FaultOutcome};
 use crate::coherence::Coherence;
 use crate::error::Result;
-use crate::sim::{AddressSpace, Machine};
+use crate::machine::{AddressSpace, Machine};
 use crate::tlb::TlbEntry;
 use crate::types::{AccessKind, Vpn};
 use crate::walk::WalkOutcome;
@@ -33,7 +33,7 @@ impl<P: Coherence> AccessEnv for Os<P> {
     }
 
     #[inline(always)]
-    fn core_and_listener(&mut self, core: usize) -> (&mut crate::sim::Core, PolicyTlb<'_, P>) {
+    fn core_and_listener(&mut self, core: usize) -> (&mut crate::machine::Core, PolicyTlb<'_, P>) {
         (&mut self.m.cores[core], PolicyTlb { policy: &mut self.policy, fx: &mut self.fx })
     }
 
@@ -76,7 +76,7 @@ impl<P: Coherence> AccessEnv for Os<P> {
         // The translation time so far is the access's; the handler charges its own.
         let c = &mut self.m.cores[core];
         c.stats.translation_cycles += *spent;
-        c.clock += *spent << crate::sim::CLOCK_SHIFT;
+        c.clock += *spent << crate::machine::CLOCK_SHIFT;
         *spent = 0;
         let thread = self.cores[core].current.expect("a faulting access has a thread");
         let pid = self.threads[thread].pid;
@@ -106,11 +106,11 @@ impl<P: Coherence> AccessEnv for Os<P> {
             self.charge(core, self.costs.signal);
             return Ok(FaultOutcome::Done);
         }
-        if self.io_wait > 0 {
+        let wait = self.io.take_wait();
+        if wait > 0 {
             // The fault read from a device whose reads sleep: the thread blocks until the
             // read completes (its core may go idle, lazy for shootdowns); the access is
             // done once it runs again (the page is mapped).
-            let wait = std::mem::take(&mut self.io_wait);
             self.stats[core].io_sleeps += 1;
             let now = self.clock(core);
             self.block(core, thread, now + wait);

@@ -1,4 +1,4 @@
-//! The stale-translation checker (DESIGN.md "Safety checker"): when a flush protocol
+//! The stale-translation checker (docs/ARCHITECTURE.md "Safety checker"): when a flush protocol
 //! ends, every cached translation that still disagrees with the page table is marked
 //! (`FLAG_STALE`); a later use of a marked entry that still disagrees is a violation,
 //! *security* when the frame is free, a page table, or another process's anonymous page,
@@ -141,7 +141,7 @@ impl<P: Coherence> Os<P> {
             let d = self.m.mem.desc(old);
             let own_data = d.kind != FrameKind::PageTable;
             let family = self.procs[pid as usize].family;
-            let word = self.frames_in_transit.get(&old.0).copied().unwrap_or_else(|| self.m.mem.word(old, crate::memory::FrameWord::Tracking));
+            let word = self.shootdowns.word_in_transit(old).unwrap_or_else(|| self.m.mem.word(old, crate::memory::FrameWord::Tracking));
             if own_data && self.recycling.permits_stale_use(pid, family, word) {
                 self.stale_uses_permitted_by_recycling += 1;
                 return;
@@ -176,7 +176,7 @@ impl<P: Coherence> Os<P> {
             d.kind == FrameKind::Data && self.m.mem.mapping(old) != 0
         };
         self.cores[core].deferred.iter().any(|&(sd, k)| {
-            let s = &self.shootdowns[sd];
+            let s = self.shootdowns.record(sd);
             let pages: &[Vpn] = match s.pages_of.get(k) {
                 Some(Some(sub)) => sub.as_slice(),
                 _ => &s.req.pages,

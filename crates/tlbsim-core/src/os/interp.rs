@@ -1,6 +1,6 @@
 //! The thread interpreter: runs each thread's program of workload operations
 //! (`crate::workload::program::Op`) on its core — loops, compute, accesses through the one
-//! access path, system calls into `mm.rs`, blocking, migration, fork and exit.
+//! access path, system calls into `mm/`, blocking, migration, fork and exit.
 
 use super::locks::LockMode;
 use super::Os;
@@ -326,7 +326,7 @@ impl<P: Coherence> Os<P> {
     /// The writer write-locks the VMAs of `[start, end)` (vma_start_write) until it
     /// releases or downgrades `mmap_lock`.
     fn lock_vmas(&mut self, pid: u32, start: u64, end: u64) {
-        if self.locks {
+        if self.locks.enabled() {
             self.procs[pid as usize].mmap_lock.vma_locked.push((start, end));
         }
     }

@@ -12,12 +12,64 @@
 //! back-end does per request (its processing, the grant copies) is the operations after
 //! `Serve` in its program.
 //!
+//! Also the storage reads a demand fault sleeps for (`machine.storage`: a device whose
+//! reads sleep, the SSDs): counted here, the thread blocked by os/access.rs.
+//!
 //! Simplified: one queue per back-end thread, served in arrival order; the device has no
 //! queueing of its own (requests overlap freely); notifications cost nothing beyond the
 //! wake-ups they cause.
 
 use super::{Os, ThreadState};
 use crate::coherence::Coherence;
+
+/// The I/O state of the OS: split-driver counters, and the device reads a demand fault
+/// waits for asleep.
+pub(crate) struct Io {
+    /// Split-driver requests sent and completions delivered.
+    requests: u64,
+    completions: u64,
+    /// The storage device's reads sleep (`machine.storage`): a demand fault's page-cache
+    /// misses block the faulting thread instead of stalling its core.
+    reads_sleep: bool,
+    /// A demand fault of a thread is being handled (not MAP_POPULATE or a system call).
+    in_demand_fault: bool,
+    /// Cycles of device reads the demand fault being handled waits for, asleep.
+    wait: u64,
+}
+
+impl Io {
+    pub(crate) fn new(reads_sleep: bool) -> Io {
+        Io { requests: 0, completions: 0, reads_sleep, in_demand_fault: false, wait: 0 }
+    }
+
+    /// Split-driver requests sent and completions delivered.
+    pub(crate) fn requests(&self) -> u64 {
+        self.requests
+    }
+    pub(crate) fn completions(&self) -> u64 {
+        self.completions
+    }
+
+    /// A demand fault starts (`true`) or the fault being handled ends (`false`).
+    pub(crate) fn set_in_demand_fault(&mut self, demand: bool) {
+        self.in_demand_fault = demand;
+    }
+
+    /// One page read for the fault being handled: whether the thread sleeps for it (a
+    /// demand fault on a device whose reads sleep), its `cycles` then added to the wait.
+    pub(crate) fn sleep_for_read(&mut self, cycles: u64) -> bool {
+        if self.reads_sleep && self.in_demand_fault {
+            self.wait += cycles;
+            return true;
+        }
+        false
+    }
+
+    /// The cycles the fault just handled waits for asleep (0: none), reset.
+    pub(crate) fn take_wait(&mut self) -> u64 {
+        std::mem::take(&mut self.wait)
+    }
+}
 
 /// One entry of a back-end's queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,7 +85,7 @@ impl<P: Coherence> Os<P> {
     pub(super) fn io_request(&mut self, core: usize, thread: usize, server: usize, cycles: u64) {
         self.advance(thread);
         let now = self.clock(core);
-        self.io_requests += 1;
+        self.io.requests += 1;
         self.park(core, thread);
         self.threads[server].io_queue.push_back(IoItem::Request { client: thread, cycles });
         self.notify_server(server, now);
@@ -54,7 +106,7 @@ impl<P: Coherence> Os<P> {
             }
             Some(IoItem::Done { client }) => {
                 self.advance(thread);
-                self.io_completions += 1;
+                self.io.completions += 1;
                 if self.threads[client].state == ThreadState::Blocked {
                     self.schedule_wake(client, now);
                 }

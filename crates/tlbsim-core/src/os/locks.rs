@@ -44,7 +44,59 @@
 
 use super::{Os, ThreadState};
 use crate::coherence::Coherence;
+use crate::fasthash::FastMap as HashMap;
 use std::collections::VecDeque;
+
+/// The kernel's locks besides each address space's `mmap_lock` (which its process owns):
+/// whether locks are modelled at all (`os.locks`), the spinlocks, and the counters of
+/// every class.
+pub(crate) struct Locks {
+    /// Kernel locks modelled (`os.locks`).
+    enabled: bool,
+    /// `mmap_lock`s of every process together.
+    mmap_stats: LockStats,
+    pt_stats: LockStats,
+    zone_stats: LockStats,
+    /// Page-table locks by (process, 2 MiB region): their latest holds.
+    page_table: HashMap<(u32, u64), SpinLock>,
+    /// Zone locks by node.
+    zone: Vec<SpinLock>,
+}
+
+impl Locks {
+    pub(crate) fn new(enabled: bool) -> Locks {
+        Locks {
+            enabled,
+            mmap_stats: LockStats::default(),
+            pt_stats: LockStats::default(),
+            zone_stats: LockStats::default(),
+            page_table: HashMap::default(),
+            zone: Vec::new(),
+        }
+    }
+
+    /// Whether kernel locks are modelled (`os.locks`).
+    #[inline]
+    pub(crate) fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// stats.json `totals.locks`.
+    pub(crate) fn json(&self) -> serde_json::Value {
+        let l = &self.mmap_stats;
+        serde_json::json!({
+            "enabled": self.enabled,
+            "mmap_lock": {
+                "acquisitions": l.acquisitions,
+                "contended": l.contended,
+                "cycles_waited": l.cycles_waited,
+                "fault_fallbacks": l.fault_fallbacks,
+            },
+            "pt_lock": self.pt_stats.json(),
+            "zone_lock": self.zone_stats.json(),
+        })
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum LockMode {
@@ -130,12 +182,12 @@ impl<P: Coherence> Os<P> {
     /// False: the thread waits (spinning or asleep) and its operation runs again when the
     /// lock is granted.
     pub(super) fn mmap_lock(&mut self, core: usize, thread: usize, pid: u32, mode: LockMode) -> bool {
-        if !self.locks {
+        if !self.locks.enabled {
             return true;
         }
         if let Some(m) = self.threads[thread].lock_granted.take() {
             debug_assert_eq!(m, mode);
-            self.lock_stats.acquisitions += 1;
+            self.locks.mmap_stats.acquisitions += 1;
             self.threads[thread].lock_contended = false;
             return true;
         }
@@ -147,7 +199,7 @@ impl<P: Coherence> Os<P> {
             LockMode::Read => sem.write_free_at,
         };
         if !held && now >= busy_until {
-            self.lock_stats.acquisitions += 1;
+            self.locks.mmap_stats.acquisitions += 1;
             self.threads[thread].lock_contended = false;
             match mode {
                 LockMode::Write => sem.writer = Some(thread),
@@ -157,7 +209,7 @@ impl<P: Coherence> Os<P> {
         }
         // One contended acquisition, however many times it has to wait.
         if !std::mem::replace(&mut self.threads[thread].lock_contended, true) {
-            self.lock_stats.contended += 1;
+            self.locks.mmap_stats.contended += 1;
         }
         if held {
             self.wait_for_lock(core, thread, pid, mode, false);
@@ -206,7 +258,7 @@ impl<P: Coherence> Os<P> {
     }
 
     fn release_or_downgrade(&mut self, thread: usize, pid: u32, at: u64, downgrade: bool) {
-        if !self.locks {
+        if !self.locks.enabled {
             return;
         }
         let sem = &mut self.procs[pid as usize].mmap_lock;
@@ -229,7 +281,7 @@ impl<P: Coherence> Os<P> {
     /// Release after a system call: now, or, if its flush left the core waiting for acks,
     /// when the initiator resumes (the lock is held through the flush).
     pub(super) fn mmap_unlock_after_syscall(&mut self, core: usize, thread: usize, pid: u32) {
-        if !self.locks {
+        if !self.locks.enabled {
             return;
         }
         if self.cores[core].waiting > 0 {
@@ -275,7 +327,7 @@ impl<P: Coherence> Os<P> {
                 self.threads[w.thread].lock_granted = Some(w.mode);
             }
             let waited = at.saturating_sub(w.since);
-            self.lock_stats.cycles_waited += waited;
+            self.locks.mmap_stats.cycles_waited += waited;
             self.threads[w.thread].lock_wait_cycles += waited;
             let core = self.threads[w.thread].core;
             if w.spinning {
@@ -325,15 +377,15 @@ impl<P: Coherence> Os<P> {
     /// progress, fall back to `mmap_lock` for read and wait. True: the fault waits (the
     /// access is retried when the thread runs again).
     pub(super) fn fault_must_wait(&mut self, core: usize, thread: usize, pid: u32, va: u64) -> bool {
-        if !self.locks {
+        if !self.locks.enabled {
             return false;
         }
         let sem = &self.procs[pid as usize].mmap_lock;
         if sem.writer.is_none_or(|w| w == thread) || !sem.vma_locked.iter().any(|&(s, e)| va >= s && va < e) {
             return false;
         }
-        self.lock_stats.fault_fallbacks += 1;
-        self.lock_stats.contended += 1;
+        self.locks.mmap_stats.fault_fallbacks += 1;
+        self.locks.mmap_stats.contended += 1;
         self.wait_for_lock(core, thread, pid, LockMode::Read, true);
         true
     }
@@ -344,8 +396,8 @@ impl<P: Coherence> Os<P> {
         let now = self.clock(core);
         let wait = if now >= lock.held_from && now < lock.free_at { lock.free_at - now } else { 0 };
         let stats = match class {
-            SpinClass::PageTable => &mut self.pt_lock_stats,
-            SpinClass::Zone => &mut self.zone_lock_stats,
+            SpinClass::PageTable => &mut self.locks.pt_stats,
+            SpinClass::Zone => &mut self.locks.zone_stats,
         };
         stats.acquisitions += 1;
         if wait > 0 {
@@ -365,7 +417,7 @@ impl<P: Coherence> Os<P> {
     /// Hold the page-table lock covering `va` in `pid` (taking it, and dropping the one the
     /// cursor held, when the loop crosses into another page-table page).
     pub(super) fn ptl_at(&mut self, core: usize, cursor: &mut PtlCursor, pid: u32, va: u64) {
-        if !self.locks {
+        if !self.locks.enabled {
             return;
         }
         let key = (pid, va >> 21);
@@ -373,9 +425,9 @@ impl<P: Coherence> Os<P> {
             return;
         }
         self.ptl_release(core, cursor);
-        let lock = self.pt_locks.get(&key).copied().unwrap_or_default();
+        let lock = self.locks.page_table.get(&key).copied().unwrap_or_default();
         let (lock, start) = self.spin_acquire(core, SpinClass::PageTable, lock);
-        self.pt_locks.insert(key, lock);
+        self.locks.page_table.insert(key, lock);
         cursor.held = Some((key, start));
     }
 
@@ -383,7 +435,7 @@ impl<P: Coherence> Os<P> {
     pub(super) fn ptl_release(&mut self, core: usize, cursor: &mut PtlCursor) {
         if let Some((key, start)) = cursor.held.take() {
             let now = self.clock(core);
-            if let Some(l) = self.pt_locks.get_mut(&key) {
+            if let Some(l) = self.locks.page_table.get_mut(&key) {
                 if l.held_from == start {
                     l.free_at = l.free_at.max(now);
                 }
@@ -403,18 +455,18 @@ impl<P: Coherence> Os<P> {
     /// allocator of `node`: that work runs under the node's zone lock.
     pub(super) fn zone_section(&mut self, core: usize, node: usize, frames: u64) {
         let cycles = frames * self.costs.buddy_per_frame;
-        if !self.locks {
+        if !self.locks.enabled {
             self.charge(core, cycles);
             return;
         }
-        if self.zone_locks.len() <= node {
-            self.zone_locks.resize(node + 1, SpinLock::default());
+        if self.locks.zone.len() <= node {
+            self.locks.zone.resize(node + 1, SpinLock::default());
         }
-        let (mut lock, start) = self.spin_acquire(core, SpinClass::Zone, self.zone_locks[node]);
+        let (mut lock, start) = self.spin_acquire(core, SpinClass::Zone, self.locks.zone[node]);
         self.charge(core, cycles);
         if lock.held_from == start {
             lock.free_at = lock.free_at.max(self.clock(core));
         }
-        self.zone_locks[node] = lock;
+        self.locks.zone[node] = lock;
     }
 }

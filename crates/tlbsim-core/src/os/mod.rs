@@ -1,4 +1,4 @@
-//! The OS model and the multi-core discrete-event engine (DESIGN.md "Physical memory and
+//! The OS model and the multi-core discrete-event engine (docs/ARCHITECTURE.md "Physical memory and
 //! the OS", "The shootdown", "Safety checker", "Time"; DiDi §V-A for the anatomy of a
 //! shootdown; docs/LINUX_BASELINE.md for the kernel paths followed). One file per concern:
 //!
@@ -13,7 +13,7 @@
 //! | `interp.rs` | the workload's operations (the thread interpreter) |
 //! | `access.rs` | the OS side of the one access path (`crate::access`): listeners, faults |
 //! | `pte.rs` | the PTE-write layer: every page-table read and write of the kernel |
-//! | `mm.rs` | VMAs, faults, system calls, rmap, reclaim |
+//! | `mm/` | VMAs, faults, system calls, rmap, reclaim (one file per path) |
 //! | `output.rs` | stats.json |
 //! | `virt.rs` | VCPUs between the guests' threads and the CPUs (the hypervisor axis) |
 //!
@@ -68,8 +68,8 @@ use crate::coherence::{Coherence, Effect, Effects, WithPolicy};
 use crate::config::{Config, CostsConfig, Tagging};
 use crate::error::{Error, Result};
 use crate::fasthash::{FastMap as HashMap, FastSet};
+use crate::machine::{Machine, CLOCK_SHIFT};
 use crate::rng::SplitMix64;
-use crate::sim::{Machine, CLOCK_SHIFT};
 use crate::tlb::TlbEntry;
 use crate::types::{CoreId, Pfn, Vpn};
 use crate::workload::program::{MapSpec, Workload};
@@ -325,6 +325,35 @@ pub(crate) struct CoreOs {
     pub domain_mm: Vec<(u32, u32)>,
 }
 
+impl CoreOs {
+    /// A core with nothing to run yet, idle since cycle 0, its first timer tick and
+    /// involuntary flush one period in (`None`: never).
+    fn new(tick_interval: Option<u64>, involuntary_period: Option<u64>) -> CoreOs {
+        CoreOs {
+            current: None,
+            runq: VecDeque::new(),
+            loaded_mm: None,
+            cr3_root: u32::MAX,
+            lazy: false,
+            kernel_span: (0, 0),
+            step_start: 0,
+            leap: None,
+            leap_until: 0,
+            pcid: [(u32::MAX, 0); PCID_SLOTS],
+            pcid_current: 0,
+            pcid_next: 0,
+            pending: VecDeque::new(),
+            deferred: Vec::new(),
+            waiting: 0,
+            slice_end: 0,
+            idle_since: Some(0),
+            next_tick: tick_interval.unwrap_or(u64::MAX),
+            next_involuntary_flush: involuntary_period.unwrap_or(u64::MAX),
+            domain_mm: Vec::new(),
+        }
+    }
+}
+
 /// The computation a core's clock is at the end of: the `Compute` pieces it ran since it
 /// last did anything else. A thread computing in user mode touches no memory, lock or
 /// kernel state, so other cores cannot tell where in it the core's clock is, except by what
@@ -378,17 +407,6 @@ impl Gather {
     }
 }
 
-pub(crate) struct Group {
-    pub limit_pages: u64,
-    pub used_pages: u64,
-    /// Reclaim LRU: (frame, stamp), oldest first.
-    pub lru: VecDeque<(Pfn, u64)>,
-    /// The last reclaim pass above the min watermark met only pages the recycling axis
-    /// holds, and no page it would evict has joined the LRU since: the next such pass
-    /// would find nothing either (it is skipped, instead of walking the whole LRU again).
-    pub only_held: bool,
-}
-
 /// `sim.ptdump_at_op` / `sim.ptdump_thread`: which thread's operation takes the dump, and
 /// when it was taken.
 pub(crate) struct PtDumpAt {
@@ -421,13 +439,8 @@ pub(crate) struct Os<P: Coherence> {
     pub alloc_context: u32,
     /// Stale translations used under the recycling axis' guarantee (`permits_stale_use`).
     pub stale_uses_permitted_by_recycling: u64,
-    /// The storage device's reads sleep (`machine.storage`): a demand fault's page-cache
-    /// misses block the faulting thread instead of stalling its core.
-    pub io_sleeps: bool,
-    /// A demand fault of a thread is being handled (not MAP_POPULATE or a system call).
-    pub in_demand_fault: bool,
-    /// Cycles of device reads the demand fault being handled waits for, asleep.
-    pub io_wait: u64,
+    /// Split-driver I/O counters and the device reads a demand fault sleeps for (os/io.rs).
+    io: io::Io,
     /// What the policy's hooks asked for, applied by `apply_effects`.
     pub fx: Effects,
     pub costs: CostsConfig,
@@ -445,15 +458,8 @@ pub(crate) struct Os<P: Coherence> {
     pub tick_interval: Option<u64>,
     /// Cycles between the MMU's involuntary full flushes on each core (ABIS §7).
     pub involuntary_period: Option<u64>,
-    /// Kernel locks modelled (`os.locks`).
-    pub locks: bool,
-    pub lock_stats: locks::LockStats,
-    pub pt_lock_stats: locks::LockStats,
-    pub zone_lock_stats: locks::LockStats,
-    /// Page-table locks by (process, 2 MiB region): their latest holds.
-    pub pt_locks: HashMap<(u32, u64), locks::SpinLock>,
-    /// Zone locks by node.
-    pub zone_locks: Vec<locks::SpinLock>,
+    /// Kernel spinlocks and lock counters (os/locks.rs).
+    locks: locks::Locks,
     pub checker: bool,
     pub thp: bool,
     pub tagging: Tagging,
@@ -469,14 +475,13 @@ pub(crate) struct Os<P: Coherence> {
     pub violations: Vec<ViolationRecord>,
     events: BinaryHeap<Reverse<(u64, u64, Event)>>,
     event_seq: u64,
-    shootdowns: Vec<Shootdown>,
+    /// Flush requests in flight (os/shootdown.rs).
+    shootdowns: shootdown::InFlight,
     pub page_cache: HashMap<(u32, u64), Pfn>,
-    pub groups: Vec<Group>,
-    pub lru_stamp: u64,
+    /// Memory groups: charges, limits, LRUs (mm/reclaim.rs).
+    groups: mm::MemGroups,
     /// The shared zero page (read faults on anonymous memory map it).
     pub zero_page: Option<Pfn>,
-    /// Group each charged data frame (or huge-page head) is accounted to.
-    pub frame_group: HashMap<u64, u32>,
     /// Heads of mapped 2 MiB data pages.
     pub huge_frames: FastSet<u64>,
     /// AutoNUMA (`os.numa_balancing`; os/numa.rs), None when off.
@@ -499,23 +504,8 @@ pub(crate) struct Os<P: Coherence> {
     /// Whether each core is in `dirty` already.
     is_dirty: Vec<bool>,
     steps: u64,
-    /// Split-driver I/O (os/io.rs): requests sent, completions delivered.
-    pub(crate) io_requests: u64,
-    pub(crate) io_completions: u64,
-    /// Completion tokens of `Op::Post`/`Op::Wait`/`Op::Sleep` (os/replay.rs): times posted,
-    /// and the threads asleep on each.
-    pub(crate) tokens: Vec<u32>,
-    pub(crate) token_sleepers: HashMap<u32, Vec<usize>>,
-    /// `Op::Take` (a counting semaphore over the same tokens): posts taken so far, and the
-    /// threads asleep in a take, in the order they went to sleep (a post wakes the first).
-    pub(crate) taken: Vec<u32>,
-    pub(crate) token_takers: HashMap<u32, std::collections::VecDeque<usize>>,
-    /// Threads created asleep (`Workload::held_threads`), by declaration index: the
-    /// engine's thread id, until an `Op::Spawn` starts it.
-    pub(crate) held: Vec<(u32, usize)>,
-    /// Clock units (cycles << CLOCK_SHIFT) per recorded instruction: the machine's CPI
-    /// times `workload.time_scale`.
-    pub(crate) replay_cpi: u64,
+    /// A recorded program's tokens and held threads (os/replay.rs).
+    replay: replay::Replay,
     /// A thread stopped before a system call because another core is behind it in
     /// simulated time (`Os::ahead_of_others`): its core goes back to the scheduler.
     yield_core: bool,
@@ -523,15 +513,6 @@ pub(crate) struct Os<P: Coherence> {
     initiator_resumed: bool,
     /// The run was stopped through its control before every thread finished.
     partial: bool,
-    /// (address space, page) → how many flush requests not yet done include the page
-    /// (the checker leaves such pages to the latest request; shootdown.rs `complete`).
-    pages_in_flight: HashMap<(u32, u64), u32>,
-    /// Frame → its tracking word before it left its recycling context, while the global
-    /// request that leaving sent is in flight (shootdown.rs `flush_global_for`).
-    frames_in_transit: HashMap<u64, u64>,
-    /// Per core: a global request it sent and waits for (its record, its recycling
-    /// sequence number), which a frame leaving its context joins (mm.rs `settle_claims`).
-    global_in_flight: Vec<Option<(usize, u64)>>,
     /// VMs, VCPUs and the hypervisor's scheduler (os/virt.rs); None natively.
     virt: Option<virt::Virt>,
 }
@@ -580,35 +561,9 @@ impl<P: Coherence> Os<P> {
             return Err(crate::error::Error::config("machine.tlb.involuntary_full_flush_per_mcycles", format!("{rate}: must be a rate >= 0")));
         }
         let involuntary_period = (rate > 0.0).then(|| ((1e6 / rate).round() as u64).max(1));
-        let cores = (0..ncores)
-            .map(|_| CoreOs {
-                current: None,
-                runq: VecDeque::new(),
-                loaded_mm: None,
-                cr3_root: u32::MAX,
-                lazy: false,
-                kernel_span: (0, 0),
-                step_start: 0,
-                leap: None,
-                leap_until: 0,
-                pcid: [(u32::MAX, 0); PCID_SLOTS],
-                pcid_current: 0,
-                pcid_next: 0,
-                pending: VecDeque::new(),
-                deferred: Vec::new(),
-                waiting: 0,
-                slice_end: 0,
-                idle_since: Some(0),
-                next_tick: tick_interval.unwrap_or(u64::MAX),
-                next_involuntary_flush: involuntary_period.unwrap_or(u64::MAX),
-                domain_mm: Vec::new(),
-            })
-            .collect();
-        let groups = if w.groups.is_empty() {
-            vec![Group { limit_pages: 0, used_pages: 0, lru: VecDeque::new(), only_held: false }]
-        } else {
-            w.groups.iter().map(|g| Group { limit_pages: g.limit_pages, used_pages: 0, lru: VecDeque::new(), only_held: false }).collect()
-        };
+        let cores = (0..ncores).map(|_| CoreOs::new(tick_interval, involuntary_period)).collect();
+        // Without groups, one group with no limit.
+        let groups = mm::MemGroups::new(w.groups.iter().map(|g| g.limit_pages));
         // The engine's lookahead is the smallest latency any delivery path can have: the
         // IPI latencies, and whatever the policy's own paths need.
         let ipi = cfg.costs.ipi_delivery_same_socket.min(cfg.costs.ipi_delivery_cross_socket);
@@ -617,6 +572,7 @@ impl<P: Coherence> Os<P> {
         for (pi, p) in w.processes.iter().enumerate() {
             p.page_tables.check(&format!("workload.process[{pi}] ({:?}): its page-table options", p.name), cfg.machine.sockets)?;
         }
+        let replay = replay::Replay::new(w.tokens as usize, (m.cpi_fixed as f64 * cfg.workload.time_scale).round() as u64);
         let mut os = Os {
             m,
             ptdump,
@@ -626,9 +582,7 @@ impl<P: Coherence> Os<P> {
             recycling,
             alloc_context: 0,
             stale_uses_permitted_by_recycling: 0,
-            io_sleeps: storage.is_some_and(|d| d.sleeps),
-            in_demand_fault: false,
-            io_wait: 0,
+            io: io::Io::new(storage.is_some_and(|d| d.sleeps)),
             fx: Vec::new(),
             costs,
             ceiling: cfg.os.flush_ceiling,
@@ -647,12 +601,7 @@ impl<P: Coherence> Os<P> {
             },
             tick_interval,
             involuntary_period,
-            locks: cfg.os.locks,
-            lock_stats: Default::default(),
-            pt_lock_stats: Default::default(),
-            zone_lock_stats: Default::default(),
-            pt_locks: HashMap::default(),
-            zone_locks: Vec::new(),
+            locks: locks::Locks::new(cfg.os.locks),
             checker: cfg.os.checker,
             thp: cfg.os.thp,
             tagging: cfg.machine.tlb.tagging,
@@ -667,12 +616,10 @@ impl<P: Coherence> Os<P> {
             violations: Vec::new(),
             events: BinaryHeap::new(),
             event_seq: 0,
-            shootdowns: Vec::new(),
+            shootdowns: shootdown::InFlight::new(ncores),
             page_cache: HashMap::default(),
             groups,
-            lru_stamp: 0,
             zero_page: None,
-            frame_group: HashMap::default(),
             huge_frames: Default::default(),
             numa: numa::NumaBalancing::new(cfg),
             numa_stats: Default::default(),
@@ -685,49 +632,14 @@ impl<P: Coherence> Os<P> {
             dirty: (0..ncores).collect(),
             is_dirty: vec![true; ncores],
             steps: 0,
-            io_requests: 0,
-            io_completions: 0,
-            tokens: Vec::new(),
-            token_sleepers: HashMap::default(),
-            taken: Vec::new(),
-            token_takers: HashMap::default(),
-            held: Vec::new(),
-            replay_cpi: 0,
+            replay,
             yield_core: false,
             initiator_resumed: false,
             partial: false,
-            pages_in_flight: HashMap::default(),
-            frames_in_transit: HashMap::default(),
-            global_in_flight: vec![None; ncores],
             virt: None,
         };
         if !os.w.vms.is_empty() {
-            let mut vcpus = Vec::new();
-            let mut descs = Vec::new();
-            let mut vm_base = Vec::new();
-            for (vi, vm) in os.w.vms.iter().enumerate() {
-                vm_base.push(vcpus.len());
-                for pin in &vm.pin {
-                    let home = pin.map_or(vcpus.len() % ncores, |p| p as usize);
-                    descs.push(crate::hypervisor::VcpuDesc { vm: vi, pin: pin.map(|p| p as usize) });
-                    vcpus.push(virt::Vcpu { vm: vi, cpu: None, home, blocked: true, runq: VecDeque::new(), current: None, slice_end: 0 });
-                }
-            }
-            let vms: Vec<crate::hypervisor::VmDesc> = os.w.vms.iter().map(|v| crate::hypervisor::VmDesc { weight: v.weight, cap: v.cap }).collect();
-            let hv = crate::hypervisor::build(cfg, ncores, descs, vms)?;
-            os.virt = Some(virt::Virt {
-                hv,
-                vcpus,
-                vm_base,
-                running: vec![None; ncores],
-                resched: vec![false; ncores],
-                snapshots: vec![Default::default(); ncores],
-                per_vm: vec![Default::default(); os.w.vms.len()],
-                vcpu_switches: vec![0; ncores],
-                interval: cfg.sim.interval_instructions,
-                open_intervals: vec![(vec![Default::default(); os.w.vms.len()], cfg.sim.interval_instructions); ncores],
-                intervals: Vec::new(),
-            });
+            os.virt = Some(virt::Virt::new(cfg, &os.w.vms, ncores)?);
         } else if cfg.sim.interval_instructions > 0 {
             return Err(Error::config(
                 "sim.interval_instructions",
@@ -771,7 +683,7 @@ impl<P: Coherence> Os<P> {
                 let held = os.w.held_threads.contains(&(declared as u32));
                 let id = os.spawn_thread(pid, t.name.clone(), t.class.clone(), t.daemon, t.program, core, t.core.is_some(), slots.clone(), start, held);
                 if held {
-                    os.held.push((declared as u32, id));
+                    os.replay.hold(declared as u32, id);
                 }
                 declared += 1;
             }
@@ -779,9 +691,6 @@ impl<P: Coherence> Os<P> {
         if cfg.sim.ptdump_at_op > 0 {
             os.ptdump_at = Some(PtDumpAt { thread: os.ptdump_thread(&cfg.sim.ptdump_thread)?, op: cfg.sim.ptdump_at_op, taken: None });
         }
-        os.tokens = vec![0; os.w.tokens as usize];
-        os.taken = vec![0; os.w.tokens as usize];
-        os.replay_cpi = (os.m.cpi_fixed as f64 * cfg.workload.time_scale).round() as u64;
         Ok(os)
     }
 

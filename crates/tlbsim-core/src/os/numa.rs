@@ -212,7 +212,7 @@ impl<P: Coherence> Os<P> {
                 p.update_period(min, max);
                 p.next_scan = now + p.period;
                 // mmap_read_trylock: a writer holding the lock skips this period's scan.
-                if self.locks && !self.procs[pid as usize].mmap_lock.read_free(now) {
+                if self.locks.enabled() && !self.procs[pid as usize].mmap_lock.read_free(now) {
                     self.numa_stats.scans_skipped_locked += 1;
                     return Ok(());
                 }
@@ -344,7 +344,7 @@ impl<P: Coherence> Os<P> {
         self.charge(core, self.costs.copy_page + self.costs.per_page);
         self.numa_stats.pages_migrated += 1;
         let restore_first = self.numa.as_ref().is_some_and(|n| n.restore_first);
-        if restore_first || self.pages_in_flight.contains_key(&(pid, page >> 12)) {
+        if restore_first || self.shootdowns.page_in_flight(pid, page >> 12) {
             // Linux 4.x made the PTE present and young before migrating, so the unmap flushes
             // it (`os.numa_hint_order`); or a flush of the page is still in flight: some core
             // may yet hold the old translation. Either way the old frame waits for a flush.

@@ -130,21 +130,10 @@ impl<P: Coherence> Os<P> {
             v["totals"][k] = x;
         }
         v["totals"]["coherence"] = self.policy.stats_json();
-        let l = &self.lock_stats;
-        v["totals"]["locks"] = json!({
-            "enabled": self.locks,
-            "mmap_lock": {
-                "acquisitions": l.acquisitions,
-                "contended": l.contended,
-                "cycles_waited": l.cycles_waited,
-                "fault_fallbacks": l.fault_fallbacks,
-            },
-            "pt_lock": self.pt_lock_stats.json(),
-            "zone_lock": self.zone_lock_stats.json(),
-        });
+        v["totals"]["locks"] = self.locks.json();
         v["totals"]["page_tables"] = self.m.backend.stats_json();
         // Freed table pages whose flush had not completed when the run ended (still live).
-        v["totals"]["page_table_pages_awaiting_flush"] = json!(self.shootdowns.iter().filter(|s| !s.done).map(|s| s.tables.len()).sum::<usize>());
+        v["totals"]["page_table_pages_awaiting_flush"] = json!(self.shootdowns.tables_awaiting_flush());
         if self.numa.is_some() {
             // /proc/vmstat's names where Linux has one (numa_pte_updates, ...).
             let n = &self.numa_stats;
@@ -254,9 +243,9 @@ impl<P: Coherence> Os<P> {
         v["run"]["coherence"] = json!(cfg.os.coherence);
         v["run"]["processes"] = json!(self.procs.len());
         v["run"]["engine_steps"] = json!(self.steps);
-        if self.io_requests > 0 {
-            v["totals"]["io_requests"] = json!(self.io_requests);
-            v["totals"]["io_completions"] = json!(self.io_completions);
+        if self.io.requests() > 0 {
+            v["totals"]["io_requests"] = json!(self.io.requests());
+            v["totals"]["io_completions"] = json!(self.io.completions());
         }
         v["run"]["events"] = json!(self.events_simulated());
         if let Some(per_vm) = self.per_vm_json() {

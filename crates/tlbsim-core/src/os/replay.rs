@@ -4,7 +4,7 @@
 //! in the recorded order around its system calls.
 //!
 //! Modelled: each recorded access goes through the one access path (TLBs, walks, faults
-//! into `mm.rs`) at its recorded virtual address; each recorded instruction costs the
+//! into `mm/`) at its recorded virtual address; each recorded instruction costs the
 //! machine's CPI times `workload.time_scale` (a data access is an operand of an
 //! instruction: it adds only its translation time); a thread a program created with
 //! pthread_create starts asleep and runs from its creator's `Op::Spawn`, on the core the
@@ -19,8 +19,64 @@
 use super::{Os, ThreadState};
 use crate::coherence::Coherence;
 use crate::error::{Error, Result};
+use crate::fasthash::FastMap as HashMap;
 use crate::types::AccessKind;
 use crate::workload::program::Recorded;
+use std::collections::VecDeque;
+
+/// A recorded program's replay state: its completion tokens, its held threads and the
+/// clock cost of one recorded instruction.
+pub(crate) struct Replay {
+    /// Completion tokens of `Op::Post`/`Op::Wait`/`Op::Sleep`: times posted.
+    posted: Vec<u32>,
+    /// `Op::Take` (a counting semaphore over the same tokens): posts taken so far.
+    taken: Vec<u32>,
+    /// The threads asleep in a `Sleep` on each token.
+    sleepers: HashMap<u32, Vec<usize>>,
+    /// The threads asleep in a take of each token, in the order they went to sleep (a
+    /// post wakes the first).
+    takers: HashMap<u32, VecDeque<usize>>,
+    /// Threads created asleep (`Workload::held_threads`), by declaration index: the
+    /// engine's thread id, until an `Op::Spawn` starts it.
+    held: Vec<(u32, usize)>,
+    /// Clock units (cycles << CLOCK_SHIFT) per recorded instruction: the machine's CPI
+    /// times `workload.time_scale`.
+    cpi: u64,
+}
+
+impl Replay {
+    pub(crate) fn new(tokens: usize, cpi: u64) -> Replay {
+        Replay { posted: vec![0; tokens], taken: vec![0; tokens], sleepers: HashMap::default(), takers: HashMap::default(), held: Vec::new(), cpi }
+    }
+
+    /// Thread `id` is the held thread declared `declared`-th.
+    pub(crate) fn hold(&mut self, declared: u32, id: usize) {
+        self.held.push((declared, id));
+    }
+
+    /// How many times `token` has been posted.
+    fn posted(&self, token: u32) -> u32 {
+        self.posted[token as usize]
+    }
+
+    /// Post `token` once: the first taker asleep on it (if any) and every sleeper, to wake
+    /// in that order.
+    fn post(&mut self, token: u32) -> (Option<usize>, Option<Vec<usize>>) {
+        self.posted[token as usize] += 1;
+        let taker = self.takers.get_mut(&token).and_then(|t| t.pop_front());
+        (taker, self.sleepers.remove(&token))
+    }
+
+    /// Take one post of `token` not taken yet, if there is one.
+    fn try_take(&mut self, token: u32) -> bool {
+        let t = token as usize;
+        if self.posted[t] > self.taken[t] {
+            self.taken[t] += 1;
+            return true;
+        }
+        false
+    }
+}
 
 /// A wait longer than this (about ten simulated minutes at 3 GHz) means a token that will
 /// never be posted.
@@ -36,7 +92,7 @@ impl<P: Coherence> Os<P> {
             }
             self.threads[thread].access_left = len;
         }
-        let cpi = self.replay_cpi;
+        let cpi = self.replay.cpi;
         while self.threads[thread].access_left > 0 {
             if self.clock(core) >= until || self.cores[core].current != Some(thread) || self.cores[core].waiting > 0 {
                 return Ok(());
@@ -75,7 +131,7 @@ impl<P: Coherence> Os<P> {
         self.advance(thread);
         self.stats[core].syscalls += 1;
         self.charge(core, self.costs.syscall);
-        let Some(&(_, id)) = self.held.iter().find(|h| h.0 == declared) else {
+        let Some(&(_, id)) = self.replay.held.iter().find(|h| h.0 == declared) else {
             // Workload::check makes every spawned thread a held one.
             unreachable!("spawn of thread {declared}, which is not held");
         };
@@ -90,18 +146,16 @@ impl<P: Coherence> Os<P> {
     /// condition variable's signal: one waiter).
     pub(super) fn post(&mut self, core: usize, thread: usize, token: u32) {
         self.advance(thread);
-        self.tokens[token as usize] += 1;
+        let (taker, sleepers) = self.replay.post(token);
         let now = self.clock(core);
-        if let Some(takers) = self.token_takers.get_mut(&token) {
-            // A taker asleep is Blocked; one woken by an earlier post and not yet run has
-            // left the queue already.
-            if let Some(w) = takers.pop_front() {
-                if self.threads[w].state == ThreadState::Blocked {
-                    self.schedule_wake(w, now);
-                }
+        // A taker asleep is Blocked; one woken by an earlier post and not yet run has left
+        // the queue already.
+        if let Some(w) = taker {
+            if self.threads[w].state == ThreadState::Blocked {
+                self.schedule_wake(w, now);
             }
         }
-        if let Some(sleepers) = self.token_sleepers.remove(&token) {
+        if let Some(sleepers) = sleepers {
             for w in sleepers {
                 if self.threads[w].state == ThreadState::Blocked {
                     self.schedule_wake(w, now);
@@ -113,11 +167,11 @@ impl<P: Coherence> Os<P> {
     /// `Op::Sleep`: go on if `token` has been posted `count` times, else sleep until a post
     /// (the op then runs again): a futex wait, the core free for others or idle.
     pub(super) fn sleep_token(&mut self, core: usize, thread: usize, token: u32, count: u32) {
-        if self.tokens[token as usize] >= count {
+        if self.replay.posted(token) >= count {
             self.advance(thread);
             return;
         }
-        self.token_sleepers.entry(token).or_default().push(thread);
+        self.replay.sleepers.entry(token).or_default().push(thread);
         self.park(core, thread);
     }
 
@@ -126,13 +180,11 @@ impl<P: Coherence> Os<P> {
     /// it sleeps again, at the back): a counting semaphore's wait, or a worker waiting on
     /// its queue's condition variable. The core is free meanwhile.
     pub(super) fn take_token(&mut self, core: usize, thread: usize, token: u32) {
-        let t = token as usize;
-        if self.tokens[t] > self.taken[t] {
-            self.taken[t] += 1;
+        if self.replay.try_take(token) {
             self.advance(thread);
             return;
         }
-        self.token_takers.entry(token).or_default().push_back(thread);
+        self.replay.takers.entry(token).or_default().push_back(thread);
         self.park(core, thread);
     }
 
@@ -141,7 +193,7 @@ impl<P: Coherence> Os<P> {
     /// its core and its address space loaded (it gets shootdowns); it yields the core to a
     /// thread queued there (a spin loop with sched_yield).
     pub(super) fn wait_token(&mut self, core: usize, thread: usize, token: u32, count: u32, until: u64) -> Result<()> {
-        if self.tokens[token as usize] >= count {
+        if self.replay.posted(token) >= count {
             self.threads[thread].access_left = 0;
             self.advance(thread);
             return Ok(());
@@ -154,7 +206,9 @@ impl<P: Coherence> Os<P> {
         if t.access_left > MAX_SPIN_CYCLES {
             return Err(Error::Sim(format!(
                 "replay: thread {:?} has waited {} cycles for token {token} (posted {} of {count} times): the recording's order cannot be kept",
-                t.name, t.access_left, self.tokens[token as usize]
+                t.name,
+                t.access_left,
+                self.replay.posted(token)
             )));
         }
         if !self.cores[core].runq.is_empty() {

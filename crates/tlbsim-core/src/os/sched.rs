@@ -4,7 +4,7 @@
 use super::{Leap, Os, ThreadState};
 use crate::coherence::Coherence;
 use crate::error::{Error, Result};
-use crate::sim::CLOCK_SHIFT;
+use crate::machine::CLOCK_SHIFT;
 use crate::types::CoreId;
 use std::cmp::Reverse;
 

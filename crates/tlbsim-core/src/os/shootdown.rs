@@ -20,7 +20,8 @@
 
 use super::{Cause, Gather, Os, PolicyTlb, Req};
 use crate::coherence::{Coherence, CoreView, Delivery, FlushPlan, FlushReason, FlushRequest, LocalFlush, OsView};
-use crate::sim::CLOCK_SHIFT;
+use crate::fasthash::FastMap as HashMap;
+use crate::machine::CLOCK_SHIFT;
 use crate::types::{CoreId, Pfn, Vpn};
 use std::rc::Rc;
 
@@ -60,9 +61,67 @@ pub(super) struct Shootdown {
     pub tables: Vec<u32>,
     pub done: bool,
     /// A global request: the recycling axis' sequence number, and the frames whose leaving
-    /// their context sent it (`Os::frames_in_transit`).
+    /// their context sent it (`InFlight::frames_in_transit`).
     pub recycling_seq: u64,
     pub frames_in_transit: Vec<Pfn>,
+}
+
+/// The flush requests in flight and what depends on them.
+pub(crate) struct InFlight {
+    /// Every request by index (a core's deferred queue and interrupts name them); done
+    /// ones at the end are popped.
+    records: Vec<Shootdown>,
+    /// (address space, page) → how many flush requests not yet done include the page
+    /// (the checker leaves such pages to the latest request; `complete`).
+    pages: HashMap<(u32, u64), u32>,
+    /// Frame → its tracking word before it left its recycling context, while the global
+    /// request that leaving sent is in flight (`flush_global_for`).
+    frames_in_transit: HashMap<u64, u64>,
+    /// Per core: a global request it sent and waits for (its record, its recycling
+    /// sequence number), which a frame leaving its context joins (mm/frames.rs
+    /// `settle_claims`).
+    global: Vec<Option<(usize, u64)>>,
+}
+
+impl InFlight {
+    pub(crate) fn new(cores: usize) -> InFlight {
+        InFlight { records: Vec::new(), pages: HashMap::default(), frames_in_transit: HashMap::default(), global: vec![None; cores] }
+    }
+
+    /// Request `sd`.
+    pub(super) fn record(&self, sd: usize) -> &Shootdown {
+        &self.records[sd]
+    }
+
+    /// Whether a request not yet done includes page `vpn` of address space `mm`.
+    pub(crate) fn page_in_flight(&self, mm: u32, vpn: u64) -> bool {
+        self.pages.contains_key(&(mm, vpn))
+    }
+
+    /// The tracking word `pfn` had before it left its recycling context, while the global
+    /// request that leaving sent is in flight.
+    pub(crate) fn word_in_transit(&self, pfn: Pfn) -> Option<u64> {
+        self.frames_in_transit.get(&pfn.0).copied()
+    }
+
+    /// The global request `core` sent and waits for: (its record, its recycling sequence
+    /// number), or (usize::MAX, 0).
+    pub(crate) fn global_of(&self, core: usize) -> (usize, u64) {
+        self.global[core].unwrap_or((usize::MAX, 0))
+    }
+
+    /// Frame `pfn` (tracking word `word` before) left its context and joins the global
+    /// request `sd` in flight.
+    pub(crate) fn join_global(&mut self, sd: usize, pfn: Pfn, word: u64) {
+        self.frames_in_transit.insert(pfn.0, word);
+        self.records[sd].frames_in_transit.push(pfn);
+    }
+
+    /// Page-table pages freed by requests not yet done (stats.json
+    /// `page_table_pages_awaiting_flush`).
+    pub(crate) fn tables_awaiting_flush(&self) -> usize {
+        self.records.iter().filter(|s| !s.done).map(|s| s.tables.len()).sum()
+    }
 }
 
 impl<P: Coherence> Os<P> {
@@ -93,20 +152,20 @@ impl<P: Coherence> Os<P> {
     /// judges such a use by the old word.
     pub(crate) fn flush_global_for(&mut self, core: usize, gather: Gather, transit: Vec<(Pfn, u64)>) -> bool {
         let seq = if self.recycling_on { self.recycling.on_global_shootdown() } else { 0 };
-        let sd = self.shootdowns.len();
+        let sd = self.shootdowns.records.len();
         let mut frames = Vec::with_capacity(transit.len());
         for (f, w) in transit {
-            self.frames_in_transit.insert(f.0, w);
+            self.shootdowns.frames_in_transit.insert(f.0, w);
             frames.push(f);
         }
         let waits = self.start(core, u32::MAX, true, FlushReason::Policy, true, 0, gather);
         // `start` pushed the record at `sd`; with free delivery it is already complete.
-        match self.shootdowns.get_mut(sd) {
+        match self.shootdowns.records.get_mut(sd) {
             Some(s) if !s.done => {
                 s.recycling_seq = seq;
                 s.frames_in_transit = frames;
                 if seq != 0 && s.waits {
-                    self.global_in_flight[core] = Some((sd, seq));
+                    self.shootdowns.global[core] = Some((sd, seq));
                 }
             }
             _ => self.global_done(seq, &frames),
@@ -119,7 +178,7 @@ impl<P: Coherence> Os<P> {
             self.recycling.on_global_shootdown_done(seq);
         }
         for f in frames {
-            self.frames_in_transit.remove(&f.0);
+            self.shootdowns.frames_in_transit.remove(&f.0);
         }
     }
 
@@ -206,13 +265,13 @@ impl<P: Coherence> Os<P> {
             let b = (n as usize).min(h.len() - 1);
             h[b] += 1;
         }
-        let sd = self.shootdowns.len();
+        let sd = self.shootdowns.records.len();
         if !req.global {
             for &v in &req.pages {
-                *self.pages_in_flight.entry((req.mm, v.0)).or_insert(0) += 1;
+                *self.shootdowns.pages.entry((req.mm, v.0)).or_insert(0) += 1;
             }
         }
-        self.shootdowns.push(super::Shootdown {
+        self.shootdowns.records.push(super::Shootdown {
             req,
             leaves,
             pages_of: plan.pages_of.drain(..).map(|p| p.map(Rc::new)).collect(),
@@ -238,8 +297,8 @@ impl<P: Coherence> Os<P> {
                 (self.costs.ipi_send, Some((same, cross)), false)
             }
             Some(Delivery::Message { latency, initiator_cycles, target_cycles }) if n > 0 => {
-                self.shootdowns[sd].ack_return = latency;
-                self.shootdowns[sd].message_target_cycles = target_cycles;
+                self.shootdowns.records[sd].ack_return = latency;
+                self.shootdowns.records[sd].message_target_cycles = target_cycles;
                 (initiator_cycles, Some((latency, latency)), true)
             }
             Some(Delivery::Deferred) if n > 0 => {
@@ -252,9 +311,9 @@ impl<P: Coherence> Os<P> {
                 }
                 // The lazy window starts now: the checker marks what the targets still
                 // cache, and judges each use in the window (`in_lazy_window`).
-                if self.checker && !self.shootdowns[sd].req.global {
+                if self.checker && !self.shootdowns.records[sd].req.global {
                     let (mm, pages, flushed) = {
-                        let s = &self.shootdowns[sd];
+                        let s = &self.shootdowns.records[sd];
                         (s.req.mm, s.req.pages.clone(), s.flushed.clone())
                     };
                     self.mark_stale(mm, &pages, &[], &flushed);
@@ -270,7 +329,7 @@ impl<P: Coherence> Os<P> {
                 self.charge(core, send);
                 self.stats[core].shootdown_cycles_initiator_send += send;
                 let send_end = self.clock(core);
-                let s = &mut self.shootdowns[sd];
+                let s = &mut self.shootdowns.records[sd];
                 s.send_end = send_end;
                 s.last_ack = send_end;
                 s.waits = true;
@@ -303,7 +362,7 @@ impl<P: Coherence> Os<P> {
     /// flushes; counts a false positive if the core held no stale translation of the pages
     /// it was asked to flush.
     pub(super) fn deliver(&mut self, core: usize, sd: usize, target: usize) {
-        let s = &self.shootdowns[sd];
+        let s = &self.shootdowns.records[sd];
         let (req, leaves) = (s.req.clone(), s.leaves.clone());
         let subset = s.pages_of.get(target).cloned().flatten();
         let view = self.core_view(core);
@@ -322,7 +381,7 @@ impl<P: Coherence> Os<P> {
         let all = self.apply_local(core, &req, pages, action, &mut seen);
         held |= seen.held;
         if all && subset.is_none() {
-            self.shootdowns[sd].flushed.push(core);
+            self.shootdowns.records[sd].flushed.push(core);
         }
         if !held {
             self.stats[core].false_positive_targets += 1;
@@ -425,10 +484,10 @@ impl<P: Coherence> Os<P> {
         if in_kernel && !in_kernel_at_arrival {
             self.stats[core].shootdowns_taken_on_kernel_exit += 1;
         }
-        let targets = self.shootdowns[sd].targets as u64;
+        let targets = self.shootdowns.records[sd].targets as u64;
         if irq.message {
             self.stats[core].shootdown_messages_received += 1;
-            self.charge(core, self.shootdowns[sd].message_target_cycles);
+            self.charge(core, self.shootdowns.records[sd].message_target_cycles);
         } else {
             self.stats[core].shootdown_ipis_received += 1;
             self.charge(core, self.costs.interrupt + self.costs.ack + self.costs.ack_contention_per_target * targets.saturating_sub(1));
@@ -446,7 +505,7 @@ impl<P: Coherence> Os<P> {
 
     /// Target of `sd` done at `done_at`.
     fn ack(&mut self, sd: usize, done_at: u64) {
-        let s = &mut self.shootdowns[sd];
+        let s = &mut self.shootdowns.records[sd];
         s.acks_left -= 1;
         s.last_ack = s.last_ack.max(done_at);
         if s.acks_left == 0 {
@@ -486,7 +545,7 @@ impl<P: Coherence> Os<P> {
     /// The protocol is over: free what the change released and let the checker mark every
     /// translation still cached that disagrees with the page table.
     fn complete(&mut self, sd: usize) {
-        let s = &mut self.shootdowns[sd];
+        let s = &mut self.shootdowns.records[sd];
         s.done = true;
         let frames = std::mem::take(&mut s.frames);
         let tables = std::mem::take(&mut s.tables);
@@ -495,13 +554,13 @@ impl<P: Coherence> Os<P> {
         let initiator = s.initiator;
         let (seq, transit) = (s.recycling_seq, std::mem::take(&mut s.frames_in_transit));
         if req.global {
-            if self.global_in_flight[initiator].is_some_and(|(i, _)| i == sd) {
-                self.global_in_flight[initiator] = None;
+            if self.shootdowns.global[initiator].is_some_and(|(i, _)| i == sd) {
+                self.shootdowns.global[initiator] = None;
             }
             self.global_done(seq, &transit);
         } else {
             for v in &req.pages {
-                if let std::collections::hash_map::Entry::Occupied(mut e) = self.pages_in_flight.entry((req.mm, v.0)) {
+                if let std::collections::hash_map::Entry::Occupied(mut e) = self.shootdowns.pages.entry((req.mm, v.0)) {
                     *e.get_mut() -= 1;
                     if *e.get() == 0 {
                         e.remove();
@@ -518,7 +577,7 @@ impl<P: Coherence> Os<P> {
                 // which cores may legitimately not have caught up with yet.
                 // (`pages_in_flight` counts the pages of the requests not yet done; this
                 // one's were taken out above.)
-                let in_flight = |p: &Vpn| self.pages_in_flight.contains_key(&(req.mm, p.0));
+                let in_flight = |p: &Vpn| self.shootdowns.pages.contains_key(&(req.mm, p.0));
                 if !req.pages.iter().any(in_flight) {
                     self.mark_stale(req.mm, &req.pages, &tables, &flushed);
                 } else {
@@ -529,8 +588,8 @@ impl<P: Coherence> Os<P> {
         }
         self.release(initiator, frames, tables);
         // Completed records are dropped from the tail so the vector stays short.
-        while self.shootdowns.last().is_some_and(|s| s.done) {
-            self.shootdowns.pop();
+        while self.shootdowns.records.last().is_some_and(|s| s.done) {
+            self.shootdowns.records.pop();
         }
     }
 

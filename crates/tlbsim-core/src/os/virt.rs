@@ -89,6 +89,40 @@ pub(crate) struct Virt {
     pub intervals: Vec<(usize, u64, u64, Vec<VmCounters>)>,
 }
 
+impl Virt {
+    /// The VMs of `vms` on `ncores` CPUs: one VCPU per pin entry, homed on its pinned CPU
+    /// (else round-robin), blocked until it has work; the hypervisor's scheduler
+    /// (`os.hypervisor.scheduler`) built over them.
+    pub(crate) fn new(cfg: &crate::config::Config, vms: &[crate::workload::program::VmSpec], ncores: usize) -> crate::error::Result<Virt> {
+        let mut vcpus = Vec::new();
+        let mut descs = Vec::new();
+        let mut vm_base = Vec::new();
+        for (vi, vm) in vms.iter().enumerate() {
+            vm_base.push(vcpus.len());
+            for pin in &vm.pin {
+                let home = pin.map_or(vcpus.len() % ncores, |p| p as usize);
+                descs.push(crate::hypervisor::VcpuDesc { vm: vi, pin: pin.map(|p| p as usize) });
+                vcpus.push(Vcpu { vm: vi, cpu: None, home, blocked: true, runq: VecDeque::new(), current: None, slice_end: 0 });
+            }
+        }
+        let vm_descs: Vec<crate::hypervisor::VmDesc> = vms.iter().map(|v| crate::hypervisor::VmDesc { weight: v.weight, cap: v.cap }).collect();
+        let hv = crate::hypervisor::build(cfg, ncores, descs, vm_descs)?;
+        Ok(Virt {
+            hv,
+            vcpus,
+            vm_base,
+            running: vec![None; ncores],
+            resched: vec![false; ncores],
+            snapshots: vec![Default::default(); ncores],
+            per_vm: vec![Default::default(); vms.len()],
+            vcpu_switches: vec![0; ncores],
+            interval: cfg.sim.interval_instructions,
+            open_intervals: vec![(vec![Default::default(); vms.len()], cfg.sim.interval_instructions); ncores],
+            intervals: Vec::new(),
+        })
+    }
+}
+
 impl<P: Coherence> Os<P> {
     /// The CPU VCPU (or, natively, core) `cpu` runs on now.
     pub(crate) fn cpu_now(&self, cpu: usize) -> Option<usize> {

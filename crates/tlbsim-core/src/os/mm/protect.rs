@@ -1,0 +1,111 @@
+//! The system calls that rewrite PTEs of a live range: madvise(MADV_DONTNEED)
+//! (mm/madvise.c), mprotect (mm/mprotect.c change_protection) and msync(MS_SYNC) of a
+//! shared file mapping (mm/msync.c + mm/rmap.c page_mkclean).
+//!
+//! Simplified: msync's page_mkclean flushes per page in Linux
+//! (clear_page_dirty_for_io → page_mkclean → ptep_clear_flush); here one batched request
+//! covers the pages an msync cleans.
+
+use super::{HUGE, PAGE};
+use crate::coherence::{Coherence, FlushReason};
+use crate::error::Result;
+use crate::os::locks::PtlCursor;
+use crate::os::{Gather, Os, Vma};
+use crate::page_table::{pte_pfn, PTE_DIRTY, PTE_WRITABLE};
+use crate::types::Vpn;
+use crate::workload::program::Backing;
+
+impl<P: Coherence> Os<P> {
+    /// madvise(MADV_DONTNEED): zap the range, keep the VMA and the page tables.
+    pub(crate) fn sys_dontneed(&mut self, core: usize, thread: usize, va: u64, len: u64) -> Result<()> {
+        let pid = self.threads[thread].pid;
+        let mut gather = Gather::default();
+        self.zap(core, pid, va, len, &mut gather)?;
+        self.flush(core, pid, FlushReason::MadviseDontneed, false, gather);
+        Ok(())
+    }
+
+    /// mprotect (change_protection): every present PTE of the range is rewritten; any
+    /// rewrite means a flush of the range (Linux flushes for RW→RO and RO→RW alike).
+    pub(crate) fn sys_mprotect(&mut self, core: usize, thread: usize, va: u64, len: u64, writable: bool) -> Result<()> {
+        let pid = self.threads[thread].pid;
+        let end = va + len;
+        // Split VMAs at the range's ends and set the new protection.
+        let vmas = &mut self.procs[pid as usize].vmas;
+        let hit: Vec<u64> = vmas.range(..end).filter(|(_, v)| v.end > va && !v.reserved).map(|(&s, _)| s).collect();
+        for s in hit {
+            let v = vmas.remove(&s).expect("listed");
+            let offset_of = |at: u64| match v.backing {
+                Backing::File { file, offset_pages } => Backing::File { file, offset_pages: offset_pages + (at - s) / PAGE },
+                b => b,
+            };
+            if s < va {
+                vmas.insert(s, Vma { end: va, ..v.clone() });
+            }
+            let lo = s.max(va);
+            let hi = v.end.min(end);
+            vmas.insert(lo, Vma { end: hi, writable, backing: offset_of(lo), ..v.clone() });
+            if v.end > end {
+                vmas.insert(end, Vma { backing: offset_of(end), ..v.clone() });
+            }
+        }
+        let mut gather = Gather::default();
+        let mut page = va;
+        let mut ptl = PtlCursor::default();
+        while let Some((at, leaf)) = self.next_leaf(pid, page, end) {
+            page = at;
+            self.ptl_at(core, &mut ptl, pid, page);
+            let pfn = pte_pfn(leaf.pte);
+            let step = if leaf.level == 2 { HUGE } else { PAGE };
+            // Pages still shared copy-on-write (or the zero page, or a private file page)
+            // stay read-only; the next write faults.
+            let shared_cow = leaf.level == 1 && (Some(pfn) == self.zero_page || self.m.mem.mapcount(pfn) > 1 || self.m.mem.mapping(pfn) != 0);
+            let vma_shared = self.vma_at(pid, page).is_some_and(|(_, v)| v.shared);
+            let mut e = leaf.pte;
+            if writable && (!shared_cow || (vma_shared && e & PTE_DIRTY != 0)) {
+                e |= PTE_WRITABLE;
+            } else if !writable {
+                e &= !PTE_WRITABLE;
+            }
+            let old_pte = self.pte_write(core, pid, page, &leaf, e);
+            gather.page(Vpn((page & !(step - 1)) >> 12), old_pte);
+            self.charge(core, self.costs.per_page);
+            page = (page & !(step - 1)) + step;
+        }
+        self.ptl_release(core, &mut ptl);
+        self.flush(core, pid, FlushReason::Mprotect, false, gather);
+        Ok(())
+    }
+
+    /// msync(MS_SYNC) of a shared file mapping: write back dirty pages, cleaning and
+    /// write-protecting their PTEs. Linux cleans each page as writeback reaches it
+    /// (clear_page_dirty_for_io → page_mkclean → ptep_clear_flush): one flush per page,
+    /// each waited for before the next page. Returns where to go on from when a flush left
+    /// the core waiting for acks (None: done).
+    pub(crate) fn sys_msync(&mut self, core: usize, thread: usize, va: u64, len: u64) -> Result<Option<u64>> {
+        let pid = self.threads[thread].pid;
+        let end = va + len;
+        let mut page = va;
+        while page < end {
+            let shared_file = self.vma_at(pid, page).is_some_and(|(_, v)| v.shared && matches!(v.backing, Backing::File { .. }));
+            match self.pte_lookup(pid, page) {
+                Some(leaf) if shared_file && leaf.level == 1 && leaf.pte & PTE_DIRTY != 0 => {
+                    let mut ptl = PtlCursor::default();
+                    self.ptl_at(core, &mut ptl, pid, page);
+                    let old_pte = self.pte_write(core, pid, page, &leaf, leaf.pte & !(PTE_DIRTY | PTE_WRITABLE));
+                    self.ptl_release(core, &mut ptl);
+                    self.charge(core, self.costs.per_page + self.costs.write_page);
+                    let mut gather = Gather::default();
+                    gather.page(Vpn(page >> 12), old_pte);
+                    page += PAGE;
+                    if self.flush(core, pid, FlushReason::Msync, false, gather) && page < end {
+                        return Ok(Some(page));
+                    }
+                }
+                Some(_) => page += PAGE,
+                None => page = self.next_candidate(pid, page, end),
+            }
+        }
+        Ok(None)
+    }
+}
