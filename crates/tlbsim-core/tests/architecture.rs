@@ -11,9 +11,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("vocabulary: types, errors, config trees", &["types", "error", "rng", "fasthash", "control", "tree"]),
     ("the plug-in registry mechanism", &["registry"]),
     ("the config document (builds nothing)", &["config"]),
-    ("machine structures", &["stats", "prefetch", "memory", "trace", "page_table", "tlb", "memsys", "walk", "machine", "access"]),
+    ("machine structures", &["stats", "prefetch", "memory", "trace", "page_table", "tlb", "memsys", "walk"]),
     ("workloads (the OS-mode IR, generators, trace-mode streams)", &["workload"]),
     ("plug-in axes", &["coherence", "recycling", "placement", "hypervisor"]),
+    ("the machine assembled (with its page-table backend) and the one access path", &["machine", "access"]),
     ("the engines", &["sim", "os"]),
     ("set-up and tools", &["setup", "fuzz", "bench"]),
 ];
