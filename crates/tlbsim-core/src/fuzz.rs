@@ -272,7 +272,7 @@ pub fn scenario(seed: u64, policy: &str, tagging: Option<&str>, overrides: &[Str
 /// Fuzz the registered policy `opts.policy` names.
 pub fn fuzz(opts: &FuzzOptions) -> Result<FuzzReport> {
     crate::coherence::check_name(&opts.policy)?;
-    run_scenarios(opts, |cfg, w| crate::os::run(cfg, w))
+    run_scenarios(opts, crate::os::run)
 }
 
 /// Fuzz a policy that is not registered (a test's), built for each scenario by `make`.

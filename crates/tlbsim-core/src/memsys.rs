@@ -210,14 +210,14 @@ impl MemSys {
         let wait = self.dram.read(node as usize, now, local);
         let c = &mut self.counters[core];
         c.bandwidth_wait_cycles += wait;
-        let cycles = if prefetched {
+
+        if prefetched {
             c.prefetched += 1;
             let service = if local { self.dram.service_local } else { self.dram.service_remote };
             wait + (service >> FIX).max(1)
         } else {
             latency[node as usize] as u64 + wait
-        };
-        cycles
+        }
     }
 
     /// A page-table line read by the walker missed the last-level cache: the bandwidth wait.

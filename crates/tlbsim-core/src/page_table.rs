@@ -640,7 +640,7 @@ mod tests {
                 _ if !model.is_empty() => {
                     let t = rng.below(model.len() as u64) as usize;
                     // Few distinct indices per table, so tables both fill and stay small.
-                    let i = rng.below(if t % 2 == 0 { 12 } else { 512 }) as usize;
+                    let i = rng.below(if t.is_multiple_of(2) { 12 } else { 512 }) as usize;
                     let v = if rng.below(3) == 0 { 0 } else { rng.next_u64() | 1 };
                     *pt.entry_mut(model[t].0, i) = v;
                     model[t].1[i] = v;

@@ -119,7 +119,7 @@ fn leaving_the_context_shoots_down_once_per_global_counter() {
     // Process 0 maps and unmaps 8 FPR pages on core 0; process 1, on the same core
     // afterwards, allocates 8 pages from the same per-CPU list.
     let plain = anon(8 * 4096, true).populated();
-    let fpr_pages = plain.clone().recyclable();
+    let fpr_pages = plain.recyclable();
     let w = Workload {
         processes: vec![
             ProcessSpec {

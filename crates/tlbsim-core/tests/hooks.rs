@@ -326,7 +326,7 @@ impl Coherence for Effectful {
         }
     }
     fn on_full_flush(&mut self, _core: CoreId, _mm: Option<u32>, cause: FullFlushCause, fx: &mut Effects) {
-        if cause != FullFlushCause::Policy && self.requests % 50 == 0 {
+        if cause != FullFlushCause::Policy && self.requests.is_multiple_of(50) {
             fx.push(Effect::FlushMm { core: CoreId(1), mm: Some(0) });
             fx.push(Effect::Charge { core: CoreId(0), cycles: 1000 });
         }

@@ -159,7 +159,7 @@ impl Coherence for SkipEveryOther {
     fn plan(&mut self, view: &OsView<'_>, req: &FlushRequest, plan: &mut FlushPlan) {
         self.requests += 1;
         self.inner.plan(view, req, plan);
-        if self.requests % 2 == 0 {
+        if self.requests.is_multiple_of(2) {
             plan.targets.clear();
         }
     }

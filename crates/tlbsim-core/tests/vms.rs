@@ -205,7 +205,7 @@ fn cr3_tags_cut_the_misses_of_a_mix_that_switches_often() {
 #[test]
 fn fuzz_scenarios_with_vms_are_clean_under_every_policy_and_tagging() {
     // The fuzz generator puts a third of its scenarios in VMs; run those alone here.
-    let seeds: Vec<u64> = (0..400u64).filter(|&s| tlbsim_core::fuzz::scenario(s, "linux", None, &[]).unwrap().1.vms.len() > 0).take(40).collect();
+    let seeds: Vec<u64> = (0..400u64).filter(|&s| !tlbsim_core::fuzz::scenario(s, "linux", None, &[]).unwrap().1.vms.is_empty()).take(40).collect();
     assert_eq!(seeds.len(), 40);
     // Every registered policy but the deliberately unsafe ones (none, abis-gap1,
     // abis-naive-insert, latr-early-reuse: each caught by tests/os_property.rs).
@@ -276,7 +276,7 @@ fn intervals_add_up_to_the_run_per_vm() {
     for vm in 0..3 {
         let sum: u64 =
             intervals.iter().flat_map(|i| i["per_vm"].as_array().unwrap()).filter(|x| x["vm"] == vm).map(|x| x["instructions"].as_u64().unwrap()).sum();
-        assert_eq!(sum, vm_stat(&v, vm as usize, "instructions"), "VM {vm}");
+        assert_eq!(sum, vm_stat(&v, vm, "instructions"), "VM {vm}");
         let misses: u64 =
             intervals.iter().flat_map(|i| i["per_vm"].as_array().unwrap()).filter(|x| x["vm"] == vm).map(|x| x["dtlb_misses"].as_u64().unwrap()).sum();
         assert_eq!(misses, v["per_vm"][vm]["misses"]["l1d"].as_u64().unwrap(), "VM {vm}");

@@ -183,8 +183,7 @@ impl Coherence for PyPolicy {
             },
             |out| {
                 // (targets, pages_of, delivery kind, latency, initiator_cycles, target_cycles)
-                let (targets, pages_of, kind, latency, initiator_cycles, target_cycles): (Vec<u32>, Vec<Option<Vec<u64>>>, String, u64, u64, u64) =
-                    out.extract()?;
+                let (targets, pages_of, kind, latency, initiator_cycles, target_cycles): PlanTuple = out.extract()?;
                 let delivery = match kind.as_str() {
                     "ipi" => Delivery::Ipi,
                     "free" => Delivery::Free,
@@ -331,3 +330,7 @@ impl PyPolicy {
         }
     }
 }
+
+/// What a Python policy's `plan` hook returns: (targets, pages per target, delivery kind,
+/// latency, initiator cycles, target cycles).
+type PlanTuple = (Vec<u32>, Vec<Option<Vec<u64>>>, String, u64, u64, u64);

@@ -108,9 +108,6 @@ impl<P: Coherence> Os<P> {
         })
     }
 
-    /// A page-table change of `pid` by `core` needs TLB coherence: run the protocol.
-    /// Frames and tables in `gather` are freed when it completes. Returns true if the core
-
     /// A walk met a page-walk-cache entry pointing to a freed table: a security violation.
     pub(super) fn count_stale_pwc(&mut self, core: usize, pid: u32, va: u64) {
         let s = &mut self.m.cores[core].stats;

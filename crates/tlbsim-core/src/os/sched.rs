@@ -65,7 +65,7 @@ impl<P: Coherence> Os<P> {
             if self.policy.failed() {
                 return Err(Error::Sim("the coherence policy failed; the run stopped".into()));
             }
-            if self.steps % 1024 == 0 {
+            if self.steps.is_multiple_of(1024) {
                 if let Some(c) = &control {
                     c.set_done(self.threads.iter().filter(|t| !t.daemon).map(|t| t.ops_completed).sum());
                     if c.stop_requested() {

@@ -480,7 +480,7 @@ mod tests {
     #[test]
     fn contexts_follow_their_scope() {
         let plain = crate::workload::builder::anon(4096, true);
-        let spec = plain.clone().recyclable();
+        let spec = plain.recyclable();
         let mut f = fpr();
         assert_eq!(f.mapping_context(2, 1, &plain), 0);
         assert_eq!(f.mapping_context(2, 1, &spec), f.mapping_context(2, 1, &spec));

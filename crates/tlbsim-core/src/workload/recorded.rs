@@ -454,7 +454,7 @@ impl Builder {
                 self.map(t, va, len, info, a[3] & MAP_POPULATE != 0);
             }
             // munmap, mprotect, madvise and msync of an unaligned address fail (EINVAL).
-            10 | 11 | 26 | 28 if a[0] % PAGE != 0 || a[1] == 0 || a[0].checked_add(a[1]).is_none_or(|e| e > 1 << 47) => {}
+            10 | 11 | 26 | 28 if !a[0].is_multiple_of(PAGE) || a[1] == 0 || a[0].checked_add(a[1]).is_none_or(|e| e > 1 << 47) => {}
             // munmap(addr, len)
             11 if !failed => self.unmap(t, a[0], align_up(a[1])),
             // mprotect(addr, len, prot)
@@ -710,7 +710,7 @@ fn take_accessors(accessors: &mut FastMap<u64, u64>, lo: u64, hi: u64) -> u64 {
 /// A value of a range map that knows how to describe a part of its range.
 trait RangeValue: Copy {
     /// The value for the part of the range starting `pages` pages into it.
-    fn from_page(self, _pages: u64) -> Self {
+    fn at_page(self, _pages: u64) -> Self {
         self
     }
 }
@@ -718,7 +718,7 @@ trait RangeValue: Copy {
 impl RangeValue for (u32, usize) {}
 impl RangeValue for () {}
 impl RangeValue for MapInfo {
-    fn from_page(self, pages: u64) -> Self {
+    fn at_page(self, pages: u64) -> Self {
         match self.backing {
             Backing::File { file, offset_pages } => MapInfo { backing: Backing::File { file, offset_pages: offset_pages + pages }, ..self },
             _ => self,
@@ -736,7 +736,7 @@ fn remove_range<V: RangeValue>(map: &mut BTreeMap<u64, (u64, V)>, lo: u64, hi: u
             map.insert(s, (lo, v));
         }
         if end > hi {
-            map.insert(hi, (end, v.from_page((hi - s) / PAGE)));
+            map.insert(hi, (end, v.at_page((hi - s) / PAGE)));
         }
     }
 }
@@ -758,7 +758,7 @@ fn set_writable(map: &mut BTreeMap<u64, (u64, MapInfo)>, lo: u64, hi: u64, writa
     for (s, e, info) in hit {
         let at = s.max(lo);
         remove_range(map, at, e.min(hi));
-        map.insert(at, (e.min(hi), MapInfo { writable, ..info.from_page((at - s) / PAGE) }));
+        map.insert(at, (e.min(hi), MapInfo { writable, ..info.at_page((at - s) / PAGE) }));
     }
 }
 

@@ -26,8 +26,8 @@ impl<P: Coherence> Os<P> {
         let is_free = |lo: u64, hi: u64| {
             lo < hi
                 && hi <= MMAP_TOP
-                && !vma_map.range(..hi).next_back().is_some_and(|(_, v)| v.end > lo)
-                && !held_map.range(..hi).next_back().is_some_and(|(_, &e)| e > lo)
+                && vma_map.range(..hi).next_back().is_none_or(|(_, v)| v.end <= lo)
+                && held_map.range(..hi).next_back().is_none_or(|(_, &e)| e <= lo)
         };
         let va = if let Some(va) = fixed_at {
             // MAP_FIXED: the caller's address (a range a policy holds back included).
