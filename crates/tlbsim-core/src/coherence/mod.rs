@@ -77,10 +77,18 @@ pub fn dispatch<F: WithPolicy>(cfg: &Config, f: F) -> Result<F::Output> {
     visit(&cfg.os.coherence, Build(cfg, f))?
 }
 
-/// Check every `[coherence.<name>]` table (names and keys), and the selected name.
+/// Check every `[coherence.<name>]` table (names and keys), and the selected name; the
+/// selected policy is built once and dropped, so its own checks (DiDi's directory shape)
+/// run before any run starts, in `tlbsim config` too.
 pub fn check(cfg: &Config) -> Result<()> {
     check_name(&cfg.os.coherence)?;
-    check_params(&cfg.coherence)
+    check_params(&cfg.coherence)?;
+    struct Discard;
+    impl WithPolicy for Discard {
+        type Output = ();
+        fn run<P: Coherence>(self, _policy: P) {}
+    }
+    dispatch(cfg, Discard)
 }
 
 /// A registered policy: its `[coherence.<name>]` parameters ([`crate::registry::Plugin`])
