@@ -62,6 +62,15 @@ fn check_plugins(cfg: &Config) -> Result<()> {
     }
     let pt = &cfg.machine.pt_cache;
     check_shape("machine.pt_cache", pt.entries, pt.ways, pt.replacement)?;
+    let mem = &cfg.machine.memory;
+    if mem.model == crate::config::MemoryModel::Cache {
+        for (key, bytes, ways) in [("machine.memory.llc", mem.llc_bytes, mem.llc_ways), ("machine.memory.private", mem.private_bytes, mem.private_ways)] {
+            check_shape(key, (bytes / 64) as u32, ways, crate::types::Replacement::Lru).map_err(|e| match e {
+                Error::Config { message, .. } => Error::config(format!("{key}_ways"), message),
+                e => e,
+            })?;
+        }
+    }
     crate::placement::check(cfg)?;
     crate::coherence::check(cfg)?;
     crate::recycling::check(cfg)?;

@@ -72,6 +72,9 @@ fn unknown_entries_and_keys_are_named() {
     assert_eq!(key, "os.hypervisor");
     let (key, _) = config_error(json!({}), &["hypervisor.credit.tick_ms=0"]);
     assert_eq!(key, "hypervisor.credit.tick_ms");
+    // The cache model's shapes are checked at set-up (sets a power of two).
+    let (key, _) = config_error(json!({"machine": {"memory": {"model": "cache", "llc_bytes": 3u64 << 20, "llc_ways": 16}}}), &[]);
+    assert_eq!(key, "machine.memory.llc_ways");
     // A policy's own checks run at set-up, not when the run starts.
     let (key, _) = config_error(json!({"os": {"coherence": "didi"}, "coherence": {"didi": {"directory_entries": 48}}}), &[]);
     assert_eq!(key, "coherence.didi.directory_ways");

@@ -717,9 +717,9 @@ impl Config {
         }
         let t = &m.tlb;
         for (name, l) in t.levels() {
-            check_geometry(&format!("machine.tlb.{name}"), l.entries, l.ways, l.replacement)?;
+            check_geometry(&format!("machine.tlb.{name}"), l.entries, l.ways)?;
         }
-        check_geometry("machine.pt_cache", m.pt_cache.entries, m.pt_cache.ways, m.pt_cache.replacement)?;
+        check_geometry("machine.pt_cache", m.pt_cache.entries, m.pt_cache.ways)?;
         let rate = t.involuntary_full_flush_per_mcycles;
         if !(rate >= 0.0 && rate.is_finite()) {
             return Err(Error::config("machine.tlb.involuntary_full_flush_per_mcycles", format!("{rate}: must be a rate >= 0")));
@@ -730,7 +730,7 @@ impl Config {
                 if bytes % 64 != 0 || bytes / 64 > (1 << 24) {
                     return Err(Error::config(format!("{key}_bytes"), format!("{bytes}: a whole number of 64-byte lines, at most 1 GiB")));
                 }
-                check_geometry(key, (bytes / 64) as u32, ways, Replacement::Lru).map_err(|e| match e {
+                check_geometry(key, (bytes / 64) as u32, ways).map_err(|e| match e {
                     Error::Config { message, .. } => Error::config(format!("{key}_ways"), message),
                     e => e,
                 })?;
@@ -890,7 +890,7 @@ fn positive(key: &str, v: f64) -> Result<()> {
     Ok(())
 }
 
-fn check_geometry(key: &str, entries: u32, ways: u32, replacement: Replacement) -> Result<()> {
+fn check_geometry(key: &str, entries: u32, ways: u32) -> Result<()> {
     if entries == 0 {
         return Ok(());
     }
@@ -900,7 +900,6 @@ fn check_geometry(key: &str, entries: u32, ways: u32, replacement: Replacement) 
     }
     // The structure's own shape rules (sets a power of two, PLRU ways a power of two) are
     // the TLB's: the set-up step checks them by building it (`crate::setup`).
-    let _ = replacement;
     Ok(())
 }
 
