@@ -491,7 +491,7 @@ def test_chromium_check_sees_errors_and_broken_images(tmp_path: Path) -> None:
 
 
 OS_SPEC: dict[str, Any] = {
-    "base": {"machine": {"cores_per_socket": 4}, "workload": {"ops": 60, "case": 1}},
+    "base": {"machine": {"cores_per_socket": 4}, "workload": {"ops": 60}},
     "seeds": [1, 2],
     "grid": {
         "workload.kind": ["apache", "fpr-munmap"],

@@ -51,8 +51,8 @@ def demo_spec() -> dict[str, Any]:
     return {
         "base": {
             "machine": {"preset": "host", "sockets": 1, "cores_per_socket": 8},
-            # case: fpr-munmap's case 1 (N I/O threads); the other kinds ignore it
-            "workload": {"ops": OPS, "case": 1},
+            # fpr-munmap runs its default case 1 (N I/O threads); every kind takes `ops`
+            "workload": {"ops": OPS},
         },
         "seeds": SEEDS,
         "grid": {

@@ -274,11 +274,24 @@ def expand(spec: SpecLike, *, validate: bool = True) -> Sweep:
     combos = [dict(zip(grid, values)) | row for values in itertools.product(*grid.values()) for row in zip_rows]
 
     if validate:
-        _validate(base_json, base_dir, [], {})
+        # The base alone need not be a valid run when the grid completes it (a key of the
+        # workload kind the grid selects): its error counts only if a run has it too.
+        base_error: SpecError | None = None
+        try:
+            _validate(base_json, base_dir, [], {})
+        except SpecError as err:
+            if combos == [{}]:
+                raise
+            base_error = err
         for combo in combos:
-            _validate(base_json, base_dir, _overrides(combo), names)
+            try:
+                _validate(base_json, base_dir, _overrides(combo), names)
+            except SpecError as err:
+                if base_error is not None and str(base_error).removeprefix("base: ") in str(err):
+                    raise base_error from None
+                raise
         for seed in seeds or []:
-            _validate(base_json, base_dir, _overrides({"seed": seed}), names)
+            _validate(base_json, base_dir, _overrides(combos[0] | {"seed": seed}), names)
 
     runs: list[RunSpec] = []
     seen: dict[str, dict[str, Any]] = {}

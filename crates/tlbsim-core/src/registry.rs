@@ -50,6 +50,12 @@ param_kinds! {
     "boolean": bool;
     "string": String;
 }
+impl ParamKind for std::path::PathBuf {
+    const KIND: &'static str = "path";
+}
+impl ParamKind for serde_json::Value {
+    const KIND: &'static str = "table";
+}
 impl<T: ParamKind> ParamKind for Vec<T> {
     const KIND: &'static str = "list";
 }

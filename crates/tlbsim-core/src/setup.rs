@@ -38,10 +38,8 @@ pub fn defaults() -> serde_json::Value {
 /// Parse, check and build: the config document, overrides and base folder (relative trace
 /// paths) to a config every part of which has been checked, and the workload.
 pub fn prepare(tree: serde_json::Value, overrides: &[String], base_dir: &Path) -> Result<Prepared> {
-    let mut config = Config::parse_document(tree, overrides, base_dir, defaults())?;
-    if let Some(table) = &config.workload.scenario {
-        config.workload.scenario = Some(crate::workload::scenario::normalize(table)?);
-    }
+    let mut config = Config::parse_document(tree, overrides, defaults())?;
+    crate::workload::kind::resolve(&mut config, base_dir)?;
     check_plugins(&config)?;
     let workload = if is_os_mode(&config.workload.kind) { Some(build_workload(&config)?) } else { None };
     Ok(Prepared { config, workload })
@@ -86,13 +84,8 @@ fn check_shape(key: &str, entries: u32, ways: u32, replacement: crate::types::Re
     crate::tlb::Tlb::new(&crate::tlb::TlbGeometry { entries, ways, replacement }, 0).map(|_| ()).map_err(|m| Error::config(format!("{key}.ways"), m))
 }
 
-/// The OS-mode workload `workload.kind` names (an unknown kind is refused with the list).
+/// The OS-mode workload `workload.kind` names (the kind and its table were checked by
+/// `workload::kind::resolve`).
 fn build_workload(cfg: &Config) -> Result<Workload> {
-    let k = cfg.workload.kind.as_str();
-    if !(k == "scenario" || k == "recorded" || crate::workload::generators::KINDS.contains(&k)) {
-        let kinds: Vec<String> =
-            ["trace", "synthetic", "scenario", "recorded"].iter().chain(crate::workload::generators::KINDS).map(|k| format!("{k:?}")).collect();
-        return Err(Error::config("workload.kind", format!("{k:?} is not a workload kind: use one of {}", kinds.join(", "))));
-    }
     crate::workload::build(cfg)
 }

@@ -99,11 +99,19 @@ pub fn run(cfg: &Config) -> Result<serde_json::Value> {
     let mut machine = Machine::new(cfg)?;
     // Created by core 0, the first thread's.
     let space = machine.new_address_space(1, 0)?;
+    let mut accesses_per_thread = 0;
     let mut sources: Vec<Box<dyn TraceSource>> = match cfg.workload.kind.as_str() {
-        "trace" => cfg.workload.paths.iter().map(|p| crate::trace::open(p, cfg.workload.format).map_err(Error::from)).collect::<Result<_>>()?,
-        _ => (0..cfg.synthetic_threads())
-            .map(|t| Box::new(crate::workload::synthetic::Synthetic::new(&cfg.workload, cfg.seed, t)) as Box<dyn TraceSource>)
-            .collect(),
+        "trace" => {
+            let p: crate::workload::kind::TraceParams = crate::workload::kind::params(cfg)?;
+            p.paths.iter().map(|path| crate::trace::open(path, p.format).map_err(Error::from)).collect::<Result<_>>()?
+        }
+        _ => {
+            let p: crate::workload::synthetic::SyntheticParams = crate::workload::kind::params(cfg)?;
+            accesses_per_thread = p.accesses;
+            (0..p.thread_count(cfg))
+                .map(|t| Box::new(crate::workload::synthetic::Synthetic::new(&p, cfg.workload.fetches, cfg.seed, t)) as Box<dyn TraceSource>)
+                .collect()
+        }
     };
     let batch = cfg.sim.batch as usize;
     let mut buf = Vec::with_capacity(batch);
@@ -112,7 +120,7 @@ pub fn run(cfg: &Config) -> Result<serde_json::Value> {
     let mut wl = NoWalkListener;
     let control = crate::control::current();
     if let Some(c) = &control {
-        let total = if cfg.workload.kind == "trace" { 0 } else { cfg.workload.accesses.saturating_mul(sources.len() as u64) };
+        let total = accesses_per_thread.saturating_mul(sources.len() as u64);
         c.start(crate::control::ProgressUnit::Accesses, total);
     }
     let (mut done, mut partial) = (0u64, false);

@@ -437,6 +437,54 @@ fn generator_parameter_errors_name_the_key() {
     }
 }
 
+/// Each kind takes its own keys: a key of another kind is refused with the kinds that take
+/// it, an unknown key with the kind's own keys, and the resolved table holds exactly the
+/// kind's keys with their defaults.
+#[test]
+fn a_kind_takes_only_its_own_keys() {
+    let (key, message) = config_error(resolve(json!({"workload": {"kind": "apache", "case": 2}})));
+    assert_eq!(key, "workload.case");
+    assert!(message.contains("not a key of workload kind \"apache\"") && message.contains("\"fpr-munmap\""), "{message}");
+    let (key, message) = config_error(resolve(json!({"workload": {"kind": "cowsingle", "threads": 4}})));
+    assert_eq!(key, "workload.threads");
+    let takers = message.split("take it:").nth(1).unwrap_or_default();
+    assert!(takers.contains("\"cowmultiple\"") && takers.contains("\"synthetic\"") && !takers.contains("\"cowsingle\""), "{message}");
+    let (key, message) = config_error(resolve(json!({"workload": {"kind": "synthetic", "paths": ["a.trace"]}})));
+    assert_eq!(key, "workload.paths");
+    assert!(message.contains("\"trace\"") && message.contains("\"recorded\""), "{message}");
+    let (key, message) = config_error(resolve(json!({"workload": {"kind": "mactest", "nonsense": 1}})));
+    assert_eq!(key, "workload.nonsense");
+    assert!(message.contains("unknown key") && message.contains("file_pages"), "{message}");
+    // A value of the wrong type names the key.
+    let (key, _) = config_error(resolve(json!({"workload": {"kind": "mactest", "ops": "many"}})));
+    assert_eq!(key, "workload.ops");
+
+    // The resolved table: the kind's keys, every default filled in, nothing else.
+    let cfg = resolve(json!({"workload": {"kind": "cowsingle", "ops": 7}})).unwrap();
+    let keys: Vec<&str> = cfg.workload.params.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["ops", "file_pages"]);
+    assert_eq!(cfg.workload.params["ops"], json!(7));
+    assert_eq!(cfg.workload.params["file_pages"], json!(16));
+    let cfg = resolve(json!({"workload": {"kind": "synthetic"}})).unwrap();
+    assert_eq!(cfg.workload.params["accesses"], json!(2_000_000));
+    assert!(!cfg.workload.params.contains_key("ops"));
+}
+
+/// Every kind `workload.kind` accepts is in the registry with its documented parameters.
+#[test]
+fn every_kind_is_registered_with_documented_parameters() {
+    let entries = tlbsim_core::workload::kind::entries();
+    for name in ["trace", "synthetic", "scenario", "recorded"].iter().chain(KINDS) {
+        let e = entries.iter().find(|e| e.name == *name).unwrap_or_else(|| panic!("{name} is not registered"));
+        assert!(!e.summary.is_empty(), "{name}");
+        for d in (e.params)() {
+            assert!(!d.doc.trim().is_empty(), "{name}.{}: no documentation", d.key);
+        }
+        let defaults = (e.defaults)();
+        assert_eq!(defaults.as_object().map(|m| m.len()), Some((e.params)().len()), "{name}");
+    }
+}
+
 // ---- the scenario language ----
 
 const SCENARIO: &str = r#"

@@ -360,7 +360,7 @@ def build_preset(
                 else []
             ),
             "  " + ", ".join(f"{p} {shoot[p]['ops_per_second']:,.0f}" for p in kf.patterns),
-            f"each a sum of the costs below (tlbsim.fit.OPERATION_COSTS). Defaults x {kf.scale:.2f} (this host's",
+            f"each a sum of the costs below (tlbsim.host.fit.OPERATION_COSTS). Defaults x {kf.scale:.2f} (this host's",
             "median speed), moved as little as the measured sums need; model minus measured per pattern:",
             "  " + ", ".join(f"{p} {100 * r:+.0f}%" for p, r in kf.residuals.items()),
         ]

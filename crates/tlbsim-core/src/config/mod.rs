@@ -11,10 +11,9 @@ pub mod presets;
 pub mod storage;
 
 use crate::error::{Error, Result};
-use crate::types::{NodeId, PartitionController, PartitionGoal, Replacement, TraceFormat};
+use crate::types::{NodeId, PartitionController, PartitionGoal, Replacement};
 pub use costs::CostsConfig;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
 
 pub use crate::tree::{apply_override, load_toml_file, merge};
 
@@ -386,117 +385,26 @@ impl Default for SimConfig {
     }
 }
 
+/// `[workload]`: the kind, the keys every kind shares, and the selected kind's own keys.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 pub struct WorkloadConfig {
     /// `trace` (one trace per thread), `synthetic` (a generated stream per thread),
-    /// `scenario` (the OS-mode scenario in `[workload.scenario]`), or a built-in OS-mode
-    /// generator: `shootdown-patterns`, `fpr-munmap`, `fpr-evict`, `ycsb`, `apache`,
-    /// `vmscale`, `reclaim`, `stm-mprotect`, `mitosis-bench`, `vma-ops`, `mactest`,
-    /// `cowsingle`, `cowmultiple`, `wordcount`, `vm-mix`, `parsec-like`
-    /// (`crate::workload::generators`),
-    /// or `recorded` (a `tlbsim record` recording replayed through the OS model,
-    /// `crate::workload::recorded`).
+    /// `scenario` (the OS-mode scenario in `[workload.scenario]`), `recorded` (a `tlbsim
+    /// record` recording replayed through the OS model), or a built-in OS-mode generator
+    /// (`crate::workload::generators`). `crate::workload::kind` lists them all.
     pub kind: String,
-    /// trace: format of every path.
-    pub format: TraceFormat,
-    /// trace: one path per simulated thread; thread i is pinned to core i. recorded: the
-    /// one recording.
-    pub paths: Vec<PathBuf>,
     /// Simulate instruction fetches (they still count as instructions when false).
     pub fetches: bool,
-    /// synthetic: number of threads (pinned to cores 0..threads), sharing one address
-    /// space. fpr-munmap: N of the case (I/O, compute or mixed threads, FPR Fig. 6);
-    /// apache: worker threads (`test = "mpm_event"`: per child process, ThreadsPerChild,
-    /// 0 = 25); vmscale: tasks (threads or processes, as the test runs
-    /// them); reclaim: compressor threads; parsec-like dedup: threads in each middle stage
-    /// (`-t`, 0 = 4); stm-mprotect, mactest, cowmultiple: threads;
-    /// wordcount: map workers. 0 = one per core (unless said otherwise).
-    pub threads: u32,
-    /// synthetic: `random`, `sequential` or `strided`. shootdown-patterns: the name of a
-    /// pattern of bench/patterns.toml (e.g. `munmap-4k`).
-    pub pattern: String,
-    /// synthetic: bytes of the region each thread accesses. vmscale, reclaim: the whole
-    /// working set (vmscale splits it among the tasks, as vm-scalability sizes each task
-    /// `mem / nr_task`; reclaim: the size of the file compressed; parsec-like dedup: the input).
-    pub region_bytes: u64,
-    /// synthetic: accesses per thread.
-    pub accesses: u64,
-    /// synthetic, vmscale, reclaim: bytes between consecutive accesses of a sequential pass.
-    pub stride: u64,
-    /// synthetic: fraction of accesses that are stores.
-    pub write_fraction: f64,
-    /// synthetic: instructions per memory access (the rest are non-memory instructions).
-    pub instructions_per_access: u32,
-    /// synthetic: threads share one region (true) or each has its own (false).
-    pub shared_region: bool,
-    /// OS-mode generators: operations each measuring thread performs before it exits; what
-    /// one operation is depends on the kind (`crate::workload::generators` says, per kind).
-    /// 0 = the kind's default.
-    pub ops: u64,
-    /// fpr-munmap: the case of FPR §V-A1 (Fig. 6), 1 to 5: 1 = N I/O threads, 2 = 1 I/O +
-    /// N compute, 3 = N I/O + 1 compute, 4 = N I/O + M compute, 5 = N mixed threads.
-    pub case: u32,
-    /// fpr-munmap case 4: M, the compute threads. 0 = as many as `threads` (as
-    /// bench/fpr_munmap.c does without --compute).
-    pub compute_threads: u32,
-    /// fpr-munmap: the "ideal" run of FPR §V-A1 (cases 2-4): the compute threads alone, no
-    /// I/O thread, each doing `ops` operations.
-    pub ideal: bool,
-    /// fpr-evict: PG, the 4 KiB pages of each thread's private buffer read during each
-    /// compute step (FPR §V-B; 0 = PG-off).
-    pub private_pages: u64,
-    /// vmscale: the vm-scalability test (ABIS §5.1): `migrate`, `cow-seq`, `cow-rand`,
-    /// `mmap-read`, `msync` or `anon-read-seq`. ycsb: the store, `leveldb` or `lmdb`.
-    /// mitosis-bench: `gups`, `btree`, `hashjoin`, `xsbench`, `canneal`, `memcached`,
-    /// `redis` or `graph500`. vma-ops: `mmap`, `mprotect` or `munmap`. stm-mprotect:
-    /// `genome`, `vacation` or `labyrinth` (STAMP's transactions; empty: the generic ones).
-    /// vm-mix: `tpcc-tpcc` (default) or `tpcc-vortex`. apache: `mpm_event` (the event MPM's
-    /// listener, worker queue and a load generator on cores of its own; empty: the default
-    /// model of workers serving requests back to back). parsec-like: `dedup`.
-    pub test: String,
-    /// vm-mix: where the VCPUs run: `none` (default: anywhere) or `0012` (dom0's two VCPUs
-    /// pinned to CPU 0, dom1's and dom2's to CPU 1; the tag paper's TPCC-*-0012).
-    pub pinning: String,
-    /// ycsb: the YCSB workload: `load` (inserts only), `a` (50% reads, 50% updates), `b`
-    /// (95/5) or `c` (reads only; the default).
-    pub ycsb: String,
-    /// ycsb leveldb: tables the table cache keeps open (mapped), over all threads. 0 = a
-    /// quarter of the tables.
-    pub table_cache: u64,
-    /// apache: server processes the worker threads are spread over (mpm_event runs several
-    /// processes of several threads, ABIS §5.2). 0 = 2 (1 if there is one worker);
-    /// `test = "mpm_event"`: the child processes, 0 = 3 (StartServers' default).
-    pub processes: u32,
-    /// apache `test = "mpm_event"`: the cores the load generator (wrk) is isolated on, the
-    /// machine's last ones; the server runs on the others. 0 = 6, one per wrk thread.
-    pub client_cores: u32,
-    /// apache: pages of the file every request maps (0 = 3, an 11 KB default page);
-    /// stm-mprotect: pages of the transactional heap (0 = 64); fpr-munmap: pages of the
-    /// device file each I/O step maps one random page of (0 = 1: always the same page);
-    /// mactest: pages of the region changed (0 = 1); cowsingle, cowmultiple: pages each
-    /// thread writes (0 = 16); wordcount: pages of the input file (0 = 4,096).
-    pub file_pages: u64,
-    /// Cycles of one compute step: fpr-munmap (a compute operation; 0 = 10,000, FPR's
-    /// 1 CF = 10K ops), apache (a worker's request processing besides the file; 0 = 20,000),
-    /// reclaim (compressing one block; 0 = 5,000,000), stm-mprotect (a transaction's
-    /// work; 0 = 2,000), mactest (a reader's work between reads; 0 = 2,000), cowmultiple
-    /// (a round's work; 0 = 20,000), wordcount (processing one 32 KiB task; 0 = 100,000).
-    pub compute_cycles: u64,
-    /// reclaim and vmscale `mmap-read`: the memory group's limit in MiB, which reclaim
-    /// enforces. 0 = half the working set (`region_bytes`), rounded up.
-    pub memory_limit_mib: u64,
-    /// scenario: the whole OS-mode scenario (`[workload.scenario]`: groups, files,
-    /// processes, threads and their programs). The scenario language is the workload's
-    /// (`crate::workload::scenario` parses it); the set-up step writes it back with every
-    /// default filled in.
-    pub scenario: Option<serde_json::Value>,
     /// OS mode: a co-runner added to the workload (Mitosis §3.2's STREAM interference):
     /// `{ kind = "stream", socket = N }`.
     pub corunner: Option<CorunnerConfig>,
-    /// recorded: cycles per recorded instruction, as a multiple of the machine's CPI (the
-    /// recording has no timing: this scales the time between its events).
-    pub time_scale: f64,
+    /// The selected kind's own keys, flat in `[workload]` (`threads`, `ops`, `test`, ...):
+    /// each kind declares its table (`crate::workload::kind`); the set-up step parses it,
+    /// refuses a key the kind does not take, and writes it back with every default filled
+    /// in. Config does not know their meaning.
+    #[serde(flatten)]
+    pub params: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A bandwidth-hungry co-runner (`workload.corunner`).
@@ -531,37 +439,7 @@ fn one() -> u32 {
 
 impl Default for WorkloadConfig {
     fn default() -> Self {
-        WorkloadConfig {
-            kind: "synthetic".into(),
-            format: TraceFormat::Lackey,
-            paths: Vec::new(),
-            fetches: true,
-            threads: 0,
-            pattern: "random".into(),
-            region_bytes: 64 << 20,
-            accesses: 2_000_000,
-            stride: 64,
-            write_fraction: 0.3,
-            instructions_per_access: 3,
-            shared_region: true,
-            ops: 0,
-            case: 1,
-            compute_threads: 0,
-            ideal: false,
-            private_pages: 0,
-            test: String::new(),
-            pinning: String::new(),
-            ycsb: "c".into(),
-            table_cache: 0,
-            processes: 0,
-            client_cores: 0,
-            file_pages: 0,
-            compute_cycles: 0,
-            memory_limit_mib: 0,
-            scenario: None,
-            corunner: None,
-            time_scale: 1.0,
-        }
+        WorkloadConfig { kind: "synthetic".into(), fetches: true, corunner: None, params: serde_json::Map::new() }
     }
 }
 
@@ -640,7 +518,7 @@ impl Config {
     /// plug-in registries' tables filled in, which config does not know; `crate::setup`
     /// passes them). Checks every value config itself knows the meaning of; the plug-in
     /// tables and the workload are checked by the set-up step, which builds them.
-    pub fn parse_document(tree: serde_json::Value, overrides: &[String], base_dir: &Path, defaults: serde_json::Value) -> Result<Config> {
+    pub fn parse_document(tree: serde_json::Value, overrides: &[String], defaults: serde_json::Value) -> Result<Config> {
         let mut user = match tree {
             serde_json::Value::Null => serde_json::Value::Object(Default::default()),
             serde_json::Value::Object(_) => tree,
@@ -663,11 +541,6 @@ impl Config {
         merge(&mut merged, user);
         let mut cfg: Config = crate::tree::from_tree(merged)?;
         cfg.machine.preset = preset_name;
-        for p in cfg.workload.paths.iter_mut() {
-            if p.is_relative() {
-                *p = base_dir.join(&*p);
-            }
-        }
         cfg.validate()?;
         Ok(cfg)
     }
@@ -678,15 +551,6 @@ impl Config {
 
     pub fn cores(&self) -> u32 {
         self.machine.sockets * self.machine.cores_per_socket
-    }
-
-    /// Threads of a synthetic workload (`workload.threads = 0`: one per core).
-    pub fn synthetic_threads(&self) -> u32 {
-        if self.workload.threads == 0 {
-            self.cores()
-        } else {
-            self.workload.threads
-        }
     }
 
     /// Latency in cycles of a read by a core of `socket` from memory on `node`.
@@ -799,58 +663,8 @@ impl Config {
             return Err(Error::config("os.kernel_interrupts", format!("{:?}: use \"return\" or \"arrival\"", self.os.kernel_interrupts)));
         }
         range("os.time_slice", self.os.time_slice, 1, 1 << 50)?;
-        let w = &self.workload;
-        match w.kind.as_str() {
-            "trace" => {
-                if w.paths.is_empty() {
-                    return Err(Error::config("workload.paths", "a trace workload needs at least one path"));
-                }
-                if w.paths.len() as u32 > self.cores() {
-                    return Err(Error::config(
-                        "workload.paths",
-                        format!("{} traces but only {} cores: one trace per thread, one thread per core", w.paths.len(), self.cores()),
-                    ));
-                }
-            }
-            "synthetic" => {
-                range("workload.threads", w.threads as u64, 0, self.cores() as u64).map_err(|e| match e {
-                    Error::Config { key, message } => Error::Config { key, message: format!("{message} (one thread per core)") },
-                    e => e,
-                })?;
-                match w.pattern.as_str() {
-                    "random" | "sequential" | "strided" => {}
-                    p => return Err(Error::config("workload.pattern", format!("{p:?}: use \"random\", \"sequential\" or \"strided\""))),
-                }
-                range("workload.region_bytes", w.region_bytes, 4096, 1 << 47)?;
-                range("workload.stride", w.stride, 1, 1 << 40)?;
-                if !(0.0..=1.0).contains(&w.write_fraction) {
-                    return Err(Error::config("workload.write_fraction", format!("{}: must be 0.0 to 1.0", w.write_fraction)));
-                }
-                range("workload.instructions_per_access", w.instructions_per_access as u64, 1, 1 << 20)?;
-            }
-            // A recording is read (and checked) when the run builds it: only its path here.
-            "recorded" => {
-                if w.paths.len() != 1 {
-                    return Err(Error::config(
-                        "workload.paths",
-                        format!("a recorded workload replays one recording (`tlbsim record --out FILE`), got {} paths", w.paths.len()),
-                    ));
-                }
-                if !w.paths[0].is_file() {
-                    return Err(Error::config("workload.paths", format!("{}: no such recording", w.paths[0].display())));
-                }
-                if !(w.time_scale > 0.0 && w.time_scale <= 1e6) {
-                    return Err(Error::config(
-                        "workload.time_scale",
-                        format!("{}: must be above 0 (1 = the machine's CPI per recorded instruction)", w.time_scale),
-                    ));
-                }
-            }
-            // OS mode: the set-up step builds the workload, which checks every parameter
-            // the kind reads (errors name the key) and the compiled program; an unknown kind
-            // is refused there too (the workload registry knows the kinds).
-            _ => {}
-        }
+        // The workload's own keys are the selected kind's (`crate::workload::kind`): the
+        // set-up step parses and checks them.
         Ok(())
     }
 }

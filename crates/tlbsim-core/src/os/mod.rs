@@ -572,7 +572,7 @@ impl<P: Coherence> Os<P> {
         for (pi, p) in w.processes.iter().enumerate() {
             p.page_tables.check(&format!("workload.process[{pi}] ({:?}): its page-table options", p.name), cfg.machine.sockets)?;
         }
-        let replay = replay::Replay::new(w.tokens as usize, (m.cpi_fixed as f64 * cfg.workload.time_scale).round() as u64);
+        let replay = replay::Replay::new(w.tokens as usize, (m.cpi_fixed as f64 * crate::workload::kind::recorded_time_scale(cfg)?).round() as u64);
         let mut os = Os {
             m,
             ptdump,

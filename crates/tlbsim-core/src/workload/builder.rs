@@ -115,46 +115,19 @@ pub fn forever(body: Vec<Op>) -> Vec<Op> {
     v
 }
 
-/// `workload.threads`, or one per core.
-pub(crate) fn threads_or_cores(cfg: &Config) -> u32 {
-    if cfg.workload.threads == 0 {
+/// A kind's `threads`, or one per core when it is 0.
+pub(crate) fn threads_or_cores(cfg: &Config, threads: u32) -> u32 {
+    if threads == 0 {
         cfg.cores()
     } else {
-        cfg.workload.threads
+        threads
     }
 }
 
-/// `workload.ops`, or the generator's `default`.
-pub(crate) fn ops_or(cfg: &Config, default: u64) -> u64 {
-    if cfg.workload.ops == 0 {
-        default
-    } else {
-        cfg.workload.ops
-    }
-}
-
-/// `workload.file_pages`, or the generator's `default`.
-pub(crate) fn file_pages_or(cfg: &Config, default: u64) -> u64 {
-    if cfg.workload.file_pages == 0 {
-        default
-    } else {
-        cfg.workload.file_pages
-    }
-}
-
-/// `workload.compute_cycles`, or the generator's `default`.
-pub(crate) fn compute_cycles_or(cfg: &Config, default: u64) -> u64 {
-    if cfg.workload.compute_cycles == 0 {
-        default
-    } else {
-        cfg.workload.compute_cycles
-    }
-}
-
-/// `memory_limit_mib`, or half the working set (`region_bytes`), rounded up.
-pub(crate) fn memory_limit_mib_or_half(cfg: &Config) -> Result<u64> {
-    let w = &cfg.workload;
-    let mib = if w.memory_limit_mib == 0 { (w.region_bytes / 2).div_ceil(1 << 20).max(1) } else { w.memory_limit_mib };
+/// A kind's `memory_limit_mib`, or half its working set (`region_bytes`), rounded up, when
+/// it is 0.
+pub(crate) fn memory_limit_mib_or_half(memory_limit_mib: u64, region_bytes: u64) -> Result<u64> {
+    let mib = if memory_limit_mib == 0 { (region_bytes / 2).div_ceil(1 << 20).max(1) } else { memory_limit_mib };
     check_range("workload.memory_limit_mib", mib, 1, 1 << 30)?;
     Ok(mib)
 }

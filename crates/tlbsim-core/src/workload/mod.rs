@@ -4,6 +4,7 @@
 
 pub mod builder;
 pub mod generators;
+pub mod kind;
 pub mod parsec;
 pub mod program;
 pub mod ptmalloc;
@@ -92,11 +93,9 @@ fn add_corunner(cfg: &Config, c: &crate::config::CorunnerConfig, w: &mut program
 fn build_kind(cfg: &Config) -> Result<program::Workload> {
     match cfg.workload.kind.as_str() {
         "scenario" => {
-            let spec = cfg
-                .workload
-                .scenario
-                .as_ref()
-                .ok_or_else(|| Error::config("workload.scenario", "workload.kind = \"scenario\" needs a [workload.scenario] table"))?;
+            let p: kind::ScenarioParams = kind::params(cfg)?;
+            let spec =
+                p.scenario.as_ref().ok_or_else(|| Error::config("workload.scenario", "workload.kind = \"scenario\" needs a [workload.scenario] table"))?;
             scenario::compile(&scenario::parse(spec)?, cfg.cores(), cfg.machine.sockets)
         }
         "recorded" => recorded::build(cfg),

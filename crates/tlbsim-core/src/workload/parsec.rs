@@ -71,6 +71,22 @@ use super::ptmalloc::{Arena, Released, HEAP_BYTES};
 use crate::config::Config;
 use crate::error::{Error, Result};
 
+crate::params! {
+    /// `workload.kind = "parsec-like"`.
+    pub struct ParsecLikeParams {
+        /// The program: `dedup` or `canneal`.
+        pub test: String = String::new(),
+        /// dedup: threads in each middle stage (`-t`); canneal: threads; 0 = 4.
+        pub threads: u32 = 0,
+        /// dedup: bytes of the input; canneal: bytes of the netlist's elements.
+        pub region_bytes: u64 = 64 << 20,
+        /// dedup: bytes between consecutive accesses when a stage reads a chunk.
+        pub stride: u64 = 64,
+        /// canneal: annealing steps; 0 = 5.
+        pub ops: u64 = 0,
+    }
+}
+
 /// MAXBUF (dedupdef.h): the read buffer.
 const READ_BUFFER: u64 = 128 << 20;
 /// ANCHOR_JUMP (dedupdef.h): coarse chunks are this far apart.
@@ -116,10 +132,10 @@ const ZERO_RUN: u64 = 64 << 10;
 const DUPLICATE_PERCENT: u64 = 20;
 const COMPRESSED_PERCENT: u64 = 50;
 
-pub fn parsec_like(cfg: &Config) -> Result<Workload> {
-    match cfg.workload.test.as_str() {
-        "dedup" => dedup(cfg),
-        "canneal" => canneal(cfg),
+pub fn parsec_like(cfg: &Config, w: &ParsecLikeParams) -> Result<Workload> {
+    match w.test.as_str() {
+        "dedup" => dedup(cfg, w),
+        "canneal" => canneal(cfg, w),
         t => Err(Error::config("workload.test", format!("{t:?} is not a parsec-like program: use \"dedup\" or \"canneal\""))),
     }
 }
@@ -164,8 +180,7 @@ struct Group {
     thread: usize,
 }
 
-fn dedup(cfg: &Config) -> Result<Workload> {
-    let w = &cfg.workload;
+fn dedup(cfg: &Config, w: &ParsecLikeParams) -> Result<Workload> {
     let n = if w.threads == 0 { 4 } else { w.threads as usize };
     let input = w.region_bytes / PAGE * PAGE;
     check_range("workload.region_bytes", input, COARSE, 1 << 36)?;
@@ -524,8 +539,7 @@ const CANNEAL_COST_CYCLES: u64 = 40;
 ///   a real run come from the kernel (AutoNUMA, `os.numa_balancing`), not the program.
 /// Simplified: the annealers' reads and writes of one step are not interleaved; the
 /// locations array is one region; the loader's map reads are uniform over the map's nodes.
-fn canneal(cfg: &Config) -> Result<Workload> {
-    let w = &cfg.workload;
+fn canneal(_cfg: &Config, w: &ParsecLikeParams) -> Result<Workload> {
     let n = if w.threads == 0 { 4 } else { w.threads as u64 };
     check_range("workload.threads", n, 1, 1024)?;
     let per_element = CANNEAL_ELEMENT + CANNEAL_HEAP_PER_ELEMENT + CANNEAL_LOCATION;

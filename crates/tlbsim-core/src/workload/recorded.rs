@@ -74,9 +74,10 @@ const MADV_DONTNEED: u64 = 4;
 const MADV_FREE: u64 = 8;
 const NO_PAGE: u64 = u64::MAX;
 
-/// Build the workload of `cfg.workload.paths[0]`.
+/// Build the workload of the recording `workload.paths[0]`.
 pub fn build(cfg: &Config) -> Result<Workload> {
-    let path = cfg.workload.paths.first().ok_or_else(|| Error::config("workload.paths", "a recorded workload needs the recording's path"))?;
+    let p: super::kind::RecordedParams = super::kind::params(cfg)?;
+    let path = p.paths.first().ok_or_else(|| Error::config("workload.paths", "a recorded workload needs the recording's path"))?;
     build_from(path, cfg.workload.fetches, cfg.cores())
 }
 

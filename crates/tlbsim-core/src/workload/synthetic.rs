@@ -3,7 +3,8 @@
 //!
 //! Deterministic: each thread draws from its own generator seeded by (seed, thread).
 
-use crate::config::WorkloadConfig;
+use crate::config::Config;
+use crate::error::{Error, Result};
 use crate::rng::SplitMix64;
 use crate::trace::{TraceError, TraceEvent, TraceSource};
 use crate::types::AccessKind;
@@ -14,6 +15,57 @@ pub const DATA_BASE: u64 = 0x7f00_0000_0000;
 pub const CODE_BASE: u64 = 0x40_0000;
 /// Bytes of code the loop executes, 4 pages.
 const CODE_BYTES: u64 = 16 << 10;
+
+crate::params! {
+    /// `workload.kind = "synthetic"`.
+    pub struct SyntheticParams {
+        /// Threads (pinned to cores 0..threads), sharing one address space; 0 = one per core.
+        pub threads: u32 = 0,
+        /// `random`, `sequential` (8-byte steps) or `strided` (`stride`-byte steps).
+        pub pattern: String = "random".into(),
+        /// Bytes of the region each thread accesses.
+        pub region_bytes: u64 = 64 << 20,
+        /// Accesses per thread.
+        pub accesses: u64 = 2_000_000,
+        /// Bytes between consecutive accesses of a strided pass.
+        pub stride: u64 = 64,
+        /// Fraction of accesses that are stores.
+        pub write_fraction: f64 = 0.3,
+        /// Instructions per memory access (the rest are non-memory instructions).
+        pub instructions_per_access: u32 = 3,
+        /// Threads share one region (true) or each has its own (false).
+        pub shared_region: bool = true,
+    }
+}
+
+impl SyntheticParams {
+    /// The threads that run (`threads = 0`: one per core).
+    pub fn thread_count(&self, cfg: &Config) -> u32 {
+        if self.threads == 0 {
+            cfg.cores()
+        } else {
+            self.threads
+        }
+    }
+
+    pub(crate) fn check(&self, cfg: &Config) -> Result<()> {
+        let range = crate::workload::builder::check_range;
+        range("workload.threads", self.threads as u64, 0, cfg.cores() as u64).map_err(|e| match e {
+            Error::Config { key, message } => Error::Config { key, message: format!("{message} (one thread per core)") },
+            e => e,
+        })?;
+        match self.pattern.as_str() {
+            "random" | "sequential" | "strided" => {}
+            p => return Err(Error::config("workload.pattern", format!("{p:?}: use \"random\", \"sequential\" or \"strided\""))),
+        }
+        range("workload.region_bytes", self.region_bytes, 4096, 1 << 47)?;
+        range("workload.stride", self.stride, 1, 1 << 40)?;
+        if !(0.0..=1.0).contains(&self.write_fraction) {
+            return Err(Error::config("workload.write_fraction", format!("{}: must be 0.0 to 1.0", self.write_fraction)));
+        }
+        range("workload.instructions_per_access", self.instructions_per_access as u64, 1, 1 << 20)
+    }
+}
 
 #[derive(Clone, Copy)]
 enum Pattern {
@@ -37,7 +89,8 @@ pub struct Synthetic {
 }
 
 impl Synthetic {
-    pub fn new(w: &WorkloadConfig, seed: u64, thread: u32) -> Synthetic {
+    /// Thread `thread`'s stream; `fetches` as `workload.fetches`.
+    pub fn new(w: &SyntheticParams, fetches: bool, seed: u64, thread: u32) -> Synthetic {
         let region = w.region_bytes;
         let base = if w.shared_region {
             DATA_BASE
@@ -58,7 +111,7 @@ impl Synthetic {
             remaining: w.accesses,
             write_threshold: (w.write_fraction * u64::MAX as f64) as u64,
             instructions_per_access: w.instructions_per_access,
-            fetches: w.fetches,
+            fetches,
             pc: CODE_BASE,
         }
     }

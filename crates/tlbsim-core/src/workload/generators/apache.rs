@@ -9,17 +9,42 @@
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::workload::builder::{check_range, compute_cycles_or, file_map, file_pages_or, forever, ops_or, threads_or_cores, times, Builder, PAGE};
+use crate::workload::builder::{check_range, file_map, forever, threads_or_cores, times, Builder, PAGE};
 use crate::workload::program::{AccessMode, Op, Pattern, Workload};
+
+crate::params! {
+    /// `workload.kind = "apache"`.
+    pub struct ApacheParams {
+        /// The model: empty (the default: workers serving requests back to back) or
+        /// `mpm_event` (the event MPM's listener, worker queue and a load generator on cores
+        /// of its own).
+        pub test: String = String::new(),
+        /// Worker threads; 0 = one per core. `mpm_event`: worker threads per child process
+        /// (ThreadsPerChild), 0 = 25.
+        pub threads: u32 = 0,
+        /// Server processes the workers are spread over; 0 = 2 (1 with one worker).
+        /// `mpm_event`: the child processes, 0 = 3 (StartServers' default).
+        pub processes: u32 = 0,
+        /// `mpm_event`: the cores the load generator (wrk) is isolated on, the machine's last
+        /// ones; 0 = 6, one per wrk thread.
+        pub client_cores: u32 = 0,
+        /// Requests each worker serves (`mpm_event`: each wrk thread makes).
+        pub ops: u64 = 1_000,
+        /// Pages of the file every request maps (3: an 11 KB default page).
+        pub file_pages: u64 = 3,
+        /// Cycles of a request's processing besides the file (parsing, logging, the
+        /// socket) **[inferred]**.
+        pub compute_cycles: u64 = 20_000,
+    }
+}
 
 /// The file every request maps (`file_pages`, default 3: the 11 KB default page) and the
 /// rest of a request's work (`compute_cycles`, default 20,000 **[inferred]**): (file,
 /// bytes, cycles).
-fn apache_file(cfg: &Config, b: &mut Builder) -> Result<(u32, u64, u64)> {
-    let file_pages = file_pages_or(cfg, 3);
-    check_range("workload.file_pages", file_pages, 1, 1 << 20)?;
-    let file = b.file("index.html", file_pages);
-    Ok((file, file_pages * PAGE, compute_cycles_or(cfg, 20_000)))
+fn apache_file(w: &ApacheParams, b: &mut Builder) -> Result<(u32, u64, u64)> {
+    check_range("workload.file_pages", w.file_pages, 1, 1 << 20)?;
+    let file = b.file("index.html", w.file_pages);
+    Ok((file, w.file_pages * PAGE, w.compute_cycles))
 }
 
 /// Sending the mapped file: a read of it, one cache line at a time.
@@ -38,14 +63,13 @@ fn send_file(slot: usize, bytes: u64) -> Op {
 /// worker serves `ops` requests (default 1,000) and exits. The load generator (wrk) is
 /// not modelled: ABIS isolates it on other cores. `test = "mpm_event"` is the event MPM
 /// with its load generator ([`apache_mpm_event`]).
-pub(super) fn apache(cfg: &Config) -> Result<Workload> {
-    let w = &cfg.workload;
+pub(super) fn apache(cfg: &Config, w: &ApacheParams) -> Result<Workload> {
     match w.test.as_str() {
         "" => {}
-        "mpm_event" => return apache_mpm_event(cfg),
+        "mpm_event" => return apache_mpm_event(cfg, w),
         t => return Err(Error::config("workload.test", format!("{t:?} is not an apache test: use \"mpm_event\", or leave it empty for the default model"))),
     }
-    let threads = threads_or_cores(cfg);
+    let threads = threads_or_cores(cfg, w.threads);
     let processes = if w.processes == 0 { 2.min(threads) } else { w.processes };
     if processes > threads {
         return Err(Error::config(
@@ -53,10 +77,10 @@ pub(super) fn apache(cfg: &Config) -> Result<Workload> {
             format!("{processes} processes for {threads} worker threads (workload.threads): each process needs a worker"),
         ));
     }
-    let ops = ops_or(cfg, 1_000);
+    let ops = w.ops;
     let mut b = Builder::default();
     let root = b.group("root", 0);
-    let (file, bytes, cycles) = apache_file(cfg, &mut b)?;
+    let (file, bytes, cycles) = apache_file(w, &mut b)?;
     let slot = 0;
     let request =
         vec![Op::Mmap { slot, spec: file_map(file, 0, bytes, true, false) }, send_file(slot, bytes), Op::Munmap { slot }, Op::Compute { cycles }, Op::CountOp];
@@ -130,8 +154,7 @@ const LISTENER_CYCLES: u64 = 2_000;
 /// for one (each makes its own number of requests). The children are all started (no
 /// spare-server maintenance), and a connection is never in write completion (the 11 KB
 /// response fits the socket's send buffer).
-fn apache_mpm_event(cfg: &Config) -> Result<Workload> {
-    let w = &cfg.workload;
+fn apache_mpm_event(cfg: &Config, w: &ApacheParams) -> Result<Workload> {
     let cores = cfg.cores();
     let client_cores = if w.client_cores == 0 { WRK_THREADS } else { w.client_cores };
     if client_cores >= cores {
@@ -150,10 +173,10 @@ fn apache_mpm_event(cfg: &Config) -> Result<Workload> {
     }
     let per_child = if w.threads == 0 { 25 } else { w.threads };
     check_range("workload.threads", per_child as u64, 1, 1024)?;
-    let requests = ops_or(cfg, 1_000);
+    let requests = w.ops;
     let mut b = Builder::default();
     let root = b.group("root", 0);
-    let (file, bytes, cycles) = apache_file(cfg, &mut b)?;
+    let (file, bytes, cycles) = apache_file(w, &mut b)?;
     let slot = 0;
     // Per process p, four tokens: readable connections (the listener's epoll), idle
     // workers, the worker queue, responses not yet read by p's wrk threads.

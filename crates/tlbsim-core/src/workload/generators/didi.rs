@@ -8,10 +8,62 @@
 use super::SLEEP_CYCLES;
 use crate::config::Config;
 use crate::error::Result;
-use crate::workload::builder::{
-    anon, check_range, compute_cycles_or, file_map, file_pages_or, forever, ops_or, threads_or_cores, times, touch_pages, Builder, PAGE,
-};
+use crate::workload::builder::{anon, check_range, file_map, forever, threads_or_cores, times, touch_pages, Builder, PAGE};
 use crate::workload::program::{AccessMode, Op, Pattern, Workload};
+
+crate::params! {
+    /// `workload.kind = "mactest"`.
+    pub struct MactestParams {
+        /// Threads, pinned one per core (thread 0 changes the region, the others read it);
+        /// 0 = one per core.
+        pub threads: u32 = 0,
+        /// Changes (mprotect read-only, mprotect writable, write every page) thread 0 makes.
+        pub ops: u64 = 1_000,
+        /// Pages of the shared region changed.
+        pub file_pages: u64 = 1,
+        /// Cycles of a reader's work between two reads of the region.
+        pub compute_cycles: u64 = 2_000,
+    }
+}
+
+crate::params! {
+    /// `workload.kind = "cowsingle"` (one thread).
+    pub struct CowSingleParams {
+        /// Rounds (fork, write every page).
+        pub ops: u64 = 100,
+        /// Pages the thread writes.
+        pub file_pages: u64 = 16,
+    }
+}
+
+crate::params! {
+    /// `workload.kind = "cowmultiple"`.
+    pub struct CowMultipleParams {
+        /// Threads, pinned one per core; 0 = one per core.
+        pub threads: u32 = 0,
+        /// Rounds (write the thread's slice, compute; thread 0 forks first).
+        pub ops: u64 = 100,
+        /// Pages each thread writes (its slice).
+        pub file_pages: u64 = 16,
+        /// Cycles of a round's work.
+        pub compute_cycles: u64 = 20_000,
+    }
+}
+
+crate::params! {
+    /// `workload.kind = "wordcount"`.
+    pub struct WordcountParams {
+        /// Map workers, pinned one per core; 0 = one per core.
+        pub threads: u32 = 0,
+        /// Map tasks each worker does.
+        pub ops: u64 = 100,
+        /// Pages of the input file.
+        pub file_pages: u64 = 4_096,
+        /// Cycles of processing one 32 KiB task **[inferred]**: about 3 cycles per input
+        /// byte of tokenizing and hashing.
+        pub compute_cycles: u64 = 100_000,
+    }
+}
 
 /// DiDi Table III, "mactest: basic cost of a TLB shootdown" (one of the microbenchmarks of
 /// Romanescu et al., the paper's [23]; its source is not public, so the program is
@@ -22,12 +74,11 @@ use crate::workload::program::{AccessMode, Op, Pattern, Workload};
 /// when a change comes. Thread 0 (class "initiator") writes the region, then does `ops`
 /// changes (default 1,000): mprotect read-only (a shootdown of the region on every core of
 /// the process), mprotect writable, write every page. One operation = one such change.
-pub(super) fn mactest(cfg: &Config) -> Result<Workload> {
-    let pages = file_pages_or(cfg, 1);
+pub(super) fn mactest(cfg: &Config, p: &MactestParams) -> Result<Workload> {
+    let pages = p.file_pages;
     check_range("workload.file_pages", pages, 1, 1 << 20)?;
-    let threads = threads_or_cores(cfg);
-    let ops = ops_or(cfg, 1_000);
-    let cycles = compute_cycles_or(cfg, 2_000);
+    let threads = threads_or_cores(cfg, p.threads);
+    let (ops, cycles) = (p.ops, p.compute_cycles);
     let cores = cfg.cores();
     let mut b = Builder::default();
     let root = b.group("root", 0);
@@ -60,12 +111,19 @@ pub(super) fn mactest(cfg: &Config) -> Result<Workload> {
 ///
 /// Children sleep forever (daemons; they keep the pages they share until the run ends).
 /// One operation = one round.
-pub(super) fn cow_micro(cfg: &Config, multiple: bool) -> Result<Workload> {
-    let slice = file_pages_or(cfg, 16);
+pub(super) fn cowsingle(cfg: &Config, p: &CowSingleParams) -> Result<Workload> {
+    cow_micro(cfg, None, p.ops, p.file_pages, 0)
+}
+
+pub(super) fn cowmultiple(cfg: &Config, p: &CowMultipleParams) -> Result<Workload> {
+    cow_micro(cfg, Some(threads_or_cores(cfg, p.threads)), p.ops, p.file_pages, p.compute_cycles)
+}
+
+/// `threads`: `None` for cowsingle's one thread, unpinned.
+fn cow_micro(cfg: &Config, threads: Option<u32>, ops: u64, slice: u64, cycles: u64) -> Result<Workload> {
     check_range("workload.file_pages", slice, 1, 1 << 20)?;
-    let threads = if multiple { threads_or_cores(cfg) } else { 1 };
-    let ops = ops_or(cfg, 100);
-    let cycles = compute_cycles_or(cfg, 20_000);
+    let multiple = threads.is_some();
+    let threads = threads.unwrap_or(1);
     let cores = cfg.cores();
     let mut b = Builder::default();
     let root = b.group("root", 0);
@@ -121,13 +179,12 @@ const WORDCOUNT_TASK_BYTES: u64 = 32 * 1024;
 /// needs, on an mm that runs on every core. Each worker does `ops` tasks (default 100).
 /// Simplified: the reduce and merge phases (reading the other workers' buffers) are not
 /// modelled.
-pub(super) fn wordcount(cfg: &Config) -> Result<Workload> {
-    let pages = file_pages_or(cfg, 4096);
+pub(super) fn wordcount(cfg: &Config, p: &WordcountParams) -> Result<Workload> {
+    let pages = p.file_pages;
     let task_pages = WORDCOUNT_TASK_BYTES / PAGE;
     check_range("workload.file_pages", pages, task_pages, 1 << 30)?;
-    let threads = threads_or_cores(cfg);
-    let ops = ops_or(cfg, 100);
-    let cycles = compute_cycles_or(cfg, 100_000);
+    let threads = threads_or_cores(cfg, p.threads);
+    let (ops, cycles) = (p.ops, p.compute_cycles);
     let cores = cfg.cores();
     let tasks = pages / task_pages;
     let mut b = Builder::default();

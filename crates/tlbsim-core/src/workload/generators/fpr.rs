@@ -9,10 +9,54 @@
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::workload::builder::{
-    anon, check_range, compute_cycles_or, file_map, forever, memory_limit_mib_or_half, ops_or, threads_or_cores, times, Builder, PAGE,
-};
+use crate::workload::builder::{anon, check_range, file_map, forever, memory_limit_mib_or_half, threads_or_cores, times, Builder, PAGE};
 use crate::workload::program::{AccessMode, Op, Pattern, Workload};
+
+crate::params! {
+    /// `workload.kind = "fpr-munmap"`.
+    pub struct FprMunmapParams {
+        /// The case of FPR §V-A1 (Fig. 6), 1 to 5: 1 = N I/O threads, 2 = 1 I/O + N compute,
+        /// 3 = N I/O + 1 compute, 4 = N I/O + M compute, 5 = N mixed threads.
+        pub case: u32 = 1,
+        /// N of the case; 0 = one per core.
+        pub threads: u32 = 0,
+        /// Case 4: M, the compute threads; 0 = as many as `threads` (as bench/fpr_munmap.c
+        /// does without --compute).
+        pub compute_threads: u32 = 0,
+        /// The "ideal" run of FPR §V-A1 (cases 2-4): the compute threads alone, no I/O
+        /// thread, each doing `ops` operations.
+        pub ideal: bool = false,
+        /// Operations each I/O or mixed thread does (ideal: each compute thread).
+        pub ops: u64 = 1_000,
+        /// Cycles of a compute step (FPR's "1 CF = 10K ops", one add per cycle
+        /// **[inferred]**).
+        pub compute_cycles: u64 = 10_000,
+        /// Pages of the device file; each I/O step maps one random page of it (1: always
+        /// the same page).
+        pub file_pages: u64 = 1,
+    }
+}
+
+crate::params! {
+    /// `workload.kind = "fpr-evict"`.
+    pub struct FprEvictParams {
+        /// Threads, pinned one per core; 0 = one per core.
+        pub threads: u32 = 0,
+        /// Bytes of the file the threads read at random places.
+        pub region_bytes: u64 = 64 << 20,
+        /// The memory group's limit in MiB, which reclaim enforces; 0 = half of
+        /// `region_bytes`, rounded up.
+        pub memory_limit_mib: u64 = 0,
+        /// PG, the 4 KiB pages of each thread's private buffer read during each compute step
+        /// (FPR §V-B; 0 = PG-off).
+        pub private_pages: u64 = 0,
+        /// Operations (a read and a compute step) each thread does.
+        pub ops: u64 = 1_000,
+        /// Cycles of a compute step (CF = 1: FPR's "1 CF = 10K ops", one op per cycle
+        /// **[inferred]**).
+        pub compute_cycles: u64 = 10_000,
+    }
+}
 
 /// FPR §V-A1 (Fig. 6), as bench/fpr_munmap.c runs it. Thread types: I/O threads loop
 /// mmap → 4 KiB access → munmap on a shared mapping of a one-page file (FPR mapped a
@@ -38,11 +82,10 @@ use crate::workload::program::{AccessMode, Op, Pattern, Workload};
 /// The I/O read is one 8-byte read at a random place of the page (fpr_munmap.c reads a
 /// random cache line). The I/O mmaps pass MAP_FPR (FPR's benchmark does; it means
 /// nothing unless the run sets `os.recycling = "fpr"`).
-pub(super) fn fpr_munmap(cfg: &Config) -> Result<Workload> {
-    let w = &cfg.workload;
+pub(super) fn fpr_munmap(cfg: &Config, w: &FprMunmapParams) -> Result<Workload> {
     check_range("workload.case", w.case as u64, 1, 5)?;
     check_range("workload.compute_threads", w.compute_threads as u64, 0, 4096)?;
-    let n = threads_or_cores(cfg);
+    let n = threads_or_cores(cfg, w.threads);
     let m = if w.compute_threads == 0 { n } else { w.compute_threads };
     let (io, compute, mixed) = match w.case {
         1 => (n, 0, 0),
@@ -56,9 +99,8 @@ pub(super) fn fpr_munmap(cfg: &Config) -> Result<Workload> {
     }
     // The ideal run: the compute threads alone, each doing `ops` operations.
     let (io, ideal) = if w.ideal { (0, true) } else { (io, false) };
-    let ops = ops_or(cfg, 1_000);
-    let cycles = compute_cycles_or(cfg, 10_000);
-    let file_pages = w.file_pages.max(1);
+    let (ops, cycles) = (w.ops, w.compute_cycles);
+    let file_pages = w.file_pages;
     check_range("workload.file_pages", file_pages, 1, 1 << 32)?;
     let mut b = Builder::default();
     let root = b.group("root", 0);
@@ -117,15 +159,13 @@ pub(super) fn fpr_munmap(cfg: &Config) -> Result<Workload> {
 /// `private_pages` private pages (PG; default 0 = PG-off). One operation = one read and
 /// one compute step; each thread does `ops` of them (default 1,000). FPR ran each
 /// configuration up to 2 hours; the model runs a fixed number of operations.
-pub(super) fn fpr_evict(cfg: &Config) -> Result<Workload> {
-    let w = &cfg.workload;
+pub(super) fn fpr_evict(cfg: &Config, w: &FprEvictParams) -> Result<Workload> {
     // The 500k BWT blocks are unrolled (each reads its own offset): 64 GiB is 137,439.
     check_range("workload.region_bytes", w.region_bytes, PAGE, 1 << 36)?;
     check_range("workload.private_pages", w.private_pages, 0, 1 << 24)?;
-    let threads = threads_or_cores(cfg);
-    let ops = ops_or(cfg, 1_000);
-    let cycles = compute_cycles_or(cfg, 10_000);
-    let limit_mib = memory_limit_mib_or_half(cfg)?;
+    let threads = threads_or_cores(cfg, w.threads);
+    let (ops, cycles) = (w.ops, w.compute_cycles);
+    let limit_mib = memory_limit_mib_or_half(w.memory_limit_mib, w.region_bytes)?;
     let mut b = Builder::default();
     b.group("root", 0);
     let group = b.group("fpr-evict", limit_mib * 256);

@@ -8,8 +8,23 @@
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::workload::builder::{anon, check_range, ops_or, times, Builder, PAGE};
+use crate::workload::builder::{anon, check_range, times, Builder, PAGE};
 use crate::workload::program::{AccessMode, Op, Pattern, Workload};
+
+crate::params! {
+    /// `workload.kind = "mitosis-bench"`.
+    pub struct MitosisBenchParams {
+        /// The workload: `gups`, `btree`, `hashjoin`, `xsbench`, `canneal`, `memcached`,
+        /// `redis` or `graph500`.
+        pub test: String = String::new(),
+        /// Workers, one per core; 0 = 1.
+        pub threads: u32 = 0,
+        /// Bytes of the working set.
+        pub region_bytes: u64 = 64 << 20,
+        /// Operations each worker does (what one is depends on `test`).
+        pub ops: u64 = 200_000,
+    }
+}
 
 /// The Mitosis workloads (Table 1; sources: each benchmark's public description, since
 /// the paper gives only names and sizes), each a loop of operations over one anonymous
@@ -37,9 +52,8 @@ use crate::workload::program::{AccessMode, Op, Pattern, Workload};
 ///   network stack of a real server is far more; a client load generator is not modelled).
 /// - `graph500`: one BFS step: a random read of a vertex, then eight sequential reads of its
 ///   edge list.
-pub(super) fn mitosis_bench(cfg: &Config) -> Result<Workload> {
+pub(super) fn mitosis_bench(cfg: &Config, w: &MitosisBenchParams) -> Result<Workload> {
     const TESTS: [&str; 8] = ["gups", "btree", "hashjoin", "xsbench", "canneal", "memcached", "redis", "graph500"];
-    let w = &cfg.workload;
     let test = w.test.as_str();
     if !TESTS.contains(&test) {
         let tests: Vec<String> = TESTS.iter().map(|t| format!("{t:?}")).collect();
@@ -53,7 +67,7 @@ pub(super) fn mitosis_bench(cfg: &Config) -> Result<Workload> {
     if threads > cores {
         return Err(Error::config("workload.threads", format!("{threads} workers, one per core: the machine has {cores} cores")));
     }
-    let ops = ops_or(cfg, 200_000);
+    let ops = w.ops;
     let slot = 0;
     let random = |mode: AccessMode, count: u64, offset: u64, len: u64| Op::Access { slot, pattern: Pattern::Random, mode, count, offset, len, stride: 8 };
     let zipf = |count: u64| Op::Access { slot, pattern: Pattern::Zipf { theta: 0.99 }, mode: AccessMode::Read, count, offset: 0, len: 0, stride: 64 };

@@ -1,8 +1,9 @@
 //! The built-in OS-mode workloads (docs/ARCHITECTURE.md "Workloads", source 1: generators for the
-//! papers' benchmarks), selected by `workload.kind`; parameters are flat keys of
-//! `[workload]` (`threads`, `ops`, `case`, `test`, ...; `config::WorkloadConfig` documents
-//! each). Every generator's section says what it follows and what one operation
-//! (`Op::CountOp`, the `ops_completed` counter) is.
+//! papers' benchmarks), selected by `workload.kind`. Each kind declares its own parameters
+//! (`params!`, next to its generator): keys flat in `[workload]` (`threads`, `ops`, `test`,
+//! ...), each with its meaning and default for that kind; a key another kind takes is
+//! refused (`crate::workload::kind`). Every generator's section says what it follows and
+//! what one operation (`Op::CountOp`, the `ops_completed` counter) is.
 //!
 //! - `shootdown-patterns`: the 13 micro-benchmarks of bench/patterns.toml, one operation
 //!   as bench/shootdown.c does it. The toml file is compiled in, so the native benchmark
@@ -54,65 +55,51 @@ use super::program::Workload;
 use crate::config::Config;
 use crate::error::{Error, Result};
 
-/// A built-in generator: what it builds from the config. Its parameters are today the
-/// flat keys of `[workload]` (`config::WorkloadConfig`), so `Params` is empty; a kind's own
-/// typed table is the next step of the registry (docs/ARCHITECTURE.md "Axes").
+/// A built-in generator: what it builds from the config and its own parameters (its
+/// table of `[workload]` keys, declared next to it with `params!`).
 pub trait Generator: crate::registry::Plugin {
-    fn build(cfg: &Config) -> Result<Workload>;
+    fn build(cfg: &Config, p: &Self::Params) -> Result<Workload>;
 }
 
-/// A unit type per kind, calling the family's function.
+/// The registry, one line per kind: its name, a unit type with its parameter table, the
+/// family's function that builds it, and a one-line summary.
 macro_rules! generators {
-    ($($ty:ident => $build:expr;)*) => {$(
-        pub struct $ty;
-        impl crate::registry::Plugin for $ty {
-            type Params = crate::registry::NoParams;
-        }
-        impl Generator for $ty {
-            fn build(cfg: &Config) -> Result<Workload> {
-                $build(cfg)
+    ($($name:literal => $ty:ident($params:ty) = $build:path, $summary:literal;)*) => {
+        $(
+            pub struct $ty;
+            impl crate::registry::Plugin for $ty {
+                type Params = $params;
             }
+            impl Generator for $ty {
+                fn build(cfg: &Config, p: &$params) -> Result<Workload> {
+                    $build(cfg, p)
+                }
+            }
+        )*
+        crate::registry! {
+            what: "a workload generator", select: "workload.kind", table: "workload", bound: Generator;
+            $($name => $ty, $summary;)*
         }
-    )*};
+    };
 }
 
 generators! {
-    ShootdownPatterns => shootdown_patterns::shootdown_patterns;
-    FprMunmap => fpr::fpr_munmap;
-    FprEvict => fpr::fpr_evict;
-    Ycsb => ycsb::ycsb;
-    Apache => apache::apache;
-    Vmscale => vmscale::vmscale;
-    Reclaim => reclaim::reclaim;
-    StmMprotect => stm::stm_mprotect;
-    MitosisBench => mitosis::mitosis_bench;
-    VmaOps => vma_ops::vma_ops;
-    Mactest => didi::mactest;
-    CowSingle => |cfg| didi::cow_micro(cfg, false);
-    CowMultiple => |cfg| didi::cow_micro(cfg, true);
-    Wordcount => didi::wordcount;
-    VmMix => vm_mix::vm_mix;
-    ParsecLike => super::parsec::parsec_like;
-}
-
-crate::registry! {
-    what: "a workload generator", select: "workload.kind", table: "workload", bound: Generator;
-    "shootdown-patterns" => ShootdownPatterns, "the 13 shootdown micro-benchmarks of bench/patterns.toml, one operation as bench/shootdown.c does it";
-    "fpr-munmap" => FprMunmap, "FPR §V-A1 (Fig. 6): mmap, read and munmap a file page, cases 1 to 5 as bench/fpr_munmap.c runs them";
-    "fpr-evict" => FprEvict, "FPR §V-B (Fig. 14): the page-eviction benchmark";
-    "ycsb" => Ycsb, "FPR §V-B (Fig. 21): YCSB on a LevelDB-like or LMDB-like store";
-    "apache" => Apache, "ABIS §5.2, FPR §V-A3: a web server that mmaps, reads and munmaps a file per request";
-    "vmscale" => Vmscale, "ABIS §5.1: vm-scalability's migrate, cow, mmap-read, msync and anon-read tests";
-    "reclaim" => Reclaim, "ABIS §5.3: PBZIP2 under a memory-group limit that forces reclaim";
-    "stm-mprotect" => StmMprotect, "DiDi §II, §IV: software transactional memory protected by mprotect (STAMP's genome, vacation, labyrinth)";
-    "mitosis-bench" => MitosisBench, "Mitosis §3, §8 (Table 1): GUPS, B-tree, hash join, XSBench, canneal, memcached, redis, graph500 as they access memory";
-    "vma-ops" => VmaOps, "Mitosis §8.3.2 (Table 5): repeated mmap, mprotect or munmap of a region";
-    "mactest" => Mactest, "DiDi Table III: the basic cost of a shootdown";
-    "cowsingle" => CowSingle, "DiDi Table III: copy-on-write after fork, one thread";
-    "cowmultiple" => CowMultiple, "DiDi Table III: copy-on-write after fork, many threads";
-    "wordcount" => Wordcount, "DiDi Table III, §V: Phoenix MapReduce's word count mapping and unmapping its buffers";
-    "vm-mix" => VmMix, "the tag paper §5: dom0 and two guests (TPC-C-like OLTP beside another or a vortex-like guest)";
-    "parsec-like" => ParsecLike, "ABIS §5.4: PARSEC's dedup and canneal through a model of glibc's malloc";
+    "shootdown-patterns" => ShootdownPatterns(shootdown_patterns::ShootdownPatternsParams) = shootdown_patterns::shootdown_patterns, "the 13 shootdown micro-benchmarks of bench/patterns.toml, one operation as bench/shootdown.c does it";
+    "fpr-munmap" => FprMunmap(fpr::FprMunmapParams) = fpr::fpr_munmap, "FPR §V-A1 (Fig. 6): mmap, read and munmap a file page, cases 1 to 5 as bench/fpr_munmap.c runs them";
+    "fpr-evict" => FprEvict(fpr::FprEvictParams) = fpr::fpr_evict, "FPR §V-B (Fig. 14): the page-eviction benchmark";
+    "ycsb" => Ycsb(ycsb::YcsbParams) = ycsb::ycsb, "FPR §V-B (Fig. 21): YCSB on a LevelDB-like or LMDB-like store";
+    "apache" => Apache(apache::ApacheParams) = apache::apache, "ABIS §5.2, FPR §V-A3: a web server that mmaps, reads and munmaps a file per request";
+    "vmscale" => Vmscale(vmscale::VmscaleParams) = vmscale::vmscale, "ABIS §5.1: vm-scalability's migrate, cow, mmap-read, msync and anon-read tests";
+    "reclaim" => Reclaim(reclaim::ReclaimParams) = reclaim::reclaim, "ABIS §5.3: PBZIP2 under a memory-group limit that forces reclaim";
+    "stm-mprotect" => StmMprotect(stm::StmMprotectParams) = stm::stm_mprotect, "DiDi §II, §IV: software transactional memory protected by mprotect (STAMP's genome, vacation, labyrinth)";
+    "mitosis-bench" => MitosisBench(mitosis::MitosisBenchParams) = mitosis::mitosis_bench, "Mitosis §3, §8 (Table 1): GUPS, B-tree, hash join, XSBench, canneal, memcached, redis, graph500 as they access memory";
+    "vma-ops" => VmaOps(vma_ops::VmaOpsParams) = vma_ops::vma_ops, "Mitosis §8.3.2 (Table 5): repeated mmap, mprotect or munmap of a region";
+    "mactest" => Mactest(didi::MactestParams) = didi::mactest, "DiDi Table III: the basic cost of a shootdown";
+    "cowsingle" => CowSingle(didi::CowSingleParams) = didi::cowsingle, "DiDi Table III: copy-on-write after fork, one thread";
+    "cowmultiple" => CowMultiple(didi::CowMultipleParams) = didi::cowmultiple, "DiDi Table III: copy-on-write after fork, many threads";
+    "wordcount" => Wordcount(didi::WordcountParams) = didi::wordcount, "DiDi Table III, §V: Phoenix MapReduce's word count mapping and unmapping its buffers";
+    "vm-mix" => VmMix(vm_mix::VmMixParams) = vm_mix::vm_mix, "the tag paper §5: dom0 and two guests (TPC-C-like OLTP beside another or a vortex-like guest)";
+    "parsec-like" => ParsecLike(super::parsec::ParsecLikeParams) = super::parsec::parsec_like, "ABIS §5.4: PARSEC's dedup and canneal through a model of glibc's malloc";
 }
 
 /// The generator kinds, as `workload.kind` names them.
@@ -127,13 +114,20 @@ const SLEEP_CYCLES: u64 = 1 << 40;
 /// Build the workload `cfg.workload.kind` names (one of [`KINDS`]).
 pub fn build(cfg: &Config) -> Result<Workload> {
     let kind = cfg.workload.kind.as_str();
-    check_range("workload.threads", cfg.workload.threads as u64, 0, 4096)?;
-    check_range("workload.ops", cfg.workload.ops, 0, 1 << 40)?;
     struct Build<'a>(&'a Config);
     impl Visit for Build<'_> {
         type Output = Result<Workload>;
-        fn visit<T: Generator>(self, _name: &'static str) -> Result<Workload> {
-            T::build(self.0)
+        fn visit<T: Generator>(self, name: &'static str) -> Result<Workload> {
+            let p: T::Params = super::kind::parse_params(name, &self.0.workload.params)?;
+            // The limits every kind's `threads` and `ops` share.
+            let table = serde_json::to_value(&p).expect("params serialize");
+            if let Some(threads) = table.get("threads").and_then(|v| v.as_u64()) {
+                check_range("workload.threads", threads, 0, 4096)?;
+            }
+            if let Some(ops) = table.get("ops").and_then(|v| v.as_u64()) {
+                check_range("workload.ops", ops, 0, 1 << 40)?;
+            }
+            T::build(self.0, &p)
         }
     }
     let w = visit(kind, Build(cfg))??;

@@ -7,8 +7,25 @@
 
 use crate::config::Config;
 use crate::error::Result;
-use crate::workload::builder::{anon, check_range, compute_cycles_or, file_map, memory_limit_mib_or_half, threads_or_cores, Builder, PAGE};
+use crate::workload::builder::{anon, check_range, file_map, memory_limit_mib_or_half, threads_or_cores, Builder, PAGE};
 use crate::workload::program::{AccessMode, Op, Pattern, Workload};
+
+crate::params! {
+    /// `workload.kind = "reclaim"`.
+    pub struct ReclaimParams {
+        /// Compressor threads; 0 = one per core.
+        pub threads: u32 = 0,
+        /// Bytes of the file compressed.
+        pub region_bytes: u64 = 64 << 20,
+        /// Bytes between consecutive accesses of a sequential pass.
+        pub stride: u64 = 64,
+        /// The memory group's limit in MiB, which reclaim enforces; 0 = half of
+        /// `region_bytes`, rounded up.
+        pub memory_limit_mib: u64 = 0,
+        /// Cycles of compressing one block.
+        pub compute_cycles: u64 = 150_000_000,
+    }
+}
 
 /// PBZIP2's BWT block size: "500k block size" (ABIS §5.3, `-5`), bzip2's k = 1,000 bytes.
 const PBZIP2_BLOCK: u64 = 500_000;
@@ -45,14 +62,13 @@ const PBZIP2_BLOCK: u64 = 500_000;
 ///   (block × 1.01 + 600) is never touched.
 /// One operation = one file block read or written, or one 500k BWT block compressed; `ops`
 /// is not used. Not modelled: the output file's page cache.
-pub(super) fn reclaim(cfg: &Config) -> Result<Workload> {
-    let w = &cfg.workload;
+pub(super) fn reclaim(cfg: &Config, w: &ReclaimParams) -> Result<Workload> {
     // The 500k BWT blocks are unrolled (each reads its own offset): 64 GiB is 137,439.
     check_range("workload.region_bytes", w.region_bytes, PAGE, 1 << 36)?;
     check_range("workload.stride", w.stride, 1, 1 << 30)?;
-    let threads = threads_or_cores(cfg) as u64;
-    let cycles = compute_cycles_or(cfg, 150_000_000);
-    let limit_mib = memory_limit_mib_or_half(cfg)?;
+    let threads = threads_or_cores(cfg, w.threads) as u64;
+    let cycles = w.compute_cycles;
+    let limit_mib = memory_limit_mib_or_half(w.memory_limit_mib, w.region_bytes)?;
     let input = w.region_bytes;
     let block_size = (input / threads).max(1);
     let blocks = input.div_ceil(block_size);

@@ -10,9 +10,19 @@
 use super::{SLEEP_CYCLES, SPIN_CYCLES};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::workload::builder::{anon, check_range, file_map, forever, ops_or, times, touch_pages, Builder, PAGE};
+use crate::workload::builder::{anon, check_range, file_map, forever, times, touch_pages, Builder, PAGE};
 use crate::workload::program::{AccessMode, Op, Pattern, Workload};
 use serde::Deserialize;
+
+crate::params! {
+    /// `workload.kind = "shootdown-patterns"`.
+    pub struct ShootdownPatternsParams {
+        /// The name of a pattern of bench/patterns.toml (e.g. `munmap-4k`).
+        pub pattern: String = String::new(),
+        /// Operations the measuring thread does.
+        pub ops: u64 = 1_000,
+    }
+}
 
 /// What one operation of a shootdown pattern does (patterns.toml `op`).
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -84,8 +94,7 @@ pub fn shootdown_patterns_list() -> Vec<ShootdownPattern> {
 ///
 /// Set-ups and tear-downs (munmap of the one page) are outside the counted operations, as
 /// in shootdown.c.
-pub(super) fn shootdown_patterns(cfg: &Config) -> Result<Workload> {
-    let w = &cfg.workload;
+pub(super) fn shootdown_patterns(cfg: &Config, w: &ShootdownPatternsParams) -> Result<Workload> {
     let patterns = shootdown_patterns_list();
     let Some(p) = patterns.iter().find(|p| p.name == w.pattern) else {
         let names: Vec<&str> = patterns.iter().map(|p| p.name.as_str()).collect();
@@ -98,7 +107,7 @@ pub(super) fn shootdown_patterns(cfg: &Config) -> Result<Workload> {
         return Err(Error::config("workload.pattern", format!("{:?} runs its sibling on core 1, but the machine has {} core", p.name, cfg.cores())));
     }
     check_range(&format!("bench/patterns.toml: {}: pages", p.name), p.pages, 1, 1 << 20)?;
-    let ops = ops_or(cfg, 1_000);
+    let ops = w.ops;
     let mut b = Builder::default();
     let root = b.group("root", 0);
     let bytes = p.pages * PAGE;

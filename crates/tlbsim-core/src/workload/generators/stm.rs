@@ -8,8 +8,26 @@
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::workload::builder::{anon, check_range, compute_cycles_or, file_map, file_pages_or, ops_or, threads_or_cores, times, Builder, PAGE};
+use crate::workload::builder::{anon, check_range, file_map, threads_or_cores, times, Builder, PAGE};
 use crate::workload::program::{AccessMode, MapSpec, Op, Pattern, Workload};
+
+crate::params! {
+    /// `workload.kind = "stm-mprotect"`.
+    pub struct StmMprotectParams {
+        /// `genome`, `vacation` or `labyrinth`: those STAMP programs' transactions; empty
+        /// (the default): the generic ones.
+        pub test: String = String::new(),
+        /// Threads, pinned round-robin; 0 = one per core.
+        pub threads: u32 = 0,
+        /// Transactions per thread; 0 = 1,000 (generic), or the STAMP program's total split
+        /// among the threads.
+        pub ops: u64 = 0,
+        /// Generic transactions: pages of the transactional heap.
+        pub file_pages: u64 = 64,
+        /// Generic transactions: cycles of a transaction's work.
+        pub compute_cycles: u64 = 2_000,
+    }
+}
 
 /// Accesses of one transaction to its page, and of the non-transactional code after it
 /// **[inferred]**: small transactions, as STAMP's are.
@@ -31,16 +49,15 @@ const STM_PLAIN_ACCESSES: u64 = 4;
 /// `threads` threads (default one per core) pinned round-robin, class "stm"; one operation
 /// = one transaction; `ops` transactions per thread (default 1,000). With `test`, the
 /// transactions of one STAMP program instead ([`stamp`]).
-pub(super) fn stm_mprotect(cfg: &Config) -> Result<Workload> {
-    let w = &cfg.workload;
+pub(super) fn stm_mprotect(cfg: &Config, w: &StmMprotectParams) -> Result<Workload> {
     if !w.test.is_empty() {
-        return stamp(cfg);
+        return stamp(cfg, w);
     }
-    let pages = file_pages_or(cfg, 64);
+    let pages = w.file_pages;
     check_range("workload.file_pages", pages, 2, 4096)?;
-    let threads = threads_or_cores(cfg);
-    let ops = ops_or(cfg, 1_000);
-    let cycles = compute_cycles_or(cfg, 2_000);
+    let threads = threads_or_cores(cfg, w.threads);
+    let ops = if w.ops == 0 { 1_000 } else { w.ops };
+    let cycles = w.compute_cycles;
     let mut b = Builder::default();
     let root = b.group("root", 0);
     let heap = b.file("stm-heap", pages);
@@ -119,8 +136,7 @@ struct StampProfile {
 /// the program's hot pages, seeded per thread. Simplified: no aborts or retries (the
 /// programs run with contention low at these inputs **[inferred]**), one transaction type
 /// per program (its most frequent), no dynamic allocation in transactions.
-fn stamp(cfg: &Config) -> Result<Workload> {
-    let w = &cfg.workload;
+fn stamp(cfg: &Config, w: &StmMprotectParams) -> Result<Workload> {
     let p = match w.test.as_str() {
         // Derived: 5,912 transactions (1,366 hash-set inserts of 12 segments, 241 slot
         // claims, 3,856 table inserts, 449 matches); the hash set (7 pages) and the 16
@@ -184,8 +200,8 @@ fn stamp(cfg: &Config) -> Result<Workload> {
             ))
         }
     };
-    let threads = threads_or_cores(cfg);
-    let ops = ops_or(cfg, p.total_transactions.div_ceil(threads as u64).max(1));
+    let threads = threads_or_cores(cfg, w.threads);
+    let ops = if w.ops == 0 { p.total_transactions.div_ceil(threads as u64).max(1) } else { w.ops };
     let cores = cfg.cores();
     let mut b = Builder::default();
     let root = b.group("root", 0);

@@ -8,8 +8,26 @@
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::workload::builder::{anon, compute_cycles_or, file_map, forever, ops_or, times, Builder, PAGE};
+use crate::workload::builder::{anon, file_map, forever, times, Builder, PAGE};
 use crate::workload::program::{AccessMode, Op, Pattern, Workload};
+
+crate::params! {
+    /// `workload.kind = "vm-mix"`.
+    pub struct VmMixParams {
+        /// `tpcc-tpcc` (the default when empty) or `tpcc-vortex`.
+        pub test: String = String::new(),
+        /// Where the VCPUs run: `none` (the default when empty: anywhere) or `0012` (dom0's
+        /// two VCPUs pinned to CPU 0, dom1's and dom2's to CPU 1; the tag paper's
+        /// TPCC-*-0012).
+        pub pinning: String = String::new(),
+        /// The OLTP guests' database back-ends; 0 = 4.
+        pub threads: u32 = 0,
+        /// Transactions each back-end runs.
+        pub ops: u64 = 50,
+        /// Cycles of device time of one I/O through dom0's back-end.
+        pub compute_cycles: u64 = 300_000,
+    }
+}
 
 /// Instructions a called function runs before the next call (a run of sequential fetches:
 /// 1 KiB of 4-byte instructions) **[inferred]**.
@@ -88,13 +106,13 @@ const TPCC_CYCLE: [usize; 25] = [0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
 ///   client's next request go through dom0's back-end (a request, `compute_cycles` of
 ///   device time, a completion), as a Xen guest's disk and network I/O does; so each
 ///   transaction wakes dom0 twice.
-pub(super) fn vm_mix(cfg: &Config) -> Result<Workload> {
+pub(super) fn vm_mix(cfg: &Config, w: &VmMixParams) -> Result<Workload> {
     use crate::workload::program::VmSpec;
-    let test = if cfg.workload.test.is_empty() { "tpcc-tpcc" } else { cfg.workload.test.as_str() };
+    let test = if w.test.is_empty() { "tpcc-tpcc" } else { w.test.as_str() };
     if !matches!(test, "tpcc-tpcc" | "tpcc-vortex") {
         return Err(Error::config("workload.test", format!("{test:?} is not a vm-mix test: use \"tpcc-tpcc\" or \"tpcc-vortex\"")));
     }
-    let pinned = match cfg.workload.pinning.as_str() {
+    let pinned = match w.pinning.as_str() {
         "" | "none" => false,
         "0012" => true,
         other => return Err(Error::config("workload.pinning", format!("{other:?}: use \"none\" or \"0012\""))),
@@ -102,9 +120,8 @@ pub(super) fn vm_mix(cfg: &Config) -> Result<Workload> {
     if pinned && cfg.cores() < 2 {
         return Err(Error::config("workload.pinning", "\"0012\" pins to CPUs 0 and 1: the machine needs two cores"));
     }
-    let backends = if cfg.workload.threads == 0 { 4 } else { cfg.workload.threads };
-    let ops = ops_or(cfg, 50);
-    let sleep = compute_cycles_or(cfg, 300_000);
+    let backends = if w.threads == 0 { 4 } else { w.threads };
+    let (ops, sleep) = (w.ops, w.compute_cycles);
     let mut rng = crate::rng::SplitMix64::derive(cfg.seed, 0x766d_6d69_78);
     let mut b = Builder::default();
     let root = b.group("root", 0);

@@ -5,17 +5,28 @@
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::workload::builder::{anon, check_range, ops_or, times, Builder, PAGE};
+use crate::workload::builder::{anon, check_range, times, Builder, PAGE};
 use crate::workload::program::{Op, Workload};
+
+crate::params! {
+    /// `workload.kind = "vma-ops"`.
+    pub struct VmaOpsParams {
+        /// The call repeated: `mmap`, `mprotect` or `munmap`.
+        pub test: String = String::new(),
+        /// Bytes of the region.
+        pub region_bytes: u64 = 64 << 20,
+        /// Calls.
+        pub ops: u64 = 20,
+    }
+}
 
 /// Mitosis §8.3.2 (Table 5): one thread (core 0) repeats a VMA operation on a region of
 /// `region_bytes` with MAP_POPULATE, `ops` times (default 20). `mmap`:
 /// mmap(populate) then munmap; `munmap`: the same pair (the munmap is the measured call);
 /// `mprotect`: the region is mapped and populated once, then made read-only and writable
 /// again. Each call's kernel cycles are in `totals.syscalls_by_call`.
-pub(super) fn vma_ops(cfg: &Config) -> Result<Workload> {
+pub(super) fn vma_ops(_cfg: &Config, w: &VmaOpsParams) -> Result<Workload> {
     const TESTS: [&str; 3] = ["mmap", "mprotect", "munmap"];
-    let w = &cfg.workload;
     let test = w.test.as_str();
     if !TESTS.contains(&test) {
         let tests: Vec<String> = TESTS.iter().map(|t| format!("{t:?}")).collect();
@@ -23,7 +34,7 @@ pub(super) fn vma_ops(cfg: &Config) -> Result<Workload> {
     }
     let bytes = w.region_bytes;
     check_range("workload.region_bytes", bytes, PAGE, 1 << 40)?;
-    let ops = ops_or(cfg, 20);
+    let ops = w.ops;
     let slot = 0;
     let populated = anon(bytes, true).populated();
     let mut b = Builder::default();

@@ -8,8 +8,38 @@
 use super::SPIN_CYCLES;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::workload::builder::{anon, check_range, file_map, forever, memory_limit_mib_or_half, ops_or, threads_or_cores, times, Builder, PAGE};
+use crate::workload::builder::{anon, check_range, file_map, forever, memory_limit_mib_or_half, threads_or_cores, times, Builder, PAGE};
 use crate::workload::program::{AccessMode, Op, Pattern, Workload};
+
+crate::params! {
+    /// `workload.kind = "vmscale"`.
+    pub struct VmscaleParams {
+        /// The vm-scalability test (ABIS §5.1): `migrate`, `cow-seq`, `cow-rand`,
+        /// `mmap-read`, `msync` or `anon-read-seq`.
+        pub test: String = String::new(),
+        /// Tasks (threads or processes, as the test runs them); 0 = one per core.
+        pub threads: u32 = 0,
+        /// The whole working set, split among the tasks (as vm-scalability sizes each task
+        /// `mem / nr_task`).
+        pub region_bytes: u64 = 64 << 20,
+        /// Bytes between consecutive accesses of a sequential pass.
+        pub stride: u64 = 64,
+        /// `mmap-read`: the memory group's limit in MiB, which reclaim enforces; 0 = half
+        /// of `region_bytes`, rounded up.
+        pub memory_limit_mib: u64 = 0,
+        /// Migrations (`migrate`; 0 = 8) or passes over the working set (the others; 0 = 1).
+        pub ops: u64 = 0,
+    }
+}
+
+/// `ops`, or the test's `default` when it is 0.
+fn ops_or(w: &VmscaleParams, default: u64) -> u64 {
+    if w.ops == 0 {
+        default
+    } else {
+        w.ops
+    }
+}
 
 /// The vm-scalability tests ABIS §5.1 runs. `region_bytes` is the whole working set,
 /// split among `threads` tasks (default one per core) as vm-scalability sizes each task
@@ -39,9 +69,8 @@ use crate::workload::program::{AccessMode, Op, Pattern, Workload};
 /// - `anon-read-seq` (case-anon-r-seq): `threads` single-threaded processes each map
 ///   anonymous memory read-only and read it sequentially (no shootdowns: ABIS's overhead
 ///   test). Class "read".
-pub(super) fn vmscale(cfg: &Config) -> Result<Workload> {
+pub(super) fn vmscale(cfg: &Config, w: &VmscaleParams) -> Result<Workload> {
     const TESTS: [&str; 6] = ["migrate", "cow-seq", "cow-rand", "mmap-read", "msync", "anon-read-seq"];
-    let w = &cfg.workload;
     let test = w.test.as_str();
     if !TESTS.contains(&test) {
         let tests: Vec<String> = TESTS.iter().map(|t| format!("{t:?}")).collect();
@@ -50,7 +79,7 @@ pub(super) fn vmscale(cfg: &Config) -> Result<Workload> {
     // The 500k BWT blocks are unrolled (each reads its own offset): 64 GiB is 137,439.
     check_range("workload.region_bytes", w.region_bytes, PAGE, 1 << 36)?;
     check_range("workload.stride", w.stride, 1, 1 << 30)?;
-    let tasks = threads_or_cores(cfg);
+    let tasks = threads_or_cores(cfg, w.threads);
     // Each task's share, whole pages.
     let share_pages = (w.region_bytes / PAGE / tasks as u64).max(1);
     let share = share_pages * PAGE;
@@ -78,7 +107,7 @@ pub(super) fn vmscale(cfg: &Config) -> Result<Workload> {
                     format!("vmscale test \"migrate\" moves pages between NUMA nodes: it needs 2 or more sockets, the machine has {nodes}"),
                 ));
             }
-            let migrations = ops_or(cfg, 8);
+            let migrations = ops_or(w, 8);
             let pages = share_pages * tasks as u64;
             let file = b.file("sparse", pages);
             let process = b.process("usemem", root, vec![file_map(file, 0, pages * PAGE, false, false)]);
@@ -96,7 +125,7 @@ pub(super) fn vmscale(cfg: &Config) -> Result<Workload> {
             }
         }
         "cow-seq" | "cow-rand" => {
-            let passes = ops_or(cfg, 1);
+            let passes = ops_or(w, 1);
             let file = b.file("sparse", share_pages * tasks as u64);
             let process = b.process("usemem", root, vec![]);
             for t in 0..tasks {
@@ -117,8 +146,8 @@ pub(super) fn vmscale(cfg: &Config) -> Result<Workload> {
             }
         }
         "mmap-read" => {
-            let passes = ops_or(cfg, 1);
-            let limit_mib = memory_limit_mib_or_half(cfg)?;
+            let passes = ops_or(w, 1);
+            let limit_mib = memory_limit_mib_or_half(w.memory_limit_mib, w.region_bytes)?;
             let group = b.group("vmscale", limit_mib * 256);
             let prog = b.program([times(passes, vec![pass(slot, AccessMode::Read, 0, share), Op::CountOp]), vec![Op::Exit]].concat());
             for t in 0..tasks {
@@ -128,7 +157,7 @@ pub(super) fn vmscale(cfg: &Config) -> Result<Workload> {
             }
         }
         "msync" => {
-            let passes = ops_or(cfg, 1);
+            let passes = ops_or(w, 1);
             let file = b.file("sparse", share_pages);
             let region = file_map(file, 0, share, true, true).populated();
             let process = b.process("usemem", root, vec![region]);
@@ -139,7 +168,7 @@ pub(super) fn vmscale(cfg: &Config) -> Result<Workload> {
         }
         _ => {
             // anon-read-seq
-            let passes = ops_or(cfg, 1);
+            let passes = ops_or(w, 1);
             let prog = b.program(
                 [
                     vec![Op::Mmap { slot, spec: anon(share, false) }],

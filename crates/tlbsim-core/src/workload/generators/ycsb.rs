@@ -8,8 +8,32 @@
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::workload::builder::{anon, check_range, compute_cycles_or, file_map, ops_or, threads_or_cores, Builder, PAGE};
+use crate::workload::builder::{anon, check_range, file_map, threads_or_cores, Builder, PAGE};
 use crate::workload::program::{AccessMode, Op, Pattern, Workload};
+
+crate::params! {
+    /// `workload.kind = "ycsb"`.
+    pub struct YcsbParams {
+        /// The store: `leveldb` (the default when empty) or `lmdb`.
+        pub test: String = String::new(),
+        /// The YCSB workload: `load` (inserts only), `a` (50% reads, 50% updates), `b`
+        /// (95/5) or `c` (reads only).
+        pub ycsb: String = "c".into(),
+        /// Client threads, pinned one per core; 0 = one per core.
+        pub threads: u32 = 0,
+        /// Bytes of the store's data.
+        pub region_bytes: u64 = 64 << 20,
+        /// The memory group's limit in MiB; 0 = a quarter of `region_bytes`, rounded up.
+        pub memory_limit_mib: u64 = 0,
+        /// leveldb: tables the table cache keeps open (mapped), over all threads; 0 = a
+        /// quarter of the tables.
+        pub table_cache: u64 = 0,
+        /// Requests each thread makes.
+        pub ops: u64 = 1_000,
+        /// Cycles of a request's work besides its memory accesses.
+        pub compute_cycles: u64 = 20_000,
+    }
+}
 
 /// LevelDB's table size (`max_file_size`, 2 MiB by default): each table is a file of its own.
 const LEVELDB_TABLE_PAGES: u64 = (2 << 20) / PAGE;
@@ -58,8 +82,7 @@ const LMDB_FANOUT: u64 = 100;
 ///
 /// The table-cache LRU and the request mix are decided when the workload is built (the
 /// intermediate representation has no branches), per thread, from the run's seed.
-pub(super) fn ycsb(cfg: &Config) -> Result<Workload> {
-    let w = &cfg.workload;
+pub(super) fn ycsb(cfg: &Config, w: &YcsbParams) -> Result<Workload> {
     let test = if w.test.is_empty() { "leveldb" } else { w.test.as_str() };
     if test != "leveldb" && test != "lmdb" {
         return Err(Error::config("workload.test", format!("{test:?}: ycsb runs \"leveldb\" or \"lmdb\"")));
@@ -73,9 +96,8 @@ pub(super) fn ycsb(cfg: &Config) -> Result<Workload> {
         m => return Err(Error::config("workload.ycsb", format!("{m:?}: use \"load\", \"a\", \"b\" or \"c\""))),
     };
     check_range("workload.region_bytes", w.region_bytes, 2 << 20, 1 << 40)?;
-    let threads = threads_or_cores(cfg);
-    let ops = ops_or(cfg, 1_000);
-    let cycles = compute_cycles_or(cfg, 20_000);
+    let threads = threads_or_cores(cfg, w.threads);
+    let (ops, cycles) = (w.ops, w.compute_cycles);
     let limit_mib = if w.memory_limit_mib == 0 { (w.region_bytes / 4).div_ceil(1 << 20).max(1) } else { w.memory_limit_mib };
     check_range("workload.memory_limit_mib", limit_mib, 1, 1 << 30)?;
     let mut b = Builder::default();
