@@ -17,6 +17,7 @@ sys.path.insert(0, str(ROOT / "examples" / "policies"))
 
 from flush_every_core import FlushEveryCore
 from skip_idle_cores import SkipIdleCores
+from skip_lazy_on_table_free import SkipLazyOnTableFree
 
 WORKLOADS: list[dict[str, Any]] = [
     {"kind": "apache", "threads": 4, "ops": 150},
@@ -63,6 +64,11 @@ def test_the_examples_what_fuzz_says() -> None:
     assert not wrong.clean
     assert wrong.first_failure is not None
     assert "skip_idle_cores:SkipIdleCores" in wrong.first_failure["command"]
+    # Linux without its freed-tables rule: only the speculative-walk rule sees it.
+    lazy = tlbsim.fuzz(SkipLazyOnTableFree, scenarios=150, seed=4)
+    assert not lazy.clean and lazy.violations_consistency == 0
+    assert lazy.first_failure is not None
+    assert any(v.get("freed_table") for v in lazy.first_failure["violations"])
 
 
 def test_plans_with_pages_and_delivery_paths_and_optional_hooks() -> None:

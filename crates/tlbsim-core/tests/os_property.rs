@@ -181,6 +181,37 @@ fn a_policy_written_in_a_test_that_skips_every_other_flush_is_caught() {
     assert!(clean(&r), "{:#?}", r.first_failure);
 }
 
+/// Linux's decisions without its rule for freed page tables: lazy CPUs are skipped even
+/// when a request frees tables. No user access uses a stale translation then; only the
+/// checker's speculative-walk rule (checker.rs, docs/OS_MODEL.md "The checker") sees it.
+struct SkipLazyOnTableFree;
+
+impl Coherence for SkipLazyOnTableFree {
+    fn plan(&mut self, view: &OsView<'_>, req: &FlushRequest, plan: &mut FlushPlan) {
+        Linux.plan(view, req, plan);
+        if req.freed_tables && !req.global {
+            plan.targets.retain(|t| {
+                let c = &view.cores[t.0 as usize];
+                !c.lazy && c.loaded_mm == Some(req.mm)
+            });
+        }
+    }
+    fn on_deliver(&mut self, core: CoreId, me: &CoreView, req: &FlushRequest, ceiling: u32) -> LocalFlush {
+        Linux.on_deliver(core, me, req, ceiling)
+    }
+    fn on_switch(&mut self, core: CoreId, slot_gen: Option<u64>, mm_gen: u64) -> bool {
+        Linux.on_switch(core, slot_gen, mm_gen)
+    }
+}
+
+#[test]
+fn a_policy_that_skips_lazy_cpus_when_tables_are_freed_is_caught() {
+    let r = fuzz_with(&opts("linux", None, 300, 1), |_: &Config| SkipLazyOnTableFree).unwrap();
+    assert!(r.scenarios_with_violations > 0 && r.violations_consistency == 0, "{r:#?}");
+    let f = r.first_failure.as_ref().unwrap();
+    assert!(f.violations.as_array().unwrap().iter().any(|v| v["freed_table"] == true), "{:#?}", f.violations);
+}
+
 // ----- A hand-built case the random scenarios may take long to hit -----
 
 fn access(slot: usize, mode: AccessMode, count: u64, pattern: Pattern) -> Op {

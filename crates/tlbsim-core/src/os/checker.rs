@@ -5,6 +5,18 @@
 //! else *consistency*. Page-walk-cache entries pointing to freed page-table pages are
 //! marked too, and a walk through one is a security violation. The same knowledge tells a
 //! target that held nothing stale (a false positive) and gives the oracle its holders.
+//!
+//! Speculative walks (docs/OS_MODEL.md "The checker", rule 3): the hardware may walk the
+//! page table of the address space loaded in a CPU's CR3, and fill its walk caches, at any
+//! time, for addresses no instruction touched (Intel SDM Vol. 3A §4.10.3.1 and §4.10.4.2:
+//! paging-structure caches may be filled speculatively; AMD APM Vol. 2 §5.5.1 likewise).
+//! A lazy CPU runs no user code, so it never *uses* a stale walk-cache entry that the model
+//! could see; but while it still has the address space loaded, a speculative walk may go
+//! through an entry pointing to a table just freed and read, or cache, whatever the frame
+//! holds next. That is why Linux sends lazy CPUs the IPI when page tables are freed
+//! (`native_flush_tlb_multi`'s `freed_tables`; x86 now frees them after an RCU grace
+//! period instead). So when a protocol that freed tables ends, a lazy CPU with the address
+//! space loaded whose walk caches still point to one of them is a security violation.
 
 use super::{Os, ViolationRecord, VIOLATION_RECORDS};
 use crate::coherence::Coherence;
@@ -30,10 +42,34 @@ impl<P: Coherence> Os<P> {
                 }
             }
             if !tables.is_empty() {
+                let lazy_here = self.cores[core].lazy && self.cores[core].loaded_mm == Some(pid);
                 for &t in tables {
-                    self.m.cores[core].tlbs.mark_pwc_stale(t);
+                    let held = self.m.cores[core].tlbs.mark_pwc_stale(t);
+                    if held > 0 && lazy_here && !flushed.contains(&core) {
+                        self.record_speculative_exposure(core, pid, t);
+                    }
                 }
             }
+        }
+    }
+
+    /// Rule 3 (module doc): lazy `core`, with `pid` loaded, still reaches freed table `slot`
+    /// through its walk caches once the protocol that freed it has ended.
+    fn record_speculative_exposure(&mut self, core: usize, pid: u32, slot: u32) {
+        self.stats[core].violations_security += 1;
+        if self.violations.len() < VIOLATION_RECORDS {
+            let cycle = self.clock(core);
+            let table = self.m.pt.pfn_of(slot).0;
+            self.violations.push(ViolationRecord {
+                cycle,
+                core: core as u32,
+                process: pid,
+                vpn: 0,
+                old_pfn: table,
+                new_pfn: None,
+                security: true,
+                freed_table: true,
+            });
         }
     }
 
@@ -194,7 +230,16 @@ impl<P: Coherence> Os<P> {
         }
         if self.violations.len() < VIOLATION_RECORDS {
             let cycle = self.clock(core);
-            self.violations.push(ViolationRecord { cycle, core: core as u32, process: pid, vpn: vpn.0, old_pfn: old.0, new_pfn: new, security });
+            self.violations.push(ViolationRecord {
+                cycle,
+                core: core as u32,
+                process: pid,
+                vpn: vpn.0,
+                old_pfn: old.0,
+                new_pfn: new,
+                security,
+                freed_table: false,
+            });
         }
     }
 }

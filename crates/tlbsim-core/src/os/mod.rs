@@ -184,6 +184,9 @@ pub(crate) struct ViolationRecord {
     pub old_pfn: u64,
     pub new_pfn: Option<u64>,
     pub security: bool,
+    /// A lazy CPU's walk caches still reach a freed page table (`old_pfn` is its frame; no
+    /// page was used): checker.rs rule 3, speculative walks.
+    pub freed_table: bool,
 }
 
 /// A virtual memory area.

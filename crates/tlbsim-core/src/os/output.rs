@@ -231,11 +231,18 @@ impl<P: Coherence> Os<P> {
         v["violations"] = json!(self
             .violations
             .iter()
-            .map(|r| json!({
-                "cycle": r.cycle, "core": r.core, "process": r.process, "vpn": r.vpn,
-                "old_pfn": r.old_pfn, "new_pfn": r.new_pfn,
-                "kind": if r.security { "security" } else { "consistency" },
-            }))
+            .map(|r| {
+                let mut v = json!({
+                    "cycle": r.cycle, "core": r.core, "process": r.process, "vpn": r.vpn,
+                    "old_pfn": r.old_pfn, "new_pfn": r.new_pfn,
+                    "kind": if r.security { "security" } else { "consistency" },
+                });
+                if r.freed_table {
+                    // No page was used: `old_pfn` is the freed table a lazy CPU still reaches.
+                    v["freed_table"] = json!(true);
+                }
+                v
+            })
             .collect::<Vec<_>>());
         v["run"]["makespan_cycles"] = json!(end);
         v["run"]["seconds"] = json!(end as f64 / freq);
