@@ -502,3 +502,22 @@ def test_validate_without_a_preset_says_to_calibrate_first(
     err = _error_of(capsys, ["validate"])
     assert "run `tlbsim calibrate` first" in err and "--preset" in err
     _assert_user_error(err)
+
+
+def test_list_prints_every_registry_and_an_entrys_parameters(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in [*tlbsim.coherence_policies(), "apache", "synthetic", "recorded", "mitosis-4s", "fpr", "credit"]:
+        assert f"  {name} " in out, name
+    assert main(["list", "workloads", "cowsingle", "--json"]) == 0
+    cowsingle = json.loads(capsys.readouterr().out)
+    assert {p["key"]: p["default"] for p in cowsingle["params"]} == {"ops": 100, "file_pages": 16}
+    assert all(p["doc"] and p["kind"] == "integer" for p in cowsingle["params"])
+    assert main(["list", "policies", "latr"]) == 0
+    assert "[coherence.latr]" in capsys.readouterr().out
+    assert main(["list", "papers", "--json"]) == 0
+    assert "abis" in {e["name"] for e in json.loads(capsys.readouterr().out)["entries"]}
+    assert main(["list", "policies", "nope"]) == 2
+    assert "linux, oracle" in capsys.readouterr().err
+    assert main(["list", "nonsense"]) == 2
+    assert "policies, workloads" in capsys.readouterr().err

@@ -57,6 +57,10 @@ def record_info(path: _Path, syscalls: bool = False) -> str:
 def version() -> str:
     """The core's version."""
 
+def catalogue() -> str:
+    """Every registry's entries by axis (policies, workloads, presets, recycling,
+    placements, hypervisors) as JSON: name, summary, parameters with kind, default, doc."""
+
 def coherence_policies() -> list[str]:
     """The coherence policies ``os.coherence`` accepts, in the core's order."""
 

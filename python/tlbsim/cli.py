@@ -162,6 +162,29 @@ def _cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_list(args: argparse.Namespace) -> int:
+    from tlbsim import catalogue as cat
+
+    try:
+        if args.name:
+            e = cat.entry(args.section, args.name)
+            print(json.dumps(e, indent=2) if args.json else cat.format_entry(args.section, e))
+        elif args.section:
+            s = cat.section(args.section)
+            print(json.dumps(s, indent=2) if args.json else cat.format_section(args.section, s))
+        else:
+            everything = cat.catalogue()
+            if args.json:
+                print(json.dumps(everything, indent=2))
+            else:
+                print("\n\n".join(cat.format_section(name, s) for name, s in everything.items()))
+                print("\ntlbsim list SECTION NAME: an entry's parameters, with kinds, defaults and meaning")
+    except cat.UnknownEntry as err:
+        print(f"tlbsim: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from tlbsim import sweep as sweep_module
 
@@ -422,6 +445,22 @@ def build_parser() -> argparse.ArgumentParser:
         "name); default: the workload's first thread (sets sim.ptdump_thread)",
     )
     p.set_defaults(func=_cmd_ptdump)
+
+    p = sub.add_parser(
+        "list",
+        help="what can be simulated: policies, workloads, presets, recycling, placements, hypervisors, papers",
+        description="List the registries' entries with one-line descriptions; with a NAME, that entry's "
+        "parameters (kind, default, meaning).",
+    )
+    p.add_argument(
+        "section",
+        nargs="?",
+        metavar="SECTION",
+        help="policies, workloads, presets, recycling, placements, hypervisors or papers (default: all)",
+    )
+    p.add_argument("name", nargs="?", metavar="NAME", help="one entry: its parameters")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_list)
 
     p = sub.add_parser("config", help="print the effective config (every key with its value) without running")
     p.add_argument("config", metavar="CONFIG.toml", nargs="?", help="default: built-in defaults")

@@ -28,6 +28,33 @@ pub fn plugin_defaults() -> serde_json::Value {
     })
 }
 
+/// Every registry's entries, by axis, as `tlbsim list` prints them: name, one-line summary,
+/// and each parameter with its kind, default and documentation.
+pub fn catalogue() -> serde_json::Value {
+    fn axis(entries: Vec<crate::registry::Entry>, select: &str) -> serde_json::Value {
+        let entries: Vec<serde_json::Value> = entries
+            .iter()
+            .map(|e| {
+                let defaults = (e.defaults)();
+                let params: Vec<serde_json::Value> = (e.params)()
+                    .iter()
+                    .map(|d| serde_json::json!({"key": d.key, "kind": d.kind, "default": defaults.get(d.key), "doc": d.doc.trim_end()}))
+                    .collect();
+                serde_json::json!({"name": e.name, "summary": e.summary, "params": params})
+            })
+            .collect();
+        serde_json::json!({"select": select, "entries": entries})
+    }
+    serde_json::json!({
+        "policies": axis(crate::coherence::entries(), "os.coherence"),
+        "workloads": axis(crate::workload::kind::entries(), "workload.kind"),
+        "presets": axis(crate::config::presets::entries(), "machine.preset"),
+        "recycling": axis(crate::recycling::entries(), "os.recycling"),
+        "placements": axis(crate::placement::entries(), "os.pt_placement"),
+        "hypervisors": axis(crate::hypervisor::entries(), "os.hypervisor"),
+    })
+}
+
 /// The defaults under every config: [`Config::default`] and [`plugin_defaults`].
 pub fn defaults() -> serde_json::Value {
     let mut tree = Config::default().to_json();

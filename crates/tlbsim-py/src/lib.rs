@@ -191,6 +191,12 @@ fn coherence_policies() -> Vec<&'static str> {
     tlbsim_core::coherence::NAMES.to_vec()
 }
 
+/// Every registry's entries by axis, as JSON (`tlbsim_core::setup::catalogue`).
+#[pyfunction]
+fn catalogue() -> String {
+    tlbsim_core::setup::catalogue().to_string()
+}
+
 /// The tagging modes `tlbsim fuzz --tagging` accepts.
 #[pyfunction]
 fn tagging_modes() -> Vec<&'static str> {
@@ -215,6 +221,7 @@ fn _tlbsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     guard::install_panic_hook();
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(catalogue, m)?)?;
     m.add_class::<RunControlPy>()?;
     m.add_function(wrap_pyfunction!(load_config, m)?)?;
     m.add_function(wrap_pyfunction!(resolve, m)?)?;
