@@ -265,12 +265,28 @@ def test_readme_example_config_runs_as_written(capsys: pytest.CaptureFixture[str
 
 
 def test_config_prints_every_key_of_a_preset(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["config", "--set", "machine.preset=mitosis-4s", "--set", "seed=7"]) == 0
+    assert main(["config", "--json", "--set", "machine.preset=mitosis-4s", "--set", "seed=7"]) == 0
     effective = json.loads(capsys.readouterr().out)
     assert effective["seed"] == 7
     assert effective["machine"]["sockets"] == 4  # Mitosis §8: 4 sockets
     assert effective["machine"]["tlb"]["l2"]["entries"] == 1024
     assert set(effective) >= {"machine", "os", "workload", "sim"}
+
+
+def test_config_prints_toml_that_runs_back_to_the_same_config(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import tomllib
+
+    args = ["--set", "machine.preset=mitosis-4s", "--set", "workload.kind=apache", "--set", "workload.threads=4"]
+    assert main(["config", *args]) == 0
+    text = capsys.readouterr().out
+    printed = tomllib.loads(text)
+    assert printed["machine"]["sockets"] == 4 and printed["workload"]["threads"] == 4
+    # Only the selected workload kind's keys, every default filled in.
+    assert "case" not in printed["workload"] and printed["workload"]["ops"] == 1000
+    (tmp_path / "effective.toml").write_text(text)
+    assert tlbsim.resolve(tmp_path / "effective.toml") == tlbsim.resolve(None, overrides=args[1::2])
 
 
 def test_config_names_a_bad_key(capsys: pytest.CaptureFixture[str]) -> None:

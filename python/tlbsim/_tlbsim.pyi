@@ -57,6 +57,9 @@ def record_info(path: _Path, syscalls: bool = False) -> str:
 def version() -> str:
     """The core's version."""
 
+def config_toml(config_json: str) -> str:
+    """A config (JSON) as TOML text that loads back to the same config (nulls left out)."""
+
 def catalogue() -> str:
     """Every registry's entries by axis (policies, workloads, presets, recycling,
     placements, hypervisors) as JSON: name, summary, parameters with kind, default, doc."""

@@ -157,8 +157,14 @@ def _cmd_ptdump(args: argparse.Namespace) -> int:
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
+    from tlbsim import _tlbsim
+
     config = Path(args.config) if args.config else None
-    print(json.dumps(tlbsim.resolve(config, overrides=args.set or []), indent=2))
+    effective = tlbsim.resolve(config, overrides=args.set or [])
+    if args.json:
+        print(json.dumps(effective, indent=2))
+    else:
+        print(_tlbsim.config_toml(json.dumps(effective)), end="")
     return 0
 
 
@@ -462,8 +468,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_list)
 
-    p = sub.add_parser("config", help="print the effective config (every key with its value) without running")
+    p = sub.add_parser(
+        "config",
+        help="print the effective config (every key with its value) without running",
+        description="Print the effective config as TOML that `tlbsim run` reads back (--json: as JSON).",
+    )
     p.add_argument("config", metavar="CONFIG.toml", nargs="?", help="default: built-in defaults")
+    p.add_argument("--json", action="store_true", help="print JSON instead of TOML")
     p.add_argument(
         "--set", action="append", type=_override, metavar="KEY=VALUE", help="override one config key; repeatable"
     )

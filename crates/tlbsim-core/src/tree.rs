@@ -12,6 +12,28 @@ pub fn load_toml_file(path: &Path) -> Result<Value> {
     parse_toml(&text).map_err(|m| Error::config(path.display().to_string(), m))
 }
 
+/// A config tree as TOML text that `load_toml_file` reads back to the same tree: keys
+/// whose value is null (an option not set) are left out, as TOML has no null.
+pub fn to_toml(tree: &Value) -> std::result::Result<String, String> {
+    fn convert(v: &Value) -> Option<toml::Value> {
+        Some(match v {
+            Value::Null => return None,
+            Value::Bool(b) => toml::Value::Boolean(*b),
+            Value::Number(n) => match n.as_i64() {
+                Some(i) => toml::Value::Integer(i),
+                None => toml::Value::Float(n.as_f64()?),
+            },
+            Value::String(s) => toml::Value::String(s.clone()),
+            Value::Array(a) => toml::Value::Array(a.iter().filter_map(convert).collect()),
+            Value::Object(m) => toml::Value::Table(m.iter().filter_map(|(k, v)| Some((k.clone(), convert(v)?))).collect()),
+        })
+    }
+    match convert(tree) {
+        Some(toml::Value::Table(t)) => toml::to_string(&t).map_err(|e| e.to_string()),
+        _ => Err("a config must be a table".into()),
+    }
+}
+
 /// Parse TOML text into a JSON-shaped tree. The error says where (line, column).
 pub fn parse_toml(text: &str) -> std::result::Result<Value, String> {
     let v: toml::Value = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())?;

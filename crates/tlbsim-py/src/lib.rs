@@ -191,6 +191,14 @@ fn coherence_policies() -> Vec<&'static str> {
     tlbsim_core::coherence::NAMES.to_vec()
 }
 
+/// A config (JSON) as TOML text that loads back to the same config (null values left out).
+#[pyfunction]
+fn config_toml(py: Python<'_>, config_json: String) -> PyResult<String> {
+    let tree: serde_json::Value =
+        serde_json::from_str(&config_json).map_err(|e| errors::new_err(py, errors::Kind::Config, format!("config: not valid JSON: {e}"), &[]))?;
+    tlbsim_core::config::to_toml(&tree).map_err(|e| errors::new_err(py, errors::Kind::Config, format!("config: cannot write TOML: {e}"), &[]))
+}
+
 /// Every registry's entries by axis, as JSON (`tlbsim_core::setup::catalogue`).
 #[pyfunction]
 fn catalogue() -> String {
@@ -222,6 +230,7 @@ fn _tlbsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(catalogue, m)?)?;
+    m.add_function(wrap_pyfunction!(config_toml, m)?)?;
     m.add_class::<RunControlPy>()?;
     m.add_function(wrap_pyfunction!(load_config, m)?)?;
     m.add_function(wrap_pyfunction!(resolve, m)?)?;

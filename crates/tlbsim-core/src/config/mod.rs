@@ -15,7 +15,7 @@ use crate::types::{NodeId, PartitionController, PartitionGoal, Replacement};
 pub use costs::CostsConfig;
 use serde::{Deserialize, Serialize};
 
-pub use crate::tree::{apply_override, load_toml_file, merge};
+pub use crate::tree::{apply_override, load_toml_file, merge, to_toml};
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
