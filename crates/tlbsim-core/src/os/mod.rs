@@ -4,7 +4,9 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `mod.rs` | the state (processes, threads, per-core kernel state), set-up, effects of policy hooks |
+//! | `mod.rs` | `Os`, the composition of the kernel's state; set-up; effects of policy hooks |
+//! | `process.rs` | processes (address spaces, VMAs) and threads |
+//! | `per_core.rs` | per-core kernel state (`CoreOs`) and compute leaps (`Leap`) |
 //! | `sched.rs` | the event loop, the scheduler (run queues, time slices, idle, wake-ups), timer ticks |
 //! | `replay.rs` | a recorded program's operations: its access streams, thread starts, completion tokens |
 //! | `asid.rs` | address-space switches: PCID slots and generations, lazy TLB, CR3 loads, full flushes |
@@ -15,6 +17,7 @@
 //! | `pte.rs` | the PTE-write layer: every page-table read and write of the kernel |
 //! | `mm/` | VMAs, faults, system calls, rmap, reclaim (one file per path) |
 //! | `output.rs` | stats.json |
+//! | `counters.rs` | the counters and violation records stats.json reports |
 //! | `virt.rs` | VCPUs between the guests' threads and the CPUs (the hypervisor axis) |
 //!
 //! The engine never names a coherence policy or a page-table backend: it calls the
@@ -52,12 +55,15 @@
 mod access;
 mod asid;
 mod checker;
+mod counters;
 mod interp;
 pub(crate) mod io;
 mod locks;
 mod mm;
 mod numa;
 mod output;
+mod per_core;
+mod process;
 mod pte;
 mod replay;
 mod sched;
@@ -78,7 +84,7 @@ use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::rc::Rc;
 
 use sched::{Event, MinTree};
-use shootdown::{Irq, Shootdown};
+use shootdown::Shootdown;
 
 /// Linux x86's dynamic ASIDs per CPU (TLB_NR_DYN_ASIDS).
 const PCID_SLOTS: usize = 6;
@@ -98,291 +104,9 @@ const LIBS_BYTES: u64 = (2 << 20) + (300 << 12);
 
 /// Reasons of full flushes (stats `full_flushes_by_cause`, indexed by the cause).
 pub(crate) use crate::coherence::FullFlushCause as Cause;
-/// The last two split `context_switch` by whether the switch changed VM (natively every
-/// switch is intra-VM).
-pub(crate) const CAUSES: [&str; 10] = [
-    "shootdown",
-    "ceiling",
-    "context_switch",
-    "lazy_switch",
-    "tag_capacity",
-    "tag_forced",
-    "policy",
-    "involuntary",
-    "context_switch_intra_vm",
-    "context_switch_inter_vm",
-];
-/// Index in `CAUSES` of `context_switch_intra_vm` (+1: inter).
-pub(crate) const INTRA_VM: usize = 8;
-
-/// Per-core OS counters (stats.json, per core and summed).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct OsCoreStats {
-    pub shootdowns_sent: u64,
-    /// `shootdowns_sent` by the request's reason (`FlushReason as usize`).
-    pub shootdowns_sent_by_reason: [u64; crate::coherence::FlushReason::NAMES.len()],
-    pub shootdown_ipis_sent: u64,
-    pub shootdown_ipis_received: u64,
-    /// Requests that reached this core by a hardware message (no interrupt).
-    pub shootdown_messages_received: u64,
-    /// Requests queued on this core for its next tick or context switch.
-    pub shootdowns_deferred_received: u64,
-    /// Requests that skipped this core because it was lazy (idle or running a kernel
-    /// thread with the address space borrowed); it flushes when it switches back.
-    pub shootdowns_deferred_lazy: u64,
-    /// Shootdown interrupts that arrived while this core ran kernel code (a system call, a
-    /// page fault) and were taken when it returned to user space (FPR §II's lazy
-    /// shootdowns of targets in kernel mode; the model runs kernel paths whole).
-    pub shootdowns_taken_on_kernel_exit: u64,
-    pub false_positive_targets: u64,
-    pub pages_flushed: u64,
-    pub full_flushes_by_cause: [u64; CAUSES.len()],
-    /// Per system call (`SYSCALLS`): calls completed and the cycles they ran in the kernel
-    /// (from entry to return, a lock wait before entry and the wait for a flush's acks
-    /// after it not included).
-    pub syscall_calls: [u64; 7],
-    pub syscall_cycles: [u64; 7],
-    pub shootdown_cycles_initiator_send: u64,
-    pub shootdown_cycles_initiator_wait: u64,
-    pub shootdown_cycles_target: u64,
-    pub violations_security: u64,
-    pub violations_consistency: u64,
-    /// TLB entries the checker marked stale when a flush protocol ended (a later use of
-    /// one is a violation; an eviction or flush before then makes it harmless).
-    pub stale_entries_marked: u64,
-    /// Marked entries used inside a deferred request's lazy window, as allowed
-    /// (checker.rs `in_lazy_window`): not violations.
-    pub stale_uses_in_lazy_window: u64,
-    pub context_switches: u64,
-    pub syscalls: u64,
-    pub segv_signals: u64,
-    /// Not-present faults on a page already mapped (a page-walk-cache entry into an
-    /// unlinked table): the fault drops the page-walk caches and the walk is retried.
-    pub spurious_faults: u64,
-    pub cow_faults: u64,
-    pub file_faults: u64,
-    pub page_cache_misses: u64,
-    /// Demand faults whose device read put the thread to sleep (`machine.storage`).
-    pub io_sleeps: u64,
-    pub pages_reclaimed: u64,
-    pub pages_migrated: u64,
-    pub idle_cycles: u64,
-    /// TLB fills a policy made on a demand fault instead of a walk.
-    pub direct_fills: u64,
-    /// The machine's `stale_pwc_uses` already reported as violations.
-    pub stale_pwc_seen: u64,
-    /// targets_per_shootdown histogram: index = targets (last bucket: that many or more).
-    pub targets_hist: Vec<u64>,
-}
-
-#[derive(Clone, Debug)]
-pub(crate) struct ViolationRecord {
-    pub cycle: u64,
-    pub core: u32,
-    pub process: u32,
-    pub vpn: u64,
-    pub old_pfn: u64,
-    pub new_pfn: Option<u64>,
-    pub security: bool,
-}
-
-/// A virtual memory area.
-#[derive(Clone, Debug)]
-pub(crate) struct Vma {
-    pub end: u64,
-    pub writable: bool,
-    pub shared: bool,
-    pub backing: crate::workload::program::Backing,
-    /// Never mapped by the workload (the libraries stand-in): faults here are SIGSEGV.
-    pub reserved: bool,
-    /// Recycling context of the mapping (the recycling axis; 0: none).
-    pub recycling: u32,
-}
-
-pub(crate) struct Process {
-    pub pid: u32,
-    /// Arena slot of the primary root table (the tree the kernel walks in software).
-    pub root: u32,
-    /// The workload's per-process page-table options (the backend's), inherited by a fork.
-    pub page_tables: crate::placement::PtOptions,
-    /// Roots some socket's cores loaded for this process before the backend gave that
-    /// socket another (a replica made by migration): with CR3 tags, entries filled under
-    /// them must go when a core loads the new one.
-    pub former_roots: Vec<u32>,
-    pub vmas: BTreeMap<u64, Vma>,
-    /// Unmapped ranges the coherence policy holds back from reuse: [start, end).
-    pub held: BTreeMap<u64, u64>,
-    pub cpumask: Vec<bool>,
-    pub tlb_gen: u64,
-    pub threads_alive: u32,
-    pub group: usize,
-    /// Root of the fork tree this process belongs to (anonymous pages are shared only
-    /// within it: the anon_vma of Linux's rmap).
-    pub family: u32,
-    pub alive: bool,
-    /// Anonymous pages swapped out by reclaim (vpn): a fault brings them back.
-    pub swapped: FastSet<u64>,
-    /// The address space's `mmap_lock` (os/locks.rs).
-    pub mmap_lock: locks::RwSem,
-    /// Threads asleep in `Op::Barrier`, in arrival order.
-    pub barrier_waiting: Vec<usize>,
-    /// Its VM (domain id; 0 natively).
-    pub vm: u32,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ThreadState {
-    Runnable,
-    Blocked,
-    Exited,
-}
-
-pub(crate) struct Thread {
-    pub pid: u32,
-    pub name: String,
-    pub class: String,
-    pub daemon: bool,
-    pub program: usize,
-    pub pc: usize,
-    /// (first op of the loop body, body length, iterations left; u64::MAX = forever).
-    pub loops: Vec<(usize, usize, u64)>,
-    pub slots: Vec<(u64, u64)>,
-    /// Work left of the op at `pc`: accesses of an `Access`, cycles of a `Compute` (0: not
-    /// started).
-    pub access_left: u64,
-    pub access_cursor: u64,
-    pub rng: SplitMix64,
-    pub state: ThreadState,
-    pub core: usize,
-    pub pinned: bool,
-    /// When the thread last joined a run queue (`os.balance`: a core may pull it only from
-    /// then on).
-    pub queued_at: u64,
-    pub ops_completed: u64,
-    pub start_cycle: u64,
-    /// When the thread first ran on a core (after whatever its core did before: a process's
-    /// populated regions are faulted in by its first thread's core before any thread runs).
-    pub first_run_cycle: Option<u64>,
-    pub end_cycle: Option<u64>,
-    pub accesses: u64,
-    /// Zipf sampler of the current access op (pages, theta) → cumulative weights.
-    pub zipf: Option<(u64, u64, Vec<f64>)>,
-    /// A lock this thread waited for was handed to it: its operation goes on.
-    pub lock_granted: Option<locks::LockMode>,
-    /// Release this process's `mmap_lock` when the core resumes after its flush.
-    pub unlock_at_resume: Option<u32>,
-    /// A system call that flushes page by page (msync, migration) and waits for each
-    /// flush's acks goes on from this address when its core resumes (0: from its start).
-    pub syscall_resume: u64,
-    /// The thread fetches its instructions (`AccessMode::Fetch`): from its first fetch on,
-    /// its instructions are counted by its fetches, and its data accesses are their
-    /// operands.
-    pub fetches: bool,
-    /// Cycles spent waiting for locks (spinning or asleep).
-    pub lock_wait_cycles: u64,
-    /// The lock acquisition in progress has already waited (counted as contended once).
-    pub lock_contended: bool,
-    /// A back-end's queue of split-driver work (os/io.rs), and whether it sleeps in `Serve`
-    /// waiting for some.
-    pub io_queue: VecDeque<io::IoItem>,
-    pub serving: bool,
-}
-
-pub(crate) struct CoreOs {
-    pub current: Option<usize>,
-    pub runq: VecDeque<usize>,
-    pub loaded_mm: Option<u32>,
-    /// Root table slot loaded in CR3 (the backend's root for this core's socket).
-    pub cr3_root: u32,
-    pub lazy: bool,
-    /// The last stretch of kernel work run whole on this core (a system call, a page
-    /// fault): `[start, end)` in cycles. With `os.kernel_interrupts = "arrival"`, the
-    /// stretches of one engine step are joined, from the first one's start.
-    pub kernel_span: (u64, u64),
-    /// Clock at the start of the current engine step of this core.
-    pub step_start: u64,
-    /// The compute leap this core's last step ended with, while nothing else has happened
-    /// on the core since (see `Leap`).
-    pub leap: Option<Leap>,
-    /// How far a compute piece of the current step may leap (0: not at all).
-    pub leap_until: u64,
-    /// PCID slots: (address space, tlb_gen caught up with); u32::MAX = empty.
-    pub pcid: [(u32, u64); PCID_SLOTS],
-    pub pcid_current: usize,
-    pub pcid_next: usize,
-    pending: VecDeque<Irq>,
-    /// Requests delivered `Deferred`, applied at this core's next tick or context switch.
-    deferred: Vec<(usize, usize)>,
-    /// Shootdowns this core initiated and still waits for (it spins until all are acked).
-    pub waiting: u32,
-    pub slice_end: u64,
-    pub idle_since: Option<u64>,
-    /// When the policy's next timer tick is due on this core (u64::MAX: no ticks).
-    pub next_tick: u64,
-    /// When the MMU's next involuntary full flush is due (u64::MAX: never).
-    pub next_involuntary_flush: u64,
-    /// Domain tags: per VM, the address space whose entries its tag holds here.
-    pub domain_mm: Vec<(u32, u32)>,
-}
-
-impl CoreOs {
-    /// A core with nothing to run yet, idle since cycle 0, its first timer tick and
-    /// involuntary flush one period in (`None`: never).
-    fn new(tick_interval: Option<u64>, involuntary_period: Option<u64>) -> CoreOs {
-        CoreOs {
-            current: None,
-            runq: VecDeque::new(),
-            loaded_mm: None,
-            cr3_root: u32::MAX,
-            lazy: false,
-            kernel_span: (0, 0),
-            step_start: 0,
-            leap: None,
-            leap_until: 0,
-            pcid: [(u32::MAX, 0); PCID_SLOTS],
-            pcid_current: 0,
-            pcid_next: 0,
-            pending: VecDeque::new(),
-            deferred: Vec::new(),
-            waiting: 0,
-            slice_end: 0,
-            idle_since: Some(0),
-            next_tick: tick_interval.unwrap_or(u64::MAX),
-            next_involuntary_flush: involuntary_period.unwrap_or(u64::MAX),
-            domain_mm: Vec::new(),
-        }
-    }
-}
-
-/// The computation a core's clock is at the end of: the `Compute` pieces it ran since it
-/// last did anything else. A thread computing in user mode touches no memory, lock or
-/// kernel state, so other cores cannot tell where in it the core's clock is, except by what
-/// they send it:
-/// - an interrupt that arrived within it is taken as of its arrival (`handle_irq`: exact,
-///   where a core past the arrival took it at once: late by up to its step's overshoot);
-/// - a thread woken onto its run queue cuts its last piece back to the moment the woken
-///   thread would preempt it (`cut_leap`).
-/// So a computation's piece may leap past the engine's step limit (`leap_until`): a long
-/// computation costs a few engine steps instead of one per quantum. A leap is bounded by
-/// everything due on the core itself: its next interrupt, policy tick, involuntary flush,
-/// the end of its time slice when a thread waits, and its TLB partitioning epoch. Native
-/// runs only: under a hypervisor a VCPU's time is the hypervisor's.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Leap {
-    pub thread: usize,
-    /// The thread's pc after the last piece (past the operation if it finished it).
-    pub pc: usize,
-    /// The core's raw clock (cycles << CLOCK_SHIFT) at the end of the last piece, moved on
-    /// by the interrupts taken within the computation. It holds while the clock is there.
-    pub end_raw: u64,
-    /// Cycle the computation started at, then the end of the last interrupt taken within
-    /// it: the earliest the next interrupt can be taken at.
-    pub from: u64,
-    /// Cycle the last piece started at, or `from` if later: the earliest a cut can go back to.
-    pub floor: u64,
-    /// The last piece finished its operation.
-    pub finished: bool,
-}
+pub(crate) use counters::{OsCoreStats, ViolationRecord, CAUSES, INTRA_VM, SYSCALLS};
+pub(crate) use per_core::{CoreOs, Leap};
+pub(crate) use process::{Process, Thread, ThreadState, Vma};
 
 /// Deferred frees of a page-table change, released when its flush completes.
 #[derive(Default)]
@@ -419,8 +143,6 @@ pub(crate) struct PtDumpAt {
 }
 
 /// The whole OS-mode simulation, generic over the coherence policy.
-/// System calls counted in `syscalls_by_call` (OsCoreStats::syscall_calls), in index order.
-pub(crate) const SYSCALLS: [&str; 7] = ["mmap", "munmap", "mprotect", "madvise", "msync", "fork", "migrate_pages"];
 
 pub(crate) struct Os<P: Coherence> {
     pub m: Machine,
