@@ -105,7 +105,7 @@ impl<P: Coherence> Os<P> {
         if let Some(s) = self.cores[core].pcid.iter().position(|&(p, _)| p == pid) {
             self.cores[core].pcid[s] = (u32::MAX, 0);
         }
-        if matches!(self.tagging, Tagging::Cr3 | Tagging::Domain) {
+        if matches!(self.settings.tagging(), Tagging::Cr3 | Tagging::Domain) {
             // init_mm's page table is loaded, so the next load of `pid` is a real switch (with
             // CR3 tags, not a same-value write).
             // The kernel's page table, in this CPU's current VM.
@@ -123,7 +123,7 @@ impl<P: Coherence> Os<P> {
     /// With domain tags, the address space whose entries VM `vm`'s tag holds on `core`
     /// (None in the other modes).
     fn domain_holder(&self, core: usize, vm: u32) -> Option<u32> {
-        if self.tagging != Tagging::Domain {
+        if self.settings.tagging() != Tagging::Domain {
             return None;
         }
         self.cores[core].domain_mm.iter().find(|&&(v, _)| v == vm).map(|&(_, p)| p)
@@ -139,8 +139,8 @@ impl<P: Coherence> Os<P> {
         };
         self.stats[core].full_flushes_by_cause[cause as usize] += 1;
         self.m.cores[core].stats.full_flushes += 1;
-        self.charge(core, self.costs.full_flush);
-        if self.tagging == Tagging::Domain {
+        self.charge(core, self.settings.costs().full_flush);
+        if self.settings.tagging() == Tagging::Domain {
             // Only the VM's tag went; another VM's entries stay.
             if let Some(p) = flushed_mm {
                 if let Some(s) = self.cores[core].pcid.iter().position(|&(q, _)| q == p) {
@@ -163,7 +163,7 @@ impl<P: Coherence> Os<P> {
     /// Tag under which `core`'s TLB holds `pid`'s translations, if it can hold any.
     pub(crate) fn tag_on(&self, core: usize, pid: u32) -> Option<u16> {
         let c = &self.cores[core];
-        match self.tagging {
+        match self.settings.tagging() {
             Tagging::Pcid => c.pcid.iter().position(|&(p, _)| p == pid).map(|s| s as u16 + 1),
             _ => {
                 // The root the core has loaded for `pid`, else the one it would load.
@@ -182,7 +182,7 @@ impl<P: Coherence> Os<P> {
     /// With CR3 tags: drop what `core` holds under a former root of `pid` other than
     /// `keep` (the backend gave the core's socket another copy of the tree).
     pub(crate) fn drop_former_root_tags(&mut self, core: usize, pid: u32, keep: u32) {
-        if self.tagging != Tagging::Cr3 {
+        if self.settings.tagging() != Tagging::Cr3 {
             return;
         }
         for i in 0..self.procs[pid as usize].former_roots.len() {
@@ -213,11 +213,11 @@ impl<P: Coherence> Os<P> {
         }
         self.stats[core].full_flushes_by_cause[cause as usize] += 1;
         self.m.cores[core].stats.full_flushes += 1;
-        self.charge(core, self.costs.full_flush);
+        self.charge(core, self.settings.costs().full_flush);
         let tag = self.tag_on(core, pid);
         let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
         let tlbs = &mut self.m.cores[core].tlbs;
-        match (self.tagging, tag) {
+        match (self.settings.tagging(), tag) {
             (Tagging::Pcid | Tagging::Cr3, Some(tag)) => {
                 tlbs.invalidate_tag(tag, &mut pl);
                 // Page-walk caches hold no tag here: drop them too (x86 INVPCID does).
@@ -245,7 +245,7 @@ impl<P: Coherence> Os<P> {
         let cause = if forced { Cause::TagForced } else { cause };
         self.stats[core].full_flushes_by_cause[cause as usize] += 1;
         self.m.cores[core].stats.full_flushes += 1;
-        self.charge(core, self.costs.full_flush);
+        self.charge(core, self.settings.costs().full_flush);
         let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
         if forced {
             self.m.cores[core].tlbs.rewrite_cr3(&mut pl);

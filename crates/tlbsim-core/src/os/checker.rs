@@ -65,7 +65,7 @@ impl<P: Coherence> Os<P> {
             for pid in pids {
                 let Some(tag) = self.tag_on(core, pid) else { continue };
                 let root = self.procs[pid as usize].root;
-                let (pt, backend, levels) = (&self.m.pt, &self.m.backend, self.pt_levels);
+                let (pt, backend, levels) = (&self.m.pt, &self.m.backend, self.settings.pt_levels());
                 let tlbs = &mut self.m.cores[core].tlbs;
                 let mut n = 0;
                 for i in [
@@ -113,7 +113,7 @@ impl<P: Coherence> Os<P> {
         let s = &mut self.m.cores[core].stats;
         if s.stale_pwc_uses > self.stats[core].stale_pwc_seen {
             self.stats[core].stale_pwc_seen = s.stale_pwc_uses;
-            if self.checker {
+            if self.settings.checker() {
                 self.record_violation(core, pid, Vpn::of_va(va), Pfn(u64::MAX), None, true);
             }
         }
@@ -131,7 +131,7 @@ impl<P: Coherence> Os<P> {
             self.stats[core].stale_uses_in_lazy_window += 1;
             return;
         }
-        if cur.is_none() && self.recycling_on {
+        if cur.is_none() && self.settings.recycling_on() {
             // The virtual page is unmapped (the program would have had a SIGSEGV) and the
             // frame may still be in the process's recycling context: the axis' rule
             // decides (FPR §IV-B: such a program reads its own stale data).

@@ -101,7 +101,7 @@ impl<P: Coherence> Os<P> {
         if finished || resuming || self.threads[thread].syscall_resume != 0 {
             self.stats[core].syscall_cycles[call] += self.clock(core) - start;
         }
-        if self.recycling_on && !self.m.mem.tracked_claims.is_empty() {
+        if self.settings.recycling_on() && !self.m.mem.tracked_claims.is_empty() {
             // Page tables (and migration targets) the call claimed may leave a context.
             self.settle_claims(core, None);
         }
@@ -233,7 +233,7 @@ impl<P: Coherence> Os<P> {
                 }
                 self.advance(thread);
                 self.stats[core].syscalls += 1;
-                self.charge(core, self.costs.syscall + self.costs.mmap);
+                self.charge(core, self.settings.costs().syscall + self.settings.costs().mmap);
                 // MAP_FIXED at the address the slot held before (none yet: a plain mmap).
                 let previous = self.threads[thread].slots[slot].0;
                 let fixed_at = (spec.fixed && previous != 0).then_some(previous);
@@ -333,7 +333,7 @@ impl<P: Coherence> Os<P> {
 
     fn syscall_prologue(&mut self, core: usize) {
         self.stats[core].syscalls += 1;
-        self.charge(core, self.costs.syscall + self.costs.vma_op);
+        self.charge(core, self.settings.costs().syscall + self.settings.costs().vma_op);
     }
 
     /// Run the `Access` op at the thread's pc until it is done or `until`.

@@ -454,7 +454,7 @@ impl<P: Coherence> Os<P> {
     /// The per-CPU frame list of `core` just moved `frames` frames from or to the buddy
     /// allocator of `node`: that work runs under the node's zone lock.
     pub(super) fn zone_section(&mut self, core: usize, node: usize, frames: u64) {
-        let cycles = frames * self.costs.buddy_per_frame;
+        let cycles = frames * self.settings.costs().buddy_per_frame;
         if !self.locks.enabled {
             self.charge(core, cycles);
             return;

@@ -5,6 +5,7 @@
 //! | file | what |
 //! |---|---|
 //! | `mod.rs` | `Os`, the composition of the kernel's state; set-up; effects of policy hooks |
+//! | `settings.rs` | the run's settings, read-only after set-up (costs, switches, periods, quantum) |
 //! | `process.rs` | processes (address spaces, VMAs) and threads |
 //! | `per_core.rs` | per-core kernel state (`CoreOs`) and compute leaps (`Leap`) |
 //! | `sched.rs` | the event loop, the scheduler (run queues, time slices, idle, wake-ups), timer ticks |
@@ -67,11 +68,12 @@ mod process;
 mod pte;
 mod replay;
 mod sched;
+mod settings;
 mod shootdown;
 mod virt;
 
 use crate::coherence::{Coherence, Effect, Effects, WithPolicy};
-use crate::config::{Config, CostsConfig, Tagging};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fasthash::{FastMap as HashMap, FastSet};
 use crate::machine::{Machine, CLOCK_SHIFT};
@@ -153,10 +155,11 @@ pub(crate) struct Os<P: Coherence> {
     /// completes its Nth operation (instead of at each exit).
     pub ptdump_at: Option<PtDumpAt>,
     pub policy: P,
+    /// What the run was configured with (read-only: os/settings.rs).
+    settings: settings::Settings,
     /// The recycling axis (`crate::recycling`): called at allocations, frees, mmaps and
     /// munmaps, never per access.
     pub recycling: Box<dyn crate::recycling::Recycling>,
-    pub recycling_on: bool,
     /// Recycling context of the mapping the fault being handled allocates for.
     pub alloc_context: u32,
     /// Stale translations used under the recycling axis' guarantee (`permits_stale_use`).
@@ -165,29 +168,8 @@ pub(crate) struct Os<P: Coherence> {
     io: io::Io,
     /// What the policy's hooks asked for, applied by `apply_effects`.
     pub fx: Effects,
-    pub costs: CostsConfig,
-    pub ceiling: u32,
-    /// `os.migrate_batch`: pages migration unmaps per TLB flush.
-    pub migrate_batch: u64,
-    /// `os.kernel_interrupts = "arrival"`: an interrupt that arrives during a kernel path is
-    /// acknowledged at its arrival (plus the handler), not when the path returns.
-    pub kernel_interrupts_at_arrival: bool,
-    /// `os.balance = "linux"`: a woken thread goes to an idle core of its socket when its own
-    /// is busy (sched.rs `wake_core`), and an idle core pulls a waiting thread (`pull_thread`).
-    pub balance: bool,
-    pub time_slice: u64,
-    pub quantum: u64,
-    pub tick_interval: Option<u64>,
-    /// Cycles between the MMU's involuntary full flushes on each core (ABIS §7).
-    pub involuntary_period: Option<u64>,
     /// Kernel spinlocks and lock counters (os/locks.rs).
     locks: locks::Locks,
-    pub checker: bool,
-    pub thp: bool,
-    pub tagging: Tagging,
-    pub pt_levels: u32,
-    /// Where data frames come from (`os.data_placement`).
-    pub data_placement: crate::config::Placement,
     pub interleave_next: u32,
     pub w: Workload,
     pub procs: Vec<Process>,
@@ -214,7 +196,6 @@ pub(crate) struct Os<P: Coherence> {
     /// The last demand fault filled the faulting core's TLB with the faulting page.
     pub direct_filled: bool,
     live_workers: usize,
-    pub seed: u64,
     /// Cycle at which the last non-daemon thread exited.
     end_cycle: u64,
     /// Per core: when it next has something to do (its clock if it runs a thread; for an
@@ -268,28 +249,13 @@ impl<P: Coherence> Os<P> {
     fn new(cfg: &Config, w: Workload, policy: P) -> Result<Self> {
         let mut m = Machine::new(cfg)?;
         let storage = crate::config::storage::device(&cfg.machine.storage)?;
-        let mut costs = cfg.costs.clone();
-        if let Some(d) = storage {
-            costs.read_page = (d.read_ns * cfg.machine.frequency_ghz).round() as u64;
-            let write_ns = if d.sleeps { crate::config::storage::ASYNC_WRITE_SUBMIT_NS } else { d.write_ns };
-            costs.write_page = (write_ns * cfg.machine.frequency_ghz).round() as u64;
-        }
         let recycling = crate::recycling::build(cfg)?;
         m.mem.merge_tracking = recycling.merge_words();
         let ncores = cfg.cores() as usize;
-        let tick_interval = policy.tick_interval().filter(|&t| t > 0);
-        let rate = cfg.machine.tlb.involuntary_full_flush_per_mcycles;
-        if !(rate >= 0.0 && rate.is_finite()) {
-            return Err(crate::error::Error::config("machine.tlb.involuntary_full_flush_per_mcycles", format!("{rate}: must be a rate >= 0")));
-        }
-        let involuntary_period = (rate > 0.0).then(|| ((1e6 / rate).round() as u64).max(1));
-        let cores = (0..ncores).map(|_| CoreOs::new(tick_interval, involuntary_period)).collect();
+        let settings = settings::Settings::new(cfg, &policy, storage, recycling.enabled())?;
+        let cores = (0..ncores).map(|_| CoreOs::new(settings.tick_interval(), settings.involuntary_period())).collect();
         // Without groups, one group with no limit.
         let groups = mm::MemGroups::new(w.groups.iter().map(|g| g.limit_pages));
-        // The engine's lookahead is the smallest latency any delivery path can have: the
-        // IPI latencies, and whatever the policy's own paths need.
-        let ipi = cfg.costs.ipi_delivery_same_socket.min(cfg.costs.ipi_delivery_cross_socket);
-        let lookahead = policy.min_latency(&cfg.costs).map_or(ipi, |l| l.min(ipi));
         let ptdump = (cfg.sim.ptdump || cfg.sim.ptdump_at_op > 0).then(|| crate::placement::PtDump::new(cfg.machine.sockets, cfg.os.pt_levels));
         for (pi, p) in w.processes.iter().enumerate() {
             p.page_tables.check(&format!("workload.process[{pi}] ({:?}): its page-table options", p.name), cfg.machine.sockets)?;
@@ -300,35 +266,13 @@ impl<P: Coherence> Os<P> {
             ptdump,
             ptdump_at: None,
             policy,
-            recycling_on: recycling.enabled(),
+            settings,
             recycling,
             alloc_context: 0,
             stale_uses_permitted_by_recycling: 0,
             io: io::Io::new(storage.is_some_and(|d| d.sleeps)),
             fx: Vec::new(),
-            costs,
-            ceiling: cfg.os.flush_ceiling,
-            migrate_batch: cfg.os.migrate_batch as u64,
-            kernel_interrupts_at_arrival: cfg.os.kernel_interrupts == "arrival",
-            balance: cfg.os.balance == "linux",
-            time_slice: cfg.os.time_slice,
-            quantum: match cfg.sim.quantum_cycles {
-                // A quarter of the engine's lookahead. At the lookahead, halving still moved
-                // fpr-munmap's throughput by 1.7%, and at half of it a 4-core mprotect mix by
-                // 4.6% (the order in which a core takes requests of consecutive generations
-                // decides page or full flushes); from a quarter, halving moves every headline
-                // result by under 1% (docs/OS_MODEL.md, tests/os_engine.rs).
-                0 => (lookahead / 4).max(1),
-                q => q,
-            },
-            tick_interval,
-            involuntary_period,
             locks: locks::Locks::new(cfg.os.locks),
-            checker: cfg.os.checker,
-            thp: cfg.os.thp,
-            tagging: cfg.machine.tlb.tagging,
-            pt_levels: cfg.os.pt_levels,
-            data_placement: crate::config::Placement::parse("os.data_placement", &cfg.os.data_placement, cfg.machine.sockets)?,
             interleave_next: 0,
             w,
             procs: Vec::new(),
@@ -348,7 +292,6 @@ impl<P: Coherence> Os<P> {
             fault_mapped: None,
             direct_filled: false,
             live_workers: 0,
-            seed: cfg.seed,
             end_cycle: 0,
             keys: MinTree::new(ncores),
             dirty: (0..ncores).collect(),
@@ -482,7 +425,7 @@ impl<P: Coherence> Os<P> {
         let pid = self.procs.len() as u32;
         let socket = self.m.cores[core].socket;
         let space = self.m.new_address_space_with(pid, socket, &page_tables)?;
-        if self.recycling_on {
+        if self.settings.recycling_on() {
             let key = self.recycling.table_reuse_key(pid, family.unwrap_or(pid));
             self.m.pt.set_reuse_key(pid, key);
         }
@@ -542,7 +485,7 @@ impl<P: Coherence> Os<P> {
             slots,
             access_left: 0,
             access_cursor: 0,
-            rng: SplitMix64::derive(self.seed, 0x7468_7264 ^ id as u64),
+            rng: SplitMix64::derive(self.settings.seed(), 0x7468_7264 ^ id as u64),
             state: ThreadState::Runnable,
             core,
             pinned,

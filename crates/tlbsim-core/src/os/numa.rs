@@ -283,7 +283,7 @@ impl<P: Coherence> Os<P> {
             self.ptl_at(core, &mut ptl, pid, at);
             let old = self.pte_write(core, pid, at, &leaf, leaf.pte | PTE_PROTNONE);
             gather.page(Vpn(at >> 12), old);
-            self.charge(core, self.costs.per_page);
+            self.charge(core, self.settings.costs().per_page);
             changed += 1;
         }
         self.ptl_release(core, &mut ptl);
@@ -341,7 +341,7 @@ impl<P: Coherence> Os<P> {
         let old_pte = self.pte_write(core, pid, page, &leaf, make_pte(new, restored & !PTE_PFN_MASK));
         self.ptl_release(core, &mut ptl);
         self.drop_frame_identity(old);
-        self.charge(core, self.costs.copy_page + self.costs.per_page);
+        self.charge(core, self.settings.costs().copy_page + self.settings.costs().per_page);
         self.numa_stats.pages_migrated += 1;
         let restore_first = self.numa.as_ref().is_some_and(|n| n.restore_first);
         if restore_first || self.shootdowns.page_in_flight(pid, page >> 12) {

@@ -185,7 +185,7 @@ impl<P: Coherence> Os<P> {
                 }
             }
         }
-        if self.recycling_on {
+        if self.settings.recycling_on() {
             let mut r = self.recycling.stats_json();
             // The tracking word of every frame of physical memory (FPR keeps one per page,
             // on the page's node).

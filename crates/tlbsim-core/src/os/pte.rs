@@ -17,7 +17,7 @@ impl<P: Coherence> Os<P> {
     /// The leaf entry mapping `va` in `pid`, A/D OR-ed over every copy of the tree.
     #[inline]
     pub(crate) fn pte_lookup(&self, pid: u32, va: u64) -> Option<Leaf> {
-        self.m.backend.lookup(&self.m.pt, pid, self.procs[pid as usize].root, self.pt_levels, va)
+        self.m.backend.lookup(&self.m.pt, pid, self.procs[pid as usize].root, self.settings.pt_levels(), va)
     }
 
     /// Write the leaf `leaf` of `va` in `pid` (found by [`Os::pte_lookup`]) to `new`, on
@@ -26,9 +26,9 @@ impl<P: Coherence> Os<P> {
         let mut new = new;
         self.policy.on_pte_write(CoreId(core as u32), pid, va, leaf.pte, &mut new, &mut self.fx);
         let m = &mut self.m;
-        let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.pt_levels };
+        let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.settings.pt_levels() };
         let old = m.backend.write(&mut ctx, pid, va, leaf, new);
-        let replicas = m.take_replica_write_cycles(core, self.costs.replica_entry_write);
+        let replicas = m.take_replica_write_cycles(core, self.settings.costs().replica_entry_write);
         self.charge(core, replicas);
         self.apply_effects();
         old
@@ -46,9 +46,9 @@ impl<P: Coherence> Os<P> {
         let socket = self.m.cores[core].socket;
         let root = self.procs[pid as usize].root;
         let m = &mut self.m;
-        let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.pt_levels };
+        let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.settings.pt_levels() };
         let old = m.backend.map(&mut ctx, pid, root, va, pfn, size, flags, socket)?;
-        let replicas = m.take_replica_write_cycles(core, self.costs.replica_entry_write);
+        let replicas = m.take_replica_write_cycles(core, self.settings.costs().replica_entry_write);
         self.charge(core, replicas);
         self.apply_effects();
         Ok(old)
@@ -61,7 +61,7 @@ impl<P: Coherence> Os<P> {
         let vmas = &self.procs[pid as usize].vmas;
         let in_use = |lo: u64, hi: u64| vmas.range(..hi).any(|(_, v)| v.end > lo);
         let m = &mut self.m;
-        let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.pt_levels };
+        let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.settings.pt_levels() };
         m.backend.free_tables(&mut ctx, pid, root, start, end, &in_use)
     }
 
@@ -90,9 +90,9 @@ impl<P: Coherence> Os<P> {
         let loaded: Vec<u32> = (0..self.cores.len()).filter(|&c| self.cores[c].loaded_mm == Some(pid)).map(|c| self.cores[c].cr3_root).collect();
         let in_use = |socket: u32, root: u32| threads_on[socket as usize] || loaded.contains(&root);
         let m = &mut self.m;
-        let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.pt_levels };
+        let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.settings.pt_levels() };
         let migration = m.backend.on_migrate(&mut ctx, pid, to, &in_use)?;
-        let copy = m.take_replica_write_cycles(core, self.costs.replica_entry_write);
+        let copy = m.take_replica_write_cycles(core, self.settings.costs().replica_entry_write);
         self.charge(core, copy);
         if let Some(primary) = migration.primary {
             self.procs[pid as usize].root = primary;

@@ -89,7 +89,7 @@ impl<P: Coherence> Os<P> {
                 (Some((t, _)), Some(e)) if e <= t => self.process_event()?,
                 (None, Some(_)) => self.process_event()?,
                 (Some((t, core)), e) => {
-                    let limit = second.min(e.unwrap_or(u64::MAX)).min(t.saturating_add(self.quantum * 64)).saturating_add(self.quantum);
+                    let limit = second.min(e.unwrap_or(u64::MAX)).min(t.saturating_add(self.settings.quantum() * 64)).saturating_add(self.settings.quantum());
                     self.run_core(core, limit)?;
                     self.mark_dirty(core);
                 }
@@ -119,7 +119,7 @@ impl<P: Coherence> Os<P> {
                 // So is a core whose computation (`Leap`) an interrupt arrived in.
                 let in_leap = self.live_leap(c).is_some();
                 match co.pending.front() {
-                    Some(i) if self.kernel_interrupts_at_arrival || in_leap => clock.min(i.arrival),
+                    Some(i) if self.settings.kernel_interrupts_at_arrival() || in_leap => clock.min(i.arrival),
                     _ => clock,
                 }
             } else {
@@ -162,7 +162,7 @@ impl<P: Coherence> Os<P> {
     fn wake_core(&self, thread: usize) -> usize {
         let t = &self.threads[thread];
         let prev = t.core;
-        if !self.balance || t.pinned || self.virt.is_some() || self.core_idle(prev) {
+        if !self.settings.balance() || t.pinned || self.virt.is_some() || self.core_idle(prev) {
             return prev;
         }
         let socket = self.m.cores[prev].socket;
@@ -175,7 +175,7 @@ impl<P: Coherence> Os<P> {
     /// after it, its last-queued unpinned thread that was queued by this core's clock, so
     /// that no thread runs before it became runnable).
     fn pull_thread(&mut self, core: usize) -> Option<usize> {
-        if !self.balance || self.virt.is_some() {
+        if !self.settings.balance() || self.virt.is_some() {
             return None;
         }
         let now = self.clock(core);
@@ -387,12 +387,12 @@ impl<P: Coherence> Os<P> {
             self.threads[thread].first_run_cycle = Some(self.clock(core));
         }
         self.stats[core].context_switches += 1;
-        self.charge(core, self.costs.context_switch);
+        self.charge(core, self.settings.costs().context_switch);
         // Requests deferred to this core are applied at its context switch.
         self.apply_deferred(core);
         self.load_mm(core, pid);
         let now = self.clock(core);
-        self.cores[core].slice_end = now + self.time_slice;
+        self.cores[core].slice_end = now + self.settings.time_slice();
     }
 
     /// `thread` leaves `core` asleep, with no wake-up time: whoever it waits for wakes it.
@@ -447,7 +447,7 @@ impl<P: Coherence> Os<P> {
     /// The policy's timer ticks due on `core` by now: its hook, then the requests deferred
     /// to this core.
     pub(super) fn take_due_ticks(&mut self, core: usize) {
-        if let Some(period) = self.involuntary_period {
+        if let Some(period) = self.settings.involuntary_period() {
             let now = self.clock(core);
             if now >= self.cores[core].next_involuntary_flush {
                 while self.cores[core].next_involuntary_flush <= now {
@@ -458,7 +458,7 @@ impl<P: Coherence> Os<P> {
                 self.cores[core].leap = None;
             }
         }
-        let Some(interval) = self.tick_interval else { return };
+        let Some(interval) = self.settings.tick_interval() else { return };
         let now = self.clock(core);
         if now < self.cores[core].next_tick {
             return;

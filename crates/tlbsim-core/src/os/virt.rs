@@ -348,7 +348,7 @@ impl<P: Coherence> Os<P> {
         co.slice_end = slice_end;
         let snap = self.snapshot(cpu);
         self.virt.as_mut().expect("VMs").snapshots[cpu] = snap;
-        self.charge(cpu, self.costs.vcpu_switch);
+        self.charge(cpu, self.settings.costs().vcpu_switch);
         if let Some(t) = current {
             let pid = self.threads[t].pid;
             self.load_mm(cpu, pid);

@@ -35,7 +35,7 @@ impl<P: Coherence> Os<P> {
             return Ok(());
         }
         let new = self.alloc_data(core, pid, None, page >> 12)?;
-        self.charge(core, if Some(old) == self.zero_page { self.costs.zero_page } else { self.costs.copy_page });
+        self.charge(core, if Some(old) == self.zero_page { self.settings.costs().zero_page } else { self.settings.costs().copy_page });
         // wp_page_copy allocates and copies without the page-table lock, then retakes it
         // and breaks the sharing only if the PTE is still the one the fault read
         // (pte_same): the allocation may have run the group's reclaim, which can evict this
@@ -76,7 +76,7 @@ impl<P: Coherence> Os<P> {
     /// address space is flushed (flush_tlb_mm).
     pub(crate) fn syscall_fork(&mut self, core: usize, thread: usize, program: usize, child_core: Option<usize>) -> Result<()> {
         self.stats[core].syscalls += 1;
-        self.charge(core, self.costs.syscall + self.costs.fork);
+        self.charge(core, self.settings.costs().syscall + self.settings.costs().fork);
         let parent = self.threads[thread].pid;
         let family = self.procs[parent as usize].family;
         let group = self.procs[parent as usize].group;
@@ -111,7 +111,7 @@ impl<P: Coherence> Os<P> {
                     writable = false;
                 }
                 self.map_page(core, child, base, pfn, size, writable, leaf.pte & PTE_DIRTY != 0)?;
-                self.charge(core, self.costs.fork_per_page);
+                self.charge(core, self.settings.costs().fork_per_page);
                 page = base + step;
             }
             self.ptl_release(core, &mut src_ptl);

@@ -65,7 +65,7 @@ impl<P: Coherence> Os<P> {
                 None if top >= len + (1 << 30) => top - len,
                 None => return Err(Error::Sim(format!("process {pid}: no virtual address space left for a {len}-byte mapping"))),
             };
-            let default_va = if self.recycling_on { self.recycling.choose_mmap_va(pid, len, default_va, &is_free) } else { default_va };
+            let default_va = if self.settings.recycling_on() { self.recycling.choose_mmap_va(pid, len, default_va, &is_free) } else { default_va };
             let va = self.policy.choose_mmap_va(pid, len, default_va, &is_free);
             if va % PAGE != 0 || !is_free(va, va + len) {
                 return Err(Error::Sim(format!(
@@ -75,8 +75,8 @@ impl<P: Coherence> Os<P> {
             va
         };
         let family = p.family;
-        let recycling = if self.recycling_on { self.recycling.mapping_context(pid, family, spec) } else { 0 };
-        if fixed_at.is_some() && self.recycling_on && self.recycling.fixed_mapping_needs_flush(pid, va, len) {
+        let recycling = if self.settings.recycling_on() { self.recycling.mapping_context(pid, family, spec) } else { 0 };
+        if fixed_at.is_some() && self.settings.recycling_on() && self.recycling.fixed_mapping_needs_flush(pid, va, len) {
             // Stale entries of an earlier mapping at this address may have survived a
             // skipped flush: flush the range on every core of the address space.
             let pages: Vec<Vpn> = (va >> 12..(va + len) >> 12).map(Vpn).collect();
@@ -131,7 +131,7 @@ impl<P: Coherence> Os<P> {
                 }
                 let old_pte = self.pte_write(core, pid, page, &leaf, 0);
                 gather.page(Vpn(base >> 12), old_pte);
-                self.charge(core, self.costs.per_page);
+                self.charge(core, self.settings.costs().per_page);
                 let count = self.m.mem.mapcount(pfn).saturating_sub(1);
                 self.m.mem.set_mapcount(pfn, count);
                 if count == 0 {
@@ -143,7 +143,7 @@ impl<P: Coherence> Os<P> {
             }
             let old_pte = self.pte_write(core, pid, page, &leaf, 0);
             gather.page(Vpn(page >> 12), old_pte);
-            self.charge(core, self.costs.per_page);
+            self.charge(core, self.settings.costs().per_page);
             if Some(pfn) != self.zero_page {
                 let mapping = self.m.mem.mapping(pfn);
                 let count = self.m.mem.mapcount(pfn).saturating_sub(1);
@@ -175,7 +175,7 @@ impl<P: Coherence> Os<P> {
 
     /// Next address at or after `page` that may have a leaf (skips unmapped 2 MiB regions).
     pub(super) fn next_candidate(&self, pid: u32, page: u64, end: u64) -> u64 {
-        if self.m.pt.pd_entry(self.procs[pid as usize].root, self.pt_levels, page) & PTE_PRESENT == 0 {
+        if self.m.pt.pd_entry(self.procs[pid as usize].root, self.settings.pt_levels(), page) & PTE_PRESENT == 0 {
             ((page & !(HUGE - 1)) + HUGE).min(end)
         } else {
             page + PAGE
@@ -240,7 +240,7 @@ impl<P: Coherence> Os<P> {
         }
         let mut gather = Gather::default();
         // Recycling contexts of the VMAs in the range, before they go.
-        let contexts: Vec<(u64, u64, u32)> = if self.recycling_on {
+        let contexts: Vec<(u64, u64, u32)> = if self.settings.recycling_on() {
             let vmas = &self.procs[pid as usize].vmas;
             vmas.range(..va + len).filter(|(_, v)| v.end > va && v.recycling != 0 && !v.reserved).map(|(&s, v)| (s, v.end, v.recycling)).collect()
         } else {
@@ -309,9 +309,9 @@ impl<P: Coherence> Os<P> {
             self.m.cores[core].tlbs.invalidate_pages(&skipped, Some(tag), &mut pl);
         }
         self.stats[core].pages_flushed += skipped.len() as u64;
-        self.charge(core, self.costs.invlpg * skipped.len() as u64);
+        self.charge(core, self.settings.costs().invlpg * skipped.len() as u64);
         self.apply_effects();
-        if self.checker {
+        if self.settings.checker() {
             // A page a flush still in flight covers (a copy-on-write break a moment ago)
             // may be cached by a core under the translation that flush removes, and used
             // until it arrives: that is the flush's to judge when it completes. Marked now

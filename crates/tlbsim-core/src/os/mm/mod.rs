@@ -46,7 +46,7 @@ impl<P: Coherence> Os<P> {
     /// Node a new data frame comes from for a fault on `core`.
     fn data_node(&mut self, core: usize) -> NodeId {
         let nodes = self.m.mem.nodes();
-        self.data_placement.node(self.m.cores[core].socket, nodes, &mut self.interleave_next)
+        self.settings.data_placement().node(self.m.cores[core].socket, nodes, &mut self.interleave_next)
     }
 
     fn vma_at(&self, pid: u32, va: u64) -> Option<(u64, Vma)> {
