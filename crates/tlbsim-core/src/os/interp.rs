@@ -12,7 +12,7 @@ use crate::workload::program::{AccessMode, Op, Pattern};
 impl<P: Coherence> Os<P> {
     /// Step one thread on `core` until `until` (or it blocks, exits, or waits).
     pub(super) fn step_thread(&mut self, core: usize, thread: usize, until: u64) -> Result<()> {
-        while self.clock(core) < until && self.cores[core].current == Some(thread) && self.cores[core].waiting == 0 && !self.yield_core {
+        while self.clock(core) < until && self.cores[core].current == Some(thread) && self.cores[core].waiting == 0 && !self.sched.yield_requested() {
             let prog = self.threads[thread].program;
             let pc = self.threads[thread].pc;
             // End of a loop body: go round again or leave the loop.
@@ -39,7 +39,7 @@ impl<P: Coherence> Os<P> {
                 // tables, so it waits as a system call does for cores behind it.
                 self.cores[core].leap = None;
                 if self.ahead_of_others(core) {
-                    self.yield_core = true;
+                    self.sched.request_yield();
                     return Ok(());
                 }
                 self.numa_scan(core, thread)?;
@@ -71,7 +71,7 @@ impl<P: Coherence> Os<P> {
                 | Op::MigratePages { .. }
         );
         if system_call && self.ahead_of_others(core) {
-            self.yield_core = true;
+            self.sched.request_yield();
             return Ok(());
         }
         if !system_call {

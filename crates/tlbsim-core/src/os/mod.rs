@@ -81,11 +81,9 @@ use crate::rng::SplitMix64;
 use crate::tlb::TlbEntry;
 use crate::types::{CoreId, Pfn, Vpn};
 use crate::workload::program::{MapSpec, Workload};
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
-use sched::{Event, MinTree};
 use shootdown::Shootdown;
 
 /// Linux x86's dynamic ASIDs per CPU (TLB_NR_DYN_ASIDS).
@@ -175,10 +173,11 @@ pub(crate) struct Os<P: Coherence> {
     pub procs: Vec<Process>,
     pub threads: Vec<Thread>,
     pub cores: Vec<CoreOs>,
+    /// The engine's timed events, its per-core scheduling keys and how the run ends
+    /// (os/sched.rs).
+    sched: sched::Sched,
     pub stats: Vec<OsCoreStats>,
     pub violations: Vec<ViolationRecord>,
-    events: BinaryHeap<Reverse<(u64, u64, Event)>>,
-    event_seq: u64,
     /// Flush requests in flight (os/shootdown.rs).
     shootdowns: shootdown::InFlight,
     pub page_cache: HashMap<(u32, u64), Pfn>,
@@ -195,27 +194,8 @@ pub(crate) struct Os<P: Coherence> {
     pub fault_mapped: Option<Vec<u64>>,
     /// The last demand fault filled the faulting core's TLB with the faulting page.
     pub direct_filled: bool,
-    live_workers: usize,
-    /// Cycle at which the last non-daemon thread exited.
-    end_cycle: u64,
-    /// Per core: when it next has something to do (its clock if it runs a thread; for an
-    /// idle core or one spinning for acks, its next interrupt's arrival; else u64::MAX); kept
-    /// up to date through `dirty`, the cores whose state may have changed since the last
-    /// decision.
-    keys: MinTree,
-    dirty: Vec<usize>,
-    /// Whether each core is in `dirty` already.
-    is_dirty: Vec<bool>,
-    steps: u64,
     /// A recorded program's tokens and held threads (os/replay.rs).
     replay: replay::Replay,
-    /// A thread stopped before a system call because another core is behind it in
-    /// simulated time (`Os::ahead_of_others`): its core goes back to the scheduler.
-    yield_core: bool,
-    /// An interrupt handler just gave a spinning initiator its last ack.
-    initiator_resumed: bool,
-    /// The run was stopped through its control before every thread finished.
-    partial: bool,
     /// VMs, VCPUs and the hypervisor's scheduler (os/virt.rs); None natively.
     virt: Option<virt::Virt>,
 }
@@ -278,10 +258,9 @@ impl<P: Coherence> Os<P> {
             procs: Vec::new(),
             threads: Vec::new(),
             cores,
+            sched: sched::Sched::new(ncores),
             stats: vec![OsCoreStats { targets_hist: vec![0; 65], ..Default::default() }; ncores],
             violations: Vec::new(),
-            events: BinaryHeap::new(),
-            event_seq: 0,
             shootdowns: shootdown::InFlight::new(ncores),
             page_cache: HashMap::default(),
             groups,
@@ -291,16 +270,7 @@ impl<P: Coherence> Os<P> {
             numa_stats: Default::default(),
             fault_mapped: None,
             direct_filled: false,
-            live_workers: 0,
-            end_cycle: 0,
-            keys: MinTree::new(ncores),
-            dirty: (0..ncores).collect(),
-            is_dirty: vec![true; ncores],
-            steps: 0,
             replay,
-            yield_core: false,
-            initiator_resumed: false,
-            partial: false,
             virt: None,
         };
         if !os.w.vms.is_empty() {
@@ -372,10 +342,7 @@ impl<P: Coherence> Os<P> {
     /// `core`'s scheduling key may have changed.
     #[inline]
     fn mark_dirty(&mut self, core: usize) {
-        if !self.is_dirty[core] {
-            self.is_dirty[core] = true;
-            self.dirty.push(core);
-        }
+        self.sched.mark_dirty(core);
     }
 
     /// Charge `cycles` of kernel or user work to `core`.
@@ -507,7 +474,7 @@ impl<P: Coherence> Os<P> {
         });
         self.procs[pid as usize].threads_alive += 1;
         if !daemon {
-            self.live_workers += 1;
+            self.sched.worker_started();
         }
         if held {
             // Asleep until an `Op::Spawn` starts it (os/replay.rs).

@@ -115,7 +115,7 @@ impl<P: Coherence> Os<P> {
         let workers = self.threads.iter().filter(|t| !t.daemon).count();
         let mut v = self.m.stats_json(cfg, self.threads.len());
         let freq = cfg.machine.frequency_ghz * 1e9;
-        let end = self.end_cycle;
+        let end = self.sched.end_cycle();
         if let Some(per_core) = v["per_core"].as_array_mut() {
             for (i, c) in per_core.iter_mut().enumerate() {
                 for (k, x) in os_fields(&self.stats[i]) {
@@ -177,7 +177,7 @@ impl<P: Coherence> Os<P> {
                                 t.name,
                                 t.ops_completed,
                                 at.op,
-                                if self.partial { " (the run was stopped early)" } else { "" }
+                                if self.sched.partial() { " (the run was stopped early)" } else { "" }
                             ));
                         }
                     }
@@ -242,7 +242,7 @@ impl<P: Coherence> Os<P> {
         v["run"]["threads"] = json!(workers);
         v["run"]["coherence"] = json!(cfg.os.coherence);
         v["run"]["processes"] = json!(self.procs.len());
-        v["run"]["engine_steps"] = json!(self.steps);
+        v["run"]["engine_steps"] = json!(self.sched.steps());
         if self.io.requests() > 0 {
             v["totals"]["io_requests"] = json!(self.io.requests());
             v["totals"]["io_completions"] = json!(self.io.completions());
@@ -262,7 +262,7 @@ impl<P: Coherence> Os<P> {
             }
             v["run"]["hypervisor"] = json!(virt.hv.name());
         }
-        if self.partial {
+        if self.sched.partial() {
             // Stopped through its control (Ctrl-C): the stats so far.
             v["run"]["partial"] = json!(true);
         }

@@ -522,7 +522,7 @@ impl<P: Coherence> Os<P> {
                 self.set_clock(initiator, resume);
                 self.cores[initiator].waiting -= 1;
                 if self.cores[initiator].waiting == 0 {
-                    self.initiator_resumed = true;
+                    self.sched.note_initiator_resumed();
                     self.on_initiator_resumed(initiator, resume);
                 }
             }
