@@ -61,10 +61,10 @@ impl<P: Coherence> Os<P> {
             if flushed.contains(&core) {
                 continue;
             }
-            let pids: Vec<u32> = self.procs.iter().filter(|p| p.alive).map(|p| p.pid).collect();
+            let pids: Vec<u32> = self.spaces.iter().filter(|p| p.alive).map(|p| p.pid).collect();
             for pid in pids {
                 let Some(tag) = self.tag_on(core, pid) else { continue };
-                let root = self.procs[pid as usize].root;
+                let root = self.spaces[pid as usize].root;
                 let (pt, backend, levels) = (&self.m.pt, &self.m.backend, self.settings.pt_levels());
                 let tlbs = &mut self.m.cores[core].tlbs;
                 let mut n = 0;
@@ -137,7 +137,7 @@ impl<P: Coherence> Os<P> {
             // decides (FPR §IV-B: such a program reads its own stale data).
             let d = self.m.mem.desc(old);
             let own_data = d.kind != FrameKind::PageTable;
-            let family = self.procs[pid as usize].family;
+            let family = self.spaces[pid as usize].family;
             let word = self.shootdowns.word_in_transit(old).unwrap_or_else(|| self.m.mem.word(old, crate::memory::FrameWord::Tracking));
             if own_data && self.recycling.permits_stale_use(pid, family, word) {
                 self.stale_uses_permitted_by_recycling += 1;

@@ -134,7 +134,7 @@ impl<P: Coherence> Os<P> {
             Op::Barrier => {
                 self.advance(thread);
                 let pid = self.threads[thread].pid as usize;
-                self.procs[pid].barrier_waiting.push(thread);
+                self.spaces[pid].barrier_waiting.push(thread);
                 let now = self.clock(core);
                 if !self.release_barrier(pid, now) {
                     // Asleep without a wake-up time: the last to arrive wakes it.
@@ -327,7 +327,7 @@ impl<P: Coherence> Os<P> {
     /// releases or downgrades `mmap_lock`.
     fn lock_vmas(&mut self, pid: u32, start: u64, end: u64) {
         if self.locks.enabled() {
-            self.procs[pid as usize].mmap_lock.vma_locked.push((start, end));
+            self.spaces[pid as usize].mmap_lock.vma_locked.push((start, end));
         }
     }
 

@@ -170,7 +170,8 @@ pub(crate) struct Os<P: Coherence> {
     locks: locks::Locks,
     pub interleave_next: u32,
     pub w: Workload,
-    pub procs: Vec<Process>,
+    /// Every process's address space, by pid (os/process.rs).
+    spaces: process::AddressSpaces,
     pub threads: Vec<Thread>,
     pub cores: Vec<CoreOs>,
     /// The engine's timed events, its per-core scheduling keys and how the run ends
@@ -255,7 +256,7 @@ impl<P: Coherence> Os<P> {
             locks: locks::Locks::new(cfg.os.locks),
             interleave_next: 0,
             w,
-            procs: Vec::new(),
+            spaces: process::AddressSpaces::default(),
             threads: Vec::new(),
             cores,
             sched: sched::Sched::new(ncores),
@@ -293,7 +294,7 @@ impl<P: Coherence> Os<P> {
             let first_core = base + spec.threads.first().and_then(|t| t.core).map_or(next_core % cpus, |c| c as usize);
             let setup_core = os.home_cpu(first_core);
             let pid = os.create_process(spec.group, None, setup_core, spec.page_tables.clone())?;
-            os.procs[pid as usize].vm = vm as u32;
+            os.spaces[pid as usize].vm = vm as u32;
             let mut slots: Vec<(u64, u64)> = vec![(0, 0); os.w.slots];
             for (ri, r) in spec.regions.iter().enumerate() {
                 let va = os.mmap_region(setup_core, pid, r, None)?;
@@ -384,12 +385,12 @@ impl<P: Coherence> Os<P> {
         let now = self.m.cores[core].clock >> CLOCK_SHIFT;
         at.taken = Some((pid, now));
         if let Some(dump) = self.ptdump.as_mut() {
-            dump.add(&self.m.pt, self.m.backend.as_ref(), pid, self.procs[pid as usize].root);
+            dump.add(&self.m.pt, self.m.backend.as_ref(), pid, self.spaces[pid as usize].root);
         }
     }
 
     pub(crate) fn create_process(&mut self, group: usize, family: Option<u32>, core: usize, page_tables: crate::placement::PtOptions) -> Result<u32> {
-        let pid = self.procs.len() as u32;
+        let pid = self.spaces.next_pid();
         let socket = self.m.cores[core].socket;
         let space = self.m.new_address_space_with(pid, socket, &page_tables)?;
         if self.settings.recycling_on() {
@@ -401,7 +402,7 @@ impl<P: Coherence> Os<P> {
             MMAP_TOP - LIBS_BYTES,
             Vma { end: MMAP_TOP, writable: false, shared: false, backing: crate::workload::program::Backing::Anonymous, reserved: true, recycling: 0 },
         );
-        self.procs.push(Process {
+        self.spaces.add(Process {
             pid,
             root: space.root,
             page_tables,
@@ -409,7 +410,7 @@ impl<P: Coherence> Os<P> {
             vmas,
             held: BTreeMap::new(),
             cpumask: vec![false; self.cores.len()],
-            vm: family.map_or(0, |f| self.procs[f as usize].vm),
+            vm: family.map_or(0, |f| self.spaces[f as usize].vm),
             tlb_gen: 0,
             threads_alive: 0,
             group,
@@ -472,7 +473,7 @@ impl<P: Coherence> Os<P> {
             io_queue: VecDeque::new(),
             serving: false,
         });
-        self.procs[pid as usize].threads_alive += 1;
+        self.spaces[pid as usize].threads_alive += 1;
         if !daemon {
             self.sched.worker_started();
         }
@@ -525,7 +526,7 @@ impl<P: Coherence> Os<P> {
                         }
                     }
                     Effect::ReleaseRange { mm, start, end } => {
-                        let held = &mut self.procs[mm as usize].held;
+                        let held = &mut self.spaces[mm as usize].held;
                         let inside: Vec<u64> = held.range(start..end).filter(|&(_, &e)| e <= end).map(|(&s, _)| s).collect();
                         for s in inside {
                             held.remove(&s);

@@ -212,7 +212,7 @@ impl<P: Coherence> Os<P> {
                 p.update_period(min, max);
                 p.next_scan = now + p.period;
                 // mmap_read_trylock: a writer holding the lock skips this period's scan.
-                if self.locks.enabled() && !self.procs[pid as usize].mmap_lock.read_free(now) {
+                if self.locks.enabled() && !self.spaces[pid as usize].mmap_lock.read_free(now) {
                     self.numa_stats.scans_skipped_locked += 1;
                     return Ok(());
                 }
@@ -223,7 +223,7 @@ impl<P: Coherence> Os<P> {
         let mut start = self.numa.as_ref().map_or(0, |n| n.procs[pid as usize].offset);
         loop {
             // The VMA at or after `start` that the scan may change.
-            let next = self.procs[pid as usize].vmas.range(..).find(|(_, v)| v.end > start && !v.reserved && scannable(v)).map(|(&s, v)| (s, v.end));
+            let next = self.spaces[pid as usize].vmas.range(..).find(|(_, v)| v.end > start && !v.reserved && scannable(v)).map(|(&s, v)| (s, v.end));
             let Some((vma_start, vma_end)) = next else {
                 // Past the last VMA: the next scan starts over (reset_ptenuma_scan).
                 start = 0;

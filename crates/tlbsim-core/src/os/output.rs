@@ -152,7 +152,7 @@ impl<P: Coherence> Os<P> {
             match &self.ptdump_at {
                 None => {
                     // Processes still alive at the end (daemons, a stopped run).
-                    for p in self.procs.iter().filter(|p| p.alive) {
+                    for p in self.spaces.iter().filter(|p| p.alive) {
                         dump.add(&self.m.pt, self.m.backend.as_ref(), p.pid, p.root);
                     }
                     v["page_table_dump"] = dump.json();
@@ -241,7 +241,7 @@ impl<P: Coherence> Os<P> {
         v["run"]["seconds"] = json!(end as f64 / freq);
         v["run"]["threads"] = json!(workers);
         v["run"]["coherence"] = json!(cfg.os.coherence);
-        v["run"]["processes"] = json!(self.procs.len());
+        v["run"]["processes"] = json!(self.spaces.count());
         v["run"]["engine_steps"] = json!(self.sched.steps());
         if self.io.requests() > 0 {
             v["totals"]["io_requests"] = json!(self.io.requests());

@@ -1,11 +1,12 @@
 //! Processes (an address space with its VMAs) and threads: the per-process and per-thread
-//! records of the kernel model. Their own file so that `mod.rs` holds only the composition
+//! records of the kernel model, and `AddressSpaces`, every process by pid. Their own file so that `mod.rs` holds only the composition
 //! of the OS state and its set-up.
 
 use super::{io, locks};
 use crate::fasthash::FastSet;
 use crate::rng::SplitMix64;
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::{Index, IndexMut};
 
 /// A virtual memory area.
 #[derive(Clone, Debug)]
@@ -49,6 +50,52 @@ pub(crate) struct Process {
     pub barrier_waiting: Vec<usize>,
     /// Its VM (domain id; 0 natively).
     pub vm: u32,
+}
+
+/// Every process the run created, indexed by pid. Pids are never reused: an exited
+/// process keeps its slot (`alive` false), so a pid read from a frame's owner or a record
+/// still names the process it was. A process is only ever added with the next pid.
+#[derive(Default)]
+pub(crate) struct AddressSpaces {
+    procs: Vec<Process>,
+}
+
+impl AddressSpaces {
+    /// The pid the next process gets.
+    pub(super) fn next_pid(&self) -> u32 {
+        self.procs.len() as u32
+    }
+
+    /// Add `p`, whose pid must be `next_pid()`.
+    pub(super) fn add(&mut self, p: Process) {
+        debug_assert_eq!(p.pid, self.next_pid(), "pids are given in order");
+        self.procs.push(p);
+    }
+
+    /// Processes created so far (alive or not): pids are `0..count()`.
+    pub(super) fn count(&self) -> usize {
+        self.procs.len()
+    }
+
+    /// Every process in pid order, exited ones included.
+    pub(super) fn iter(&self) -> std::slice::Iter<'_, Process> {
+        self.procs.iter()
+    }
+}
+
+impl Index<usize> for AddressSpaces {
+    type Output = Process;
+    #[inline]
+    fn index(&self, pid: usize) -> &Process {
+        &self.procs[pid]
+    }
+}
+
+impl IndexMut<usize> for AddressSpaces {
+    #[inline]
+    fn index_mut(&mut self, pid: usize) -> &mut Process {
+        &mut self.procs[pid]
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

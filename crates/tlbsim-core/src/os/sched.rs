@@ -408,14 +408,14 @@ impl<P: Coherence> Os<P> {
     /// If every non-daemon thread of `pid` still alive waits in a barrier, wake them all at
     /// `now` (the clock of the core the last one arrived or exited on) and return true.
     pub(super) fn release_barrier(&mut self, pid: usize, now: u64) -> bool {
-        if self.procs[pid].barrier_waiting.is_empty() {
+        if self.spaces[pid].barrier_waiting.is_empty() {
             return false;
         }
         let parties = self.threads.iter().filter(|t| t.pid as usize == pid && !t.daemon && t.state != ThreadState::Exited).count();
-        if self.procs[pid].barrier_waiting.len() < parties {
+        if self.spaces[pid].barrier_waiting.len() < parties {
             return false;
         }
-        let waiting = std::mem::take(&mut self.procs[pid].barrier_waiting);
+        let waiting = std::mem::take(&mut self.spaces[pid].barrier_waiting);
         for w in waiting {
             if self.threads[w].state == ThreadState::Blocked {
                 self.schedule_wake(w, now);
@@ -436,7 +436,7 @@ impl<P: Coherence> Os<P> {
         self.cores[core].current = None;
         // One party fewer: the others may all be waiting now.
         self.release_barrier(pid as usize, now);
-        let p = &mut self.procs[pid as usize];
+        let p = &mut self.spaces[pid as usize];
         p.threads_alive -= 1;
         if p.threads_alive == 0 {
             self.exit_process(core, pid);

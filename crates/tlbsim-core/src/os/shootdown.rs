@@ -134,7 +134,7 @@ impl<P: Coherence> Os<P> {
             self.release(core, frames, tables);
             return false;
         }
-        let p = &mut self.procs[pid as usize];
+        let p = &mut self.spaces[pid as usize];
         p.tlb_gen += 1;
         let new_gen = p.tlb_gen;
         self.start(core, pid, false, reason, full, new_gen, gather)
@@ -221,7 +221,7 @@ impl<P: Coherence> Os<P> {
         };
         let views: Vec<CoreView> = (0..ncores).map(|c| self.core_view(c)).collect();
         let mut plan = FlushPlan::default();
-        let cpumask = if global { vec![true; ncores] } else { self.procs[pid as usize].cpumask.clone() };
+        let cpumask = if global { vec![true; ncores] } else { self.spaces[pid as usize].cpumask.clone() };
         let now = self.clock(core);
         self.policy.plan(&OsView { cores: &views, cpumask: &cpumask, holders: &holders, flush_ceiling: self.settings.ceiling(), now }, &req, &mut plan);
         plan.pages_of.resize(plan.targets.len(), None);
@@ -430,7 +430,7 @@ impl<P: Coherence> Os<P> {
             }
             LocalFlush::LeaveMask => {
                 if !req.global {
-                    self.procs[pid as usize].cpumask[core] = false;
+                    self.spaces[pid as usize].cpumask[core] = false;
                 }
                 false
             }

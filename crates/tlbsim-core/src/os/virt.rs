@@ -149,7 +149,7 @@ impl<P: Coherence> Os<P> {
         match &self.virt {
             None => n,
             Some(v) => {
-                let vm = self.procs[self.threads[thread].pid as usize].vm as usize;
+                let vm = self.spaces[self.threads[thread].pid as usize].vm as usize;
                 let vcpus = v.vm_base.get(vm + 1).copied().unwrap_or(v.vcpus.len()) - v.vm_base[vm];
                 v.vm_base[vm] + n % vcpus
             }

@@ -94,7 +94,7 @@ impl<P: Coherence> Os<P> {
             }
         }
         let vpn = page >> 12;
-        if self.procs[pid as usize].swapped.remove(&vpn) {
+        if self.spaces[pid as usize].swapped.remove(&vpn) {
             // Swap-in (do_swap_page): read the page back into a new frame.
             let pfn = self.alloc_data(core, pid, None, vpn)?;
             self.read_from_device(core);
@@ -115,7 +115,7 @@ impl<P: Coherence> Os<P> {
     pub(super) fn anon_fault(&mut self, core: usize, pid: u32, page: u64, start: u64, vma: &Vma, write: bool) -> Result<()> {
         if self.settings.thp() && !vma.shared {
             let huge = page & !(HUGE - 1);
-            if huge >= start && huge + HUGE <= vma.end && !self.m.pt.has_page_table(self.procs[pid as usize].root, self.settings.pt_levels(), huge) {
+            if huge >= start && huge + HUGE <= vma.end && !self.m.pt.has_page_table(self.spaces[pid as usize].root, self.settings.pt_levels(), huge) {
                 let node = self.data_node(core);
                 if let Some(pfn) = self.m.huge_block(core, node, pid) {
                     for f in pfn.0..pfn.0 + 512 {
@@ -126,7 +126,7 @@ impl<P: Coherence> Os<P> {
                     }
                     self.apply_effects();
                     self.charge(core, self.settings.costs().zero_page * 512);
-                    let group = self.procs[pid as usize].group;
+                    let group = self.spaces[pid as usize].group;
                     self.groups.charge(pfn, group, 512);
                     self.m.mem.desc_mut(pfn).set_index(huge >> 12);
                     self.huge_frames.insert(pfn.0);

@@ -25,7 +25,7 @@ impl<P: Coherence> Os<P> {
         let (policy, fx) = (&mut self.policy, &mut self.fx);
         self.m.mem.update_word(pfn, FrameWord::Technique, |w| policy.on_frame_alloc(CoreId(core as u32), pfn, w, usage, fx));
         self.apply_effects();
-        let group = self.procs[pid as usize].group;
+        let group = self.spaces[pid as usize].group;
         self.m.mem.set_mapping(pfn, file.map_or(0, |f| f + 1));
         self.m.mem.desc_mut(pfn).set_index(index);
         self.groups.charge(pfn, group, 1);

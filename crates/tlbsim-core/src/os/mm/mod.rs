@@ -50,7 +50,7 @@ impl<P: Coherence> Os<P> {
     }
 
     fn vma_at(&self, pid: u32, va: u64) -> Option<(u64, Vma)> {
-        let (&start, vma) = self.procs[pid as usize].vmas.range(..=va).next_back()?;
+        let (&start, vma) = self.spaces[pid as usize].vmas.range(..=va).next_back()?;
         (va < vma.end).then(|| (start, vma.clone()))
     }
 

@@ -31,7 +31,7 @@ impl<P: Coherence> Os<P> {
         let pid = self.threads[thread].pid;
         let end = va + len;
         // Split VMAs at the range's ends and set the new protection.
-        let vmas = &mut self.procs[pid as usize].vmas;
+        let vmas = &mut self.spaces[pid as usize].vmas;
         let hit: Vec<u64> = vmas.range(..end).filter(|(_, v)| v.end > va && !v.reserved).map(|(&s, _)| s).collect();
         for s in hit {
             let v = vmas.remove(&s).expect("listed");

@@ -180,7 +180,7 @@ impl<P: Coherence> Os<P> {
                     let old_pte = self.pte_write(core, p, va, &l, 0);
                     self.ptl_release(core, &mut ptl);
                     if mapping == 0 {
-                        self.procs[p as usize].swapped.insert(va >> 12);
+                        self.spaces[p as usize].swapped.insert(va >> 12);
                     }
                     if batch_mode {
                         batch.page(Vpn(va >> 12), old_pte);
