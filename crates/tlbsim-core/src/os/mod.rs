@@ -142,59 +142,69 @@ pub(crate) struct PtDumpAt {
     pub taken: Option<(u32, u64)>,
 }
 
-/// The whole OS-mode simulation, generic over the coherence policy.
-
+/// The whole OS-mode simulation, generic over the coherence policy. Its fields are private
+/// to `os/`: each part of the state that has rules of its own is a struct of its own
+/// (docs/ARCHITECTURE.md "Physical memory and the OS").
 pub(crate) struct Os<P: Coherence> {
-    pub m: Machine,
+    /// The hardware: TLBs, walk caches, frames, page tables, the cache model (shared with
+    /// trace mode).
+    m: Machine,
     /// `sim.ptdump`: page-table placement of each process as it exits (or of one process
     /// at one moment, with `ptdump_at`).
-    pub ptdump: Option<crate::placement::PtDump>,
+    ptdump: Option<crate::placement::PtDump>,
     /// `sim.ptdump_at_op`: the dump is of the process of one thread, taken when that thread
     /// completes its Nth operation (instead of at each exit).
-    pub ptdump_at: Option<PtDumpAt>,
-    pub policy: P,
+    ptdump_at: Option<PtDumpAt>,
+    /// The coherence policy, monomorphised: its hooks are on the per-access path.
+    policy: P,
     /// What the run was configured with (read-only: os/settings.rs).
     settings: settings::Settings,
     /// The recycling axis (`crate::recycling`): called at allocations, frees, mmaps and
     /// munmaps, never per access.
-    pub recycling: Box<dyn crate::recycling::Recycling>,
+    recycling: Box<dyn crate::recycling::Recycling>,
     /// Recycling context of the mapping the fault being handled allocates for.
-    pub alloc_context: u32,
+    alloc_context: u32,
     /// Stale translations used under the recycling axis' guarantee (`permits_stale_use`).
-    pub stale_uses_permitted_by_recycling: u64,
+    stale_uses_permitted_by_recycling: u64,
     /// Split-driver I/O counters and the device reads a demand fault sleeps for (os/io.rs).
     io: io::Io,
     /// What the policy's hooks asked for, applied by `apply_effects`.
-    pub fx: Effects,
+    fx: Effects,
     /// Kernel spinlocks and lock counters (os/locks.rs).
     locks: locks::Locks,
-    pub interleave_next: u32,
-    pub w: Workload,
+    /// The next node of `os.data_placement = "interleave"`.
+    interleave_next: u32,
+    w: Workload,
     /// Every process's address space, by pid (os/process.rs).
     spaces: process::AddressSpaces,
-    pub threads: Vec<Thread>,
-    pub cores: Vec<CoreOs>,
+    /// Every thread, by engine index (never reused; os/process.rs).
+    threads: Vec<Thread>,
+    /// Per-core kernel state (os/per_core.rs).
+    cores: Vec<CoreOs>,
     /// The engine's timed events, its per-core scheduling keys and how the run ends
     /// (os/sched.rs).
     sched: sched::Sched,
-    pub stats: Vec<OsCoreStats>,
-    pub violations: Vec<ViolationRecord>,
+    /// Per-core counters (os/counters.rs).
+    stats: Vec<OsCoreStats>,
+    /// The first `VIOLATION_RECORDS` violations the checker found.
+    violations: Vec<ViolationRecord>,
     /// Flush requests in flight (os/shootdown.rs).
     shootdowns: shootdown::InFlight,
-    pub page_cache: HashMap<(u32, u64), Pfn>,
+    /// The page cache: (file, page index) → frame.
+    page_cache: HashMap<(u32, u64), Pfn>,
     /// Memory groups: charges, limits, LRUs (mm/reclaim.rs).
     groups: mm::MemGroups,
     /// The shared zero page (read faults on anonymous memory map it).
-    pub zero_page: Option<Pfn>,
+    zero_page: Option<Pfn>,
     /// Heads of mapped 2 MiB data pages.
-    pub huge_frames: FastSet<u64>,
+    huge_frames: FastSet<u64>,
     /// AutoNUMA (`os.numa_balancing`; os/numa.rs), None when off.
     numa: Option<Box<numa::NumaBalancing>>,
     numa_stats: numa::NumaStats,
     /// While a demand fault runs: the addresses it mapped (for direct TLB fills).
-    pub fault_mapped: Option<Vec<u64>>,
+    fault_mapped: Option<Vec<u64>>,
     /// The last demand fault filled the faulting core's TLB with the faulting page.
-    pub direct_filled: bool,
+    direct_filled: bool,
     /// A recorded program's tokens and held threads (os/replay.rs).
     replay: replay::Replay,
     /// VMs, VCPUs and the hypervisor's scheduler (os/virt.rs); None natively.
