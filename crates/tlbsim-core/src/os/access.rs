@@ -40,7 +40,7 @@ impl<P: Coherence> AccessEnv for Os<P> {
     #[inline]
     fn walk(&mut self, core: usize, va: u64, write: bool) -> (WalkOutcome, u64) {
         let mm = self.running_pid(core);
-        let space = AddressSpace { id: mm, root: self.cores[core].cr3_root, levels: self.pt_levels };
+        let space = AddressSpace { id: mm, root: self.cores[core].cr3_root, levels: self.settings.pt_levels() };
         let mut wl = PolicyWalk { policy: &mut self.policy, fx: &mut self.fx, mm };
         self.m.walk(core, &space, va, write, &mut wl)
     }
@@ -60,7 +60,7 @@ impl<P: Coherence> AccessEnv for Os<P> {
 
     #[cold]
     fn stale_hit(&mut self, core: usize, vpn: Vpn, e: &TlbEntry) {
-        if self.checker {
+        if self.settings.checker() {
             let pid = self.running_pid(core);
             self.stale_use(core, pid, vpn, e);
         }
@@ -103,7 +103,7 @@ impl<P: Coherence> AccessEnv for Os<P> {
         self.set_kernel_span(core, fault_start);
         if !mapped {
             self.stats[core].segv_signals += 1;
-            self.charge(core, self.costs.signal);
+            self.charge(core, self.settings.costs().signal);
             return Ok(FaultOutcome::Done);
         }
         let wait = self.io.take_wait();

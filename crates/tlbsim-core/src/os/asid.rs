@@ -19,14 +19,14 @@ const KERNEL_CR3: u64 = u64::MAX - 1;
 impl<P: Coherence> Os<P> {
     /// switch_mm_irqs_off(): load address space `pid` on `core`.
     pub(super) fn load_mm(&mut self, core: usize, pid: u32) {
-        let mm_gen = self.procs[pid as usize].tlb_gen;
+        let mm_gen = self.spaces[pid as usize].tlb_gen;
         let c = &mut self.cores[core];
         if c.loaded_mm == Some(pid) {
             // Same mm: leaving lazy mode, catch up if flushes were skipped meanwhile.
             let was_lazy = std::mem::replace(&mut c.lazy, false);
             let slot = c.pcid_current;
             let slot_gen = c.pcid[slot].1;
-            self.procs[pid as usize].cpumask[core] = true;
+            self.spaces[pid as usize].cpumask[core] = true;
             // A switch between two threads of the loaded mm is no switch at all: the TLB's
             // generation is whatever the flushes it took made it.
             if was_lazy && self.policy.on_switch(CoreId(core as u32), Some(slot_gen), mm_gen) {
@@ -51,17 +51,17 @@ impl<P: Coherence> Os<P> {
         // entries until the flush below).
         c.pcid[slot] = (pid, slot_gen.unwrap_or(0));
         let socket = self.m.cores[core].socket;
-        let root = self.m.backend.root_for(pid, self.procs[pid as usize].root, socket);
+        let root = self.m.backend.root_for(pid, self.spaces[pid as usize].root, socket);
         self.cores[core].cr3_root = root;
-        self.procs[pid as usize].cpumask[core] = true;
-        if !self.procs[pid as usize].former_roots.is_empty() {
+        self.spaces[pid as usize].cpumask[core] = true;
+        if !self.spaces[pid as usize].former_roots.is_empty() {
             self.drop_former_root_tags(core, pid, root);
         }
         let cr3 = self.m.pt.pfn_of(root).0;
         // The VM of the address space loaded before on this CPU: a switch into another VM
         // is inter-VM (a VCPU switch), else intra-VM (the guest's own process switch).
-        let vm = self.procs[pid as usize].vm;
-        let inter_vm = from.is_some_and(|f| self.procs[f as usize].vm != vm);
+        let vm = self.spaces[pid as usize].vm;
+        let inter_vm = from.is_some_and(|f| self.spaces[f as usize].vm != vm);
         let domain_prev = self.domain_holder(core, vm);
         let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
         let hw = self.m.cores[core].tlbs.write_cr3(cr3, slot as u16 + 1, vm as u16, &mut pl);
@@ -101,15 +101,15 @@ impl<P: Coherence> Os<P> {
         let c = &mut self.cores[core];
         c.loaded_mm = None;
         c.lazy = false;
-        self.procs[pid as usize].cpumask[core] = false;
+        self.spaces[pid as usize].cpumask[core] = false;
         if let Some(s) = self.cores[core].pcid.iter().position(|&(p, _)| p == pid) {
             self.cores[core].pcid[s] = (u32::MAX, 0);
         }
-        if matches!(self.tagging, Tagging::Cr3 | Tagging::Domain) {
+        if matches!(self.settings.tagging(), Tagging::Cr3 | Tagging::Domain) {
             // init_mm's page table is loaded, so the next load of `pid` is a real switch (with
             // CR3 tags, not a same-value write).
             // The kernel's page table, in this CPU's current VM.
-            let vm = self.procs[pid as usize].vm;
+            let vm = self.spaces[pid as usize].vm;
             let domain_prev = self.domain_holder(core, vm);
             let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
             if let Some(cause) = self.m.cores[core].tlbs.write_cr3(KERNEL_CR3, 0, vm as u16, &mut pl) {
@@ -123,7 +123,7 @@ impl<P: Coherence> Os<P> {
     /// With domain tags, the address space whose entries VM `vm`'s tag holds on `core`
     /// (None in the other modes).
     fn domain_holder(&self, core: usize, vm: u32) -> Option<u32> {
-        if self.tagging != Tagging::Domain {
+        if self.settings.tagging() != Tagging::Domain {
             return None;
         }
         self.cores[core].domain_mm.iter().find(|&&(v, _)| v == vm).map(|&(_, p)| p)
@@ -139,12 +139,12 @@ impl<P: Coherence> Os<P> {
         };
         self.stats[core].full_flushes_by_cause[cause as usize] += 1;
         self.m.cores[core].stats.full_flushes += 1;
-        self.charge(core, self.costs.full_flush);
-        if self.tagging == Tagging::Domain {
+        self.charge(core, self.settings.costs().full_flush);
+        if self.settings.tagging() == Tagging::Domain {
             // Only the VM's tag went; another VM's entries stay.
             if let Some(p) = flushed_mm {
                 if let Some(s) = self.cores[core].pcid.iter().position(|&(q, _)| q == p) {
-                    self.cores[core].pcid[s].1 = self.procs[p as usize].tlb_gen;
+                    self.cores[core].pcid[s].1 = self.spaces[p as usize].tlb_gen;
                 }
                 self.policy.on_full_flush(CoreId(core as u32), Some(p), cause, &mut self.fx);
             }
@@ -163,7 +163,7 @@ impl<P: Coherence> Os<P> {
     /// Tag under which `core`'s TLB holds `pid`'s translations, if it can hold any.
     pub(crate) fn tag_on(&self, core: usize, pid: u32) -> Option<u16> {
         let c = &self.cores[core];
-        match self.tagging {
+        match self.settings.tagging() {
             Tagging::Pcid => c.pcid.iter().position(|&(p, _)| p == pid).map(|s| s as u16 + 1),
             _ => {
                 // The root the core has loaded for `pid`, else the one it would load.
@@ -171,10 +171,10 @@ impl<P: Coherence> Os<P> {
                     self.cores[core].cr3_root
                 } else {
                     let socket = self.m.cores[core].socket;
-                    self.m.backend.root_for(pid, self.procs[pid as usize].root, socket)
+                    self.m.backend.root_for(pid, self.spaces[pid as usize].root, socket)
                 };
                 let cr3 = self.m.pt.pfn_of(root).0;
-                self.m.cores[core].tlbs.tag_of(cr3, 0, self.procs[pid as usize].vm as u16)
+                self.m.cores[core].tlbs.tag_of(cr3, 0, self.spaces[pid as usize].vm as u16)
             }
         }
     }
@@ -182,11 +182,11 @@ impl<P: Coherence> Os<P> {
     /// With CR3 tags: drop what `core` holds under a former root of `pid` other than
     /// `keep` (the backend gave the core's socket another copy of the tree).
     pub(crate) fn drop_former_root_tags(&mut self, core: usize, pid: u32, keep: u32) {
-        if self.tagging != Tagging::Cr3 {
+        if self.settings.tagging() != Tagging::Cr3 {
             return;
         }
-        for i in 0..self.procs[pid as usize].former_roots.len() {
-            let r = self.procs[pid as usize].former_roots[i];
+        for i in 0..self.spaces[pid as usize].former_roots.len() {
+            let r = self.spaces[pid as usize].former_roots[i];
             if r == keep {
                 continue;
             }
@@ -213,11 +213,11 @@ impl<P: Coherence> Os<P> {
         }
         self.stats[core].full_flushes_by_cause[cause as usize] += 1;
         self.m.cores[core].stats.full_flushes += 1;
-        self.charge(core, self.costs.full_flush);
+        self.charge(core, self.settings.costs().full_flush);
         let tag = self.tag_on(core, pid);
         let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
         let tlbs = &mut self.m.cores[core].tlbs;
-        match (self.tagging, tag) {
+        match (self.settings.tagging(), tag) {
             (Tagging::Pcid | Tagging::Cr3, Some(tag)) => {
                 tlbs.invalidate_tag(tag, &mut pl);
                 // Page-walk caches hold no tag here: drop them too (x86 INVPCID does).
@@ -232,7 +232,7 @@ impl<P: Coherence> Os<P> {
             }
         }
         if let Some(s) = self.cores[core].pcid.iter().position(|&(p, _)| p == pid) {
-            self.cores[core].pcid[s].1 = self.procs[pid as usize].tlb_gen;
+            self.cores[core].pcid[s].1 = self.spaces[pid as usize].tlb_gen;
         }
         self.policy.on_full_flush(CoreId(core as u32), Some(pid), cause, &mut self.fx);
         self.apply_effects();
@@ -245,7 +245,7 @@ impl<P: Coherence> Os<P> {
         let cause = if forced { Cause::TagForced } else { cause };
         self.stats[core].full_flushes_by_cause[cause as usize] += 1;
         self.m.cores[core].stats.full_flushes += 1;
-        self.charge(core, self.costs.full_flush);
+        self.charge(core, self.settings.costs().full_flush);
         let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
         if forced {
             self.m.cores[core].tlbs.rewrite_cr3(&mut pl);
@@ -255,7 +255,7 @@ impl<P: Coherence> Os<P> {
         for s in 0..super::PCID_SLOTS {
             let (p, _) = self.cores[core].pcid[s];
             if p != u32::MAX {
-                self.cores[core].pcid[s].1 = self.procs[p as usize].tlb_gen;
+                self.cores[core].pcid[s].1 = self.spaces[p as usize].tlb_gen;
             }
         }
         self.policy.on_full_flush(CoreId(core as u32), None, cause, &mut self.fx);

@@ -97,11 +97,11 @@ impl<P: Coherence> Os<P> {
             if flushed.contains(&core) {
                 continue;
             }
-            let pids: Vec<u32> = self.procs.iter().filter(|p| p.alive).map(|p| p.pid).collect();
+            let pids: Vec<u32> = self.spaces.iter().filter(|p| p.alive).map(|p| p.pid).collect();
             for pid in pids {
                 let Some(tag) = self.tag_on(core, pid) else { continue };
-                let root = self.procs[pid as usize].root;
-                let (pt, backend, levels) = (&self.m.pt, &self.m.backend, self.pt_levels);
+                let root = self.spaces[pid as usize].root;
+                let (pt, backend, levels) = (&self.m.pt, &self.m.backend, self.settings.pt_levels());
                 let tlbs = &mut self.m.cores[core].tlbs;
                 let mut n = 0;
                 for i in [
@@ -149,7 +149,7 @@ impl<P: Coherence> Os<P> {
         let s = &mut self.m.cores[core].stats;
         if s.stale_pwc_uses > self.stats[core].stale_pwc_seen {
             self.stats[core].stale_pwc_seen = s.stale_pwc_uses;
-            if self.checker {
+            if self.settings.checker() {
                 self.record_violation(core, pid, Vpn::of_va(va), Pfn(u64::MAX), None, true);
             }
         }
@@ -167,13 +167,13 @@ impl<P: Coherence> Os<P> {
             self.stats[core].stale_uses_in_lazy_window += 1;
             return;
         }
-        if cur.is_none() && self.recycling_on {
+        if cur.is_none() && self.settings.recycling_on() {
             // The virtual page is unmapped (the program would have had a SIGSEGV) and the
             // frame may still be in the process's recycling context: the axis' rule
             // decides (FPR §IV-B: such a program reads its own stale data).
             let d = self.m.mem.desc(old);
             let own_data = d.kind != FrameKind::PageTable;
-            let family = self.procs[pid as usize].family;
+            let family = self.spaces[pid as usize].family;
             let word = self.shootdowns.word_in_transit(old).unwrap_or_else(|| self.m.mem.word(old, crate::memory::FrameWord::Tracking));
             if own_data && self.recycling.permits_stale_use(pid, family, word) {
                 self.stale_uses_permitted_by_recycling += 1;

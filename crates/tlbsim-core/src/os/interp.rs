@@ -12,7 +12,7 @@ use crate::workload::program::{AccessMode, Op, Pattern};
 impl<P: Coherence> Os<P> {
     /// Step one thread on `core` until `until` (or it blocks, exits, or waits).
     pub(super) fn step_thread(&mut self, core: usize, thread: usize, until: u64) -> Result<()> {
-        while self.clock(core) < until && self.cores[core].current == Some(thread) && self.cores[core].waiting == 0 && !self.yield_core {
+        while self.clock(core) < until && self.cores[core].current == Some(thread) && self.cores[core].waiting == 0 && !self.sched.yield_requested() {
             let prog = self.threads[thread].program;
             let pc = self.threads[thread].pc;
             // End of a loop body: go round again or leave the loop.
@@ -39,7 +39,7 @@ impl<P: Coherence> Os<P> {
                 // tables, so it waits as a system call does for cores behind it.
                 self.cores[core].leap = None;
                 if self.ahead_of_others(core) {
-                    self.yield_core = true;
+                    self.sched.request_yield();
                     return Ok(());
                 }
                 self.numa_scan(core, thread)?;
@@ -71,7 +71,7 @@ impl<P: Coherence> Os<P> {
                 | Op::MigratePages { .. }
         );
         if system_call && self.ahead_of_others(core) {
-            self.yield_core = true;
+            self.sched.request_yield();
             return Ok(());
         }
         if !system_call {
@@ -101,7 +101,7 @@ impl<P: Coherence> Os<P> {
         if finished || resuming || self.threads[thread].syscall_resume != 0 {
             self.stats[core].syscall_cycles[call] += self.clock(core) - start;
         }
-        if self.recycling_on && !self.m.mem.tracked_claims.is_empty() {
+        if self.settings.recycling_on() && !self.m.mem.tracked_claims.is_empty() {
             // Page tables (and migration targets) the call claimed may leave a context.
             self.settle_claims(core, None);
         }
@@ -134,7 +134,7 @@ impl<P: Coherence> Os<P> {
             Op::Barrier => {
                 self.advance(thread);
                 let pid = self.threads[thread].pid as usize;
-                self.procs[pid].barrier_waiting.push(thread);
+                self.spaces[pid].barrier_waiting.push(thread);
                 let now = self.clock(core);
                 if !self.release_barrier(pid, now) {
                     // Asleep without a wake-up time: the last to arrive wakes it.
@@ -233,7 +233,7 @@ impl<P: Coherence> Os<P> {
                 }
                 self.advance(thread);
                 self.stats[core].syscalls += 1;
-                self.charge(core, self.costs.syscall + self.costs.mmap);
+                self.charge(core, self.settings.costs().syscall + self.settings.costs().mmap);
                 // MAP_FIXED at the address the slot held before (none yet: a plain mmap).
                 let previous = self.threads[thread].slots[slot].0;
                 let fixed_at = (spec.fixed && previous != 0).then_some(previous);
@@ -327,13 +327,13 @@ impl<P: Coherence> Os<P> {
     /// releases or downgrades `mmap_lock`.
     fn lock_vmas(&mut self, pid: u32, start: u64, end: u64) {
         if self.locks.enabled() {
-            self.procs[pid as usize].mmap_lock.vma_locked.push((start, end));
+            self.spaces[pid as usize].mmap_lock.vma_locked.push((start, end));
         }
     }
 
     fn syscall_prologue(&mut self, core: usize) {
         self.stats[core].syscalls += 1;
-        self.charge(core, self.costs.syscall + self.costs.vma_op);
+        self.charge(core, self.settings.costs().syscall + self.settings.costs().vma_op);
     }
 
     /// Run the `Access` op at the thread's pc until it is done or `until`.

@@ -192,7 +192,7 @@ impl<P: Coherence> Os<P> {
             return true;
         }
         let now = self.clock(core);
-        let sem = &mut self.procs[pid as usize].mmap_lock;
+        let sem = &mut self.spaces[pid as usize].mmap_lock;
         let held = sem.writer.is_some() || !sem.waiters.is_empty() || (mode == LockMode::Write && !sem.readers.is_empty());
         let busy_until = match mode {
             LockMode::Write => sem.write_free_at.max(sem.read_free_at),
@@ -217,7 +217,7 @@ impl<P: Coherence> Os<P> {
             // Released at a time this core has not reached yet: the holder ran on a CPU
             // until then, so the waiter spins, first in the queue (no one barges past it),
             // and is handed the lock then.
-            self.procs[pid as usize].mmap_lock.waiters.push_back(Waiter { thread, mode, since: now, spinning: true, transient: false });
+            self.spaces[pid as usize].mmap_lock.waiters.push_back(Waiter { thread, mode, since: now, spinning: true, transient: false });
             self.cores[core].waiting += 1;
             self.schedule_event(busy_until, super::sched::Event::LockFree { pid });
             self.mark_dirty(core);
@@ -228,7 +228,7 @@ impl<P: Coherence> Os<P> {
     /// `thread` on `core` queues for `pid`'s lock: it spins if a writer owns the lock and is
     /// on a CPU, else it sleeps.
     fn wait_for_lock(&mut self, core: usize, thread: usize, pid: u32, mode: LockMode, transient: bool) {
-        let sem = &self.procs[pid as usize].mmap_lock;
+        let sem = &self.spaces[pid as usize].mmap_lock;
         // The owners are on a CPU (a writer, or readers such as a munmap waiting for its
         // shootdown's acks): spin (rwsem spins on a writer owner, and a writer spins on
         // readers for a while too).
@@ -238,7 +238,7 @@ impl<P: Coherence> Os<P> {
             None => !sem.readers.is_empty() && sem.readers.iter().all(|&r| on_cpu(r)),
         };
         let since = self.clock(core);
-        self.procs[pid as usize].mmap_lock.waiters.push_back(Waiter { thread, mode, since, spinning, transient });
+        self.spaces[pid as usize].mmap_lock.waiters.push_back(Waiter { thread, mode, since, spinning, transient });
         if spinning {
             self.cores[core].waiting += 1;
         } else {
@@ -261,7 +261,7 @@ impl<P: Coherence> Os<P> {
         if !self.locks.enabled {
             return;
         }
-        let sem = &mut self.procs[pid as usize].mmap_lock;
+        let sem = &mut self.spaces[pid as usize].mmap_lock;
         if sem.writer == Some(thread) {
             sem.writer = None;
             sem.vma_locked.clear();
@@ -304,7 +304,7 @@ impl<P: Coherence> Os<P> {
 
     fn grant_waiters(&mut self, pid: u32, at: u64) {
         loop {
-            let sem = &mut self.procs[pid as usize].mmap_lock;
+            let sem = &mut self.spaces[pid as usize].mmap_lock;
             // A spinning waiter takes the lock before a sleeping one that must first be
             // woken and scheduled (rwsem's lock stealing by optimistic spinners).
             let Some(i) = sem.waiters.iter().position(|w| w.spinning).or(if sem.waiters.is_empty() { None } else { Some(0) }) else { break };
@@ -345,7 +345,7 @@ impl<P: Coherence> Os<P> {
         // Waiters spin only while the owner is on a CPU: handed to a thread that sleeps (or
         // to readers), the others stop spinning and sleep, so that their cores can run the
         // new owner (rwsem_spin_on_owner gives up when the owner is not running).
-        let sem = &self.procs[pid as usize].mmap_lock;
+        let sem = &self.spaces[pid as usize].mmap_lock;
         let on_cpu = |t: usize| self.on_cpu(t);
         let owner_on_cpu = match sem.writer {
             Some(w) => on_cpu(w),
@@ -353,7 +353,7 @@ impl<P: Coherence> Os<P> {
         };
         if !owner_on_cpu && sem.waiters.iter().any(|w| w.spinning) {
             let spinners: Vec<usize> = sem.waiters.iter().filter(|w| w.spinning).map(|w| w.thread).collect();
-            for w in self.procs[pid as usize].mmap_lock.waiters.iter_mut() {
+            for w in self.spaces[pid as usize].mmap_lock.waiters.iter_mut() {
                 w.spinning = false;
             }
             for t in spinners {
@@ -380,7 +380,7 @@ impl<P: Coherence> Os<P> {
         if !self.locks.enabled {
             return false;
         }
-        let sem = &self.procs[pid as usize].mmap_lock;
+        let sem = &self.spaces[pid as usize].mmap_lock;
         if sem.writer.is_none_or(|w| w == thread) || !sem.vma_locked.iter().any(|&(s, e)| va >= s && va < e) {
             return false;
         }
@@ -454,7 +454,7 @@ impl<P: Coherence> Os<P> {
     /// The per-CPU frame list of `core` just moved `frames` frames from or to the buddy
     /// allocator of `node`: that work runs under the node's zone lock.
     pub(super) fn zone_section(&mut self, core: usize, node: usize, frames: u64) {
-        let cycles = frames * self.costs.buddy_per_frame;
+        let cycles = frames * self.settings.costs().buddy_per_frame;
         if !self.locks.enabled {
             self.charge(core, cycles);
             return;

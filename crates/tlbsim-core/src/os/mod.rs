@@ -4,7 +4,10 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `mod.rs` | the state (processes, threads, per-core kernel state), set-up, effects of policy hooks |
+//! | `mod.rs` | `Os`, the composition of the kernel's state; set-up; effects of policy hooks |
+//! | `settings.rs` | the run's settings, read-only after set-up (costs, switches, periods, quantum) |
+//! | `process.rs` | processes (address spaces, VMAs) and threads |
+//! | `per_core.rs` | per-core kernel state (`CoreOs`) and compute leaps (`Leap`) |
 //! | `sched.rs` | the event loop, the scheduler (run queues, time slices, idle, wake-ups), timer ticks |
 //! | `replay.rs` | a recorded program's operations: its access streams, thread starts, completion tokens |
 //! | `asid.rs` | address-space switches: PCID slots and generations, lazy TLB, CR3 loads, full flushes |
@@ -15,6 +18,7 @@
 //! | `pte.rs` | the PTE-write layer: every page-table read and write of the kernel |
 //! | `mm/` | VMAs, faults, system calls, rmap, reclaim (one file per path) |
 //! | `output.rs` | stats.json |
+//! | `counters.rs` | the counters and violation records stats.json reports |
 //! | `virt.rs` | VCPUs between the guests' threads and the CPUs (the hypervisor axis) |
 //!
 //! The engine never names a coherence policy or a page-table backend: it calls the
@@ -52,20 +56,24 @@
 mod access;
 mod asid;
 mod checker;
+mod counters;
 mod interp;
 pub(crate) mod io;
 mod locks;
 mod mm;
 mod numa;
 mod output;
+mod per_core;
+mod process;
 mod pte;
 mod replay;
 mod sched;
+mod settings;
 mod shootdown;
 mod virt;
 
 use crate::coherence::{Coherence, Effect, Effects, WithPolicy};
-use crate::config::{Config, CostsConfig, Tagging};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fasthash::{FastMap as HashMap, FastSet};
 use crate::machine::{Machine, CLOCK_SHIFT};
@@ -73,12 +81,10 @@ use crate::rng::SplitMix64;
 use crate::tlb::TlbEntry;
 use crate::types::{CoreId, Pfn, Vpn};
 use crate::workload::program::{MapSpec, Workload};
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
-use sched::{Event, MinTree};
-use shootdown::{Irq, Shootdown};
+use shootdown::Shootdown;
 
 /// Linux x86's dynamic ASIDs per CPU (TLB_NR_DYN_ASIDS).
 const PCID_SLOTS: usize = 6;
@@ -98,294 +104,9 @@ const LIBS_BYTES: u64 = (2 << 20) + (300 << 12);
 
 /// Reasons of full flushes (stats `full_flushes_by_cause`, indexed by the cause).
 pub(crate) use crate::coherence::FullFlushCause as Cause;
-/// The last two split `context_switch` by whether the switch changed VM (natively every
-/// switch is intra-VM).
-pub(crate) const CAUSES: [&str; 10] = [
-    "shootdown",
-    "ceiling",
-    "context_switch",
-    "lazy_switch",
-    "tag_capacity",
-    "tag_forced",
-    "policy",
-    "involuntary",
-    "context_switch_intra_vm",
-    "context_switch_inter_vm",
-];
-/// Index in `CAUSES` of `context_switch_intra_vm` (+1: inter).
-pub(crate) const INTRA_VM: usize = 8;
-
-/// Per-core OS counters (stats.json, per core and summed).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct OsCoreStats {
-    pub shootdowns_sent: u64,
-    /// `shootdowns_sent` by the request's reason (`FlushReason as usize`).
-    pub shootdowns_sent_by_reason: [u64; crate::coherence::FlushReason::NAMES.len()],
-    pub shootdown_ipis_sent: u64,
-    pub shootdown_ipis_received: u64,
-    /// Requests that reached this core by a hardware message (no interrupt).
-    pub shootdown_messages_received: u64,
-    /// Requests queued on this core for its next tick or context switch.
-    pub shootdowns_deferred_received: u64,
-    /// Requests that skipped this core because it was lazy (idle or running a kernel
-    /// thread with the address space borrowed); it flushes when it switches back.
-    pub shootdowns_deferred_lazy: u64,
-    /// Shootdown interrupts that arrived while this core ran kernel code (a system call, a
-    /// page fault) and were taken when it returned to user space (FPR §II's lazy
-    /// shootdowns of targets in kernel mode; the model runs kernel paths whole).
-    pub shootdowns_taken_on_kernel_exit: u64,
-    pub false_positive_targets: u64,
-    pub pages_flushed: u64,
-    pub full_flushes_by_cause: [u64; CAUSES.len()],
-    /// Per system call (`SYSCALLS`): calls completed and the cycles they ran in the kernel
-    /// (from entry to return, a lock wait before entry and the wait for a flush's acks
-    /// after it not included).
-    pub syscall_calls: [u64; 7],
-    pub syscall_cycles: [u64; 7],
-    pub shootdown_cycles_initiator_send: u64,
-    pub shootdown_cycles_initiator_wait: u64,
-    pub shootdown_cycles_target: u64,
-    pub violations_security: u64,
-    pub violations_consistency: u64,
-    /// TLB entries the checker marked stale when a flush protocol ended (a later use of
-    /// one is a violation; an eviction or flush before then makes it harmless).
-    pub stale_entries_marked: u64,
-    /// Marked entries used inside a deferred request's lazy window, as allowed
-    /// (checker.rs `in_lazy_window`): not violations.
-    pub stale_uses_in_lazy_window: u64,
-    pub context_switches: u64,
-    pub syscalls: u64,
-    pub segv_signals: u64,
-    /// Not-present faults on a page already mapped (a page-walk-cache entry into an
-    /// unlinked table): the fault drops the page-walk caches and the walk is retried.
-    pub spurious_faults: u64,
-    pub cow_faults: u64,
-    pub file_faults: u64,
-    pub page_cache_misses: u64,
-    /// Demand faults whose device read put the thread to sleep (`machine.storage`).
-    pub io_sleeps: u64,
-    pub pages_reclaimed: u64,
-    pub pages_migrated: u64,
-    pub idle_cycles: u64,
-    /// TLB fills a policy made on a demand fault instead of a walk.
-    pub direct_fills: u64,
-    /// The machine's `stale_pwc_uses` already reported as violations.
-    pub stale_pwc_seen: u64,
-    /// targets_per_shootdown histogram: index = targets (last bucket: that many or more).
-    pub targets_hist: Vec<u64>,
-}
-
-#[derive(Clone, Debug)]
-pub(crate) struct ViolationRecord {
-    pub cycle: u64,
-    pub core: u32,
-    pub process: u32,
-    pub vpn: u64,
-    pub old_pfn: u64,
-    pub new_pfn: Option<u64>,
-    pub security: bool,
-    /// A lazy CPU's walk caches still reach a freed page table (`old_pfn` is its frame; no
-    /// page was used): checker.rs rule 3, speculative walks.
-    pub freed_table: bool,
-}
-
-/// A virtual memory area.
-#[derive(Clone, Debug)]
-pub(crate) struct Vma {
-    pub end: u64,
-    pub writable: bool,
-    pub shared: bool,
-    pub backing: crate::workload::program::Backing,
-    /// Never mapped by the workload (the libraries stand-in): faults here are SIGSEGV.
-    pub reserved: bool,
-    /// Recycling context of the mapping (the recycling axis; 0: none).
-    pub recycling: u32,
-}
-
-pub(crate) struct Process {
-    pub pid: u32,
-    /// Arena slot of the primary root table (the tree the kernel walks in software).
-    pub root: u32,
-    /// The workload's per-process page-table options (the backend's), inherited by a fork.
-    pub page_tables: crate::placement::PtOptions,
-    /// Roots some socket's cores loaded for this process before the backend gave that
-    /// socket another (a replica made by migration): with CR3 tags, entries filled under
-    /// them must go when a core loads the new one.
-    pub former_roots: Vec<u32>,
-    pub vmas: BTreeMap<u64, Vma>,
-    /// Unmapped ranges the coherence policy holds back from reuse: [start, end).
-    pub held: BTreeMap<u64, u64>,
-    pub cpumask: Vec<bool>,
-    pub tlb_gen: u64,
-    pub threads_alive: u32,
-    pub group: usize,
-    /// Root of the fork tree this process belongs to (anonymous pages are shared only
-    /// within it: the anon_vma of Linux's rmap).
-    pub family: u32,
-    pub alive: bool,
-    /// Anonymous pages swapped out by reclaim (vpn): a fault brings them back.
-    pub swapped: FastSet<u64>,
-    /// The address space's `mmap_lock` (os/locks.rs).
-    pub mmap_lock: locks::RwSem,
-    /// Threads asleep in `Op::Barrier`, in arrival order.
-    pub barrier_waiting: Vec<usize>,
-    /// Its VM (domain id; 0 natively).
-    pub vm: u32,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ThreadState {
-    Runnable,
-    Blocked,
-    Exited,
-}
-
-pub(crate) struct Thread {
-    pub pid: u32,
-    pub name: String,
-    pub class: String,
-    pub daemon: bool,
-    pub program: usize,
-    pub pc: usize,
-    /// (first op of the loop body, body length, iterations left; u64::MAX = forever).
-    pub loops: Vec<(usize, usize, u64)>,
-    pub slots: Vec<(u64, u64)>,
-    /// Work left of the op at `pc`: accesses of an `Access`, cycles of a `Compute` (0: not
-    /// started).
-    pub access_left: u64,
-    pub access_cursor: u64,
-    pub rng: SplitMix64,
-    pub state: ThreadState,
-    pub core: usize,
-    pub pinned: bool,
-    /// When the thread last joined a run queue (`os.balance`: a core may pull it only from
-    /// then on).
-    pub queued_at: u64,
-    pub ops_completed: u64,
-    pub start_cycle: u64,
-    /// When the thread first ran on a core (after whatever its core did before: a process's
-    /// populated regions are faulted in by its first thread's core before any thread runs).
-    pub first_run_cycle: Option<u64>,
-    pub end_cycle: Option<u64>,
-    pub accesses: u64,
-    /// Zipf sampler of the current access op (pages, theta) → cumulative weights.
-    pub zipf: Option<(u64, u64, Vec<f64>)>,
-    /// A lock this thread waited for was handed to it: its operation goes on.
-    pub lock_granted: Option<locks::LockMode>,
-    /// Release this process's `mmap_lock` when the core resumes after its flush.
-    pub unlock_at_resume: Option<u32>,
-    /// A system call that flushes page by page (msync, migration) and waits for each
-    /// flush's acks goes on from this address when its core resumes (0: from its start).
-    pub syscall_resume: u64,
-    /// The thread fetches its instructions (`AccessMode::Fetch`): from its first fetch on,
-    /// its instructions are counted by its fetches, and its data accesses are their
-    /// operands.
-    pub fetches: bool,
-    /// Cycles spent waiting for locks (spinning or asleep).
-    pub lock_wait_cycles: u64,
-    /// The lock acquisition in progress has already waited (counted as contended once).
-    pub lock_contended: bool,
-    /// A back-end's queue of split-driver work (os/io.rs), and whether it sleeps in `Serve`
-    /// waiting for some.
-    pub io_queue: VecDeque<io::IoItem>,
-    pub serving: bool,
-}
-
-pub(crate) struct CoreOs {
-    pub current: Option<usize>,
-    pub runq: VecDeque<usize>,
-    pub loaded_mm: Option<u32>,
-    /// Root table slot loaded in CR3 (the backend's root for this core's socket).
-    pub cr3_root: u32,
-    pub lazy: bool,
-    /// The last stretch of kernel work run whole on this core (a system call, a page
-    /// fault): `[start, end)` in cycles. With `os.kernel_interrupts = "arrival"`, the
-    /// stretches of one engine step are joined, from the first one's start.
-    pub kernel_span: (u64, u64),
-    /// Clock at the start of the current engine step of this core.
-    pub step_start: u64,
-    /// The compute leap this core's last step ended with, while nothing else has happened
-    /// on the core since (see `Leap`).
-    pub leap: Option<Leap>,
-    /// How far a compute piece of the current step may leap (0: not at all).
-    pub leap_until: u64,
-    /// PCID slots: (address space, tlb_gen caught up with); u32::MAX = empty.
-    pub pcid: [(u32, u64); PCID_SLOTS],
-    pub pcid_current: usize,
-    pub pcid_next: usize,
-    pending: VecDeque<Irq>,
-    /// Requests delivered `Deferred`, applied at this core's next tick or context switch.
-    deferred: Vec<(usize, usize)>,
-    /// Shootdowns this core initiated and still waits for (it spins until all are acked).
-    pub waiting: u32,
-    pub slice_end: u64,
-    pub idle_since: Option<u64>,
-    /// When the policy's next timer tick is due on this core (u64::MAX: no ticks).
-    pub next_tick: u64,
-    /// When the MMU's next involuntary full flush is due (u64::MAX: never).
-    pub next_involuntary_flush: u64,
-    /// Domain tags: per VM, the address space whose entries its tag holds here.
-    pub domain_mm: Vec<(u32, u32)>,
-}
-
-impl CoreOs {
-    /// A core with nothing to run yet, idle since cycle 0, its first timer tick and
-    /// involuntary flush one period in (`None`: never).
-    fn new(tick_interval: Option<u64>, involuntary_period: Option<u64>) -> CoreOs {
-        CoreOs {
-            current: None,
-            runq: VecDeque::new(),
-            loaded_mm: None,
-            cr3_root: u32::MAX,
-            lazy: false,
-            kernel_span: (0, 0),
-            step_start: 0,
-            leap: None,
-            leap_until: 0,
-            pcid: [(u32::MAX, 0); PCID_SLOTS],
-            pcid_current: 0,
-            pcid_next: 0,
-            pending: VecDeque::new(),
-            deferred: Vec::new(),
-            waiting: 0,
-            slice_end: 0,
-            idle_since: Some(0),
-            next_tick: tick_interval.unwrap_or(u64::MAX),
-            next_involuntary_flush: involuntary_period.unwrap_or(u64::MAX),
-            domain_mm: Vec::new(),
-        }
-    }
-}
-
-/// The computation a core's clock is at the end of: the `Compute` pieces it ran since it
-/// last did anything else. A thread computing in user mode touches no memory, lock or
-/// kernel state, so other cores cannot tell where in it the core's clock is, except by what
-/// they send it:
-/// - an interrupt that arrived within it is taken as of its arrival (`handle_irq`: exact,
-///   where a core past the arrival took it at once: late by up to its step's overshoot);
-/// - a thread woken onto its run queue cuts its last piece back to the moment the woken
-///   thread would preempt it (`cut_leap`).
-/// So a computation's piece may leap past the engine's step limit (`leap_until`): a long
-/// computation costs a few engine steps instead of one per quantum. A leap is bounded by
-/// everything due on the core itself: its next interrupt, policy tick, involuntary flush,
-/// the end of its time slice when a thread waits, and its TLB partitioning epoch. Native
-/// runs only: under a hypervisor a VCPU's time is the hypervisor's.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Leap {
-    pub thread: usize,
-    /// The thread's pc after the last piece (past the operation if it finished it).
-    pub pc: usize,
-    /// The core's raw clock (cycles << CLOCK_SHIFT) at the end of the last piece, moved on
-    /// by the interrupts taken within the computation. It holds while the clock is there.
-    pub end_raw: u64,
-    /// Cycle the computation started at, then the end of the last interrupt taken within
-    /// it: the earliest the next interrupt can be taken at.
-    pub from: u64,
-    /// Cycle the last piece started at, or `from` if later: the earliest a cut can go back to.
-    pub floor: u64,
-    /// The last piece finished its operation.
-    pub finished: bool,
-}
+pub(crate) use counters::{OsCoreStats, ViolationRecord, CAUSES, INTRA_VM, SYSCALLS};
+pub(crate) use per_core::{CoreOs, Leap};
+pub(crate) use process::{Process, Thread, ThreadState, Vma};
 
 /// Deferred frees of a page-table change, released when its flush completes.
 #[derive(Default)]
@@ -421,101 +142,71 @@ pub(crate) struct PtDumpAt {
     pub taken: Option<(u32, u64)>,
 }
 
-/// The whole OS-mode simulation, generic over the coherence policy.
-/// System calls counted in `syscalls_by_call` (OsCoreStats::syscall_calls), in index order.
-pub(crate) const SYSCALLS: [&str; 7] = ["mmap", "munmap", "mprotect", "madvise", "msync", "fork", "migrate_pages"];
-
+/// The whole OS-mode simulation, generic over the coherence policy. Its fields are private
+/// to `os/`: each part of the state that has rules of its own is a struct of its own
+/// (docs/ARCHITECTURE.md "Physical memory and the OS").
 pub(crate) struct Os<P: Coherence> {
-    pub m: Machine,
+    /// The hardware: TLBs, walk caches, frames, page tables, the cache model (shared with
+    /// trace mode).
+    m: Machine,
     /// `sim.ptdump`: page-table placement of each process as it exits (or of one process
     /// at one moment, with `ptdump_at`).
-    pub ptdump: Option<crate::placement::PtDump>,
+    ptdump: Option<crate::placement::PtDump>,
     /// `sim.ptdump_at_op`: the dump is of the process of one thread, taken when that thread
     /// completes its Nth operation (instead of at each exit).
-    pub ptdump_at: Option<PtDumpAt>,
-    pub policy: P,
+    ptdump_at: Option<PtDumpAt>,
+    /// The coherence policy, monomorphised: its hooks are on the per-access path.
+    policy: P,
+    /// What the run was configured with (read-only: os/settings.rs).
+    settings: settings::Settings,
     /// The recycling axis (`crate::recycling`): called at allocations, frees, mmaps and
     /// munmaps, never per access.
-    pub recycling: Box<dyn crate::recycling::Recycling>,
-    pub recycling_on: bool,
+    recycling: Box<dyn crate::recycling::Recycling>,
     /// Recycling context of the mapping the fault being handled allocates for.
-    pub alloc_context: u32,
+    alloc_context: u32,
     /// Stale translations used under the recycling axis' guarantee (`permits_stale_use`).
-    pub stale_uses_permitted_by_recycling: u64,
+    stale_uses_permitted_by_recycling: u64,
     /// Split-driver I/O counters and the device reads a demand fault sleeps for (os/io.rs).
     io: io::Io,
     /// What the policy's hooks asked for, applied by `apply_effects`.
-    pub fx: Effects,
-    pub costs: CostsConfig,
-    pub ceiling: u32,
-    /// `os.migrate_batch`: pages migration unmaps per TLB flush.
-    pub migrate_batch: u64,
-    /// `os.kernel_interrupts = "arrival"`: an interrupt that arrives during a kernel path is
-    /// acknowledged at its arrival (plus the handler), not when the path returns.
-    pub kernel_interrupts_at_arrival: bool,
-    /// `os.balance = "linux"`: a woken thread goes to an idle core of its socket when its own
-    /// is busy (sched.rs `wake_core`), and an idle core pulls a waiting thread (`pull_thread`).
-    pub balance: bool,
-    pub time_slice: u64,
-    pub quantum: u64,
-    pub tick_interval: Option<u64>,
-    /// Cycles between the MMU's involuntary full flushes on each core (ABIS §7).
-    pub involuntary_period: Option<u64>,
+    fx: Effects,
     /// Kernel spinlocks and lock counters (os/locks.rs).
     locks: locks::Locks,
-    pub checker: bool,
-    pub thp: bool,
-    pub tagging: Tagging,
-    pub pt_levels: u32,
-    /// Where data frames come from (`os.data_placement`).
-    pub data_placement: crate::config::Placement,
-    pub interleave_next: u32,
-    pub w: Workload,
-    pub procs: Vec<Process>,
-    pub threads: Vec<Thread>,
-    pub cores: Vec<CoreOs>,
-    pub stats: Vec<OsCoreStats>,
-    pub violations: Vec<ViolationRecord>,
-    events: BinaryHeap<Reverse<(u64, u64, Event)>>,
-    event_seq: u64,
+    /// The next node of `os.data_placement = "interleave"`.
+    interleave_next: u32,
+    w: Workload,
+    /// Every process's address space, by pid (os/process.rs).
+    spaces: process::AddressSpaces,
+    /// Every thread, by engine index (never reused; os/process.rs).
+    threads: Vec<Thread>,
+    /// Per-core kernel state (os/per_core.rs).
+    cores: Vec<CoreOs>,
+    /// The engine's timed events, its per-core scheduling keys and how the run ends
+    /// (os/sched.rs).
+    sched: sched::Sched,
+    /// Per-core counters (os/counters.rs).
+    stats: Vec<OsCoreStats>,
+    /// The first `VIOLATION_RECORDS` violations the checker found.
+    violations: Vec<ViolationRecord>,
     /// Flush requests in flight (os/shootdown.rs).
     shootdowns: shootdown::InFlight,
-    pub page_cache: HashMap<(u32, u64), Pfn>,
+    /// The page cache: (file, page index) → frame.
+    page_cache: HashMap<(u32, u64), Pfn>,
     /// Memory groups: charges, limits, LRUs (mm/reclaim.rs).
     groups: mm::MemGroups,
     /// The shared zero page (read faults on anonymous memory map it).
-    pub zero_page: Option<Pfn>,
+    zero_page: Option<Pfn>,
     /// Heads of mapped 2 MiB data pages.
-    pub huge_frames: FastSet<u64>,
+    huge_frames: FastSet<u64>,
     /// AutoNUMA (`os.numa_balancing`; os/numa.rs), None when off.
     numa: Option<Box<numa::NumaBalancing>>,
     numa_stats: numa::NumaStats,
     /// While a demand fault runs: the addresses it mapped (for direct TLB fills).
-    pub fault_mapped: Option<Vec<u64>>,
+    fault_mapped: Option<Vec<u64>>,
     /// The last demand fault filled the faulting core's TLB with the faulting page.
-    pub direct_filled: bool,
-    live_workers: usize,
-    pub seed: u64,
-    /// Cycle at which the last non-daemon thread exited.
-    end_cycle: u64,
-    /// Per core: when it next has something to do (its clock if it runs a thread; for an
-    /// idle core or one spinning for acks, its next interrupt's arrival; else u64::MAX); kept
-    /// up to date through `dirty`, the cores whose state may have changed since the last
-    /// decision.
-    keys: MinTree,
-    dirty: Vec<usize>,
-    /// Whether each core is in `dirty` already.
-    is_dirty: Vec<bool>,
-    steps: u64,
+    direct_filled: bool,
     /// A recorded program's tokens and held threads (os/replay.rs).
     replay: replay::Replay,
-    /// A thread stopped before a system call because another core is behind it in
-    /// simulated time (`Os::ahead_of_others`): its core goes back to the scheduler.
-    yield_core: bool,
-    /// An interrupt handler just gave a spinning initiator its last ack.
-    initiator_resumed: bool,
-    /// The run was stopped through its control before every thread finished.
-    partial: bool,
     /// VMs, VCPUs and the hypervisor's scheduler (os/virt.rs); None natively.
     virt: Option<virt::Virt>,
 }
@@ -549,28 +240,13 @@ impl<P: Coherence> Os<P> {
     fn new(cfg: &Config, w: Workload, policy: P) -> Result<Self> {
         let mut m = Machine::new(cfg)?;
         let storage = crate::config::storage::device(&cfg.machine.storage)?;
-        let mut costs = cfg.costs.clone();
-        if let Some(d) = storage {
-            costs.read_page = (d.read_ns * cfg.machine.frequency_ghz).round() as u64;
-            let write_ns = if d.sleeps { crate::config::storage::ASYNC_WRITE_SUBMIT_NS } else { d.write_ns };
-            costs.write_page = (write_ns * cfg.machine.frequency_ghz).round() as u64;
-        }
         let recycling = crate::recycling::build(cfg)?;
         m.mem.merge_tracking = recycling.merge_words();
         let ncores = cfg.cores() as usize;
-        let tick_interval = policy.tick_interval().filter(|&t| t > 0);
-        let rate = cfg.machine.tlb.involuntary_full_flush_per_mcycles;
-        if !(rate >= 0.0 && rate.is_finite()) {
-            return Err(crate::error::Error::config("machine.tlb.involuntary_full_flush_per_mcycles", format!("{rate}: must be a rate >= 0")));
-        }
-        let involuntary_period = (rate > 0.0).then(|| ((1e6 / rate).round() as u64).max(1));
-        let cores = (0..ncores).map(|_| CoreOs::new(tick_interval, involuntary_period)).collect();
+        let settings = settings::Settings::new(cfg, &policy, storage, recycling.enabled())?;
+        let cores = (0..ncores).map(|_| CoreOs::new(settings.tick_interval(), settings.involuntary_period())).collect();
         // Without groups, one group with no limit.
         let groups = mm::MemGroups::new(w.groups.iter().map(|g| g.limit_pages));
-        // The engine's lookahead is the smallest latency any delivery path can have: the
-        // IPI latencies, and whatever the policy's own paths need.
-        let ipi = cfg.costs.ipi_delivery_same_socket.min(cfg.costs.ipi_delivery_cross_socket);
-        let lookahead = policy.min_latency(&cfg.costs).map_or(ipi, |l| l.min(ipi));
         let ptdump = (cfg.sim.ptdump || cfg.sim.ptdump_at_op > 0).then(|| crate::placement::PtDump::new(cfg.machine.sockets, cfg.os.pt_levels));
         for (pi, p) in w.processes.iter().enumerate() {
             p.page_tables.check(&format!("workload.process[{pi}] ({:?}): its page-table options", p.name), cfg.machine.sockets)?;
@@ -581,44 +257,21 @@ impl<P: Coherence> Os<P> {
             ptdump,
             ptdump_at: None,
             policy,
-            recycling_on: recycling.enabled(),
+            settings,
             recycling,
             alloc_context: 0,
             stale_uses_permitted_by_recycling: 0,
             io: io::Io::new(storage.is_some_and(|d| d.sleeps)),
             fx: Vec::new(),
-            costs,
-            ceiling: cfg.os.flush_ceiling,
-            migrate_batch: cfg.os.migrate_batch as u64,
-            kernel_interrupts_at_arrival: cfg.os.kernel_interrupts == "arrival",
-            balance: cfg.os.balance == "linux",
-            time_slice: cfg.os.time_slice,
-            quantum: match cfg.sim.quantum_cycles {
-                // A quarter of the engine's lookahead. At the lookahead, halving still moved
-                // fpr-munmap's throughput by 1.7%, and at half of it a 4-core mprotect mix by
-                // 4.6% (the order in which a core takes requests of consecutive generations
-                // decides page or full flushes); from a quarter, halving moves every headline
-                // result by under 1% (docs/OS_MODEL.md, tests/os_engine.rs).
-                0 => (lookahead / 4).max(1),
-                q => q,
-            },
-            tick_interval,
-            involuntary_period,
             locks: locks::Locks::new(cfg.os.locks),
-            checker: cfg.os.checker,
-            thp: cfg.os.thp,
-            tagging: cfg.machine.tlb.tagging,
-            pt_levels: cfg.os.pt_levels,
-            data_placement: crate::config::Placement::parse("os.data_placement", &cfg.os.data_placement, cfg.machine.sockets)?,
             interleave_next: 0,
             w,
-            procs: Vec::new(),
+            spaces: process::AddressSpaces::default(),
             threads: Vec::new(),
             cores,
+            sched: sched::Sched::new(ncores),
             stats: vec![OsCoreStats { targets_hist: vec![0; 65], ..Default::default() }; ncores],
             violations: Vec::new(),
-            events: BinaryHeap::new(),
-            event_seq: 0,
             shootdowns: shootdown::InFlight::new(ncores),
             page_cache: HashMap::default(),
             groups,
@@ -628,17 +281,7 @@ impl<P: Coherence> Os<P> {
             numa_stats: Default::default(),
             fault_mapped: None,
             direct_filled: false,
-            live_workers: 0,
-            seed: cfg.seed,
-            end_cycle: 0,
-            keys: MinTree::new(ncores),
-            dirty: (0..ncores).collect(),
-            is_dirty: vec![true; ncores],
-            steps: 0,
             replay,
-            yield_core: false,
-            initiator_resumed: false,
-            partial: false,
             virt: None,
         };
         if !os.w.vms.is_empty() {
@@ -661,7 +304,7 @@ impl<P: Coherence> Os<P> {
             let first_core = base + spec.threads.first().and_then(|t| t.core).map_or(next_core % cpus, |c| c as usize);
             let setup_core = os.home_cpu(first_core);
             let pid = os.create_process(spec.group, None, setup_core, spec.page_tables.clone())?;
-            os.procs[pid as usize].vm = vm as u32;
+            os.spaces[pid as usize].vm = vm as u32;
             let mut slots: Vec<(u64, u64)> = vec![(0, 0); os.w.slots];
             for (ri, r) in spec.regions.iter().enumerate() {
                 let va = os.mmap_region(setup_core, pid, r, None)?;
@@ -710,10 +353,7 @@ impl<P: Coherence> Os<P> {
     /// `core`'s scheduling key may have changed.
     #[inline]
     fn mark_dirty(&mut self, core: usize) {
-        if !self.is_dirty[core] {
-            self.is_dirty[core] = true;
-            self.dirty.push(core);
-        }
+        self.sched.mark_dirty(core);
     }
 
     /// Charge `cycles` of kernel or user work to `core`.
@@ -755,15 +395,15 @@ impl<P: Coherence> Os<P> {
         let now = self.m.cores[core].clock >> CLOCK_SHIFT;
         at.taken = Some((pid, now));
         if let Some(dump) = self.ptdump.as_mut() {
-            dump.add(&self.m.pt, self.m.backend.as_ref(), pid, self.procs[pid as usize].root);
+            dump.add(&self.m.pt, self.m.backend.as_ref(), pid, self.spaces[pid as usize].root);
         }
     }
 
     pub(crate) fn create_process(&mut self, group: usize, family: Option<u32>, core: usize, page_tables: crate::placement::PtOptions) -> Result<u32> {
-        let pid = self.procs.len() as u32;
+        let pid = self.spaces.next_pid();
         let socket = self.m.cores[core].socket;
         let space = self.m.new_address_space_with(pid, socket, &page_tables)?;
-        if self.recycling_on {
+        if self.settings.recycling_on() {
             let key = self.recycling.table_reuse_key(pid, family.unwrap_or(pid));
             self.m.pt.set_reuse_key(pid, key);
         }
@@ -772,7 +412,7 @@ impl<P: Coherence> Os<P> {
             MMAP_TOP - LIBS_BYTES,
             Vma { end: MMAP_TOP, writable: false, shared: false, backing: crate::workload::program::Backing::Anonymous, reserved: true, recycling: 0 },
         );
-        self.procs.push(Process {
+        self.spaces.add(Process {
             pid,
             root: space.root,
             page_tables,
@@ -780,7 +420,7 @@ impl<P: Coherence> Os<P> {
             vmas,
             held: BTreeMap::new(),
             cpumask: vec![false; self.cores.len()],
-            vm: family.map_or(0, |f| self.procs[f as usize].vm),
+            vm: family.map_or(0, |f| self.spaces[f as usize].vm),
             tlb_gen: 0,
             threads_alive: 0,
             group,
@@ -823,7 +463,7 @@ impl<P: Coherence> Os<P> {
             slots,
             access_left: 0,
             access_cursor: 0,
-            rng: SplitMix64::derive(self.seed, 0x7468_7264 ^ id as u64),
+            rng: SplitMix64::derive(self.settings.seed(), 0x7468_7264 ^ id as u64),
             state: ThreadState::Runnable,
             core,
             pinned,
@@ -843,9 +483,9 @@ impl<P: Coherence> Os<P> {
             io_queue: VecDeque::new(),
             serving: false,
         });
-        self.procs[pid as usize].threads_alive += 1;
+        self.spaces[pid as usize].threads_alive += 1;
         if !daemon {
-            self.live_workers += 1;
+            self.sched.worker_started();
         }
         if held {
             // Asleep until an `Op::Spawn` starts it (os/replay.rs).
@@ -896,7 +536,7 @@ impl<P: Coherence> Os<P> {
                         }
                     }
                     Effect::ReleaseRange { mm, start, end } => {
-                        let held = &mut self.procs[mm as usize].held;
+                        let held = &mut self.spaces[mm as usize].held;
                         let inside: Vec<u64> = held.range(start..end).filter(|&(_, &e)| e <= end).map(|(&s, _)| s).collect();
                         for s in inside {
                             held.remove(&s);

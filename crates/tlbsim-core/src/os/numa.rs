@@ -212,7 +212,7 @@ impl<P: Coherence> Os<P> {
                 p.update_period(min, max);
                 p.next_scan = now + p.period;
                 // mmap_read_trylock: a writer holding the lock skips this period's scan.
-                if self.locks.enabled() && !self.procs[pid as usize].mmap_lock.read_free(now) {
+                if self.locks.enabled() && !self.spaces[pid as usize].mmap_lock.read_free(now) {
                     self.numa_stats.scans_skipped_locked += 1;
                     return Ok(());
                 }
@@ -223,7 +223,7 @@ impl<P: Coherence> Os<P> {
         let mut start = self.numa.as_ref().map_or(0, |n| n.procs[pid as usize].offset);
         loop {
             // The VMA at or after `start` that the scan may change.
-            let next = self.procs[pid as usize].vmas.range(..).find(|(_, v)| v.end > start && !v.reserved && scannable(v)).map(|(&s, v)| (s, v.end));
+            let next = self.spaces[pid as usize].vmas.range(..).find(|(_, v)| v.end > start && !v.reserved && scannable(v)).map(|(&s, v)| (s, v.end));
             let Some((vma_start, vma_end)) = next else {
                 // Past the last VMA: the next scan starts over (reset_ptenuma_scan).
                 start = 0;
@@ -283,7 +283,7 @@ impl<P: Coherence> Os<P> {
             self.ptl_at(core, &mut ptl, pid, at);
             let old = self.pte_write(core, pid, at, &leaf, leaf.pte | PTE_PROTNONE);
             gather.page(Vpn(at >> 12), old);
-            self.charge(core, self.costs.per_page);
+            self.charge(core, self.settings.costs().per_page);
             changed += 1;
         }
         self.ptl_release(core, &mut ptl);
@@ -341,7 +341,7 @@ impl<P: Coherence> Os<P> {
         let old_pte = self.pte_write(core, pid, page, &leaf, make_pte(new, restored & !PTE_PFN_MASK));
         self.ptl_release(core, &mut ptl);
         self.drop_frame_identity(old);
-        self.charge(core, self.costs.copy_page + self.costs.per_page);
+        self.charge(core, self.settings.costs().copy_page + self.settings.costs().per_page);
         self.numa_stats.pages_migrated += 1;
         let restore_first = self.numa.as_ref().is_some_and(|n| n.restore_first);
         if restore_first || self.shootdowns.page_in_flight(pid, page >> 12) {

@@ -115,7 +115,7 @@ impl<P: Coherence> Os<P> {
         let workers = self.threads.iter().filter(|t| !t.daemon).count();
         let mut v = self.m.stats_json(cfg, self.threads.len());
         let freq = cfg.machine.frequency_ghz * 1e9;
-        let end = self.end_cycle;
+        let end = self.sched.end_cycle();
         if let Some(per_core) = v["per_core"].as_array_mut() {
             for (i, c) in per_core.iter_mut().enumerate() {
                 for (k, x) in os_fields(&self.stats[i]) {
@@ -152,7 +152,7 @@ impl<P: Coherence> Os<P> {
             match &self.ptdump_at {
                 None => {
                     // Processes still alive at the end (daemons, a stopped run).
-                    for p in self.procs.iter().filter(|p| p.alive) {
+                    for p in self.spaces.iter().filter(|p| p.alive) {
                         dump.add(&self.m.pt, self.m.backend.as_ref(), p.pid, p.root);
                     }
                     v["page_table_dump"] = dump.json();
@@ -177,7 +177,7 @@ impl<P: Coherence> Os<P> {
                                 t.name,
                                 t.ops_completed,
                                 at.op,
-                                if self.partial { " (the run was stopped early)" } else { "" }
+                                if self.sched.partial() { " (the run was stopped early)" } else { "" }
                             ));
                         }
                     }
@@ -185,7 +185,7 @@ impl<P: Coherence> Os<P> {
                 }
             }
         }
-        if self.recycling_on {
+        if self.settings.recycling_on() {
             let mut r = self.recycling.stats_json();
             // The tracking word of every frame of physical memory (FPR keeps one per page,
             // on the page's node).
@@ -248,8 +248,8 @@ impl<P: Coherence> Os<P> {
         v["run"]["seconds"] = json!(end as f64 / freq);
         v["run"]["threads"] = json!(workers);
         v["run"]["coherence"] = json!(cfg.os.coherence);
-        v["run"]["processes"] = json!(self.procs.len());
-        v["run"]["engine_steps"] = json!(self.steps);
+        v["run"]["processes"] = json!(self.spaces.count());
+        v["run"]["engine_steps"] = json!(self.sched.steps());
         if self.io.requests() > 0 {
             v["totals"]["io_requests"] = json!(self.io.requests());
             v["totals"]["io_completions"] = json!(self.io.completions());
@@ -269,7 +269,7 @@ impl<P: Coherence> Os<P> {
             }
             v["run"]["hypervisor"] = json!(virt.hv.name());
         }
-        if self.partial {
+        if self.sched.partial() {
             // Stopped through its control (Ctrl-C): the stats so far.
             v["run"]["partial"] = json!(true);
         }

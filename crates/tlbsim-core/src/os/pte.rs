@@ -17,7 +17,7 @@ impl<P: Coherence> Os<P> {
     /// The leaf entry mapping `va` in `pid`, A/D OR-ed over every copy of the tree.
     #[inline]
     pub(crate) fn pte_lookup(&self, pid: u32, va: u64) -> Option<Leaf> {
-        self.m.backend.lookup(&self.m.pt, pid, self.procs[pid as usize].root, self.pt_levels, va)
+        self.m.backend.lookup(&self.m.pt, pid, self.spaces[pid as usize].root, self.settings.pt_levels(), va)
     }
 
     /// Write the leaf `leaf` of `va` in `pid` (found by [`Os::pte_lookup`]) to `new`, on
@@ -26,9 +26,9 @@ impl<P: Coherence> Os<P> {
         let mut new = new;
         self.policy.on_pte_write(CoreId(core as u32), pid, va, leaf.pte, &mut new, &mut self.fx);
         let m = &mut self.m;
-        let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.pt_levels };
+        let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.settings.pt_levels() };
         let old = m.backend.write(&mut ctx, pid, va, leaf, new);
-        let replicas = m.take_replica_write_cycles(core, self.costs.replica_entry_write);
+        let replicas = m.take_replica_write_cycles(core, self.settings.costs().replica_entry_write);
         self.charge(core, replicas);
         self.apply_effects();
         old
@@ -44,11 +44,11 @@ impl<P: Coherence> Os<P> {
         // The policy may amend the flags, not the frame.
         let flags = new & !PTE_PFN_MASK & !(PTE_PRESENT | PTE_HUGE);
         let socket = self.m.cores[core].socket;
-        let root = self.procs[pid as usize].root;
+        let root = self.spaces[pid as usize].root;
         let m = &mut self.m;
-        let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.pt_levels };
+        let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.settings.pt_levels() };
         let old = m.backend.map(&mut ctx, pid, root, va, pfn, size, flags, socket)?;
-        let replicas = m.take_replica_write_cycles(core, self.costs.replica_entry_write);
+        let replicas = m.take_replica_write_cycles(core, self.settings.costs().replica_entry_write);
         self.charge(core, replicas);
         self.apply_effects();
         Ok(old)
@@ -57,11 +57,11 @@ impl<P: Coherence> Os<P> {
     /// After `[start, end)` of `pid` was unmapped: unlink the page-table pages left covering
     /// no mapping, in every copy; returns them (freed after the flush).
     pub(crate) fn pte_free_tables(&mut self, pid: u32, start: u64, end: u64) -> Vec<u32> {
-        let root = self.procs[pid as usize].root;
-        let vmas = &self.procs[pid as usize].vmas;
+        let root = self.spaces[pid as usize].root;
+        let vmas = &self.spaces[pid as usize].vmas;
         let in_use = |lo: u64, hi: u64| vmas.range(..hi).any(|(_, v)| v.end > lo);
         let m = &mut self.m;
-        let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.pt_levels };
+        let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.settings.pt_levels() };
         m.backend.free_tables(&mut ctx, pid, root, start, end, &in_use)
     }
 
@@ -85,25 +85,25 @@ impl<P: Coherence> Os<P> {
                 self.drop_lazy_mm(c, pid);
             }
         }
-        let primary = self.procs[pid as usize].root;
+        let primary = self.spaces[pid as usize].root;
         let roots_before: Vec<u32> = (0..sockets as u32).map(|s| self.m.backend.root_for(pid, primary, s)).collect();
         let loaded: Vec<u32> = (0..self.cores.len()).filter(|&c| self.cores[c].loaded_mm == Some(pid)).map(|c| self.cores[c].cr3_root).collect();
         let in_use = |socket: u32, root: u32| threads_on[socket as usize] || loaded.contains(&root);
         let m = &mut self.m;
-        let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.pt_levels };
+        let mut ctx = PtCtx { pt: &mut m.pt, mem: &mut m.mem, levels: self.settings.pt_levels() };
         let migration = m.backend.on_migrate(&mut ctx, pid, to, &in_use)?;
-        let copy = m.take_replica_write_cycles(core, self.costs.replica_entry_write);
+        let copy = m.take_replica_write_cycles(core, self.settings.costs().replica_entry_write);
         self.charge(core, copy);
         if let Some(primary) = migration.primary {
-            self.procs[pid as usize].root = primary;
+            self.spaces[pid as usize].root = primary;
         }
         // Sockets whose cores load another root from now on: with CR3 tags, entries under
         // the old one must not outlive it (its frame may become another process' root).
-        let primary = self.procs[pid as usize].root;
+        let primary = self.spaces[pid as usize].root;
         for (s, &old) in roots_before.iter().enumerate() {
             let new = self.m.backend.root_for(pid, primary, s as u32);
-            if new != old && !self.procs[pid as usize].former_roots.contains(&old) {
-                self.procs[pid as usize].former_roots.push(old);
+            if new != old && !self.spaces[pid as usize].former_roots.contains(&old) {
+                self.spaces[pid as usize].former_roots.push(old);
             }
         }
         for c in 0..self.cores.len() {

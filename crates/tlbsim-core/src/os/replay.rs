@@ -130,7 +130,7 @@ impl<P: Coherence> Os<P> {
     pub(super) fn spawn_held(&mut self, core: usize, thread: usize, declared: u32) {
         self.advance(thread);
         self.stats[core].syscalls += 1;
-        self.charge(core, self.costs.syscall);
+        self.charge(core, self.settings.costs().syscall);
         let Some(&(_, id)) = self.replay.held.iter().find(|h| h.0 == declared) else {
             // Workload::check makes every spawned thread a held one.
             unreachable!("spawn of thread {declared}, which is not held");

@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::machine::CLOCK_SHIFT;
 use crate::types::CoreId;
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Event {
@@ -61,49 +62,48 @@ impl<P: Coherence> Os<P> {
             let total = self.threads.iter().filter(|t| !t.daemon).map(|t| crate::workload::program::counted_ops(&self.w.programs[t.program])).sum();
             c.start(crate::control::ProgressUnit::Operations, total);
         }
-        while self.live_workers > 0 {
+        while self.sched.live_workers > 0 {
             if self.policy.failed() {
                 return Err(Error::Sim("the coherence policy failed; the run stopped".into()));
             }
-            if self.steps.is_multiple_of(1024) {
+            if self.sched.steps.is_multiple_of(1024) {
                 if let Some(c) = &control {
                     c.set_done(self.threads.iter().filter(|t| !t.daemon).map(|t| t.ops_completed).sum());
                     if c.stop_requested() {
                         // Stopped (Ctrl-C): the stats so far, up to the furthest core's clock.
-                        self.partial = true;
-                        self.end_cycle = (0..self.cores.len()).map(|c| self.clock(c)).max().unwrap_or(0);
+                        self.sched.partial = true;
+                        self.sched.end_cycle = (0..self.cores.len()).map(|c| self.clock(c)).max().unwrap_or(0);
                         return Ok(());
                     }
                 }
             }
             // The core furthest behind among those with work (ties: the lowest number).
             self.refresh_keys();
-            let (bt, bc) = self.keys.min();
+            let (bt, bc) = self.sched.keys.min();
             let best = (bt != u64::MAX).then_some((bt, bc));
-            let second = if best.is_some() { self.keys.min_except(bc) } else { u64::MAX };
-            let next_event = self.events.peek().map(|Reverse((t, _, _))| *t);
+            let second = if best.is_some() { self.sched.keys.min_except(bc) } else { u64::MAX };
+            let next_event = self.sched.next_event_at();
             match (best, next_event) {
                 (None, None) => {
-                    return Err(Error::Sim(format!("deadlock: {} threads still to finish but no core has work and no wake-up is due", self.live_workers)))
+                    return Err(Error::Sim(format!("deadlock: {} threads still to finish but no core has work and no wake-up is due", self.sched.live_workers)))
                 }
                 (Some((t, _)), Some(e)) if e <= t => self.process_event()?,
                 (None, Some(_)) => self.process_event()?,
                 (Some((t, core)), e) => {
-                    let limit = second.min(e.unwrap_or(u64::MAX)).min(t.saturating_add(self.quantum * 64)).saturating_add(self.quantum);
+                    let limit = second.min(e.unwrap_or(u64::MAX)).min(t.saturating_add(self.settings.quantum() * 64)).saturating_add(self.settings.quantum());
                     self.run_core(core, limit)?;
                     self.mark_dirty(core);
                 }
             }
-            self.steps += 1;
+            self.sched.steps += 1;
         }
-        self.end_cycle = self.threads.iter().filter(|t| !t.daemon).filter_map(|t| t.end_cycle).max().unwrap_or(0);
+        self.sched.end_cycle = self.threads.iter().filter(|t| !t.daemon).filter_map(|t| t.end_cycle).max().unwrap_or(0);
         Ok(())
     }
 
     /// Bring the scheduling keys of the cores whose state changed up to date.
     fn refresh_keys(&mut self) {
-        while let Some(c) = self.dirty.pop() {
-            self.is_dirty[c] = false;
+        while let Some(c) = self.sched.pop_dirty() {
             // A core with a thread to run is at its clock; an idle one, or one spinning
             // for acks, has work when its next interrupt arrives (or when the last ack
             // makes it runnable again).
@@ -119,7 +119,7 @@ impl<P: Coherence> Os<P> {
                 // So is a core whose computation (`Leap`) an interrupt arrived in.
                 let in_leap = self.live_leap(c).is_some();
                 match co.pending.front() {
-                    Some(i) if self.kernel_interrupts_at_arrival || in_leap => clock.min(i.arrival),
+                    Some(i) if self.settings.kernel_interrupts_at_arrival() || in_leap => clock.min(i.arrival),
                     _ => clock,
                 }
             } else {
@@ -131,12 +131,12 @@ impl<P: Coherence> Os<P> {
                     irq
                 }
             };
-            self.keys.set(c, key);
+            self.sched.keys.set(c, key);
         }
     }
 
     fn process_event(&mut self) -> Result<()> {
-        let Reverse((at, _, ev)) = self.events.pop().expect("peeked");
+        let (at, ev) = self.sched.pop_event();
         match ev {
             Event::Wake { thread } => {
                 if self.threads[thread].state == ThreadState::Blocked {
@@ -162,7 +162,7 @@ impl<P: Coherence> Os<P> {
     fn wake_core(&self, thread: usize) -> usize {
         let t = &self.threads[thread];
         let prev = t.core;
-        if !self.balance || t.pinned || self.virt.is_some() || self.core_idle(prev) {
+        if !self.settings.balance() || t.pinned || self.virt.is_some() || self.core_idle(prev) {
             return prev;
         }
         let socket = self.m.cores[prev].socket;
@@ -175,7 +175,7 @@ impl<P: Coherence> Os<P> {
     /// after it, its last-queued unpinned thread that was queued by this core's clock, so
     /// that no thread runs before it became runnable).
     fn pull_thread(&mut self, core: usize) -> Option<usize> {
-        if !self.balance || self.virt.is_some() {
+        if !self.settings.balance() || self.virt.is_some() {
             return None;
         }
         let now = self.clock(core);
@@ -201,8 +201,7 @@ impl<P: Coherence> Os<P> {
     }
 
     pub(super) fn schedule_event(&mut self, at: u64, ev: Event) {
-        self.event_seq += 1;
-        self.events.push(Reverse((at, self.event_seq, ev)));
+        self.sched.push_event(at, ev);
     }
 
     /// Run `core` until its clock passes `limit`, it blocks on a shootdown, or it runs out
@@ -210,9 +209,9 @@ impl<P: Coherence> Os<P> {
     fn run_core(&mut self, core: usize, limit: u64) -> Result<()> {
         let spinning_on_entry = self.cores[core].waiting > 0;
         loop {
-            self.initiator_resumed = false;
+            self.sched.initiator_resumed = false;
             self.take_due_interrupts(core);
-            if self.initiator_resumed && self.cores[core].waiting == 0 {
+            if self.sched.initiator_resumed && self.cores[core].waiting == 0 {
                 // The initiator runs again from its last ack, likely behind this core's
                 // clock: the scheduler's limit for this core changes. Running on to the old
                 // one let this core get up to 64 quanta ahead of an initiator that was
@@ -275,7 +274,7 @@ impl<P: Coherence> Os<P> {
             self.cores[core].leap_until = self.leap_bound(core, now, next_irq);
             self.step_thread(core, thread, until)?;
             self.interval_check(core);
-            if std::mem::take(&mut self.yield_core) {
+            if self.sched.take_yield() {
                 return Ok(());
             }
         }
@@ -338,8 +337,8 @@ impl<P: Coherence> Os<P> {
     pub(super) fn ahead_of_others(&mut self, core: usize) -> bool {
         self.refresh_keys();
         let now = self.clock(core);
-        let next_event = self.events.peek().map_or(u64::MAX, |Reverse((t, _, _))| *t);
-        now > self.keys.min_except(core).min(next_event)
+        let next_event = self.sched.next_event_at().unwrap_or(u64::MAX);
+        now > self.sched.keys.min_except(core).min(next_event)
     }
 
     /// `core` has nothing to run: it idles until its next interrupt (arriving at
@@ -387,12 +386,12 @@ impl<P: Coherence> Os<P> {
             self.threads[thread].first_run_cycle = Some(self.clock(core));
         }
         self.stats[core].context_switches += 1;
-        self.charge(core, self.costs.context_switch);
+        self.charge(core, self.settings.costs().context_switch);
         // Requests deferred to this core are applied at its context switch.
         self.apply_deferred(core);
         self.load_mm(core, pid);
         let now = self.clock(core);
-        self.cores[core].slice_end = now + self.time_slice;
+        self.cores[core].slice_end = now + self.settings.time_slice();
     }
 
     /// `thread` leaves `core` asleep, with no wake-up time: whoever it waits for wakes it.
@@ -409,14 +408,14 @@ impl<P: Coherence> Os<P> {
     /// If every non-daemon thread of `pid` still alive waits in a barrier, wake them all at
     /// `now` (the clock of the core the last one arrived or exited on) and return true.
     pub(super) fn release_barrier(&mut self, pid: usize, now: u64) -> bool {
-        if self.procs[pid].barrier_waiting.is_empty() {
+        if self.spaces[pid].barrier_waiting.is_empty() {
             return false;
         }
         let parties = self.threads.iter().filter(|t| t.pid as usize == pid && !t.daemon && t.state != ThreadState::Exited).count();
-        if self.procs[pid].barrier_waiting.len() < parties {
+        if self.spaces[pid].barrier_waiting.len() < parties {
             return false;
         }
-        let waiting = std::mem::take(&mut self.procs[pid].barrier_waiting);
+        let waiting = std::mem::take(&mut self.spaces[pid].barrier_waiting);
         for w in waiting {
             if self.threads[w].state == ThreadState::Blocked {
                 self.schedule_wake(w, now);
@@ -431,13 +430,13 @@ impl<P: Coherence> Os<P> {
         t.state = ThreadState::Exited;
         t.end_cycle = Some(now);
         if !t.daemon {
-            self.live_workers -= 1;
+            self.sched.live_workers -= 1;
         }
         let pid = t.pid;
         self.cores[core].current = None;
         // One party fewer: the others may all be waiting now.
         self.release_barrier(pid as usize, now);
-        let p = &mut self.procs[pid as usize];
+        let p = &mut self.spaces[pid as usize];
         p.threads_alive -= 1;
         if p.threads_alive == 0 {
             self.exit_process(core, pid);
@@ -447,7 +446,7 @@ impl<P: Coherence> Os<P> {
     /// The policy's timer ticks due on `core` by now: its hook, then the requests deferred
     /// to this core.
     pub(super) fn take_due_ticks(&mut self, core: usize) {
-        if let Some(period) = self.involuntary_period {
+        if let Some(period) = self.settings.involuntary_period() {
             let now = self.clock(core);
             if now >= self.cores[core].next_involuntary_flush {
                 while self.cores[core].next_involuntary_flush <= now {
@@ -458,7 +457,7 @@ impl<P: Coherence> Os<P> {
                 self.cores[core].leap = None;
             }
         }
-        let Some(interval) = self.tick_interval else { return };
+        let Some(interval) = self.settings.tick_interval() else { return };
         let now = self.clock(core);
         if now < self.cores[core].next_tick {
             return;
@@ -474,16 +473,136 @@ impl<P: Coherence> Os<P> {
     }
 }
 
+/// The engine's scheduling state, apart from the cores' and threads' own: the timed events
+/// (wake-ups, lock hand-overs, I/O completions) in time order, each core's scheduling key and
+/// which keys are stale, the threads the run still waits for, and how the run ended. Its
+/// fields are private to this file: the rest of the OS model marks a core's key stale,
+/// schedules an event, and asks a running thread's core to yield.
+pub(super) struct Sched {
+    /// (time, sequence number, event): ties break by the order they were scheduled in.
+    events: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    event_seq: u64,
+    /// Per core: when it next has something to do (its clock if it runs a thread; for an
+    /// idle core or one spinning for acks, its next interrupt's arrival; else u64::MAX); kept
+    /// up to date through `dirty`, the cores whose state may have changed since the last
+    /// decision.
+    keys: MinTree,
+    dirty: Vec<usize>,
+    /// Whether each core is in `dirty` already.
+    is_dirty: Vec<bool>,
+    steps: u64,
+    /// Non-daemon threads not exited yet: the run ends when none is left.
+    live_workers: usize,
+    /// Cycle at which the last non-daemon thread exited.
+    end_cycle: u64,
+    /// The run was stopped through its control before every thread finished.
+    partial: bool,
+    /// A thread stopped before a system call because another core is behind it in
+    /// simulated time (`Os::ahead_of_others`): its core goes back to the scheduler.
+    yield_core: bool,
+    /// An interrupt handler just gave a spinning initiator its last ack.
+    initiator_resumed: bool,
+}
+
+impl Sched {
+    /// Nothing scheduled; every core's key stale.
+    pub(super) fn new(ncores: usize) -> Sched {
+        Sched {
+            events: BinaryHeap::new(),
+            event_seq: 0,
+            keys: MinTree::new(ncores),
+            dirty: (0..ncores).collect(),
+            is_dirty: vec![true; ncores],
+            steps: 0,
+            live_workers: 0,
+            end_cycle: 0,
+            partial: false,
+            yield_core: false,
+            initiator_resumed: false,
+        }
+    }
+
+    /// `core`'s scheduling key may have changed.
+    #[inline]
+    pub(super) fn mark_dirty(&mut self, core: usize) {
+        if !self.is_dirty[core] {
+            self.is_dirty[core] = true;
+            self.dirty.push(core);
+        }
+    }
+
+    /// A core whose key is stale, no longer marked.
+    fn pop_dirty(&mut self) -> Option<usize> {
+        let c = self.dirty.pop()?;
+        self.is_dirty[c] = false;
+        Some(c)
+    }
+
+    fn push_event(&mut self, at: u64, ev: Event) {
+        self.event_seq += 1;
+        self.events.push(Reverse((at, self.event_seq, ev)));
+    }
+
+    fn next_event_at(&self) -> Option<u64> {
+        self.events.peek().map(|Reverse((t, _, _))| *t)
+    }
+
+    /// The earliest event (there must be one) and its time.
+    fn pop_event(&mut self) -> (u64, Event) {
+        let Reverse((at, _, ev)) = self.events.pop().expect("peeked");
+        (at, ev)
+    }
+
+    /// A non-daemon thread was created: the run waits for it.
+    pub(super) fn worker_started(&mut self) {
+        self.live_workers += 1;
+    }
+
+    /// Engine steps taken.
+    pub(super) fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Cycle at which the run ended (the last worker's exit, or where it was stopped).
+    pub(super) fn end_cycle(&self) -> u64 {
+        self.end_cycle
+    }
+
+    /// The run was stopped before every thread finished.
+    pub(super) fn partial(&self) -> bool {
+        self.partial
+    }
+
+    /// The running thread's core goes back to the scheduler after this step.
+    pub(super) fn request_yield(&mut self) {
+        self.yield_core = true;
+    }
+
+    pub(super) fn yield_requested(&self) -> bool {
+        self.yield_core
+    }
+
+    fn take_yield(&mut self) -> bool {
+        std::mem::take(&mut self.yield_core)
+    }
+
+    /// An interrupt handler gave a spinning initiator its last ack: the scheduler's limit
+    /// for the core being stepped changes.
+    pub(super) fn note_initiator_resumed(&mut self) {
+        self.initiator_resumed = true;
+    }
+}
+
 /// Minimum of per-core keys (ties: the lowest core), with O(log n) updates: a tournament
 /// tree, so choosing the next core costs the same with 4 cores as with 256.
-pub(super) struct MinTree {
+struct MinTree {
     leaves: usize,
     /// Heap order: node i has children 2i and 2i+1; leaves at `leaves..2*leaves`.
     nodes: Vec<(u64, u32)>,
 }
 
 impl MinTree {
-    pub(super) fn new(n: usize) -> MinTree {
+    fn new(n: usize) -> MinTree {
         let leaves = n.next_power_of_two().max(1);
         let mut nodes = vec![(u64::MAX, u32::MAX); 2 * leaves];
         for i in 0..leaves {

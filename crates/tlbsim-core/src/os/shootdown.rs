@@ -134,7 +134,7 @@ impl<P: Coherence> Os<P> {
             self.release(core, frames, tables);
             return false;
         }
-        let p = &mut self.procs[pid as usize];
+        let p = &mut self.spaces[pid as usize];
         p.tlb_gen += 1;
         let new_gen = p.tlb_gen;
         self.start(core, pid, false, reason, full, new_gen, gather)
@@ -151,7 +151,7 @@ impl<P: Coherence> Os<P> {
     /// data of the context it left (its new owner waits for the request), and the checker
     /// judges such a use by the old word.
     pub(crate) fn flush_global_for(&mut self, core: usize, gather: Gather, transit: Vec<(Pfn, u64)>) -> bool {
-        let seq = if self.recycling_on { self.recycling.on_global_shootdown() } else { 0 };
+        let seq = if self.settings.recycling_on() { self.recycling.on_global_shootdown() } else { 0 };
         let sd = self.shootdowns.records.len();
         let mut frames = Vec::with_capacity(transit.len());
         for (f, w) in transit {
@@ -174,7 +174,7 @@ impl<P: Coherence> Os<P> {
     }
 
     fn global_done(&mut self, seq: u64, frames: &[Pfn]) {
-        if self.recycling_on {
+        if self.settings.recycling_on() {
             self.recycling.on_global_shootdown_done(seq);
         }
         for f in frames {
@@ -221,9 +221,9 @@ impl<P: Coherence> Os<P> {
         };
         let views: Vec<CoreView> = (0..ncores).map(|c| self.core_view(c)).collect();
         let mut plan = FlushPlan::default();
-        let cpumask = if global { vec![true; ncores] } else { self.procs[pid as usize].cpumask.clone() };
+        let cpumask = if global { vec![true; ncores] } else { self.spaces[pid as usize].cpumask.clone() };
         let now = self.clock(core);
-        self.policy.plan(&OsView { cores: &views, cpumask: &cpumask, holders: &holders, flush_ceiling: self.ceiling, now }, &req, &mut plan);
+        self.policy.plan(&OsView { cores: &views, cpumask: &cpumask, holders: &holders, flush_ceiling: self.settings.ceiling(), now }, &req, &mut plan);
         plan.pages_of.resize(plan.targets.len(), None);
         if !global {
             // Cores of the mask that the request skips because they are lazy (idle, or in a
@@ -250,7 +250,7 @@ impl<P: Coherence> Os<P> {
         };
         let mut flushed = Vec::new();
         if named || global || me.loaded_mm == Some(pid) {
-            let action = self.policy.on_deliver(CoreId(core as u32), &me, &req, self.ceiling);
+            let action = self.policy.on_deliver(CoreId(core as u32), &me, &req, self.settings.ceiling());
             let pages: &[Vpn] = own_pages.as_deref().unwrap_or(&req.pages);
             if self.apply_local(core, &req, pages, action, &mut crate::tlb::hierarchy::NoTlbListener) && own_pages.is_none() {
                 flushed.push(core);
@@ -292,9 +292,9 @@ impl<P: Coherence> Os<P> {
         });
         let (per_target_send, latency_of, message) = match plan.delivery {
             Some(Delivery::Ipi) if n > 0 => {
-                let (same, cross) = (self.costs.ipi_delivery_same_socket, self.costs.ipi_delivery_cross_socket);
+                let (same, cross) = (self.settings.costs().ipi_delivery_same_socket, self.settings.costs().ipi_delivery_cross_socket);
                 self.stats[core].shootdown_ipis_sent += n as u64;
-                (self.costs.ipi_send, Some((same, cross)), false)
+                (self.settings.costs().ipi_send, Some((same, cross)), false)
             }
             Some(Delivery::Message { latency, initiator_cycles, target_cycles }) if n > 0 => {
                 self.shootdowns.records[sd].ack_return = latency;
@@ -311,7 +311,7 @@ impl<P: Coherence> Os<P> {
                 }
                 // The lazy window starts now: the checker marks what the targets still
                 // cache, and judges each use in the window (`in_lazy_window`).
-                if self.checker && !self.shootdowns.records[sd].req.global {
+                if self.settings.checker() && !self.shootdowns.records[sd].req.global {
                     let (mm, pages, flushed) = {
                         let s = &self.shootdowns.records[sd];
                         (s.req.mm, s.req.pages.clone(), s.flushed.clone())
@@ -366,7 +366,7 @@ impl<P: Coherence> Os<P> {
         let (req, leaves) = (s.req.clone(), s.leaves.clone());
         let subset = s.pages_of.get(target).cloned().flatten();
         let view = self.core_view(core);
-        let action = self.policy.on_deliver(CoreId(core as u32), &view, &req, self.ceiling);
+        let action = self.policy.on_deliver(CoreId(core as u32), &view, &req, self.settings.ceiling());
         let pages: &[Vpn] = subset.as_deref().map_or(&req.pages, |v| v.as_slice());
         // The leaves of the subset's pages, for the false-positive test.
         let sub_leaves: Vec<Option<u64>> = match &subset {
@@ -413,7 +413,7 @@ impl<P: Coherence> Os<P> {
                 }
                 let n = pages.len() as u64;
                 self.stats[core].pages_flushed += n;
-                self.charge(core, self.costs.invlpg * n);
+                self.charge(core, self.settings.costs().invlpg * n);
                 self.catch_up(core, pid, req.new_gen);
                 self.apply_effects();
                 true
@@ -423,14 +423,14 @@ impl<P: Coherence> Os<P> {
                 true
             }
             LocalFlush::Full | LocalFlush::Pages => {
-                let cause = if req.full || req.pages.len() as u64 <= self.ceiling as u64 { Cause::Shootdown } else { Cause::Ceiling };
+                let cause = if req.full || req.pages.len() as u64 <= self.settings.ceiling() as u64 { Cause::Shootdown } else { Cause::Ceiling };
                 self.full_flush_mm(core, pid, cause);
                 self.catch_up(core, pid, req.new_gen);
                 true
             }
             LocalFlush::LeaveMask => {
                 if !req.global {
-                    self.procs[pid as usize].cpumask[core] = false;
+                    self.spaces[pid as usize].cpumask[core] = false;
                 }
                 false
             }
@@ -453,7 +453,7 @@ impl<P: Coherence> Os<P> {
         let now = self.clock(core);
         let c = &mut self.cores[core];
         let (from, to) = c.kernel_span;
-        let joined = self.kernel_interrupts_at_arrival && to > c.step_start && from <= start;
+        let joined = self.settings.kernel_interrupts_at_arrival() && to > c.step_start && from <= start;
         c.kernel_span = (if joined { from } else { start }, now);
     }
 
@@ -479,7 +479,7 @@ impl<P: Coherence> Os<P> {
         // of its arrival (or of the end of the interrupt taken before it), the computation
         // pushed back by the handler.
         let leap = self.live_leap(core).filter(|l| irq.arrival < l.end_raw >> CLOCK_SHIFT);
-        let in_kernel_at_arrival = in_kernel && self.kernel_interrupts_at_arrival;
+        let in_kernel_at_arrival = in_kernel && self.settings.kernel_interrupts_at_arrival();
         let taken_at = if in_kernel_at_arrival { Some(irq.arrival) } else { leap.map(|l| irq.arrival.max(l.from)) };
         if in_kernel && !in_kernel_at_arrival {
             self.stats[core].shootdowns_taken_on_kernel_exit += 1;
@@ -490,7 +490,10 @@ impl<P: Coherence> Os<P> {
             self.charge(core, self.shootdowns.records[sd].message_target_cycles);
         } else {
             self.stats[core].shootdown_ipis_received += 1;
-            self.charge(core, self.costs.interrupt + self.costs.ack + self.costs.ack_contention_per_target * targets.saturating_sub(1));
+            self.charge(
+                core,
+                self.settings.costs().interrupt + self.settings.costs().ack + self.settings.costs().ack_contention_per_target * targets.saturating_sub(1),
+            );
         }
         self.deliver(core, sd, irq.target);
         let spent = self.clock(core) - start;
@@ -519,7 +522,7 @@ impl<P: Coherence> Os<P> {
                 self.set_clock(initiator, resume);
                 self.cores[initiator].waiting -= 1;
                 if self.cores[initiator].waiting == 0 {
-                    self.initiator_resumed = true;
+                    self.sched.note_initiator_resumed();
                     self.on_initiator_resumed(initiator, resume);
                 }
             }
@@ -568,7 +571,7 @@ impl<P: Coherence> Os<P> {
                 }
             }
         }
-        if self.checker {
+        if self.settings.checker() {
             if req.global {
                 self.mark_stale_everywhere(&flushed);
             } else {

@@ -149,7 +149,7 @@ impl<P: Coherence> Os<P> {
         match &self.virt {
             None => n,
             Some(v) => {
-                let vm = self.procs[self.threads[thread].pid as usize].vm as usize;
+                let vm = self.spaces[self.threads[thread].pid as usize].vm as usize;
                 let vcpus = v.vm_base.get(vm + 1).copied().unwrap_or(v.vcpus.len()) - v.vm_base[vm];
                 v.vm_base[vm] + n % vcpus
             }
@@ -348,7 +348,7 @@ impl<P: Coherence> Os<P> {
         co.slice_end = slice_end;
         let snap = self.snapshot(cpu);
         self.virt.as_mut().expect("VMs").snapshots[cpu] = snap;
-        self.charge(cpu, self.costs.vcpu_switch);
+        self.charge(cpu, self.settings.costs().vcpu_switch);
         if let Some(t) = current {
             let pid = self.threads[t].pid;
             self.load_mm(cpu, pid);

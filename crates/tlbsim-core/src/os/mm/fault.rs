@@ -34,7 +34,7 @@ impl<P: Coherence> Os<P> {
         let handled = self.handle_fault(core, pid, va, write, present);
         self.alloc_context = 0;
         self.io.set_in_demand_fault(false);
-        if self.recycling_on && !self.m.mem.tracked_claims.is_empty() {
+        if self.settings.recycling_on() && !self.m.mem.tracked_claims.is_empty() {
             self.settle_claims(core, None);
         }
         let mapped = self.fault_mapped.take();
@@ -48,7 +48,7 @@ impl<P: Coherence> Os<P> {
     /// Cycles of a page fault's work done under the page-table lock: one PTE's update, rmap
     /// and counters (`per_page`), out of `page_fault`.
     pub(super) fn fault_ptl_hold(&self) -> u64 {
-        self.costs.per_page.min(self.costs.page_fault)
+        self.settings.costs().per_page.min(self.settings.costs().page_fault)
     }
 
     /// `Coherence::on_demand_fault` for each PTE a demand fault mapped.
@@ -77,7 +77,7 @@ impl<P: Coherence> Os<P> {
     pub(super) fn handle_fault(&mut self, core: usize, pid: u32, va: u64, write: bool, present: bool) -> Result<bool> {
         self.m.cores[core].stats.page_faults += 1;
         // The part held under the page-table lock is charged by the caller.
-        self.charge(core, self.costs.page_fault - self.fault_ptl_hold());
+        self.charge(core, self.settings.costs().page_fault - self.fault_ptl_hold());
         let Some((start, vma)) = self.vma_at(pid, va) else { return Ok(false) };
         if vma.reserved || (write && !vma.writable) {
             return Ok(false);
@@ -94,7 +94,7 @@ impl<P: Coherence> Os<P> {
             }
         }
         let vpn = page >> 12;
-        if self.procs[pid as usize].swapped.remove(&vpn) {
+        if self.spaces[pid as usize].swapped.remove(&vpn) {
             // Swap-in (do_swap_page): read the page back into a new frame.
             let pfn = self.alloc_data(core, pid, None, vpn)?;
             self.read_from_device(core);
@@ -113,9 +113,9 @@ impl<P: Coherence> Os<P> {
 
     /// do_anonymous_page / do_huge_pmd_anonymous_page.
     pub(super) fn anon_fault(&mut self, core: usize, pid: u32, page: u64, start: u64, vma: &Vma, write: bool) -> Result<()> {
-        if self.thp && !vma.shared {
+        if self.settings.thp() && !vma.shared {
             let huge = page & !(HUGE - 1);
-            if huge >= start && huge + HUGE <= vma.end && !self.m.pt.has_page_table(self.procs[pid as usize].root, self.pt_levels, huge) {
+            if huge >= start && huge + HUGE <= vma.end && !self.m.pt.has_page_table(self.spaces[pid as usize].root, self.settings.pt_levels(), huge) {
                 let node = self.data_node(core);
                 if let Some(pfn) = self.m.huge_block(core, node, pid) {
                     for f in pfn.0..pfn.0 + 512 {
@@ -125,8 +125,8 @@ impl<P: Coherence> Os<P> {
                         });
                     }
                     self.apply_effects();
-                    self.charge(core, self.costs.zero_page * 512);
-                    let group = self.procs[pid as usize].group;
+                    self.charge(core, self.settings.costs().zero_page * 512);
+                    let group = self.spaces[pid as usize].group;
                     self.groups.charge(pfn, group, 512);
                     self.m.mem.desc_mut(pfn).set_index(huge >> 12);
                     self.huge_frames.insert(pfn.0);
@@ -141,7 +141,7 @@ impl<P: Coherence> Os<P> {
             return self.map_page(core, pid, page, zero, PageSize::Size4K, false, false);
         }
         let pfn = self.alloc_data(core, pid, None, page >> 12)?;
-        self.charge(core, self.costs.zero_page);
+        self.charge(core, self.settings.costs().zero_page);
         self.map_page(core, pid, page, pfn, PageSize::Size4K, vma.writable, write)
     }
 
@@ -158,8 +158,8 @@ impl<P: Coherence> Os<P> {
     /// on a device whose reads sleep (access.rs blocks it when the fault returns), else the
     /// core stalls in the kernel.
     pub(super) fn read_from_device(&mut self, core: usize) {
-        if !self.io.sleep_for_read(self.costs.read_page) {
-            self.charge(core, self.costs.read_page);
+        if !self.io.sleep_for_read(self.settings.costs().read_page) {
+            self.charge(core, self.settings.costs().read_page);
         }
     }
 
@@ -184,7 +184,7 @@ impl<P: Coherence> Os<P> {
         if write && !vma.shared {
             // Private write: copy the file page into an anonymous one.
             let copy = self.alloc_data(core, pid, None, page >> 12)?;
-            self.charge(core, self.costs.copy_page);
+            self.charge(core, self.settings.costs().copy_page);
             return self.map_page(core, pid, page, copy, PageSize::Size4K, true, true);
         }
         // A shared writable mapping is mapped writable on a write fault; a read fault maps

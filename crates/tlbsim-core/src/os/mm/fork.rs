@@ -35,7 +35,7 @@ impl<P: Coherence> Os<P> {
             return Ok(());
         }
         let new = self.alloc_data(core, pid, None, page >> 12)?;
-        self.charge(core, if Some(old) == self.zero_page { self.costs.zero_page } else { self.costs.copy_page });
+        self.charge(core, if Some(old) == self.zero_page { self.settings.costs().zero_page } else { self.settings.costs().copy_page });
         // wp_page_copy allocates and copies without the page-table lock, then retakes it
         // and breaks the sharing only if the PTE is still the one the fault read
         // (pte_same): the allocation may have run the group's reclaim, which can evict this
@@ -76,21 +76,21 @@ impl<P: Coherence> Os<P> {
     /// address space is flushed (flush_tlb_mm).
     pub(crate) fn syscall_fork(&mut self, core: usize, thread: usize, program: usize, child_core: Option<usize>) -> Result<()> {
         self.stats[core].syscalls += 1;
-        self.charge(core, self.costs.syscall + self.costs.fork);
+        self.charge(core, self.settings.costs().syscall + self.settings.costs().fork);
         let parent = self.threads[thread].pid;
-        let family = self.procs[parent as usize].family;
-        let group = self.procs[parent as usize].group;
-        let page_tables = self.procs[parent as usize].page_tables.clone();
+        let family = self.spaces[parent as usize].family;
+        let group = self.spaces[parent as usize].group;
+        let page_tables = self.spaces[parent as usize].page_tables.clone();
         let child = self.create_process(group, Some(family), core, page_tables)?;
-        let vmas: Vec<(u64, Vma)> = self.procs[parent as usize].vmas.iter().map(|(&s, v)| (s, v.clone())).collect();
-        self.procs[child as usize].vmas = vmas
+        let vmas: Vec<(u64, Vma)> = self.spaces[parent as usize].vmas.iter().map(|(&s, v)| (s, v.clone())).collect();
+        self.spaces[child as usize].vmas = vmas
             .iter()
             .map(|(s, v)| {
                 let recycling = if v.recycling != 0 { self.recycling.fork_context(v.recycling, parent, child, family) } else { 0 };
                 (*s, Vma { recycling, ..v.clone() })
             })
             .collect();
-        self.procs[child as usize].swapped = self.procs[parent as usize].swapped.clone();
+        self.spaces[child as usize].swapped = self.spaces[parent as usize].swapped.clone();
         let mut gather = Gather::default();
         for (start, v) in vmas.iter().filter(|(_, v)| !v.reserved) {
             let mut page = *start;
@@ -111,7 +111,7 @@ impl<P: Coherence> Os<P> {
                     writable = false;
                 }
                 self.map_page(core, child, base, pfn, size, writable, leaf.pte & PTE_DIRTY != 0)?;
-                self.charge(core, self.costs.fork_per_page);
+                self.charge(core, self.settings.costs().fork_per_page);
                 page = base + step;
             }
             self.ptl_release(core, &mut src_ptl);
@@ -136,22 +136,22 @@ impl<P: Coherence> Os<P> {
     /// The last thread of `pid` exited (exit_mmap): unmap everything, free the page
     /// tables; flush_tlb_mm with freed tables reaches every CPU still in the mask.
     pub(crate) fn exit_process(&mut self, core: usize, pid: u32) {
-        self.procs[pid as usize].alive = false;
+        self.spaces[pid as usize].alive = false;
         if let Some(dump) = self.ptdump.as_mut().filter(|_| self.ptdump_at.is_none()) {
-            dump.add(&self.m.pt, self.m.backend.as_ref(), pid, self.procs[pid as usize].root);
+            dump.add(&self.m.pt, self.m.backend.as_ref(), pid, self.spaces[pid as usize].root);
         }
-        let ranges: Vec<(u64, u64)> = self.procs[pid as usize].vmas.iter().filter(|(_, v)| !v.reserved).map(|(&s, v)| (s, v.end - s)).collect();
+        let ranges: Vec<(u64, u64)> = self.spaces[pid as usize].vmas.iter().filter(|(_, v)| !v.reserved).map(|(&s, v)| (s, v.end - s)).collect();
         let mut gather = Gather::default();
         for (va, len) in ranges {
             // Errors here can only come from splitting huge pages, which needs no allocation
             // beyond page tables; ignore them at exit.
             let _ = self.zap(core, pid, va, len, &mut gather);
         }
-        self.procs[pid as usize].vmas.clear();
-        self.procs[pid as usize].swapped.clear();
+        self.spaces[pid as usize].vmas.clear();
+        self.spaces[pid as usize].swapped.clear();
         gather.tables = self.pte_free_tables(pid, 0, MMAP_TOP + (1 << 39));
         // Only CPUs still holding it need reaching; the mm dies with it.
-        let anyone = self.procs[pid as usize].cpumask.iter().enumerate().any(|(c, &b)| b && c != core);
+        let anyone = self.spaces[pid as usize].cpumask.iter().enumerate().any(|(c, &b)| b && c != core);
         if anyone {
             self.flush(core, pid, FlushReason::Munmap, true, gather);
         } else {

@@ -18,14 +18,14 @@ impl<P: Coherence> Os<P> {
     pub(super) fn alloc_data(&mut self, core: usize, pid: u32, file: Option<u32>, index: u64) -> Result<Pfn> {
         let node = self.data_node(core);
         let pfn = self.alloc_frame_on(core, node, FrameKind::Data, pid)?;
-        if self.recycling_on {
+        if self.settings.recycling_on() {
             self.settle_claims(core, Some((pfn, self.alloc_context)));
         }
         let usage = FrameUse { mm: if file.is_some() { u32::MAX } else { pid }, file: file.is_some() };
         let (policy, fx) = (&mut self.policy, &mut self.fx);
         self.m.mem.update_word(pfn, FrameWord::Technique, |w| policy.on_frame_alloc(CoreId(core as u32), pfn, w, usage, fx));
         self.apply_effects();
-        let group = self.procs[pid as usize].group;
+        let group = self.spaces[pid as usize].group;
         self.m.mem.set_mapping(pfn, file.map_or(0, |f| f + 1));
         self.m.mem.desc_mut(pfn).set_index(index);
         self.groups.charge(pfn, group, 1);
@@ -36,7 +36,7 @@ impl<P: Coherence> Os<P> {
         // (folio_add_lru_vma), so the reclaim its charge runs never meets it. On the LRU
         // before, reclaim found it unmapped and freed it under the fault about to map it.
         self.lru_push(pfn, group);
-        if !self.recycling_on || !self.recycling.reclaim_holds(&self.m.mem.word(pfn, FrameWord::Tracking)) {
+        if !self.settings.recycling_on() || !self.recycling.reclaim_holds(&self.m.mem.word(pfn, FrameWord::Tracking)) {
             self.groups.clear_only_held(group);
         }
         Ok(pfn)
@@ -134,7 +134,7 @@ impl<P: Coherence> Os<P> {
         for f in pfn.0..pfn.0 + (1 << order) {
             let (policy, fx) = (&mut self.policy, &mut self.fx);
             self.m.mem.update_word(Pfn(f), FrameWord::Technique, |w| policy.on_frame_free(CoreId(core as u32), Pfn(f), w, fx));
-            if self.recycling_on {
+            if self.settings.recycling_on() {
                 let recycling = &mut self.recycling;
                 self.m.mem.update_word(Pfn(f), FrameWord::Tracking, |w| recycling.on_free(w));
             }

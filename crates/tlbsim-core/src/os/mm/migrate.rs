@@ -59,10 +59,10 @@ impl<P: Coherence> Os<P> {
             self.drop_frame_identity(old);
             per_mm[0].1.frames.push((old, 0));
             self.stats[core].pages_migrated += 1;
-            self.charge(core, self.costs.copy_page + self.costs.per_page);
+            self.charge(core, self.settings.costs().copy_page + self.settings.costs().per_page);
             page += PAGE;
             batched += 1;
-            if batched == self.migrate_batch {
+            if batched == self.settings.migrate_batch() {
                 batched = 0;
                 let batch = std::mem::replace(&mut per_mm, vec![(pid, Gather::default())]);
                 if self.flush_migrated(core, batch) && page < end {
@@ -80,7 +80,7 @@ impl<P: Coherence> Os<P> {
     pub(crate) fn take_frame_identity(&mut self, core: usize, old: Pfn, new: Pfn) {
         let d = *self.m.mem.desc(old);
         let (mapping, mapcount) = (self.m.mem.mapping(old), self.m.mem.mapcount(old));
-        if self.recycling_on {
+        if self.settings.recycling_on() {
             let context = self.recycling.migration_context(self.m.mem.word(old, FrameWord::Tracking));
             self.settle_claims(core, Some((new, context)));
         }

@@ -20,7 +20,7 @@ impl<P: Coherence> Os<P> {
     /// its address.
     pub(crate) fn mmap_region(&mut self, core: usize, pid: u32, spec: &MapSpec, fixed_at: Option<u64>) -> Result<u64> {
         let len = spec.bytes.div_ceil(PAGE) * PAGE;
-        let p = &self.procs[pid as usize];
+        let p = &self.spaces[pid as usize];
         // Free: neither the VMA nor the held range starting last below `hi` reaches `lo`.
         let (vma_map, held_map) = (&p.vmas, &p.held);
         let is_free = |lo: u64, hi: u64| {
@@ -65,7 +65,7 @@ impl<P: Coherence> Os<P> {
                 None if top >= len + (1 << 30) => top - len,
                 None => return Err(Error::Sim(format!("process {pid}: no virtual address space left for a {len}-byte mapping"))),
             };
-            let default_va = if self.recycling_on { self.recycling.choose_mmap_va(pid, len, default_va, &is_free) } else { default_va };
+            let default_va = if self.settings.recycling_on() { self.recycling.choose_mmap_va(pid, len, default_va, &is_free) } else { default_va };
             let va = self.policy.choose_mmap_va(pid, len, default_va, &is_free);
             if va % PAGE != 0 || !is_free(va, va + len) {
                 return Err(Error::Sim(format!(
@@ -75,14 +75,14 @@ impl<P: Coherence> Os<P> {
             va
         };
         let family = p.family;
-        let recycling = if self.recycling_on { self.recycling.mapping_context(pid, family, spec) } else { 0 };
-        if fixed_at.is_some() && self.recycling_on && self.recycling.fixed_mapping_needs_flush(pid, va, len) {
+        let recycling = if self.settings.recycling_on() { self.recycling.mapping_context(pid, family, spec) } else { 0 };
+        if fixed_at.is_some() && self.settings.recycling_on() && self.recycling.fixed_mapping_needs_flush(pid, va, len) {
             // Stale entries of an earlier mapping at this address may have survived a
             // skipped flush: flush the range on every core of the address space.
             let pages: Vec<Vpn> = (va >> 12..(va + len) >> 12).map(Vpn).collect();
             self.flush(core, pid, FlushReason::Policy, false, Gather::of_pages(pages));
         }
-        self.procs[pid as usize]
+        self.spaces[pid as usize]
             .vmas
             .insert(va, Vma { end: va + len, writable: spec.writable, shared: spec.shared, backing: spec.backing, reserved: false, recycling });
         if spec.populate {
@@ -101,7 +101,7 @@ impl<P: Coherence> Os<P> {
     /// Whether `[va, va+len)` overlaps a mapping of `pid` (the libraries' reserved range
     /// included).
     pub(crate) fn overlaps_mapping(&self, pid: u32, va: u64, len: u64) -> bool {
-        self.procs[pid as usize].vmas.range(..va.saturating_add(len)).next_back().is_some_and(|(_, v)| v.end > va)
+        self.spaces[pid as usize].vmas.range(..va.saturating_add(len)).next_back().is_some_and(|(_, v)| v.end > va)
     }
 
     /// The last PTE of the anonymous page `pfn` is gone: the frame is freed after the flush
@@ -131,7 +131,7 @@ impl<P: Coherence> Os<P> {
                 }
                 let old_pte = self.pte_write(core, pid, page, &leaf, 0);
                 gather.page(Vpn(base >> 12), old_pte);
-                self.charge(core, self.costs.per_page);
+                self.charge(core, self.settings.costs().per_page);
                 let count = self.m.mem.mapcount(pfn).saturating_sub(1);
                 self.m.mem.set_mapcount(pfn, count);
                 if count == 0 {
@@ -143,7 +143,7 @@ impl<P: Coherence> Os<P> {
             }
             let old_pte = self.pte_write(core, pid, page, &leaf, 0);
             gather.page(Vpn(page >> 12), old_pte);
-            self.charge(core, self.costs.per_page);
+            self.charge(core, self.settings.costs().per_page);
             if Some(pfn) != self.zero_page {
                 let mapping = self.m.mem.mapping(pfn);
                 let count = self.m.mem.mapcount(pfn).saturating_sub(1);
@@ -155,7 +155,7 @@ impl<P: Coherence> Os<P> {
             page += PAGE;
         }
         self.ptl_release(core, &mut ptl);
-        let swapped = &mut self.procs[pid as usize].swapped;
+        let swapped = &mut self.spaces[pid as usize].swapped;
         if !swapped.is_empty() {
             swapped.retain(|&v| v < va >> 12 || v >= end >> 12);
         }
@@ -175,7 +175,7 @@ impl<P: Coherence> Os<P> {
 
     /// Next address at or after `page` that may have a leaf (skips unmapped 2 MiB regions).
     pub(super) fn next_candidate(&self, pid: u32, page: u64, end: u64) -> u64 {
-        if self.m.pt.pd_entry(self.procs[pid as usize].root, self.pt_levels, page) & PTE_PRESENT == 0 {
+        if self.m.pt.pd_entry(self.spaces[pid as usize].root, self.settings.pt_levels(), page) & PTE_PRESENT == 0 {
             ((page & !(HUGE - 1)) + HUGE).min(end)
         } else {
             page + PAGE
@@ -205,7 +205,7 @@ impl<P: Coherence> Os<P> {
     /// Remove `[va, va+len)` from the VMA tree, splitting VMAs that straddle it.
     pub(super) fn remove_vmas(&mut self, pid: u32, va: u64, len: u64) {
         let end = va + len;
-        let vmas = &mut self.procs[pid as usize].vmas;
+        let vmas = &mut self.spaces[pid as usize].vmas;
         let hit: Vec<u64> = vmas.range(..end).filter(|(_, v)| v.end > va).map(|(&s, _)| s).collect();
         for s in hit {
             let v = vmas.remove(&s).expect("listed");
@@ -240,8 +240,8 @@ impl<P: Coherence> Os<P> {
         }
         let mut gather = Gather::default();
         // Recycling contexts of the VMAs in the range, before they go.
-        let contexts: Vec<(u64, u64, u32)> = if self.recycling_on {
-            let vmas = &self.procs[pid as usize].vmas;
+        let contexts: Vec<(u64, u64, u32)> = if self.settings.recycling_on() {
+            let vmas = &self.spaces[pid as usize].vmas;
             vmas.range(..va + len).filter(|(_, v)| v.end > va && v.recycling != 0 && !v.reserved).map(|(&s, v)| (s, v.end, v.recycling)).collect()
         } else {
             Vec::new()
@@ -258,7 +258,7 @@ impl<P: Coherence> Os<P> {
             self.skip_recycled_flushes(core, pid, &contexts, &mut gather);
         }
         if self.policy.on_range_unmapped(CoreId(core as u32), pid, va, va + len, &mut self.fx) {
-            self.procs[pid as usize].held.insert(va, va + len);
+            self.spaces[pid as usize].held.insert(va, va + len);
         }
         self.apply_effects();
         self.flush(core, pid, FlushReason::Munmap, false, gather);
@@ -294,7 +294,7 @@ impl<P: Coherence> Os<P> {
         if kept_pages.is_empty() && !gather.tables.is_empty() {
             // Every page stays in its context: the freed tables may too (kept for the
             // context's next tables instead of a flush of every core's walk caches).
-            let family = self.procs[pid as usize].family;
+            let family = self.spaces[pid as usize].family;
             let key = self.recycling.table_reuse_key(pid, family);
             if key != 0 && contexts.iter().all(|c| c.2 == key) {
                 self.recycling.on_tables_kept(gather.tables.len() as u64);
@@ -309,9 +309,9 @@ impl<P: Coherence> Os<P> {
             self.m.cores[core].tlbs.invalidate_pages(&skipped, Some(tag), &mut pl);
         }
         self.stats[core].pages_flushed += skipped.len() as u64;
-        self.charge(core, self.costs.invlpg * skipped.len() as u64);
+        self.charge(core, self.settings.costs().invlpg * skipped.len() as u64);
         self.apply_effects();
-        if self.checker {
+        if self.settings.checker() {
             // A page a flush still in flight covers (a copy-on-write break a moment ago)
             // may be cached by a core under the translation that flush removes, and used
             // until it arrives: that is the flush's to judge when it completes. Marked now

@@ -46,11 +46,11 @@ impl<P: Coherence> Os<P> {
     /// Node a new data frame comes from for a fault on `core`.
     fn data_node(&mut self, core: usize) -> NodeId {
         let nodes = self.m.mem.nodes();
-        self.data_placement.node(self.m.cores[core].socket, nodes, &mut self.interleave_next)
+        self.settings.data_placement().node(self.m.cores[core].socket, nodes, &mut self.interleave_next)
     }
 
     fn vma_at(&self, pid: u32, va: u64) -> Option<(u64, Vma)> {
-        let (&start, vma) = self.procs[pid as usize].vmas.range(..=va).next_back()?;
+        let (&start, vma) = self.spaces[pid as usize].vmas.range(..=va).next_back()?;
         (va < vma.end).then(|| (start, vma.clone()))
     }
 

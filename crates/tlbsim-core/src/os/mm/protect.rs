@@ -31,7 +31,7 @@ impl<P: Coherence> Os<P> {
         let pid = self.threads[thread].pid;
         let end = va + len;
         // Split VMAs at the range's ends and set the new protection.
-        let vmas = &mut self.procs[pid as usize].vmas;
+        let vmas = &mut self.spaces[pid as usize].vmas;
         let hit: Vec<u64> = vmas.range(..end).filter(|(_, v)| v.end > va && !v.reserved).map(|(&s, _)| s).collect();
         for s in hit {
             let v = vmas.remove(&s).expect("listed");
@@ -69,7 +69,7 @@ impl<P: Coherence> Os<P> {
             }
             let old_pte = self.pte_write(core, pid, page, &leaf, e);
             gather.page(Vpn((page & !(step - 1)) >> 12), old_pte);
-            self.charge(core, self.costs.per_page);
+            self.charge(core, self.settings.costs().per_page);
             page = (page & !(step - 1)) + step;
         }
         self.ptl_release(core, &mut ptl);
@@ -94,7 +94,7 @@ impl<P: Coherence> Os<P> {
                     self.ptl_at(core, &mut ptl, pid, page);
                     let old_pte = self.pte_write(core, pid, page, &leaf, leaf.pte & !(PTE_DIRTY | PTE_WRITABLE));
                     self.ptl_release(core, &mut ptl);
-                    self.charge(core, self.costs.per_page + self.costs.write_page);
+                    self.charge(core, self.settings.costs().per_page + self.settings.costs().write_page);
                     let mut gather = Gather::default();
                     gather.page(Vpn(page >> 12), old_pte);
                     page += PAGE;

@@ -125,8 +125,8 @@ impl<P: Coherence> Os<P> {
         let limit = self.groups.list[group].limit_pages;
         let budget = 4 * self.groups.list[group].lru.len() as u64 + 64;
         let min = (limit / 64).max(8);
-        let batch_mode = self.recycling_on && limit.saturating_sub(self.groups.list[group].used_pages) < min;
-        if self.recycling_on && !batch_mode && self.groups.list[group].only_held {
+        let batch_mode = self.settings.recycling_on() && limit.saturating_sub(self.groups.list[group].used_pages) < min;
+        if self.settings.recycling_on() && !batch_mode && self.groups.list[group].only_held {
             return Ok(());
         }
         let mut held_in_a_row = 0u64;
@@ -142,7 +142,7 @@ impl<P: Coherence> Os<P> {
                     continue;
                 }
                 let mapping = self.m.mem.mapping(pfn);
-                let held = self.recycling_on && self.recycling.reclaim_holds(&self.m.mem.word(pfn, FrameWord::Tracking));
+                let held = self.settings.recycling_on() && self.recycling.reclaim_holds(&self.m.mem.word(pfn, FrameWord::Tracking));
                 if held && !batch_mode {
                     // Kept until the min watermark; a whole pass over held pages ends it.
                     self.groups.list[group].lru.push_back((pfn, stamp));
@@ -165,7 +165,7 @@ impl<P: Coherence> Os<P> {
                         self.apply_effects();
                     }
                 }
-                self.charge(core, self.costs.per_page);
+                self.charge(core, self.settings.costs().per_page);
                 if referenced {
                     self.lru_push(pfn, group);
                     continue;
@@ -180,7 +180,7 @@ impl<P: Coherence> Os<P> {
                     let old_pte = self.pte_write(core, p, va, &l, 0);
                     self.ptl_release(core, &mut ptl);
                     if mapping == 0 {
-                        self.procs[p as usize].swapped.insert(va >> 12);
+                        self.spaces[p as usize].swapped.insert(va >> 12);
                     }
                     if batch_mode {
                         batch.page(Vpn(va >> 12), old_pte);
@@ -197,7 +197,7 @@ impl<P: Coherence> Os<P> {
                 }
                 let writes = dirty || (mapping == 0 && !maps.is_empty());
                 if writes && batch_mode {
-                    self.charge(core, self.costs.write_page);
+                    self.charge(core, self.settings.costs().write_page);
                 }
                 self.m.mem.set_mapcount(pfn, 0);
                 if mapping != 0 {
@@ -246,7 +246,7 @@ impl<P: Coherence> Os<P> {
                     }
                 }
                 if writes {
-                    self.charge(core, self.costs.write_page);
+                    self.charge(core, self.settings.costs().write_page);
                 }
             }
             // The batch's flushes (before any early end below: its PTEs are already cleared).

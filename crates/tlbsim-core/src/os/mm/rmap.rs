@@ -19,9 +19,9 @@ impl<P: Coherence> Os<P> {
         let d = self.m.mem.desc(pfn);
         let (owner, mapping) = (self.m.mem.owner(pfn), self.m.mem.mapping(pfn));
         let mut out = Vec::new();
-        for p in self.procs.iter().filter(|p| p.alive) {
+        for p in self.spaces.iter().filter(|p| p.alive) {
             let candidates: Vec<u64> = if mapping == 0 {
-                if owner != u32::MAX && (owner as usize) < self.procs.len() && self.procs[owner as usize].family == p.family {
+                if owner != u32::MAX && (owner as usize) < self.spaces.count() && self.spaces[owner as usize].family == p.family {
                     vec![d.index() << 12]
                 } else {
                     vec![]

@@ -1,0 +1,158 @@
+//! The run's settings: what the OS model takes from the config (and from the coherence
+//! policy, the recycling scheme and the storage device) at set-up and never changes after:
+//! costs, switches, periods, the engine's quantum. Private fields behind getters, so that no
+//! kernel path can change what the run was configured with; the getters are inlined, so a
+//! read costs what a field read of `Os` did.
+
+use crate::coherence::Coherence;
+use crate::config::storage::Device;
+use crate::config::{Config, CostsConfig, Placement, Tagging};
+use crate::error::{Error, Result};
+
+pub(crate) struct Settings {
+    /// `[costs]`, with a storage device's page read and write in place of `costs.read_page`
+    /// and `costs.write_page`.
+    costs: CostsConfig,
+    /// `os.flush_ceiling`: pages above which a flush is a full flush.
+    ceiling: u32,
+    /// `os.migrate_batch`: pages migration unmaps per TLB flush.
+    migrate_batch: u64,
+    /// `os.kernel_interrupts = "arrival"`: an interrupt that arrives during a kernel path is
+    /// acknowledged at its arrival (plus the handler), not when the path returns.
+    kernel_interrupts_at_arrival: bool,
+    /// `os.balance = "linux"`: a woken thread goes to an idle core of its socket when its own
+    /// is busy (sched.rs `wake_core`), and an idle core pulls a waiting thread (`pull_thread`).
+    balance: bool,
+    time_slice: u64,
+    /// How far past the next core's clock a core may run in one engine step.
+    quantum: u64,
+    /// The policy's timer tick period (None: no ticks).
+    tick_interval: Option<u64>,
+    /// Cycles between the MMU's involuntary full flushes on each core (ABIS §7).
+    involuntary_period: Option<u64>,
+    /// `os.checker`: the stale-translation checker is on.
+    checker: bool,
+    thp: bool,
+    tagging: Tagging,
+    pt_levels: u32,
+    /// Where data frames come from (`os.data_placement`).
+    data_placement: Placement,
+    /// The run's seed (each thread's generator derives from it).
+    seed: u64,
+    /// The recycling scheme is not `none` (its hooks have something to do).
+    recycling_on: bool,
+}
+
+impl Settings {
+    /// The settings of a run of `cfg` under `policy`, with the storage device `storage` and a
+    /// recycling scheme that is on or not.
+    pub(super) fn new<P: Coherence>(cfg: &Config, policy: &P, storage: Option<Device>, recycling_on: bool) -> Result<Settings> {
+        let mut costs = cfg.costs.clone();
+        if let Some(d) = storage {
+            costs.read_page = (d.read_ns * cfg.machine.frequency_ghz).round() as u64;
+            let write_ns = if d.sleeps { crate::config::storage::ASYNC_WRITE_SUBMIT_NS } else { d.write_ns };
+            costs.write_page = (write_ns * cfg.machine.frequency_ghz).round() as u64;
+        }
+        let tick_interval = policy.tick_interval().filter(|&t| t > 0);
+        let rate = cfg.machine.tlb.involuntary_full_flush_per_mcycles;
+        if !(rate >= 0.0 && rate.is_finite()) {
+            return Err(Error::config("machine.tlb.involuntary_full_flush_per_mcycles", format!("{rate}: must be a rate >= 0")));
+        }
+        let involuntary_period = (rate > 0.0).then(|| ((1e6 / rate).round() as u64).max(1));
+        // The engine's lookahead is the smallest latency any delivery path can have: the
+        // IPI latencies, and whatever the policy's own paths need.
+        let ipi = cfg.costs.ipi_delivery_same_socket.min(cfg.costs.ipi_delivery_cross_socket);
+        let lookahead = policy.min_latency(&cfg.costs).map_or(ipi, |l| l.min(ipi));
+        Ok(Settings {
+            costs,
+            ceiling: cfg.os.flush_ceiling,
+            migrate_batch: cfg.os.migrate_batch as u64,
+            kernel_interrupts_at_arrival: cfg.os.kernel_interrupts == "arrival",
+            balance: cfg.os.balance == "linux",
+            time_slice: cfg.os.time_slice,
+            quantum: match cfg.sim.quantum_cycles {
+                // A quarter of the engine's lookahead. At the lookahead, halving still moved
+                // fpr-munmap's throughput by 1.7%, and at half of it a 4-core mprotect mix by
+                // 4.6% (the order in which a core takes requests of consecutive generations
+                // decides page or full flushes); from a quarter, halving moves every headline
+                // result by under 1% (docs/OS_MODEL.md, tests/os_engine.rs).
+                0 => (lookahead / 4).max(1),
+                q => q,
+            },
+            tick_interval,
+            involuntary_period,
+            checker: cfg.os.checker,
+            thp: cfg.os.thp,
+            tagging: cfg.machine.tlb.tagging,
+            pt_levels: cfg.os.pt_levels,
+            data_placement: Placement::parse("os.data_placement", &cfg.os.data_placement, cfg.machine.sockets)?,
+            seed: cfg.seed,
+            recycling_on,
+        })
+    }
+
+    #[inline]
+    pub(crate) fn costs(&self) -> &CostsConfig {
+        &self.costs
+    }
+    #[inline]
+    pub(crate) fn ceiling(&self) -> u32 {
+        self.ceiling
+    }
+    #[inline]
+    pub(crate) fn migrate_batch(&self) -> u64 {
+        self.migrate_batch
+    }
+    #[inline]
+    pub(crate) fn kernel_interrupts_at_arrival(&self) -> bool {
+        self.kernel_interrupts_at_arrival
+    }
+    #[inline]
+    pub(crate) fn balance(&self) -> bool {
+        self.balance
+    }
+    #[inline]
+    pub(crate) fn time_slice(&self) -> u64 {
+        self.time_slice
+    }
+    #[inline]
+    pub(crate) fn quantum(&self) -> u64 {
+        self.quantum
+    }
+    #[inline]
+    pub(crate) fn tick_interval(&self) -> Option<u64> {
+        self.tick_interval
+    }
+    #[inline]
+    pub(crate) fn involuntary_period(&self) -> Option<u64> {
+        self.involuntary_period
+    }
+    #[inline]
+    pub(crate) fn checker(&self) -> bool {
+        self.checker
+    }
+    #[inline]
+    pub(crate) fn thp(&self) -> bool {
+        self.thp
+    }
+    #[inline]
+    pub(crate) fn tagging(&self) -> Tagging {
+        self.tagging
+    }
+    #[inline]
+    pub(crate) fn pt_levels(&self) -> u32 {
+        self.pt_levels
+    }
+    #[inline]
+    pub(crate) fn data_placement(&self) -> Placement {
+        self.data_placement
+    }
+    #[inline]
+    pub(crate) fn seed(&self) -> u64 {
+        self.seed
+    }
+    #[inline]
+    pub(crate) fn recycling_on(&self) -> bool {
+        self.recycling_on
+    }
+}
