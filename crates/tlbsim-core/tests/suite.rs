@@ -20,6 +20,7 @@ mod fpr;
 mod golden;
 mod hierarchy;
 mod hooks;
+mod invlpgb;
 mod latr;
 mod locks;
 mod memory;

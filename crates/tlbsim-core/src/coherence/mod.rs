@@ -28,6 +28,7 @@
 //! | [`Coherence::on_demand_fault`] | a demand fault mapped a PTE: fill the faulting core's TLB directly instead of a walk |
 //! | [`Coherence::pte_accessed`], [`Coherence::on_accessed_cleared`] | the OS's view of the A bit, and its clears |
 //! | [`Coherence::on_pte_write`] | every PTE write of the OS (the PTE-write layer, `os/pte.rs`) |
+//! | [`Coherence::on_mm_exit`] | an address space was torn down (its last thread exited) |
 //!
 //! Hooks that want the machine to do something (invalidate another core's entry, charge
 //! cycles, start a flush, release a held range) push an [`Effect`]; the engine applies
@@ -37,6 +38,7 @@ pub mod abis;
 pub mod didi;
 pub mod latr;
 pub mod linux;
+pub mod linux_invlpgb;
 pub mod none;
 pub mod oracle;
 pub mod template;
@@ -50,6 +52,7 @@ use crate::types::{CoreId, Pfn, Vpn};
 crate::registry! {
     what: "a coherence policy", select: "os.coherence", table: "coherence", bound: Policy;
     "linux" => linux::Linux, "Linux 6.x's shootdown (arch/x86/mm/tlb.c): mm_cpumask targets, lazy CPUs skipped, per-page flush up to the ceiling, synchronous IPIs";
+    "linux-invlpgb" => linux_invlpgb::LinuxInvlpgb, "Linux 6.15+ on AMD INVLPGB/TLBSYNC (arch/x86/mm/tlb.c): IPIs until a process runs on 4+ CPUs, then a global ASID and broadcast invalidation";
     "oracle" => oracle::Oracle, "lower bound: flushes exactly the TLBs that hold a stale entry, instantly and at no cost";
     "none" => none::NoRemoteFlush, "never flushes a remote TLB: unsafe on purpose, for testing the checker";
     "didi" => didi::Didi<0>, "DiDi (PACT 2011): a shared TLB directory names the sharers, PTLBI messages invalidate without an IPI";
@@ -164,6 +167,16 @@ pub enum Delivery {
     /// applied without interrupting the target (which pays `target_cycles`, e.g. draining
     /// its load/store queue), and acked; the initiator waits for the last ack.
     Message { latency: u64, initiator_cycles: u64, target_cycles: u64 },
+    /// The machine's broadcast invalidation (AMD INVLPGB, completed by TLBSYNC; see
+    /// `linux_invlpgb.rs`): the initiator pays `issue_cycles` (its INVLPGB instructions),
+    /// then every target receives the invalidation `latency` cycles later, applied by
+    /// hardware (no interrupt, no cost to the target: [`LocalFlush::Broadcast`] says what
+    /// it drops); the initiator's TLBSYNC waits for the last one and costs `sync_cycles`
+    /// more. A policy names every core of the machine (the initiator included): INVLPGB
+    /// reaches them all. `tlbsync: false` (unsafe on purpose) skips the TLBSYNC: the
+    /// initiator goes on and frees the request's frames and page tables at once, while
+    /// the invalidations are still on their way.
+    Broadcast { issue_cycles: u64, latency: u64, sync_cycles: u64, tlbsync: bool },
     /// Queued on each target and applied at its next timer tick or context switch; the
     /// initiator does not wait. What the request frees is released when every target has
     /// applied it.
@@ -214,6 +227,12 @@ pub enum LocalFlush {
     /// A lazy core: stop borrowing the address space (switch to the kernel's own page
     /// table), which flushes its entries.
     DropLazyMm,
+    /// A broadcast invalidation (INVLPGB) reached this core: drop the request's pages of
+    /// the address space's tag whatever the core runs (idle, lazy or another mm), with the
+    /// page-walk caches unless `final_only`; the whole tag if the request is full, over the
+    /// flush ceiling, or the tag missed an earlier generation; every non-global entry of
+    /// every tag if `all` (or the request is global). Costs the core nothing (hardware).
+    Broadcast { final_only: bool, all: bool },
 }
 
 /// What a core's kernel state looks like to a policy.
@@ -391,6 +410,10 @@ pub trait Coherence {
     fn choose_mmap_va(&mut self, _mm: u32, _len: u64, default_va: u64, _is_free: &dyn Fn(u64, u64) -> bool) -> u64 {
         default_va
     }
+
+    /// The last thread of `mm` exited and its address space was torn down (exit_mmap):
+    /// e.g. give back a per-process resource (`linux-invlpgb`'s global ASID).
+    fn on_mm_exit(&mut self, _core: CoreId, _mm: u32, _fx: &mut Effects) {}
 
     /// `[start, end)` of `mm` was unmapped. True: hold it back (mmap will not reuse it)
     /// until the policy pushes [`Effect::ReleaseRange`].

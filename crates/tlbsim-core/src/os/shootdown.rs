@@ -290,6 +290,7 @@ impl<P: Coherence> Os<P> {
             recycling_seq: 0,
             frames_in_transit: Vec::new(),
         });
+        let mut broadcast_no_sync = false;
         let (per_target_send, latency_of, message) = match plan.delivery {
             Some(Delivery::Ipi) if n > 0 => {
                 let (same, cross) = (self.settings.costs().ipi_delivery_same_socket, self.settings.costs().ipi_delivery_cross_socket);
@@ -300,6 +301,23 @@ impl<P: Coherence> Os<P> {
                 self.shootdowns.records[sd].ack_return = latency;
                 self.shootdowns.records[sd].message_target_cycles = target_cycles;
                 (initiator_cycles, Some((latency, latency)), true)
+            }
+            Some(Delivery::Broadcast { issue_cycles, latency, sync_cycles, tlbsync }) => {
+                // INVLPGB: the initiator issues its instructions, then each core of the
+                // machine receives the invalidation `latency` later; TLBSYNC waits for the
+                // last and costs `sync_cycles`.
+                self.charge(core, issue_cycles);
+                self.stats[core].shootdown_cycles_initiator_send += issue_cycles;
+                if n == 0 {
+                    if tlbsync {
+                        self.charge(core, latency + sync_cycles);
+                    }
+                    (0, None, false)
+                } else {
+                    self.shootdowns.records[sd].ack_return = sync_cycles;
+                    broadcast_no_sync = !tlbsync;
+                    (0, Some((latency, latency)), true)
+                }
             }
             Some(Delivery::Deferred) if n > 0 => {
                 // Queued on each target; the initiator goes on.
@@ -344,6 +362,22 @@ impl<P: Coherence> Os<P> {
                     let at = q.partition_point(|i| i.arrival <= arrival);
                     q.insert(at, Irq { arrival, shootdown: sd, target: k, message });
                     self.mark_dirty(t);
+                }
+                if broadcast_no_sync {
+                    // No TLBSYNC (unsafe on purpose): the initiator goes on and frees what
+                    // the change released while the invalidations are still on their way.
+                    self.shootdowns.records[sd].waits = false;
+                    self.cores[core].waiting -= 1;
+                    let s = &mut self.shootdowns.records[sd];
+                    let (frames, tables) = (std::mem::take(&mut s.frames), std::mem::take(&mut s.tables));
+                    // The protocol is over as far as the initiator knows: the checker marks
+                    // what the cores still cache, as when a request completes.
+                    if self.checker && !s.req.global {
+                        let (mm, pages, flushed) = (s.req.mm, s.req.pages.clone(), s.flushed.clone());
+                        self.mark_stale(mm, &pages, &tables, &flushed);
+                    }
+                    self.release(core, frames, tables);
+                    return false;
                 }
                 true
             }
@@ -426,6 +460,36 @@ impl<P: Coherence> Os<P> {
                 let cause = if req.full || req.pages.len() as u64 <= self.settings.ceiling() as u64 { Cause::Shootdown } else { Cause::Ceiling };
                 self.full_flush_mm(core, pid, cause);
                 self.catch_up(core, pid, req.new_gen);
+                true
+            }
+            LocalFlush::Broadcast { all, .. } if all || req.global => {
+                self.full_flush_all(core, Cause::Shootdown);
+                true
+            }
+            LocalFlush::Broadcast { final_only, .. } => {
+                // INVLPGB by PCID and range: whatever this core runs, the address space's
+                // tag loses the pages. A tag that missed a generation (the model's per-CPU
+                // slots stand in for the global ASID) is flushed whole.
+                let Some(tag) = self.tag_on(core, pid) else { return false };
+                let over = pages.len() as u64 > self.ceiling as u64;
+                let next = self.cores[core].pcid.iter().find(|&&(p, _)| p == pid).is_some_and(|&(_, g)| g + 1 >= req.new_gen);
+                if req.full || over || !next {
+                    self.full_flush_mm(core, pid, if over && !req.full { Cause::Ceiling } else { Cause::Shootdown });
+                    return true;
+                }
+                let mut pl = PolicyTlb { policy: &mut self.policy, fx: &mut self.fx };
+                let tlbs = &mut self.m.cores[core].tlbs;
+                if final_only {
+                    tlbs.invalidate_leaves(pages, Some(tag), &mut super::Both(removed, &mut pl));
+                } else {
+                    tlbs.invalidate_pages(pages, Some(tag), &mut super::Both(removed, &mut pl));
+                    if pages.is_empty() && req.freed_tables {
+                        tlbs.flush_pwc();
+                    }
+                }
+                self.stats[core].pages_flushed += pages.len() as u64;
+                self.catch_up(core, pid, req.new_gen);
+                self.apply_effects();
                 true
             }
             LocalFlush::LeaveMask => {

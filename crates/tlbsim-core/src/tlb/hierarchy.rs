@@ -513,6 +513,16 @@ impl TlbHierarchy {
     /// INVLPG of each of `pages` (as `invalidate_page`), the page-walk caches dropped once
     /// for all of them. Returns entries removed from the TLB levels.
     pub fn invalidate_pages<L: TlbListener>(&mut self, pages: &[Vpn], tag: Option<u16>, listener: &mut L) -> u32 {
+        let n = self.invalidate_leaves(pages, tag, listener);
+        if !pages.is_empty() {
+            self.flush_pwc();
+        }
+        n
+    }
+
+    /// Drop the translations of `pages` (of `tag`, or any) and keep the page-walk caches
+    /// (INVLPGB with FINAL_ONLY).
+    pub fn invalidate_leaves<L: TlbListener>(&mut self, pages: &[Vpn], tag: Option<u16>, listener: &mut L) -> u32 {
         let core = self.core;
         let mut n = 0;
         for i in 0..PWC_PML4 {
@@ -525,9 +535,6 @@ impl TlbHierarchy {
             }
             self.counters[i].invalidations += removed as u64;
             n += removed;
-        }
-        if !pages.is_empty() {
-            self.flush_pwc();
         }
         n
     }

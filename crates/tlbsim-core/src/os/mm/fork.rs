@@ -158,5 +158,7 @@ impl<P: Coherence> Os<P> {
             let Gather { frames, tables, .. } = gather;
             self.release(core, frames, tables);
         }
+        self.policy.on_mm_exit(crate::types::CoreId(core as u32), pid, &mut self.fx);
+        self.apply_effects();
     }
 }
