@@ -372,7 +372,7 @@ impl<P: Coherence> Os<P> {
                     let (frames, tables) = (std::mem::take(&mut s.frames), std::mem::take(&mut s.tables));
                     // The protocol is over as far as the initiator knows: the checker marks
                     // what the cores still cache, as when a request completes.
-                    if self.checker && !s.req.global {
+                    if self.settings.checker() && !s.req.global {
                         let (mm, pages, flushed) = (s.req.mm, s.req.pages.clone(), s.flushed.clone());
                         self.mark_stale(mm, &pages, &tables, &flushed);
                     }
@@ -471,7 +471,7 @@ impl<P: Coherence> Os<P> {
                 // tag loses the pages. A tag that missed a generation (the model's per-CPU
                 // slots stand in for the global ASID) is flushed whole.
                 let Some(tag) = self.tag_on(core, pid) else { return false };
-                let over = pages.len() as u64 > self.ceiling as u64;
+                let over = pages.len() as u64 > self.settings.ceiling() as u64;
                 let next = self.cores[core].pcid.iter().find(|&&(p, _)| p == pid).is_some_and(|&(_, g)| g + 1 >= req.new_gen);
                 if req.full || over || !next {
                     self.full_flush_mm(core, pid, if over && !req.full { Cause::Ceiling } else { Cause::Shootdown });
