@@ -68,7 +68,8 @@ pub fn prepare(tree: serde_json::Value, overrides: &[String], base_dir: &Path) -
     let mut config = Config::parse_document(tree, overrides, defaults())?;
     crate::workload::kind::resolve(&mut config, base_dir)?;
     check_plugins(&config)?;
-    let workload = if is_os_mode(&config.workload.kind) { Some(build_workload(&config)?) } else { None };
+    // The kind and its table were checked by `resolve`; an OS-mode kind is built here, once.
+    let workload = if is_os_mode(&config.workload.kind) { Some(crate::workload::build(&config)?) } else { None };
     Ok(Prepared { config, workload })
 }
 
@@ -109,10 +110,4 @@ fn check_shape(key: &str, entries: u32, ways: u32, replacement: crate::types::Re
         return Ok(());
     }
     crate::tlb::Tlb::new(&crate::tlb::TlbGeometry { entries, ways, replacement }, 0).map(|_| ()).map_err(|m| Error::config(format!("{key}.ways"), m))
-}
-
-/// The OS-mode workload `workload.kind` names (the kind and its table were checked by
-/// `workload::kind::resolve`).
-fn build_workload(cfg: &Config) -> Result<Workload> {
-    crate::workload::build(cfg)
 }
