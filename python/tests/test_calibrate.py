@@ -965,3 +965,22 @@ def test_a_guest_whose_huge_pages_are_split_is_said_so_and_its_llc_comes_from_sy
     assert "includes page walks" in a.memory_source
     knees = {k["level"]: k["entries"] for k in a.knees}
     assert knees["l1"] == pytest.approx(64, rel=0.1) and knees["l2"] == pytest.approx(2048, rel=0.1)
+
+
+def test_idle_entries_from_wake_latency_rows() -> None:
+    """machine.idle from bench/wake_latency: the shortest gap's wake-to-run latency less the
+    modelled context switch, the waker's FUTEX_WAKE less a system call; none without rows."""
+    d = tlbsim.resolve({})
+    ghz = 2.0
+    rows = [
+        {"gap_us": 100, "median_ns": 36000, "waker_median_ns": 11000},
+        {"gap_us": 5, "median_ns": 17000, "waker_median_ns": 7000},
+    ]
+    got = {e.key: e.value for e in cal.idle_entries(rows, ghz, d)}
+    switch_ns = d["costs"]["context_switch"] / ghz
+    syscall_ns = d["costs"]["syscall"] / ghz
+    assert got["machine.idle.exit_ns"] == round(17000 - switch_ns)
+    assert got["machine.idle.wake_ipi_ns"] == round(7000 - syscall_ns)
+    assert got["machine.idle.poll_ns"] >= 0
+    none = {e.key: e for e in cal.idle_entries([], ghz, d)}
+    assert none["machine.idle.exit_ns"].value is None and "not measurable here" in none["machine.idle.exit_ns"].comment

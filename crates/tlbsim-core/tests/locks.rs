@@ -166,3 +166,73 @@ fn per_cpu_list_refills_serialize_on_their_nodes_zone_lock() {
         one["totals"]["locks"]
     );
 }
+
+/// As `run`, on one socket of 4 cores under `linux`, with `machine.idle` set.
+fn run_idle(exit_ns: f64, wake_ipi_ns: f64, interrupt: u64, programs: Vec<Vec<Op>>, regions: Vec<MapSpec>, slots: usize) -> Value {
+    let tree = serde_json::json!({
+        "machine": {"sockets": 1, "cores_per_socket": 4, "idle": {"exit_ns": exit_ns, "poll_ns": 0.0, "wake_ipi_ns": wake_ipi_ns}},
+        "os": {"coherence": "linux", "locks": true},
+        "costs": {"interrupt": interrupt},
+    });
+    let cfg = Config::resolve(tree, &[], std::path::Path::new(".")).unwrap();
+    let threads =
+        (0..programs.len()).map(|i| ThreadSpec { name: format!("t{i}"), class: "w".into(), core: Some(i as u32), program: i, daemon: false }).collect();
+    let w = Workload {
+        processes: vec![ProcessSpec { name: "p".into(), group: 0, regions, threads, page_tables: Default::default() }],
+        programs,
+        slots,
+        ..Default::default()
+    };
+    tlbsim_core::os::run(&cfg, w).unwrap()
+}
+
+#[test]
+fn a_writer_gives_up_spinning_on_long_readers_and_sleeps() {
+    // bench/munmap_lock's loop with a shootdown whose handler takes 20 µs (60,000 cycles):
+    // a munmap holds mmap_lock for read (after its downgrade) through its flush, longer
+    // than rwsem_rspin_threshold's 10.5 µs; the other thread, a writer, spins on those
+    // readers for the threshold, then marks the lock non-spinnable and sleeps.
+    let worker = |slot| looped(300, vec![Op::Mmap { slot, spec: populated(1) }, touch(slot, 1), Op::Munmap { slot }, Op::CountOp]);
+    let v = run_idle(0.0, 0.0, 60_000, vec![worker(0), worker(1)], vec![], 2);
+    let l = &v["totals"]["locks"]["mmap_lock"];
+    assert!(lock(&v, "spin_limits") > 0, "{l}");
+    assert!(lock(&v, "waits_asleep") >= lock(&v, "spin_limits"), "{l}");
+    // With the default handler (2,000 cycles) the flush ends well within the threshold:
+    // writers spin and get the lock.
+    let quick = run_idle(0.0, 0.0, 2_000, vec![worker(0), worker(1)], vec![], 2);
+    assert_eq!(lock(&quick, "spin_limits"), 0, "{}", quick["totals"]["locks"]);
+    assert!(lock(&quick, "waits_spinning") > 0);
+}
+
+#[test]
+fn waking_a_halted_cpu_costs_its_exit_latency_and_the_wakers_ipi() {
+    // Two threads of one process loop mmap -> touch -> munmap (bench/munmap_lock): the lock
+    // is contended and waiters sleep on the downgraded munmap's readers.
+    let worker = |slot| looped(300, vec![Op::Mmap { slot, spec: populated(1) }, touch(slot, 1), Op::Munmap { slot }, Op::CountOp]);
+    let free = run_idle(0.0, 0.0, 60_000, vec![worker(0), worker(1)], vec![], 2);
+    let costly = run_idle(20_000.0, 5_000.0, 60_000, vec![worker(0), worker(1)], vec![], 2);
+    let exits = |v: &Value| v["totals"]["idle_exits"].as_u64().unwrap();
+    assert_eq!(exits(&free), 0);
+    assert!(exits(&costly) > 0, "{}", costly["totals"]["locks"]);
+    // Each exit waited 20 µs at 3 GHz.
+    assert_eq!(costly["totals"]["idle_exit_cycles"].as_u64().unwrap(), exits(&costly) * 60_000);
+    for v in [&free, &costly] {
+        assert_eq!(v["totals"]["violations_security"], 0);
+        assert_eq!(v["totals"]["violations_consistency"], 0);
+        assert!(lock(v, "waits_asleep") > 0, "{}", v["totals"]["locks"]);
+    }
+}
+
+#[test]
+fn a_starved_writer_gets_the_lock_handed_off_after_4_ms() {
+    // With a slow wake-up (50 µs), the woken writer finds the lock taken again by the
+    // running thread (lock stealing) and sleeps again; after RWSEM_WAIT_TIMEOUT (4 ms) the
+    // lock is handed to it, so both threads finish their loops.
+    let worker = |slot| looped(2000, vec![Op::Mmap { slot, spec: populated(1) }, touch(slot, 1), Op::Munmap { slot }, Op::CountOp]);
+    let v = run_idle(50_000.0, 0.0, 60_000, vec![worker(0), worker(1)], vec![], 2);
+    assert!(lock(&v, "handoffs") > 0, "{}", v["totals"]["locks"]);
+    assert!(lock(&v, "wakeups_without_lock") > lock(&v, "handoffs"), "{}", v["totals"]["locks"]);
+    for t in v["per_thread"].as_array().unwrap() {
+        assert_eq!(t["ops_completed"].as_u64().unwrap(), 2000, "{t}");
+    }
+}

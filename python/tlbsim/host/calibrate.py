@@ -36,12 +36,14 @@ from tlbsim.host.measure import (
     Plan,
     baseline_view,
     build_benchmarks,
+    idle_poll_ns,
     list_patterns,
     load_warning,
     measure_fpr,
     measure_munmap_lock,
     measure_reach,
     measure_shootdown,
+    measure_wake_latency,
     read_host,
 )
 from tlbsim.host.patterns import pattern_overrides, pattern_result
@@ -204,6 +206,42 @@ def tlb_entries(
     return out
 
 
+def idle_entries(wake: Sequence[Mapping[str, Any]], ghz: float, defaults: Mapping[str, Any]) -> list[Entry]:
+    """``machine.idle`` from bench/wake_latency's rows: at the shortest idle gap, the wake-to-
+    run latency less the modelled context switch is the exit latency, and the waker's time in
+    FUTEX_WAKE less the modelled system call its reschedule IPI."""
+    poll, poll_why = idle_poll_ns()
+    out = [Entry("machine.idle.poll_ns", poll, poll_why)]
+    rows = sorted((r for r in wake if r.get("median_ns")), key=lambda r: float(r["gap_us"]))
+    if not rows:
+        why = "not measurable here: bench/wake_latency needs 2 CPUs"
+        out += [Entry("machine.idle.exit_ns", None, why), Entry("machine.idle.wake_ipi_ns", None, why)]
+        return out
+    r = rows[0]
+    switch_ns = float(defaults["costs"]["context_switch"]) / ghz
+    syscall_ns = float(defaults["costs"]["syscall"]) / ghz
+    exit_ns = max(0.0, float(r["median_ns"]) - switch_ns)
+    ipi_ns = max(0.0, float(r.get("waker_median_ns", 0.0)) - syscall_ns)
+    others = ", ".join(f"{x['median_ns'] / 1000:.1f} µs after {x['gap_us']} µs" for x in rows[1:])
+    out.append(
+        Entry(
+            "machine.idle.exit_ns",
+            round(exit_ns),
+            f"bench/wake_latency: wake-to-run {r['median_ns'] / 1000:.1f} µs (median) after {r['gap_us']} µs idle, "
+            f"less the modelled context switch ({switch_ns / 1000:.1f} µs)" + (f"; {others}" if others else ""),
+        )
+    )
+    out.append(
+        Entry(
+            "machine.idle.wake_ipi_ns",
+            round(ipi_ns),
+            f"bench/wake_latency: the waker's FUTEX_WAKE took {r.get('waker_median_ns', 0) / 1000:.1f} µs (median), "
+            f"less the modelled system call ({syscall_ns / 1000:.2f} µs)",
+        )
+    )
+    return out
+
+
 def build_preset(
     host: Host,
     shoot: Mapping[str, Mapping[str, Any]],
@@ -211,6 +249,7 @@ def build_preset(
     defaults: Mapping[str, Any],
     host_cfg: Mapping[str, Any],
     controls: Mapping[str, Mapping[str, Any]] | None = None,
+    wake: Sequence[Mapping[str, Any]] | None = None,
 ) -> tuple[list[Entry], dict[str, Any], dict[str, list[str]]]:
     """The preset's entries (in file order), the fit's details for the JSON, and comment
     lines heading some tables. ``controls``: the patterns without a spinning sibling run
@@ -229,6 +268,7 @@ def build_preset(
         ),
         Entry("machine.frequency_ghz", ghz, f"{host.frequency_source}; turns every measured ns below into cycles"),
     ]
+    entries += idle_entries(wake or [], ghz, defaults)
     details: dict[str, Any] = {}
     notes: dict[str, list[str]] = {}
 
@@ -703,7 +743,7 @@ def calibrate(
     cpus = min(host.cpus_allowed, 8)
     coarse = len(fit.geometric_sizes(plan.reach_min_pages, plan.reach_max_pages, plan.reach_per_doubling))
     bar = ProgressBar(
-        len(patterns) + len(control_patterns) + math.ceil(coarse / 8) + 5 * cpus + 1,
+        len(patterns) + len(control_patterns) + math.ceil(coarse / 8) + 5 * cpus + 2,
         desc="calibrate",
         unit="step",
         enabled=progress,
@@ -719,11 +759,12 @@ def calibrate(
         reach = measure_reach(exes["tlb_reach"], plan, host, control_limit, bar)
         fpr_rows = measure_fpr(exes["fpr_munmap"], plan, cpus, bar)
         lock_rows = measure_munmap_lock(exes["munmap_lock"], plan, cpus, bar)
+        wake_rows = measure_wake_latency(exes["wake_latency"], plan, cpus, bar)
     finally:
         bar.close()
     load = meter.result(host.cpus_online)
     warning = load_warning(load)
-    entries, details, notes = build_preset(host, shoot, reach, defaults, host_cfg, controls)
+    entries, details, notes = build_preset(host, shoot, reach, defaults, host_cfg, controls, wake_rows)
     elapsed = time.monotonic() - t0
     json_path = out.with_suffix(".json")
     header = [
@@ -774,6 +815,7 @@ def calibrate(
         "tlb_reach": reach,
         "fpr_munmap": fpr_rows,
         "munmap_lock": lock_rows,
+        "wake_latency": wake_rows,
         "fit": details,
         "preset": {e.key: e.value for e in entries if e.value is not None},
         "preset_comments": {e.key: e.comment for e in entries},

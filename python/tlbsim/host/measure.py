@@ -27,7 +27,7 @@ import tlbsim
 from tlbsim.host import fit, tlb_geometry
 from tlbsim.progress import ProgressBar
 
-BENCHMARKS = ("shootdown", "tlb_reach", "fpr_munmap", "munmap_lock")
+BENCHMARKS = ("shootdown", "tlb_reach", "fpr_munmap", "munmap_lock", "wake_latency")
 
 
 class CalibrateError(tlbsim.TlbsimError):
@@ -850,6 +850,36 @@ def measure_munmap_lock(exe: Path, plan: Plan, cpus: int, progress: ProgressBar 
     if progress:
         progress.step("munmap_lock threads/procs")
     return rows
+
+
+def measure_wake_latency(exe: Path, plan: Plan, cpus: int, progress: ProgressBar | None = None) -> list[dict[str, Any]]:
+    """bench/wake_latency: the futex wake-to-run latency of a thread whose CPU idled for
+    5 to 500 µs, and the waker's time in FUTEX_WAKE. Needs 2 CPUs; else no records."""
+    rows: list[dict[str, Any]] = []
+    if cpus >= 2:
+        samples = 100 if plan.name == "quick" else 400
+        rows = _json_lines([str(exe), "--gaps", "5,20,100,500", "--samples", str(samples)], timeout=600)
+    if progress:
+        progress.step("wake latency")
+    return rows
+
+
+def idle_poll_ns() -> tuple[float, str]:
+    """How long an idle CPU polls before it halts, from the cpuidle driver: haltpoll's
+    ``guest_halt_poll_ns`` on a KVM guest; otherwise 0 (the poll state is chosen only for
+    idle periods shorter than C1's target residency, a few µs)."""
+    driver = Path("/sys/devices/system/cpu/cpuidle/current_driver")
+    try:
+        name = driver.read_text().strip()
+    except OSError:
+        return 0.0, "no cpuidle driver readable: assumed to halt at once"
+    if name == "haltpoll":
+        try:
+            ns = float(Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns").read_text())
+            return ns, f"cpuidle driver haltpoll, guest_halt_poll_ns = {ns:.0f}"
+        except (OSError, ValueError):
+            return 0.0, "cpuidle driver haltpoll, guest_halt_poll_ns unreadable: 0 assumed"
+    return 0.0, f"cpuidle driver {name}: it polls only below C1's target residency, taken as 0"
 
 
 def baseline_view(

@@ -81,6 +81,34 @@ pub struct MachineConfig {
     /// default: a page-cache miss stalls the core for `costs.read_page`), `nullblk`,
     /// `ramdisk`, `pmem`, `optane-ssd` or `ssd` (FPR §V-A2's devices).
     pub storage: String,
+    /// What waking an idle CPU costs (docs/OS_MODEL.md "Idle CPUs").
+    pub idle: IdleConfig,
+}
+
+/// `machine.idle`: an idle CPU polls for a while, then halts; a wake-up that finds it
+/// halted waits for the idle state's exit (bare metal: the C-state's exit latency; a KVM
+/// guest: the host waking the halted vCPU's thread and entering the VM again).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct IdleConfig {
+    /// Nanoseconds from a wake-up (of a thread, by a lock release, a timer or I/O) of a
+    /// halted CPU until it can switch to the woken thread, beyond the context switch
+    /// `costs.context_switch` charges.
+    pub exit_ns: f64,
+    /// Nanoseconds an idle CPU polls before it halts (cpuidle's poll state; on a KVM
+    /// guest the haltpoll driver's `guest_halt_poll_ns`): a wake-up within them costs no
+    /// exit latency. 0: it halts at once.
+    pub poll_ns: f64,
+    /// Nanoseconds the waker spends sending the reschedule IPI that wakes a halted CPU
+    /// (an x2APIC ICR write; on a KVM guest without posted-interrupt virtualisation it
+    /// exits to the host, which wakes the vCPU's thread). A CPU that polls needs none.
+    pub wake_ipi_ns: f64,
+}
+
+impl Default for IdleConfig {
+    fn default() -> Self {
+        presets::builtin_machine().idle
+    }
 }
 
 impl Default for MachineConfig {
@@ -572,6 +600,12 @@ impl Config {
         range("machine.sockets × machine.cores_per_socket", self.cores() as u64, 1, 4096)?;
         positive("machine.frequency_ghz", m.frequency_ghz)?;
         positive("machine.base_cpi", m.base_cpi)?;
+        for (key, ns) in [("machine.idle.exit_ns", m.idle.exit_ns), ("machine.idle.poll_ns", m.idle.poll_ns), ("machine.idle.wake_ipi_ns", m.idle.wake_ipi_ns)]
+        {
+            if !(ns >= 0.0 && ns.is_finite()) {
+                return Err(Error::config(key, format!("{ns}: must be a time in nanoseconds >= 0")));
+            }
+        }
         range("machine.memory.node_mib", m.memory.node_mib, 1, 1 << 30)?;
         if !m.memory.latency_matrix.is_empty() {
             let n = m.sockets as usize;

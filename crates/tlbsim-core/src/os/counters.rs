@@ -75,6 +75,10 @@ pub(crate) struct OsCoreStats {
     pub pages_reclaimed: u64,
     pub pages_migrated: u64,
     pub idle_cycles: u64,
+    /// Wake-ups that found this CPU halted (idle past `machine.idle.poll_ns`) and waited
+    /// for its exit latency, and the cycles they waited (part of `idle_cycles`).
+    pub idle_exits: u64,
+    pub idle_exit_cycles: u64,
     /// TLB fills a policy made on a demand fault instead of a walk.
     pub direct_fills: u64,
     /// The machine's `stale_pwc_uses` already reported as violations.

@@ -11,12 +11,26 @@
 //! write-locked by an mprotect or munmap in progress makes the fault fall back to
 //! `mmap_lock` for read, which waits for the writer.
 //!
-//! Waiting (rwsem's slow path): a waiter spins (optimistic spinning) while the lock's
-//! owners are on a CPU — a writer running or spinning for its shootdown's acks, or readers
-//! such as a munmap waiting for its acks (a writer spins on readers too, for a while) —
-//! and otherwise sleeps, so its core runs something else or idles. Waiters are served in
-//! order: one writer, or every reader at the head of the queue; a reader arriving while a
-//! writer waits queues behind it. A lock is handed over at the holder's release time.
+//! Waiting (kernel/locking/rwsem.c as of Linux 6.x; issue 46 item 1):
+//! - a lock nobody holds may be taken by anyone, past the waiters (lock stealing: a
+//!   writer's optimistic spin or slow-path trylock, a reader's slow-path stealing), unless
+//!   it is being handed off to the first waiter; a reader queues instead when other readers
+//!   own the lock and someone waits;
+//! - readers never spin (reader optimistic spinning was removed in 5.11): they sleep;
+//! - a writer spins while the writer owning the lock runs (rwsem_spin_on_owner), and for
+//!   at most rwsem_rspin_threshold ((20 + readers) / 2 µs) on readers, counted from when the
+//!   owner turned reader (a munmap's downgrade); past it, it marks the lock non-spinnable
+//!   (later writers sleep at once until a writer owns it) and sleeps; a writer does not spin
+//!   when another thread waits for its CPU (need_resched);
+//! - a release hands the lock to a spinning writer at once (it polls the lock word);
+//!   otherwise rwsem_mark_wake grants it to every waiting reader, or wakes the first
+//!   waiting writer without handing it the lock: the woken writer tries again when it runs,
+//!   and sleeps again if another thread took the lock meanwhile;
+//! - the first waiter that has waited longer than RWSEM_WAIT_TIMEOUT (4 ms) sets the
+//!   hand-off: nobody else may take the lock, and the next release gives it to that waiter;
+//! - a sleeper leaves its CPU to other threads or idle (lazy, so a shootdown skips it);
+//!   waking a halted CPU costs the waker a reschedule IPI and the sleeper the CPU's exit
+//!   latency (`machine.idle`, sched.rs `enqueue`).
 //!
 //! Spinlocks (kernel/locking/qspinlock.c: waiters spin, served in arrival order):
 //! - the page-table lock of each page-table page (split PTE locks, `pte_offset_map_lock`):
@@ -34,8 +48,11 @@
 //! lock is never seen half-held; an acquirer whose clock is earlier than the recorded hold
 //! (possible within one scheduling quantum) is taken to have come first and does not wait.
 //!
-//! Simplified: a writer spinning on readers does so until they release (Linux gives up
-//! after `rwsem_rspin_threshold`, at most 25 µs, longer than a shootdown's wait); a fault
+//! Simplified: a spinner polls the lock continuously (Linux checks its time limit every 16
+//! iterations, and takes an interrupt in between: a limit that passed during a handler is
+//! acted on when the handler returns, as here); the optimistic spin queue (osq) is not
+//! modelled (every spinner polls the lock word); a reader at the head of the queue does not
+//! set the hand-off; a fault
 //! that fell back to `mmap_lock` holds it for no time once granted (its handler's work is
 //! charged to the thread as before); a page fault holds its page-table lock for
 //! `costs.per_page` cycles (one PTE's update, rmap and counters, taken out of
@@ -46,6 +63,11 @@ use super::{Os, ThreadState};
 use crate::coherence::Coherence;
 use crate::fasthash::FastMap as HashMap;
 use std::collections::VecDeque;
+
+/// RWSEM_WAIT_TIMEOUT (kernel/locking/rwsem.c): DIV_ROUND_UP(HZ, 250) jiffies, 4 ms at
+/// any HZ up to 250 (Debian's kernels: HZ = 250) and at HZ = 1000. A waiter first in the
+/// queue for longer asks for the lock to be handed to it.
+const RWSEM_WAIT_TIMEOUT_US: f64 = 4_000.0;
 
 /// The kernel's locks besides each address space's `mmap_lock` (which its process owns):
 /// whether locks are modelled at all (`os.locks`), the spinlocks, and the counters of
@@ -61,6 +83,8 @@ pub(crate) struct Locks {
     page_table: HashMap<(u32, u64), SpinLock>,
     /// Zone locks by node.
     zone: Vec<SpinLock>,
+    /// Halted CPUs the release in progress woke (its waker pays their reschedule IPIs).
+    halted_woken: u32,
 }
 
 impl Locks {
@@ -72,6 +96,7 @@ impl Locks {
             zone_stats: LockStats::default(),
             page_table: HashMap::default(),
             zone: Vec::new(),
+            halted_woken: 0,
         }
     }
 
@@ -91,6 +116,11 @@ impl Locks {
                 "contended": l.contended,
                 "cycles_waited": l.cycles_waited,
                 "fault_fallbacks": l.fault_fallbacks,
+                "waits_spinning": l.waits_spinning,
+                "waits_asleep": l.waits_asleep,
+                "spin_limits": l.spin_limits,
+                "wakeups_without_lock": l.wakeups_without_lock,
+                "handoffs": l.handoffs,
             },
             "pt_lock": self.pt_stats.json(),
             "zone_lock": self.zone_stats.json(),
@@ -109,7 +139,14 @@ struct Waiter {
     thread: usize,
     mode: LockMode,
     since: u64,
+    /// On its CPU, spinning (rwsem_optimistic_spin), rather than asleep.
     spinning: bool,
+    /// A writer spinning on a reader-owned lock gives up at this cycle
+    /// (rwsem_rspin_threshold); u64::MAX while it spins on a running writer.
+    spin_until: u64,
+    /// Woken by a release and not yet run again: a sleeping writer is woken, not handed
+    /// the lock (rwsem_mark_wake), and tries again when it runs.
+    woken: bool,
     /// A page fault's fallback: granted and released at once.
     transient: bool,
 }
@@ -124,6 +161,12 @@ pub(crate) struct RwSem {
     write_free_at: u64,
     read_free_at: u64,
     waiters: VecDeque<Waiter>,
+    /// RWSEM_FLAG_HANDOFF: the first waiter has waited longer than RWSEM_WAIT_TIMEOUT;
+    /// the lock is handed to it at the next release, and no one else may take it.
+    handoff: bool,
+    /// RWSEM_NONSPINNABLE: a writer gave up spinning on the readers that own the lock;
+    /// writers sleep at once until a writer owns it again.
+    nonspinnable: bool,
     /// Address ranges whose VMAs the writer has write-locked (vma_start_write): faults
     /// there fall back to this semaphore.
     pub vma_locked: Vec<(u64, u64)>,
@@ -133,7 +176,7 @@ impl RwSem {
     /// Whether `mmap_read_trylock` succeeds at `now`: no writer holds it or waits for it,
     /// and the last writer had released it by then.
     pub(super) fn read_free(&self, now: u64) -> bool {
-        self.writer.is_none() && self.waiters.is_empty() && now >= self.write_free_at
+        self.writer.is_none() && self.waiters.is_empty() && !self.handoff && now >= self.write_free_at
     }
 }
 
@@ -165,6 +208,16 @@ pub(crate) struct LockStats {
     pub cycles_waited: u64,
     /// Page faults that found their VMA write-locked and fell back to `mmap_lock`.
     pub fault_fallbacks: u64,
+    /// `mmap_lock` waits begun spinning and begun asleep (a woken writer that fails to
+    /// take the lock begins another).
+    pub waits_spinning: u64,
+    pub waits_asleep: u64,
+    /// Writers that gave up spinning on readers (rwsem_rspin_threshold).
+    pub spin_limits: u64,
+    /// Sleeping writers woken by a release to try again (rwsem_mark_wake).
+    pub wakeups_without_lock: u64,
+    /// Locks handed to the first waiter after it waited past RWSEM_WAIT_TIMEOUT.
+    pub handoffs: u64,
 }
 
 impl LockStats {
@@ -180,7 +233,7 @@ impl LockStats {
 impl<P: Coherence> Os<P> {
     /// Take `pid`'s `mmap_lock` for `thread` (on `core`) in `mode`. True: held now, go on.
     /// False: the thread waits (spinning or asleep) and its operation runs again when the
-    /// lock is granted.
+    /// lock is granted, or, for a woken writer, when it runs again and retries.
     pub(super) fn mmap_lock(&mut self, core: usize, thread: usize, pid: u32, mode: LockMode) -> bool {
         if !self.locks.enabled {
             return true;
@@ -192,56 +245,123 @@ impl<P: Coherence> Os<P> {
             return true;
         }
         let now = self.clock(core);
+        let handoff_after = self.settings.us(RWSEM_WAIT_TIMEOUT_US);
         let sem = &mut self.spaces[pid as usize].mmap_lock;
-        let held = sem.writer.is_some() || !sem.waiters.is_empty() || (mode == LockMode::Write && !sem.readers.is_empty());
+        let queued = sem.waiters.iter().position(|w| w.thread == thread);
+        let head = queued == Some(0);
+        // Who may take a lock nobody holds: anyone but when it is handed off to the first
+        // waiter. A writer takes it past sleeping waiters (lock stealing: an optimistic
+        // spinner's rwsem_try_write_lock_unqueued, or a woken waiter's retry); a reader
+        // too (the slow path's reader lock stealing), unless other readers own it while
+        // others wait (then it queues: the lock is "very likely owned by readers").
+        let others_wait = sem.waiters.iter().any(|w| w.thread != thread);
+        let may_take = (!sem.handoff || head)
+            && sem.writer.is_none()
+            && match mode {
+                LockMode::Write => sem.readers.is_empty(),
+                LockMode::Read => sem.readers.is_empty() || !others_wait,
+            };
         let busy_until = match mode {
             LockMode::Write => sem.write_free_at.max(sem.read_free_at),
             LockMode::Read => sem.write_free_at,
         };
-        if !held && now >= busy_until {
-            self.locks.mmap_stats.acquisitions += 1;
-            self.threads[thread].lock_contended = false;
+        if may_take && now >= busy_until {
+            if let Some(i) = queued {
+                sem.waiters.remove(i);
+                if head {
+                    sem.handoff = false;
+                }
+            }
             match mode {
-                LockMode::Write => sem.writer = Some(thread),
+                LockMode::Write => {
+                    sem.writer = Some(thread);
+                    sem.nonspinnable = false;
+                }
                 LockMode::Read => sem.readers.push(thread),
             }
+            self.locks.mmap_stats.acquisitions += 1;
+            self.threads[thread].lock_contended = false;
             return true;
+        }
+        // A woken writer that failed to take it, the first in the queue and waiting for
+        // longer than RWSEM_WAIT_TIMEOUT, asks for the hand-off (rwsem_try_write_lock).
+        if head && now.saturating_sub(sem.waiters[0].since) >= handoff_after {
+            sem.handoff = true;
         }
         // One contended acquisition, however many times it has to wait.
         if !std::mem::replace(&mut self.threads[thread].lock_contended, true) {
             self.locks.mmap_stats.contended += 1;
         }
-        if held {
-            self.wait_for_lock(core, thread, pid, mode, false);
-        } else {
+        if may_take {
             // Released at a time this core has not reached yet: the holder ran on a CPU
-            // until then, so the waiter spins, first in the queue (no one barges past it),
-            // and is handed the lock then.
-            self.spaces[pid as usize].mmap_lock.waiters.push_back(Waiter { thread, mode, since: now, spinning: true, transient: false });
-            self.cores[core].waiting += 1;
+            // until then, and the lock is free for this waiter at that time.
             self.schedule_event(busy_until, super::sched::Event::LockFree { pid });
-            self.mark_dirty(core);
         }
+        let spin_until = self.spin_decision(core, pid, mode, queued.is_some(), now);
+        self.queue_waiter(core, thread, pid, mode, false, spin_until, now);
         false
     }
 
-    /// `thread` on `core` queues for `pid`'s lock: it spins if a writer owns the lock and is
-    /// on a CPU, else it sleeps.
-    fn wait_for_lock(&mut self, core: usize, thread: usize, pid: u32, mode: LockMode, transient: bool) {
+    /// Whether a thread on `core` that has to wait for `pid`'s lock in `mode` spins, and
+    /// until when (`Some(u64::MAX)`: while its owner runs), as rwsem's slow paths decide:
+    /// - readers never spin (Linux 5.11 removed reader optimistic spinning): they sleep;
+    /// - a writer spins while a writer owns the lock and runs on a CPU
+    ///   (rwsem_spin_on_owner), while readers own it for at most rwsem_rspin_threshold
+    ///   ((20 + readers) / 2 µs, readers counted up to 30), and on a lock its holder
+    ///   releases at a time this core has not reached; not when the lock is marked
+    ///   non-spinnable, or is being handed to another waiter;
+    /// - nobody spins when another thread waits to run on its CPU (need_resched);
+    /// - a woken writer that failed to take the lock sleeps again, unless it holds the
+    ///   hand-off and the owner is a running writer (it spins on that owner).
+    fn spin_decision(&self, core: usize, pid: u32, mode: LockMode, retry: bool, now: u64) -> Option<u64> {
+        if mode == LockMode::Read || !self.cores[core].runq.is_empty() {
+            return None;
+        }
         let sem = &self.spaces[pid as usize].mmap_lock;
-        // The owners are on a CPU (a writer, or readers such as a munmap waiting for its
-        // shootdown's acks): spin (rwsem spins on a writer owner, and a writer spins on
-        // readers for a while too).
-        let on_cpu = |t: usize| self.on_cpu(t);
-        let spinning = match sem.writer {
-            Some(w) => on_cpu(w),
-            None => !sem.readers.is_empty() && sem.readers.iter().all(|&r| on_cpu(r)),
-        };
-        let since = self.clock(core);
-        self.spaces[pid as usize].mmap_lock.waiters.push_back(Waiter { thread, mode, since, spinning, transient });
+        let owner_running = sem.writer.is_some_and(|w| self.on_cpu(w));
+        if retry {
+            return (sem.handoff && owner_running).then_some(u64::MAX);
+        }
+        if sem.writer.is_some() {
+            return owner_running.then_some(u64::MAX);
+        }
+        if sem.handoff {
+            return None;
+        }
+        if !sem.readers.is_empty() {
+            if sem.nonspinnable {
+                return None;
+            }
+            let readers = sem.readers.len().min(30) as f64;
+            return Some(now + self.settings.us((20.0 + readers) / 2.0));
+        }
+        Some(u64::MAX)
+    }
+
+    /// Put `thread` (on `core`) in `pid`'s wait queue, or, if it is there already (a woken
+    /// writer that failed to take the lock), keep its place and its waiting time; then it
+    /// spins until `spin_until` or sleeps.
+    #[allow(clippy::too_many_arguments)]
+    fn queue_waiter(&mut self, core: usize, thread: usize, pid: u32, mode: LockMode, transient: bool, spin_until: Option<u64>, now: u64) {
+        let sem = &mut self.spaces[pid as usize].mmap_lock;
+        let spinning = spin_until.is_some();
+        let limit = spin_until.unwrap_or(u64::MAX);
+        match sem.waiters.iter_mut().find(|w| w.thread == thread) {
+            Some(w) => {
+                w.woken = false;
+                w.spinning = spinning;
+                w.spin_until = limit;
+            }
+            None => sem.waiters.push_back(Waiter { thread, mode, since: now, spinning, spin_until: limit, woken: false, transient }),
+        }
         if spinning {
+            self.locks.mmap_stats.waits_spinning += 1;
             self.cores[core].waiting += 1;
+            if limit != u64::MAX {
+                self.schedule_event(limit, super::sched::Event::SpinLimit { pid, thread });
+            }
         } else {
+            self.locks.mmap_stats.waits_asleep += 1;
             self.park(core, thread);
         }
         self.mark_dirty(core);
@@ -252,7 +372,7 @@ impl<P: Coherence> Os<P> {
         self.release_or_downgrade(thread, pid, at, false);
     }
 
-    /// mmap_write_downgrade: the writer becomes a reader; waiting readers at the head join.
+    /// mmap_write_downgrade: the writer becomes a reader; waiting readers join.
     pub(super) fn mmap_downgrade(&mut self, thread: usize, pid: u32, at: u64) {
         self.release_or_downgrade(thread, pid, at, true);
     }
@@ -275,7 +395,17 @@ impl<P: Coherence> Os<P> {
             sem.readers.swap_remove(i);
             sem.read_free_at = sem.read_free_at.max(at);
         }
+        self.locks.halted_woken = 0;
         self.grant_waiters(pid, at);
+        // The releaser wakes the sleepers it handed the lock to or woke (rwsem_wake's
+        // wake_up_q): a halted CPU needs a reschedule IPI, which the releaser sends before
+        // it goes on (on a KVM guest, an exit to the host).
+        let woken = std::mem::take(&mut self.locks.halted_woken) as u64;
+        if woken > 0 {
+            if let Some(core) = self.cpu_now(self.threads[thread].core).filter(|&c| self.cores[c].current == Some(thread)) {
+                self.charge(core, woken * self.settings.idle_wake_ipi());
+            }
+        }
     }
 
     /// Release after a system call: now, or, if its flush left the core waiting for acks,
@@ -302,70 +432,173 @@ impl<P: Coherence> Os<P> {
         }
     }
 
+    /// The lock changed hands or was released at `at`: as rwsem's release does, a spinning
+    /// writer takes a free lock first (it is on its CPU, polling the lock word); else the
+    /// wake-up (rwsem_mark_wake): readers waiting are granted the lock together, a
+    /// sleeping writer at the head is woken to try again; after the first waiter asked
+    /// for the hand-off, the lock goes to it.
     fn grant_waiters(&mut self, pid: u32, at: u64) {
+        // Spinners whose limit passed before this release gave up then, though the engine
+        // meets the release first (a core that took an interrupt while spinning ran its
+        // handler whole, and the release its ack allowed came before the limit's event):
+        // they went to sleep at their limit, and the release wakes them like any sleeper.
+        let expired: Vec<(usize, u64)> =
+            self.spaces[pid as usize].mmap_lock.waiters.iter().filter(|w| w.spinning && w.spin_until <= at).map(|w| (w.thread, w.spin_until)).collect();
+        for (t, limit) in expired {
+            self.spin_limit(pid, t, limit);
+        }
         loop {
             let sem = &mut self.spaces[pid as usize].mmap_lock;
-            // A spinning waiter takes the lock before a sleeping one that must first be
-            // woken and scheduled (rwsem's lock stealing by optimistic spinners).
-            let Some(i) = sem.waiters.iter().position(|w| w.spinning).or(if sem.waiters.is_empty() { None } else { Some(0) }) else { break };
-            let w = sem.waiters[i];
-            let ok = match w.mode {
-                LockMode::Write => sem.writer.is_none() && sem.readers.is_empty(),
-                LockMode::Read => sem.writer.is_none(),
-            };
-            if !ok {
+            if sem.writer.is_some() || sem.waiters.is_empty() {
                 break;
+            }
+            let readers_hold = !sem.readers.is_empty();
+            let pick = if sem.handoff {
+                match sem.waiters[0].mode {
+                    LockMode::Write if readers_hold => None,
+                    _ => Some(0),
+                }
+            } else if let Some(i) = sem.waiters.iter().position(|w| w.spinning).filter(|_| !readers_hold) {
+                Some(i)
+            } else {
+                match sem.waiters[0] {
+                    w if w.mode == LockMode::Read => Some(0),
+                    w if !readers_hold && !w.woken => {
+                        // rwsem_mark_wake wakes the writer without handing it the lock.
+                        sem.waiters[0].woken = true;
+                        self.locks.mmap_stats.wakeups_without_lock += 1;
+                        if self.threads[w.thread].state == ThreadState::Blocked {
+                            let core = self.threads[w.thread].core;
+                            self.locks.halted_woken += self.enqueue(w.thread, core, at) as u32;
+                        }
+                        None
+                    }
+                    _ => None,
+                }
+            };
+            let Some(i) = pick else { break };
+            let sem = &mut self.spaces[pid as usize].mmap_lock;
+            let w = sem.waiters[i];
+            if w.mode == LockMode::Read {
+                // Every reader in the queue is granted at once (rwsem_mark_wake).
+                let readers: Vec<Waiter> = sem.waiters.iter().filter(|w| w.mode == LockMode::Read).copied().collect();
+                sem.waiters.retain(|w| w.mode != LockMode::Read);
+                sem.handoff = false;
+                for r in readers {
+                    self.hand_lock(pid, r, at);
+                }
+                continue;
             }
             sem.waiters.remove(i);
-            if w.transient {
-                sem.read_free_at = sem.read_free_at.max(at);
-            } else {
-                match w.mode {
-                    LockMode::Write => sem.writer = Some(w.thread),
-                    LockMode::Read => sem.readers.push(w.thread),
-                }
-                self.threads[w.thread].lock_granted = Some(w.mode);
+            if sem.handoff && i == 0 {
+                sem.handoff = false;
+                self.locks.mmap_stats.handoffs += 1;
             }
-            let waited = at.saturating_sub(w.since);
-            self.locks.mmap_stats.cycles_waited += waited;
-            self.threads[w.thread].lock_wait_cycles += waited;
-            let core = self.threads[w.thread].core;
-            if w.spinning {
-                // A spinning thread's CPU waits for it (a VCPU is not switched out meanwhile).
-                let core = self.cpu_now(core).expect("a spinning thread is on a CPU");
-                self.set_clock(core, at);
-                self.cores[core].waiting -= 1;
-            } else {
-                self.enqueue(w.thread, core, at);
-            }
-            if w.mode == LockMode::Write {
-                break;
-            }
+            self.hand_lock(pid, w, at);
+            break;
         }
-        // Waiters spin only while the owner is on a CPU: handed to a thread that sleeps (or
-        // to readers), the others stop spinning and sleep, so that their cores can run the
-        // new owner (rwsem_spin_on_owner gives up when the owner is not running).
+        self.retarget_spinners(pid, at);
+    }
+
+    /// The owner of `pid`'s lock changed at `at`: the writers spinning on it go on as
+    /// rwsem_optimistic_spin does. On a writer that runs, without limit; on a writer
+    /// that does not run, not at all: they sleep, so that their cores can run the new
+    /// owner (rwsem_spin_on_owner gives up); on readers (a munmap's downgrade), for
+    /// rwsem_rspin_threshold from now, the limit set when the owner turned reader, or
+    /// not at all if a writer gave up on these readers before (RWSEM_NONSPINNABLE).
+    fn retarget_spinners(&mut self, pid: u32, at: u64) {
         let sem = &self.spaces[pid as usize].mmap_lock;
-        let on_cpu = |t: usize| self.on_cpu(t);
-        let owner_on_cpu = match sem.writer {
-            Some(w) => on_cpu(w),
-            None => !sem.readers.is_empty() && sem.readers.iter().all(|&r| on_cpu(r)),
-        };
-        if !owner_on_cpu && sem.waiters.iter().any(|w| w.spinning) {
-            let spinners: Vec<usize> = sem.waiters.iter().filter(|w| w.spinning).map(|w| w.thread).collect();
-            for w in self.spaces[pid as usize].mmap_lock.waiters.iter_mut() {
-                w.spinning = false;
-            }
-            for t in spinners {
-                let core = self.cpu_now(self.threads[t].core).expect("a spinning thread is on a CPU");
-                self.cores[core].waiting -= 1;
-                if self.cores[core].current == Some(t) {
-                    self.cores[core].current = None;
+        if !sem.waiters.iter().any(|w| w.spinning) {
+            return;
+        }
+        let writer_running = sem.writer.map(|w| self.on_cpu(w));
+        let readers = sem.readers.len();
+        let nonspinnable = sem.nonspinnable;
+        let limit = at + self.settings.us((20.0 + readers.min(30) as f64) / 2.0);
+        let mut stop = Vec::new();
+        let mut timed = Vec::new();
+        for w in self.spaces[pid as usize].mmap_lock.waiters.iter_mut().filter(|w| w.spinning) {
+            match writer_running {
+                Some(true) => w.spin_until = u64::MAX,
+                Some(false) => stop.push(w.thread),
+                None if readers > 0 && nonspinnable => stop.push(w.thread),
+                None if readers > 0 && w.spin_until == u64::MAX => {
+                    w.spin_until = limit;
+                    timed.push(w.thread);
                 }
-                self.threads[t].state = ThreadState::Blocked;
-                self.mark_dirty(core);
+                None => {}
             }
         }
+        for t in timed {
+            self.schedule_event(limit, super::sched::Event::SpinLimit { pid, thread: t });
+        }
+        for t in stop {
+            self.stop_spinning(pid, t, Some(at));
+        }
+    }
+
+    /// `w` leaves the queue holding the lock (a reader, a writer, or a page fault's
+    /// fallback that lets go at once) at `at`, and goes on: on its CPU if it was spinning,
+    /// else woken.
+    fn hand_lock(&mut self, pid: u32, w: Waiter, at: u64) {
+        let sem = &mut self.spaces[pid as usize].mmap_lock;
+        if w.transient {
+            sem.read_free_at = sem.read_free_at.max(at);
+        } else {
+            match w.mode {
+                LockMode::Write => {
+                    sem.writer = Some(w.thread);
+                    sem.nonspinnable = false;
+                }
+                LockMode::Read => sem.readers.push(w.thread),
+            }
+            self.threads[w.thread].lock_granted = Some(w.mode);
+        }
+        let waited = at.saturating_sub(w.since);
+        self.locks.mmap_stats.cycles_waited += waited;
+        self.threads[w.thread].lock_wait_cycles += waited;
+        let core = self.threads[w.thread].core;
+        if w.spinning {
+            // A spinning thread's CPU waits for it (a VCPU is not switched out meanwhile).
+            let core = self.cpu_now(core).expect("a spinning thread is on a CPU");
+            self.set_clock(core, at);
+            self.cores[core].waiting -= 1;
+            self.mark_dirty(core);
+        } else if self.threads[w.thread].state == ThreadState::Blocked {
+            self.locks.halted_woken += self.enqueue(w.thread, core, at) as u32;
+        }
+    }
+
+    /// Spinning waiter `thread` of `pid`'s lock gives up and sleeps (at `at`, or where its
+    /// CPU is): its CPU is free for other threads, or idles.
+    fn stop_spinning(&mut self, pid: u32, thread: usize, at: Option<u64>) {
+        let sem = &mut self.spaces[pid as usize].mmap_lock;
+        let Some(w) = sem.waiters.iter_mut().find(|w| w.thread == thread && w.spinning) else { return };
+        w.spinning = false;
+        w.spin_until = u64::MAX;
+        let core = self.cpu_now(self.threads[thread].core).expect("a spinning thread is on a CPU");
+        self.cores[core].waiting -= 1;
+        if let Some(at) = at {
+            let now = self.clock(core).max(at);
+            self.set_clock(core, now);
+        }
+        if self.cores[core].current == Some(thread) {
+            self.cores[core].current = None;
+        }
+        self.threads[thread].state = ThreadState::Blocked;
+        self.mark_dirty(core);
+    }
+
+    /// A writer spinning on readers reached its limit at `at` (rwsem_optimistic_spin's
+    /// rspin_threshold): it marks the lock non-spinnable and sleeps.
+    pub(super) fn spin_limit(&mut self, pid: u32, thread: usize, at: u64) {
+        let sem = &mut self.spaces[pid as usize].mmap_lock;
+        if !sem.waiters.iter().any(|w| w.thread == thread && w.spinning && w.spin_until == at) {
+            return;
+        }
+        sem.nonspinnable = true;
+        self.locks.mmap_stats.spin_limits += 1;
+        self.stop_spinning(pid, thread, Some(at));
     }
 
     /// `pid`'s lock, released earlier in host order, is free at `at` in simulated time.
@@ -386,7 +619,9 @@ impl<P: Coherence> Os<P> {
         }
         self.locks.mmap_stats.fault_fallbacks += 1;
         self.locks.mmap_stats.contended += 1;
-        self.wait_for_lock(core, thread, pid, LockMode::Read, true);
+        // A reader: it sleeps (readers do not spin).
+        let now = self.clock(core);
+        self.queue_waiter(core, thread, pid, LockMode::Read, true, None, now);
         true
     }
 

@@ -41,6 +41,8 @@ fn os_fields(s: &OsCoreStats) -> Map<String, Value> {
     put("pages_reclaimed", s.pages_reclaimed);
     put("pages_migrated", s.pages_migrated);
     put("idle_cycles", s.idle_cycles);
+    put("idle_exits", s.idle_exits);
+    put("idle_exit_cycles", s.idle_exit_cycles);
     m.insert("full_flushes_by_cause".into(), by_cause(&s.full_flushes_by_cause));
     let names = crate::coherence::FlushReason::NAMES;
     m.insert("shootdowns_sent_by_reason".into(), Value::Object(names.iter().zip(s.shootdowns_sent_by_reason).map(|(n, v)| ((*n).into(), json!(v))).collect()));
@@ -90,7 +92,9 @@ fn sum(all: &[OsCoreStats]) -> OsCoreStats {
             io_sleeps,
             pages_reclaimed,
             pages_migrated,
-            idle_cycles
+            idle_cycles,
+            idle_exits,
+            idle_exit_cycles
         );
         for (a, b) in t.full_flushes_by_cause.iter_mut().zip(s.full_flushes_by_cause) {
             *a += b;

@@ -18,6 +18,11 @@ pub(super) enum Event {
     LockFree {
         pid: u32,
     },
+    /// A writer spinning on a reader-owned lock reaches its limit (rwsem_rspin_threshold).
+    SpinLimit {
+        pid: u32,
+        thread: usize,
+    },
     /// The device finished a split-driver request of `client` that `server` sent it.
     IoDone {
         server: usize,
@@ -29,13 +34,18 @@ impl<P: Coherence> Os<P> {
     /// Make `thread` runnable on `core` at time `at`.
     /// Under a hypervisor `core` is a VCPU: its run queue is on the CPU it runs on, or
     /// with it while it is off every CPU (os/virt.rs).
-    pub(super) fn enqueue(&mut self, thread: usize, core: usize, at: u64) {
+    /// True: the core had halted (idle past `machine.idle.poll_ns`), and the waker sends it
+    /// a reschedule IPI.
+    pub(super) fn enqueue(&mut self, thread: usize, core: usize, at: u64) -> bool {
         self.threads[thread].core = core;
         self.threads[thread].state = ThreadState::Runnable;
         self.threads[thread].queued_at = at;
         let core = match self.cpu_now(core) {
             Some(c) => c,
-            None => return self.enqueue_off_cpu(thread, core, at),
+            None => {
+                self.enqueue_off_cpu(thread, core, at);
+                return false;
+            }
         };
         self.mark_dirty(core);
         self.cut_leap(core, at);
@@ -49,10 +59,22 @@ impl<P: Coherence> Os<P> {
             let since = c.idle_since.take();
             let clock = self.clock(core);
             let idle_from = since.map_or(clock, |since| since.max(clock));
-            let now = clock.max(at);
+            let mut now = clock.max(at);
+            // A CPU idle for longer than it polls has halted: the woken thread waits for
+            // the idle state's exit (machine.idle; on a KVM guest the host wakes the vCPU).
+            // It stays idle, and lazy, until then.
+            let exit = self.settings.idle_exit();
+            let halted = now.saturating_sub(idle_from) > self.settings.idle_poll();
+            if halted && exit > 0 {
+                now += exit;
+                self.stats[core].idle_exits += 1;
+                self.stats[core].idle_exit_cycles += exit;
+            }
             self.stats[core].idle_cycles += now.saturating_sub(idle_from);
             self.set_clock(core, now);
+            return halted;
         }
+        false
     }
 
     /// Main loop: run until every non-daemon thread has exited.
@@ -145,6 +167,7 @@ impl<P: Coherence> Os<P> {
                 }
             }
             Event::LockFree { pid } => self.lock_free_at(pid, at),
+            Event::SpinLimit { pid, thread } => self.spin_limit(pid, thread, at),
             Event::IoDone { server, client } => self.io_done(server, client, at),
         }
         Ok(())

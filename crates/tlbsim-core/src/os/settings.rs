@@ -41,6 +41,14 @@ pub(crate) struct Settings {
     seed: u64,
     /// The recycling scheme is not `none` (its hooks have something to do).
     recycling_on: bool,
+    /// `machine.idle`, in cycles: a halted CPU's exit latency, and how long an idle CPU
+    /// polls before it halts.
+    idle_exit: u64,
+    idle_poll: u64,
+    idle_wake_ipi: u64,
+    /// Cycles per microsecond (`machine.frequency_ghz` × 1,000): the kernel's own time
+    /// limits (rwsem's spinning and hand-off) are in nanoseconds and jiffies.
+    cycles_per_us: f64,
 }
 
 impl Settings {
@@ -88,12 +96,36 @@ impl Settings {
             data_placement: Placement::parse("os.data_placement", &cfg.os.data_placement, cfg.machine.sockets)?,
             seed: cfg.seed,
             recycling_on,
+            idle_exit: (cfg.machine.idle.exit_ns * cfg.machine.frequency_ghz).round() as u64,
+            idle_poll: (cfg.machine.idle.poll_ns * cfg.machine.frequency_ghz).round() as u64,
+            idle_wake_ipi: (cfg.machine.idle.wake_ipi_ns * cfg.machine.frequency_ghz).round() as u64,
+            cycles_per_us: cfg.machine.frequency_ghz * 1_000.0,
         })
     }
 
     #[inline]
     pub(crate) fn costs(&self) -> &CostsConfig {
         &self.costs
+    }
+    /// A halted CPU's exit latency (`machine.idle.exit_ns`), in cycles.
+    #[inline]
+    pub(crate) fn idle_exit(&self) -> u64 {
+        self.idle_exit
+    }
+    /// How long an idle CPU polls before it halts (`machine.idle.poll_ns`), in cycles.
+    #[inline]
+    pub(crate) fn idle_poll(&self) -> u64 {
+        self.idle_poll
+    }
+    /// The waker's reschedule IPI to a halted CPU (`machine.idle.wake_ipi_ns`), in cycles.
+    #[inline]
+    pub(crate) fn idle_wake_ipi(&self) -> u64 {
+        self.idle_wake_ipi
+    }
+    /// `us` microseconds in cycles.
+    #[inline]
+    pub(crate) fn us(&self, us: f64) -> u64 {
+        (us * self.cycles_per_us).round() as u64
     }
     #[inline]
     pub(crate) fn ceiling(&self) -> u32 {

@@ -12,6 +12,11 @@
 //! as 30-way × 16,384 sets (power-of-two sets; the real L3 is 20-way); 40 cycles as
 //! mitosis-4s. Private L2 256 KiB 8-way (Intel optimisation manual, Haswell).
 //! Bandwidth: not stated; Mitosis §8's 28 / 11 GB/s on the same generation, assumed.
+//! Idle CPUs: bare metal under intel_idle, whose Haswell table (hsw_cstates) gives C1 an
+//! exit latency of 2 µs; the deeper states the menu governor picks for longer idle
+//! periods (C1E 10 µs, C6 133 µs) are not modelled.
+//! The waker sends no reschedule IPI: a CPU idle in MWAIT monitors its thread flags, and
+//! setting TIF_NEED_RESCHED wakes it (set_nr_and_not_polling).
 
 use serde_json::{json, Value};
 
@@ -25,6 +30,7 @@ impl super::Preset for AbisHaswell2s {
     fn machine() -> Value {
         json!({
             "sockets": 2, "cores_per_socket": 24, "frequency_ghz": 2.2,
+            "idle": {"exit_ns": 2000.0, "poll_ns": 0.0, "wake_ipi_ns": 0.0},
             "memory": {"local_latency": 280, "remote_latency": 580,
                        "llc_bytes": 30u64 << 20, "llc_ways": 30, "llc_latency": 40,
                        "private_bytes": 256 << 10, "private_ways": 8,

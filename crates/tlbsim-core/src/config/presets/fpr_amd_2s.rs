@@ -6,6 +6,11 @@
 //! associative L1 DTLB and 2,048-entry L2 DTLB (AMD's Zen 3 optimization guide; the
 //! L2's associativity is not published, 16 ways assumed); PCIDs on (Linux 5.15). The
 //! CPU model is not stated: 2.65 GHz (a 24-core EPYC 7413's base clock) assumed.
+//! Idle CPUs: bare metal; Linux takes AMD's idle states from ACPI _CST, which AMD does
+//! not publish: C1 (MWAIT) at 1 µs, as Intel's current parts, assumed (deeper states
+//! not modelled).
+//! The waker sends no reschedule IPI: a CPU idle in MWAIT monitors its thread flags, and
+//! setting TIF_NEED_RESCHED wakes it (set_nr_and_not_polling).
 
 use serde_json::{json, Value};
 
@@ -19,6 +24,7 @@ impl super::Preset for FprAmd2s {
     fn machine() -> Value {
         json!({
             "sockets": 2, "cores_per_socket": 24, "frequency_ghz": 2.65,
+            "idle": {"exit_ns": 1000.0, "poll_ns": 0.0, "wake_ipi_ns": 0.0},
             "tlb": {
                 "tagging": "pcid",
                 "l1d": {"entries": 64, "ways": 64, "replacement": "lru", "latency": 0},

@@ -7,6 +7,11 @@
 //! 4-way (Ice Lake-SP / Sapphire Rapids, the Xeons of that era, Intel optimisation
 //! manual); PCIDs on (Linux 5.15). Frequency not stated: 2.4 GHz assumed. Memory
 //! latencies and caches: the built-in defaults (not stated).
+//! Idle CPUs: bare metal under intel_idle, whose Ice Lake-SP and Sapphire Rapids tables
+//! (icx_cstates, spr_cstates) give C1 an exit latency of 1 µs (deeper states not
+//! modelled).
+//! The waker sends no reschedule IPI: a CPU idle in MWAIT monitors its thread flags, and
+//! setting TIF_NEED_RESCHED wakes it (set_nr_and_not_polling).
 
 use serde_json::{json, Value};
 
@@ -20,6 +25,7 @@ impl super::Preset for FprIntel2s {
     fn machine() -> Value {
         json!({
             "sockets": 2, "cores_per_socket": 48, "frequency_ghz": 2.4,
+            "idle": {"exit_ns": 1000.0, "poll_ns": 0.0, "wake_ipi_ns": 0.0},
             "tlb": {
                 "tagging": "pcid",
                 "l1d": {"entries": 64, "ways": 4, "replacement": "lru", "latency": 0},

@@ -8,6 +8,10 @@
 //! × 16,384 sets (the simulator needs power-of-two sets; Haswell-EP's L3 is 20-way
 //! per slice: the capacity is the paper's, the associativity an approximation);
 //! private L2 256 KiB 8-way (Intel optimisation manual, Haswell); 28 / 11 GB/s (§8).
+//! Idle CPUs: bare metal under intel_idle, whose Haswell table (hsw_cstates) gives C1 an
+//! exit latency of 2 µs (deeper states not modelled).
+//! The waker sends no reschedule IPI: a CPU idle in MWAIT monitors its thread flags, and
+//! setting TIF_NEED_RESCHED wakes it (set_nr_and_not_polling).
 
 use serde_json::{json, Value};
 
@@ -21,6 +25,7 @@ impl super::Preset for Mitosis4s {
     fn machine() -> Value {
         json!({
             "sockets": 4, "cores_per_socket": 14, "frequency_ghz": 2.2,
+            "idle": {"exit_ns": 2000.0, "poll_ns": 0.0, "wake_ipi_ns": 0.0},
             "memory": {"local_latency": 280, "remote_latency": 580, "model": "cache",
                        "llc_bytes": 35u64 << 20, "llc_ways": 35, "llc_latency": 40,
                        "private_bytes": 256 << 10, "private_ways": 8,

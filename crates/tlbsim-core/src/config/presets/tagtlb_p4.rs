@@ -6,6 +6,8 @@
 //! Memory: §5's machine has 3 GB. Simics as configured there models no cache or DRAM
 //! timing (the paper states none), so the model stays `flat` and the cache numbers
 //! are the built-in ones (assumed; they matter only if a user turns `cache` on).
+//! Idle CPUs: Simics as configured there models no idle states: waking costs nothing
+//! beyond the context switch.
 
 use serde_json::{json, Value};
 
@@ -19,6 +21,7 @@ impl super::Preset for TagtlbP4 {
     fn machine() -> Value {
         json!({
             "sockets": 1, "cores_per_socket": 2, "base_cpi": 1.0,
+            "idle": {"exit_ns": 0.0, "poll_ns": 0.0, "wake_ipi_ns": 0.0},
             "memory": {"model": "flat", "node_mib": 3072},
             "pt_cache": {"entries": 0},
             "tlb": {
