@@ -8,6 +8,7 @@
 pub mod costs;
 pub mod host;
 pub mod presets;
+mod silent;
 pub mod storage;
 
 use crate::error::{Error, Result};
@@ -536,12 +537,14 @@ impl Config {
             .unwrap_or_else(|| "none".to_owned());
         // Merge complete trees, so that a table the user gives in part keeps the preset's
         // (or the defaults') values for the keys it leaves out.
-        let mut merged = defaults;
-        merge(&mut merged, serde_json::json!({ "machine": presets::preset_tree(&preset_name)? }));
-        merge(&mut merged, user);
+        let mut base = defaults;
+        merge(&mut base, serde_json::json!({ "machine": presets::preset_tree(&preset_name)? }));
+        let mut merged = base.clone();
+        merge(&mut merged, user.clone());
         let mut cfg: Config = crate::tree::from_tree(merged)?;
         cfg.machine.preset = preset_name;
         cfg.validate()?;
+        silent::refuse_silent_settings(&cfg, &user, &base)?;
         Ok(cfg)
     }
 
