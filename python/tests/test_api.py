@@ -142,9 +142,13 @@ def test_calls_release_the_gil() -> None:
     assert time.perf_counter() - start < 0.9  # serialised would take >= 1.0 s
 
 
-def test_missing_config_file_is_os_error(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="nope.toml"):
-        tlbsim.run(tmp_path / "nope.toml")
+def test_missing_config_file_is_config_error(tmp_path: Path) -> None:
+    for call in (tlbsim.run, tlbsim.resolve):
+        with pytest.raises(tlbsim.ConfigError, match="nope.toml: no such config file") as info:
+            call(tmp_path / "nope.toml")
+        assert info.value.key == str(tmp_path / "nope.toml")
+    with pytest.raises(tlbsim.ConfigError, match="is a folder, not a config file"):
+        tlbsim.run(tmp_path)
 
 
 def test_bad_config_type_is_type_error() -> None:
@@ -227,8 +231,10 @@ def test_resolve_validates_without_running() -> None:
 def test_coherence_policies_are_the_ones_the_core_accepts() -> None:
     policies = tlbsim.coherence_policies()
     assert policies[0] == "linux" and {"oracle", "none"} <= set(policies)
+    # An OS-mode kind: under the default (trace-mode) kind a policy cannot matter.
+    os_mode = {"workload": {"kind": "fpr-munmap"}}
     for policy in policies:
-        assert tlbsim.resolve(None, os__coherence=policy)["os"]["coherence"] == policy
+        assert tlbsim.resolve(os_mode, os__coherence=policy)["os"]["coherence"] == policy
     with pytest.raises(tlbsim.ConfigError) as err:
         tlbsim.resolve(None, os__coherence="no-such-policy")
     assert err.value.key == "os.coherence"

@@ -31,7 +31,7 @@ def _assert_user_error(err: str) -> None:
 def test_missing_config_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     err = _error_of(capsys, ["run", str(tmp_path / "missing.toml")])
     assert "missing.toml" in err
-    assert "not found" in err
+    assert "no such config file" in err
     _assert_user_error(err)
 
 
@@ -540,3 +540,152 @@ def test_list_prints_every_registry_and_an_entrys_parameters(capsys: pytest.Capt
     )
     assert main(["list", "nonsense"]) == 2
     assert "policies, workloads" in capsys.readouterr().err
+
+
+# ----- Issue 49 item 3: no silent settings -----
+
+SILENT_SETTINGS = [
+    # (overrides, the key the error names, what would make it matter)
+    (["os.coherence=none"], "os.coherence", "runs in trace mode, without the OS model"),
+    (["workload.kind=synthetic", "os.recycling=fpr"], "os.recycling", "OS-mode workload kind"),
+    (
+        ["workload.kind=fpr-munmap", "recycling.fpr.all_mmaps=true"],
+        "recycling.fpr.all_mmaps",
+        'os.recycling = "none" selects another entry, and [recycling.fpr] is read only when os.recycling = "fpr"',
+    ),
+    (
+        ["machine.sockets=2", "os.data_placement=fixed:1"],
+        "os.data_placement",
+        'takes effect under machine.memory.model = "cache"',
+    ),
+    (["machine.memory.llc_bytes=1048576"], "machine.memory.llc_bytes", 'machine.memory.model = "cache"'),
+    (["machine.tlb.tmt_entries=8"], "machine.tlb.tmt_entries", 'tagging = "cr3"'),
+    (["workload.kind=fpr-munmap", "sim.fault_cycles=9"], "sim.fault_cycles", "only trace mode"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "key", "says"), SILENT_SETTINGS)
+def test_a_setting_that_cannot_matter_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, overrides: list[str], key: str, says: str
+) -> None:
+    argv = ["run", "--out", str(tmp_path / "o")]
+    for o in overrides:
+        argv += ["--set", o]
+    err = " ".join(_error_of(capsys, argv).split())
+    assert f"config: {key}: " in err and "cannot matter" in err and says in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_shipped_configs_and_specs_set_nothing_that_cannot_matter() -> None:
+    """Every shipped config, the demo's sweeps and every paper's sweeps (full and quick:
+    `reproduce.paper.load` expands and resolves each run) still validate."""
+    from tlbsim import demo, sweep
+    from tlbsim.reproduce import paper as paper_module
+
+    root = Path(__file__).resolve().parents[2]
+    for config in sorted((root / "configs").glob("*.toml")):
+        tlbsim.resolve(config)
+    for spec in (demo.demo_spec(), demo.vm_spec(), demo.partition_spec()):
+        sweep.expand(spec)
+    for folder in sorted((root / "python" / "tlbsim" / "reproduce").iterdir()):
+        if (folder / "paper.toml").is_file():
+            paper_module.load(folder)
+
+
+# ----- Issue 49 item 7: output hygiene -----
+
+
+def test_run_refuses_to_overwrite_a_different_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = str(tmp_path / "o")
+    assert main(["run", "--out", out, "--set", "workload.accesses=2000"]) == 0
+    stats = (tmp_path / "o" / "stats.json").read_text()
+    # The same config again: deterministic, so the folder is rewritten with the same results.
+    assert main(["run", "--out", out, "--set", "workload.accesses=2000"]) == 0
+    assert (tmp_path / "o" / "stats.json").read_text() == stats
+    capsys.readouterr()
+    err = " ".join(_error_of(capsys, ["run", "--out", out, "--set", "workload.accesses=3000"]).split())
+    assert "holds a different run (config.json differs at workload.accesses: 3000 here, 2000 there)" in err
+    assert "--force" in err
+    assert (tmp_path / "o" / "stats.json").read_text() == stats
+    assert main(["run", "--out", out, "--set", "workload.accesses=3000", "--force"]) == 0
+    assert json.loads((tmp_path / "o" / "config.json").read_text())["workload"]["accesses"] == 3000
+
+
+def test_run_prints_the_makespan_and_a_legend(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["run", "--out", str(tmp_path / "o"), "--set", "workload.accesses=2000"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("makespan: ")
+    assert "The total row sums the counters over the cores" in " ".join(printed.split())
+
+
+def test_missing_config_file_is_a_config_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    err = _error_of(capsys, ["run", str(tmp_path / "missing.toml")])
+    assert f"config: {tmp_path / 'missing.toml'}: no such config file" in err
+
+
+def test_type_errors_speak_of_integers_and_tables(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    err = _error_of(capsys, ["run", "--set", "machine.sockets=two"])
+    assert "machine.sockets" in err and "expected an integer" in err and "u32" not in err
+    config = tmp_path / "c.toml"
+    config.write_text('[workload]\nkind = "fpr-munmap"\n[os]\nrecycling = "fpr"\n[recycling]\nfpr = 3\n')
+    err = _error_of(capsys, ["run", str(config)])
+    assert "recycling.fpr" in err and "expected a table" in err and "FprParams" not in err
+
+
+def test_the_host_preset_is_announced(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    argv = ["run", "--out", str(tmp_path / "o"), "--set", "workload.accesses=2000", "--set", "machine.preset=host"]
+    assert main(argv) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert printed.startswith('machine: preset "host": ')
+    assert "The numbers depend on the machine that ran them" in printed
+    assert main(["run", "--out", str(tmp_path / "p"), "--set", "workload.accesses=2000"]) == 0
+    assert 'preset "host"' not in capsys.readouterr().out
+
+
+# ----- Issue 49 item 6: Python policies without seams -----
+
+POLICY_MODULE = """
+import tlbsim
+
+
+class EveryOther(tlbsim.Policy):
+    def plan(self, view, request):
+        return [c for c in range(len(view.cores)) if c != request.initiator]
+"""
+
+
+def test_run_takes_a_policy_by_name_or_written_in_python(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "hygiene_run_policy.py").write_text(POLICY_MODULE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    base = ["--set", "workload.kind=fpr-munmap", "--set", "workload.threads=2", "--set", "workload.ops=20"]
+    assert main(["run", "--out", "py", "--policy", "hygiene_run_policy:EveryOther", *base]) == 0
+    effective = json.loads((tmp_path / "py" / "config.json").read_text())
+    assert effective["os"]["coherence"] == "hygiene_run_policy:EveryOther"
+    # The same run again is the same config: not refused.
+    assert main(["run", "--out", "py", "--policy", "hygiene_run_policy:EveryOther", *base]) == 0
+    err = _error_of(capsys, ["run", "--out", "x", "--policy", "hygiene_run_policy:Missing", *base])
+    assert "--policy hygiene_run_policy:Missing" in err
+    assert main(["run", "--out", "builtin", "--policy", "oracle", *base]) == 0
+    assert json.loads((tmp_path / "builtin" / "config.json").read_text())["os"]["coherence"] == "oracle"
+
+
+def test_a_sweep_finds_its_policy_module_beside_the_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tlbsim import sweep
+
+    folder = tmp_path / "study"
+    folder.mkdir()
+    (folder / "hygiene_sweep_policy.py").write_text(POLICY_MODULE)
+    spec = folder / "spec.toml"
+    spec.write_text(
+        'policy = "hygiene_sweep_policy:EveryOther"\n[base]\nworkload = { kind = "fpr-munmap", ops = 20 }\n'
+        '[grid]\n"workload.threads" = [2]\n'
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    summary = sweep.sweep(spec, tmp_path / "out", jobs=1, progress=False)
+    assert summary.total == 1 and summary.ran == 1

@@ -149,6 +149,43 @@ def test_an_exception_in_a_hook_stops_the_run_with_its_traceback() -> None:
         tlbsim.run({"workload": {"kind": "synthetic"}}, policy=PyLinux())
 
 
+def test_a_hook_returning_the_wrong_thing_names_the_hook_and_what_it_must_return() -> None:
+    """Issue 49 item 7: a forgotten `return` (None) or a wrong type is an error naming the
+    hook and what it must return, not pyo3's or Python's generic TypeError."""
+
+    class NoPlan(Policy):
+        def plan(self, view: View, request: Request) -> Plan | list[int]:
+            return None  # type: ignore[return-value]
+
+    class FloatTargets(Policy):
+        def plan(self, view: View, request: Request) -> Plan | list[int]:
+            return [1.5]  # type: ignore[list-item]
+
+    class NoDeliver(Policy):
+        def on_deliver(self, core: int, me: Any, request: Request) -> Any:
+            return None
+
+    class NoSwitch(Policy):
+        def on_switch(self, core: int, slot_gen: int | None, mm_gen: int) -> Any:
+            return None
+
+    class BadWord(Policy):
+        def on_frame_alloc(self, core: int, pfn: int, word: int, mm: int, file: bool) -> Any:
+            return "word"
+
+    cases: list[tuple[Policy, str]] = [
+        (NoPlan(), "NoPlan.plan returned None: it must return a list of target cores (integers) or a tlbsim.Plan"),
+        (FloatTargets(), "FloatTargets.plan returned [1.5]: it must return a list of target cores"),
+        (NoDeliver(), 'NoDeliver.on_deliver returned None: it must return one of the strings "nothing", "pages"'),
+        (NoSwitch(), "NoSwitch.on_switch returned None: it must return True (flush the kept entries) or False"),
+        (BadWord(), "BadWord.on_frame_alloc returned 'word': it must return the frame's new technique word"),
+    ]
+    for policy, says in cases:
+        with pytest.raises(TypeError) as err:
+            tlbsim.run(_config({"kind": "stm-mprotect", "threads": 4, "ops": 50}, tagging="pcid"), policy=policy)
+        assert says in str(err.value), str(err.value)
+
+
 def test_a_sweep_with_a_python_policy(tmp_path: Path) -> None:
     spec = {
         "base": _config({"kind": "apache", "ops": 50}),

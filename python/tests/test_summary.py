@@ -10,7 +10,17 @@ from tlbsim.summary import HEADERS, summary_row, summary_table, tlb_misses
 def test_table_has_header_cores_and_total(fake_stats: dict[str, Any]) -> None:
     lines = summary_table(fake_stats).splitlines()
     assert lines[0].split()[0] == "core"
-    assert [line.split()[0] for line in lines[1:]] == ["0", "1", "total"]
+    assert [line.split()[0] for line in lines[1:4]] == ["0", "1", "total"]
+
+
+def test_summary_shows_the_makespan_and_a_legend_of_its_columns(fake_stats: dict[str, Any]) -> None:
+    fake_stats["run"] = {"makespan_cycles": 3_000_000, "seconds": 0.001}
+    text = summary_table(fake_stats)
+    assert text.splitlines()[0].startswith("makespan: 3,000,000 cycles (1.000 ms simulated)")
+    legend = " ".join(text.split())
+    assert "The total row sums the counters over the cores (its cycles too" in legend
+    for column in ("cyc/walk:", "PT local/remote:", "miss/10k instr:"):
+        assert column in legend
 
 
 def test_row_values() -> None:
@@ -62,6 +72,10 @@ def test_os_mode_run_adds_the_shootdown_table_and_thread_classes() -> None:
     )
     text = summary_table(r.stats)
     assert "IPIs recv" in text and "violations sec/cons" in text
+    legend = " ".join(text.split())
+    for column in ("false pos:", "IPIs sent/recv:", "violations sec/cons:", "target cyc:"):
+        assert column in legend
+    assert "makespan: " in text and "warning" not in text
     total = next(line for line in text.splitlines()[::-1] if line.startswith("total"))
     # munmap-4k with a spinning sibling: one IPI per operation.
     assert total.split()[3] == "200"
@@ -74,3 +88,22 @@ def test_trace_mode_summary_has_no_shootdown_table() -> None:
 
     r = tlbsim.run(None, workload__accesses=1000, machine__cores_per_socket=1)
     assert "IPIs recv" not in summary_table(r.stats)
+
+
+def test_a_run_that_cannot_send_a_shootdown_says_so() -> None:
+    import tlbsim
+    from tlbsim.summary import summary_table
+
+    # apache at 2 threads: 2 processes of 1 worker each, each on its own core.
+    r = tlbsim.run(None, machine__cores_per_socket=2, workload__kind="apache", workload__threads=2, workload__ops=20)
+    assert r.stats["totals"]["shootdowns_sent"] == 0
+    text = " ".join(summary_table(r.stats).split())
+    assert (
+        "warning: no TLB shootdown was sent, so the coherence policy (os.coherence) cannot have changed this run"
+        in text
+    )
+    assert "each of its 2 process(es) ran on one core" in text
+    # With 4 workers per process it sends shootdowns: no warning.
+    r = tlbsim.run(None, machine__cores_per_socket=8, workload__kind="apache", workload__threads=8, workload__ops=20)
+    assert r.stats["totals"]["shootdowns_sent"] > 0
+    assert "warning" not in summary_table(r.stats)

@@ -380,15 +380,12 @@ def test_contract_spec_runs_as_written(tmp_path: Path, capsys: pytest.CaptureFix
     assert (again.total, again.skipped, again.ran) == (32, 32, 0)
 
 
-def test_coherence_is_accepted_for_a_synthetic_base(tmp_path: Path) -> None:
-    """os.coherence has no effect on a trace-engine (synthetic) workload, but a spec that
-    varies it is valid and runs."""
+def test_coherence_is_refused_for_a_synthetic_base(tmp_path: Path) -> None:
+    """os.coherence has no effect on a trace-engine (synthetic) workload: a spec that varies
+    it is refused before anything runs, naming the key (issue 49: no silent settings)."""
     spec = {
         "base": FAST_BASE,
         "grid": {"os.coherence": tlbsim.coherence_policies()},
     }
-    summary = tlbsim.sweep(spec, tmp_path, jobs=2)
-    assert summary.ran == len(tlbsim.coherence_policies())
-    runs = tlbsim.load(tmp_path)
-    assert set(runs["config.os.coherence"]) == set(tlbsim.coherence_policies())
-    assert runs["stats.accesses"].nunique() == 1  # the same stream under every policy
+    with pytest.raises(SpecError, match="os.coherence.*cannot matter.*trace mode"):
+        tlbsim.sweep(spec, tmp_path, jobs=2)

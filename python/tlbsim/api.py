@@ -97,7 +97,12 @@ def _config_source(config: ConfigLike) -> tuple[str, Path]:
     if isinstance(config, (str, os.PathLike)):
         path = Path(config)
         if not path.is_file():
-            raise FileNotFoundError(2, "config file not found", os.fspath(path))
+            # A ConfigError (a ValueError) like every other bad config, so that one except
+            # clause catches them all.
+            what = "is a folder, not a config file" if path.is_dir() else "no such config file"
+            err = _tlbsim.ConfigError(f"config: {os.fspath(path)}: {what}")
+            err.key = os.fspath(path)
+            raise err
         return _tlbsim.load_config(path), path.resolve().parent
     raise TypeError(f"config must be a dict, a path to a TOML file or None, not {type(config).__name__}")
 

@@ -7,16 +7,18 @@ User errors (tlbsim errors, OS errors) print ``tlbsim: error: <message>`` and ex
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import tlbsim
 from tlbsim.progress import ProgressBar, StatusLine, rate_line
-from tlbsim.summary import summary_table
+from tlbsim.summary import host_note, summary_table
 
 EXIT_USAGE = 2
 
@@ -80,12 +82,78 @@ def _run_watched(config: Path | None, overrides: list[str], show: bool) -> tuple
     return box["result"], interrupted
 
 
+def _difference(mine: Any, theirs: Any, key: str = "") -> str | None:
+    """The first dotted key at which two configs differ, with both values."""
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        for k in sorted(set(mine) | set(theirs)):
+            found = _difference(mine.get(k), theirs.get(k), f"{key}.{k}" if key else k)
+            if found:
+                return found
+        return None
+    if mine == theirs:
+        return None
+
+    def shown(v: Any) -> str:
+        text = json.dumps(v)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    return f"{key or 'the config'}: {shown(mine)} here, {shown(theirs)} there"
+
+
+def _refuse_other_run(out: Path, config: Path | None, overrides: list[str], policy: str | None = None) -> None:
+    """Refuse to write over a folder holding a different run (its config.json differs from
+    this run's effective config), before running. The same config again is allowed: runs
+    are deterministic, so it rewrites the same results (or completes an interrupted run)."""
+    previous = out / "config.json"
+    if not previous.is_file():
+        return
+    try:
+        theirs = json.loads(previous.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        theirs = None
+    mine = tlbsim.resolve(config, overrides=overrides)
+    if policy is not None:
+        mine["os"]["coherence"] = policy  # what a Python policy's run records there
+    where = _difference(mine, theirs)
+    if where is None:
+        return
+    raise FileExistsError(
+        errno.EEXIST,
+        f"holds a different run (config.json differs at {where}): choose another --out folder, "
+        "or pass --force to overwrite it",
+        str(out),
+    )
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     config = Path(args.config) if args.config else None
     out = Path(args.out) if args.out else Path("out") / (config.stem if config else "run")
+    overrides = list(args.set or [])
+    python_policy = None
+    if args.policy and ":" in args.policy:
+        from tlbsim.policy import add_policy_folders, load_policy
+
+        # As `tlbsim fuzz` does: a module in the working directory or beside the config.
+        add_policy_folders(os.getcwd(), *([config.resolve().parent] if config else []))
+        try:
+            python_policy = load_policy(args.policy)()
+        except (ImportError, AttributeError, TypeError, ValueError) as err:
+            raise tlbsim.ConfigError(f"--policy {args.policy}: {err}") from None
+    elif args.policy:
+        overrides.append(f"os.coherence={args.policy}")
+    if not args.force:
+        label = f"{type(python_policy).__module__}:{type(python_policy).__qualname__}" if python_policy else None
+        _refuse_other_run(out, config, overrides, label)
     show = sys.stderr.isatty() and not args.quiet
-    result, interrupted = _run_watched(config, args.set or [], show)
+    if python_policy is not None:
+        # A Python policy's run takes no RunControl: no progress line, Ctrl-C abandons it.
+        result, interrupted = tlbsim.run(config, overrides=overrides, policy=python_policy), False
+    else:
+        result, interrupted = _run_watched(config, overrides, show)
     result.save(out)
+    note = host_note(result.config)
+    if note:
+        print(textwrap.fill(note, width=100) + "\n")
     print(summary_table(result.stats))
     partial = bool(result.stats.get("run", {}).get("partial"))
     if partial:
@@ -414,7 +482,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override one config key (dotted, e.g. machine.tlb.l1d.entries=64); repeatable",
     )
-    p.add_argument("--out", metavar="DIR", help="output folder (default: out/<config stem>)")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="output folder (default: out/<config stem>); a folder holding a run of another config is refused",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite the output folder even if it holds a run of another config"
+    )
+    p.add_argument(
+        "--policy",
+        metavar="POLICY",
+        help="coherence policy: a built-in name (os.coherence) or a policy written in Python, module:Class "
+        "(found in the working directory or the config's folder)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress line (it is drawn only on a terminal anyway)")
     p.set_defaults(func=_cmd_run)
 

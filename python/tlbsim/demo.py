@@ -239,6 +239,7 @@ def main(out: str | Path = "out/demo", jobs: int | None = None) -> int:
     import tlbsim
     from tlbsim.report import report
     from tlbsim.store import load
+    from tlbsim.summary import host_note
 
     start = time.monotonic()
     out = Path(out)
@@ -247,8 +248,11 @@ def main(out: str | Path = "out/demo", jobs: int | None = None) -> int:
     print(
         f"tlbsim demo: coherence policies ({', '.join(policies)}), each without and with FPR, x workloads "
         f"({', '.join(WORKLOADS)}; fpr-munmap case 1) x {THREADS[0]}-{THREADS[-1]} threads, "
-        f"{OPS:,} operations per thread, {len(SEEDS)} seeds, on the host preset (8 cores)\n"
+        f"{OPS:,} operations per thread, {len(SEEDS)} seeds, on the host preset (8 cores)"
     )
+    # Which machine the numbers come from: the host preset reads this one's TLBs.
+    note = host_note(tlbsim.resolve({"machine": spec["base"]["machine"]}))
+    print(textwrap.fill(note, width=92) + "\n" if note else "")
     s = tlbsim.sweep.sweep(spec, out, jobs=jobs, progress=sys.stderr.isatty())
     print(f"{s.total} runs ({s.skipped} reused from an earlier demo, {s.ran} run now)\n")
     frame = load(out)

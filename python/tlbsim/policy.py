@@ -44,6 +44,8 @@ raised from ``tlbsim.run`` with its traceback.
 from __future__ import annotations
 
 import json
+import operator
+import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NamedTuple
 
@@ -219,22 +221,66 @@ class Policy:
     ) -> tuple[Any, ...]:
         self.flush_ceiling = ceiling
         view = View(list(map(_make_core, cores)), cpumask, holders, ceiling, now)
-        out = self.plan(view, self._request(req))
+        returned = out = self.plan(view, self._request(req))
         if not isinstance(out, Plan):
+            if isinstance(out, (str, bytes, dict)) or not hasattr(out, "__iter__"):
+                raise _wrong_return(self, "plan", out, "a list of target cores (integers) or a tlbsim.Plan")
             out = Plan(targets=list(out))
-        targets = [int(t) for t in out.targets]
+        try:
+            targets = [_core_number(t) for t in out.targets]
+        except (TypeError, ValueError):
+            raise _wrong_return(
+                self, "plan", returned, "a list of target cores (integers) or a tlbsim.Plan whose targets are integers"
+            ) from None
         pages_of = [out.pages_of.get(t) for t in targets]
         return (targets, pages_of, out.delivery, out.latency, out.initiator_cycles, out.target_cycles)
 
     def _on_deliver(self, core: int, me: tuple[Any, ...], req: tuple[Any, ...], ceiling: int) -> str:
         self.flush_ceiling = ceiling
-        return self.on_deliver(core, _make_core(me), self._request(req))
+        out = self.on_deliver(core, _make_core(me), self._request(req))
+        if not isinstance(out, str):
+            raise _wrong_return(
+                self, "on_deliver", out, 'one of the strings "nothing", "pages", "full", "leave_mask", "drop_lazy_mm"'
+            )
+        return out
 
     def _on_switch(self, core: int, slot_gen: int | None, mm_gen: int) -> bool:
-        return bool(self.on_switch(core, slot_gen, mm_gen))
+        out = self.on_switch(core, slot_gen, mm_gen)
+        # bool(None) would read a forgotten return as "keep the entries": refuse it instead.
+        if not isinstance(out, bool):
+            raise _wrong_return(self, "on_switch", out, "True (flush the kept entries) or False (keep them)")
+        return out
 
     def _stats_json(self) -> str:
-        return json.dumps(self.stats())
+        out = self.stats()
+        if not isinstance(out, dict):
+            raise _wrong_return(self, "stats", out, "a dict (written to stats.json totals.coherence)")
+        return json.dumps(out)
+
+
+def _core_number(t: Any) -> int:
+    # operator.index takes Python's and numpy's integers and refuses floats and None.
+    return operator.index(t)
+
+
+def _wrong_return(policy: Policy, hook: str, value: object, must: str) -> TypeError:
+    """The error of a hook that returned the wrong thing: which hook, what it returned, and
+    what it must return (a forgotten ``return`` gives None)."""
+    shown = repr(value)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    return TypeError(f"{type(policy).__name__}.{hook} returned {shown}: it must return {must}")
+
+
+def add_policy_folders(*folders: str | os.PathLike[str]) -> None:
+    """Make policy modules in ``folders`` importable (the working directory and a spec's or
+    config's folder, as ``tlbsim fuzz``, ``tlbsim run --policy`` and sweeps look for them):
+    each is put at the front of ``sys.path`` unless already on it."""
+    import sys
+
+    for folder in reversed([os.path.abspath(os.fspath(f)) for f in folders]):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
 
 
 def load_policy(spec: str) -> type[Policy]:

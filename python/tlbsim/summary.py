@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from typing import Any
 
@@ -70,15 +71,74 @@ def summary_row(label: str, row: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def summary_table(stats: Mapping[str, Any]) -> str:
-    """Per core and total: accesses, L1/L2 TLB hit rates, walks, walk cycles per walk,
-    page-table reads local/remote, cycles, last-level TLB misses per 10,000 instructions."""
-    rows = [summary_row(str(core.get("core", i)), core) for i, core in enumerate(stats.get("per_core", []))]
-    rows.append(summary_row("total", stats.get("totals", {})))
-    text = _table(HEADERS, rows)
-    if "shootdowns_sent" in stats.get("totals", {}):
-        text += "\n\n" + os_table(stats)
+TOTAL = "total"
+
+LEGEND = (
+    "accesses: memory accesses; L1/L2 hit %: TLB hit rates; walks: page walks; cyc/walk: cycles "
+    "per walk; PT local/remote: page-table reads from the walking core's node / another node; "
+    "cycles: the core's cycles; miss/10k instr: last-level TLB misses per 10,000 instructions. "
+    "The total row sums the counters over the cores (its cycles too: the run's length is the "
+    "makespan above) and computes its rates from those sums."
+)
+
+OS_LEGEND = (
+    "shootdowns: flush requests this core sent to others; IPIs sent/recv: shootdown interrupts "
+    "sent / taken; false pos: targets reached (by interrupt or by message) that held no stale "
+    "entry; pages flushed: single-page invalidations; full flushes: whole-TLB flushes, every "
+    "cause; target cyc: cycles targets spent handling shootdowns; violations sec/cons: stale "
+    "translations used, that exposed another frame (security) or an outdated mapping "
+    "(consistency). The total row sums over the cores."
+)
+
+
+def makespan_line(stats: Mapping[str, Any]) -> str | None:
+    """The run's length: its makespan (the last core's cycles), in cycles and simulated time."""
+    run = stats.get("run", {})
+    cycles = _num(run, "makespan_cycles")
+    if cycles is None:
+        return None
+    seconds = _num(run, "seconds")
+    time = "" if seconds is None else f" ({seconds * 1e3:,.3f} ms simulated)"
+    return f"makespan: {round(cycles):,} cycles{time}: the run's length, from the start to the last core's end"
+
+
+def no_shootdown_warning(stats: Mapping[str, Any]) -> str | None:
+    """An OS-mode run that sent no shootdown says so, and why when its workload cannot:
+    with every process on one core, no other core shares an address space."""
+    totals = stats.get("totals", {})
+    if "shootdowns_sent" not in totals or totals.get("shootdowns_sent"):
+        return None
+    cores_of: dict[Any, set[Any]] = {}
+    for t in stats.get("per_thread", []):
+        cores_of.setdefault(t.get("process"), set()).add(t.get("core"))
+    text = "warning: no TLB shootdown was sent, so the coherence policy (os.coherence) cannot have changed this run"
+    if cores_of and all(len(c) <= 1 for c in cores_of.values()):
+        text += (
+            f": each of its {len(cores_of)} process(es) ran on one core, so no other core shared an address "
+            "space to shoot down (apache at workload.threads = 2, for one, runs 2 processes of 1 worker); "
+            "more threads per process (workload.threads) make the policy matter"
+        )
     return text
+
+
+def summary_table(stats: Mapping[str, Any]) -> str:
+    """The makespan; per core and in total: accesses, L1/L2 TLB hit rates, walks, walk cycles
+    per walk, page-table reads local/remote, cycles, last-level TLB misses per 10,000
+    instructions; OS-mode runs' shootdown table; a legend of the columns; a warning when an
+    OS-mode run sent no shootdown."""
+    rows = [summary_row(str(core.get("core", i)), core) for i, core in enumerate(stats.get("per_core", []))]
+    rows.append(summary_row(TOTAL, stats.get("totals", {})))
+    parts = [line for line in [makespan_line(stats)] if line]
+    parts.append(_table(HEADERS, rows))
+    legend = LEGEND
+    if "shootdowns_sent" in stats.get("totals", {}):
+        parts.append(os_table(stats))
+        legend += " " + OS_LEGEND
+    parts.append(textwrap.fill(legend, width=100))
+    warning = no_shootdown_warning(stats)
+    if warning:
+        parts.append(textwrap.fill(warning, width=100, subsequent_indent="  "))
+    return "\n\n".join(parts)
 
 
 def _table(headers: tuple[str, ...], rows: list[list[str]]) -> str:
@@ -131,7 +191,7 @@ def os_table(stats: Mapping[str, Any]) -> str:
     """OS-mode runs: per core and total, the shootdown counters and the checker's
     violations; then throughput per thread class."""
     rows = [_os_row(str(core.get("core", i)), core) for i, core in enumerate(stats.get("per_core", []))]
-    rows.append(_os_row("total", stats.get("totals", {})))
+    rows.append(_os_row(TOTAL, stats.get("totals", {})))
     text = _table(OS_HEADERS, rows)
     classes = stats.get("per_class", {})
     if classes:
@@ -142,3 +202,38 @@ def os_table(stats: Mapping[str, Any]) -> str:
             )
         text += "\n" + "\n".join(lines)
     return text
+
+
+def host_note(config: Mapping[str, Any]) -> str | None:
+    """``machine.preset = "host"`` announced: the TLB geometry is this machine's (as CPUID
+    reports it, or the built-in defaults where it reports none), so the numbers depend on
+    the machine the run ran on. None for every other preset."""
+    machine = config.get("machine", {})
+    if machine.get("preset") != "host":
+        return None
+    import tlbsim
+
+    tlb = machine.get("tlb", {})
+    builtin = tlbsim.resolve({"machine": {"preset": "none"}})["machine"]["tlb"]
+    levels = ("l1d", "l1d_2m", "l1d_1g", "l1i", "l2")
+    from_cpuid = any(
+        (tlb.get(k, {}).get("entries"), tlb.get(k, {}).get("ways"))
+        != (builtin.get(k, {}).get("entries"), builtin.get(k, {}).get("ways"))
+        for k in levels
+    )
+    source = (
+        "this machine's TLBs as its CPUID reports them"
+        if from_cpuid
+        else "CPUID reported no TLBs here (a hypervisor may hide them), so the built-in defaults"
+    )
+
+    def level(name: str) -> str:
+        lv = tlb.get(name, {})
+        return f"{lv.get('entries', 0):,} entries, {lv.get('ways', 0)}-way"
+
+    return (
+        f'machine: preset "host": {source} (L1 dTLB {level("l1d")}; L2 {level("l2")}), '
+        f"{machine.get('sockets')} socket(s) x {machine.get('cores_per_socket')} cores. The numbers "
+        "depend on the machine that ran them; config.json records the geometry used, so the run "
+        "repeats anywhere from it."
+    )

@@ -16,8 +16,9 @@ A spec is a TOML file or a dict with these top-level keys (all optional):
     a value; two equal rows are a duplicate run.
 ``policy``
     A coherence policy written in Python, ``"module:Class"`` (a ``tlbsim.Policy``
-    subclass; importable where the runs happen, Dask workers included), used by every run
-    instead of ``os.coherence``; it is part of each run's ID.
+    subclass; importable where the runs happen, Dask workers included: a module in the
+    spec's folder or the working directory is found, as ``tlbsim fuzz`` finds one), used by
+    every run instead of ``os.coherence``; it is part of each run's ID.
 
 Runs are expanded in order grid (first key outermost) × zip row × seed.
 
@@ -237,10 +238,12 @@ def expand(spec: SpecLike, *, validate: bool = True) -> Sweep:
 
     policy = data.get("policy")
     if policy is not None:
-        from tlbsim.policy import load_policy
+        from tlbsim.policy import add_policy_folders, load_policy
 
         if not isinstance(policy, str):
             raise SpecError(f'policy: expected "module:Class", got {policy!r}')
+        # As `tlbsim fuzz` does: a policy module beside the spec or in the working directory.
+        add_policy_folders(root, os.getcwd())
         try:
             load_policy(policy)
         except (ImportError, AttributeError, TypeError, ValueError) as err:
@@ -324,7 +327,11 @@ def run_one(base_json: str, base_dir: str, overrides: list[str], policy: str | N
     ``policy`` ("module:Class"), under that Python policy."""
     if policy is None:
         return _tlbsim.run(base_json, overrides, Path(base_dir))
-    from tlbsim.policy import load_policy
+    from tlbsim.policy import add_policy_folders, load_policy
+
+    # A worker process that did not inherit the parent's sys.path still finds a policy
+    # module beside the base config or in its working directory.
+    add_policy_folders(base_dir, os.getcwd())
 
     return _tlbsim.run_policy(base_json, overrides, Path(base_dir), load_policy(policy)(), policy)
 

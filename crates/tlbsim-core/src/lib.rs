@@ -98,7 +98,7 @@ pub fn run_with_policy<P: coherence::Coherence>(
 /// Resolve a config without running it: the effective config (every key), or the error a
 /// run would raise. Sweeps use it to validate every expanded config before any run starts.
 pub fn resolve_config(config: serde_json::Value, overrides: &[String], base_dir: &std::path::Path) -> Result<serde_json::Value> {
-    Ok(config::Config::resolve(config, overrides, base_dir)?.to_json())
+    Ok(config::Config::resolve_checked(config, overrides, base_dir)?.to_json())
 }
 
 /// Parse a TOML config file into a config tree.

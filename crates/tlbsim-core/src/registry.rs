@@ -111,7 +111,7 @@ pub fn parse<T: Params>(table: &str, name: &str, value: Option<&serde_json::Valu
     serde_path_to_error::deserialize(tree).map_err(|e| {
         let path = e.path().to_string();
         let key = if path == "." || path.is_empty() { format!("{table}.{name}") } else { format!("{table}.{name}.{path}") };
-        Error::config(key, e.into_inner().to_string())
+        Error::config(key, crate::tree::plain_types(&e.into_inner().to_string()))
     })
 }
 

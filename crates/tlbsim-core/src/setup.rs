@@ -65,19 +65,39 @@ pub fn defaults() -> serde_json::Value {
 /// Parse, check and build: the config document, overrides and base folder (relative trace
 /// paths) to a config every part of which has been checked, and the workload.
 pub fn prepare(tree: serde_json::Value, overrides: &[String], base_dir: &Path) -> Result<Prepared> {
-    let mut config = Config::parse_document(tree, overrides, defaults())?;
-    crate::workload::kind::resolve(&mut config, base_dir)?;
-    check_plugins(&config)?;
+    prepare_judged(tree, overrides, base_dir, true)
+}
+
+/// [`prepare`]; `judge` false leaves out the check of settings that cannot matter, for
+/// callers that run the config with a workload of their own ([`Config::resolve`]).
+fn prepare_judged(tree: serde_json::Value, overrides: &[String], base_dir: &Path, judge: bool) -> Result<Prepared> {
+    let mut parsed = Config::parse_parts(tree, overrides, defaults())?;
+    crate::workload::kind::resolve(&mut parsed.config, base_dir)?;
+    check_plugins(&parsed.config)?;
+    // Last: a misspelt policy or kind is reported as such before any key is judged by it.
+    if judge {
+        parsed.refuse_silent_settings()?;
+    }
+    let config = parsed.config;
     // The kind and its table were checked by `resolve`; an OS-mode kind is built here, once.
     let workload = if is_os_mode(&config.workload.kind) { Some(crate::workload::build(&config)?) } else { None };
     Ok(Prepared { config, workload })
 }
 
 impl Config {
-    /// The effective config, every part checked (what [`prepare`] checks, without keeping
-    /// the workload it built).
-    pub fn resolve(tree: serde_json::Value, overrides: &[String], base_dir: &Path) -> Result<Config> {
+    /// The effective config, every part checked as a run checks it (what [`prepare`]
+    /// checks, without keeping the workload it built): `tlbsim.resolve`, `tlbsim config`
+    /// and sweeps' validation.
+    pub fn resolve_checked(tree: serde_json::Value, overrides: &[String], base_dir: &Path) -> Result<Config> {
         Ok(prepare(tree, overrides, base_dir)?.config)
+    }
+
+    /// The effective config for a caller that runs it with a workload of its own (the
+    /// fuzzer, tests building a `Workload`): as [`Config::resolve_checked`] but without
+    /// the check of settings that cannot matter, which judges OS keys by
+    /// `workload.kind` — a kind such a config does not name.
+    pub fn resolve(tree: serde_json::Value, overrides: &[String], base_dir: &Path) -> Result<Config> {
+        Ok(prepare_judged(tree, overrides, base_dir, false)?.config)
     }
 }
 

@@ -105,7 +105,7 @@ pub fn from_tree_at<T: serde::de::DeserializeOwned>(prefix: &str, tree: Value) -
         let message = if unknown_field(&inner).is_some() {
             format!("unknown key; {}", inner.split_once(", expected").map(|(_, rest)| format!("expected{rest}")).unwrap_or(inner.clone()))
         } else {
-            inner
+            plain_types(&inner)
         };
         let key = match (prefix.is_empty(), key.as_str()) {
             (true, _) => key,
@@ -114,6 +114,56 @@ pub fn from_tree_at<T: serde::de::DeserializeOwned>(prefix: &str, tree: Value) -
         };
         Error::config(key, message)
     })
+}
+
+/// A serde message in the words of a config file: integers, numbers, strings, lists and
+/// tables, never Rust's types ("expected u32", "expected struct FprParams").
+pub fn plain_types(msg: &str) -> String {
+    const WORDS: &[(&str, &str)] = &[
+        ("expected u8", "expected an integer from 0 to 255"),
+        ("expected u16", "expected an integer from 0 to 65535"),
+        ("expected u32", "expected an integer from 0 to 4294967295"),
+        ("expected u64", "expected an integer from 0 to 18446744073709551615"),
+        ("expected usize", "expected an integer of 0 or more"),
+        ("expected i8", "expected an integer"),
+        ("expected i16", "expected an integer"),
+        ("expected i32", "expected an integer"),
+        ("expected i64", "expected an integer"),
+        ("expected f32", "expected a number"),
+        ("expected f64", "expected a number"),
+        ("expected a sequence", "expected a list"),
+        ("expected a map", "expected a table"),
+        // serde's words for an enumeration written as a string (or a table for data variants).
+        ("expected string or map", "expected a string"),
+        ("expected option", "expected a value"),
+        ("invalid type: map", "invalid type: a table"),
+        ("invalid type: sequence", "invalid type: a list"),
+        ("invalid type: unit value", "invalid type: an empty value"),
+        ("invalid type: floating point", "invalid type: number"),
+        ("invalid value: floating point", "invalid value: number"),
+    ];
+    let mut out = msg.to_owned();
+    for (rust, plain) in WORDS {
+        // Whole words only: "expected u32" but not a longer name that starts so.
+        let mut from = 0;
+        while let Some(i) = out[from..].find(rust).map(|i| i + from) {
+            let end = i + rust.len();
+            if out[end..].starts_with(|c: char| c.is_alphanumeric() || c == '_') {
+                from = end;
+                continue;
+            }
+            out.replace_range(i..end, plain);
+            from = i + plain.len();
+        }
+    }
+    // "expected struct FprParams", "expected enum Tagging", "expected tuple struct X".
+    for (rust, plain) in [("expected struct ", "expected a table"), ("expected tuple struct ", "expected a list"), ("expected enum ", "expected a string")] {
+        while let Some(i) = out.find(rust) {
+            let name_end = out[i + rust.len()..].find(|c: char| !(c.is_alphanumeric() || c == '_')).map_or(out.len(), |n| i + rust.len() + n);
+            out.replace_range(i..name_end, plain);
+        }
+    }
+    out
 }
 
 fn unknown_field(msg: &str) -> Option<&str> {

@@ -7,7 +7,8 @@ use tlbsim_core::Error;
 
 fn resolve(tree: serde_json::Value, overrides: &[&str]) -> Result<Config, Error> {
     let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-    Config::resolve(tree, &o, Path::new("/base"))
+    // As a run, `tlbsim config` and `tlbsim.resolve` check it.
+    Config::resolve_checked(tree, &o, Path::new("/base"))
 }
 
 fn config_error(r: Result<Config, Error>) -> (String, String) {
@@ -153,4 +154,103 @@ fn malformed_toml_names_the_line() {
     std::fs::write(&p, "seed = 1\n[machine\nsockets = 2\n").unwrap();
     let err = load_toml_file(&p).unwrap_err().to_string();
     assert!(err.contains("line 2"), "{err}");
+}
+
+/// Issue 49 item 3: a key whose value cannot affect the run is refused, naming what would
+/// make it matter; the same key at its default (or the preset's value) is accepted.
+#[test]
+fn settings_that_cannot_matter_are_refused() {
+    let os = json!({"kind": "fpr-munmap", "threads": 2, "ops": 10});
+    let cases: &[(serde_json::Value, &[&str], &str, &str)] = &[
+        // Trace mode (the default kind is "synthetic"): no OS model runs.
+        (json!({}), &["os.coherence=none"], "os.coherence", "runs in trace mode, without the OS model"),
+        (json!({}), &["os.locks=false"], "os.locks", "OS-mode workload kind"),
+        (json!({}), &["costs.syscall=5"], "costs.syscall", "runs in trace mode"),
+        (json!({}), &["recycling.fpr.all_mmaps=true"], "recycling.fpr.all_mmaps", "runs in trace mode"),
+        (json!({"workload": {"kind": "synthetic", "corunner": {"kind": "stream", "socket": 0}}}), &[], "workload.corunner.kind", "trace mode"),
+        // OS mode: the trace engine's own keys.
+        (json!({"workload": os}), &["sim.fault_cycles=100"], "sim.fault_cycles", "only trace mode"),
+        // A plug-in's table while its switch selects another entry.
+        (
+            json!({"workload": os}),
+            &["recycling.fpr.all_mmaps=true"],
+            "recycling.fpr.all_mmaps",
+            "os.recycling = \"none\" selects another entry, and [recycling.fpr] is read only when os.recycling = \"fpr\"",
+        ),
+        (json!({"workload": os}), &["coherence.latr.tick_interval=1000"], "coherence.latr.tick_interval", "os.coherence = \"linux\""),
+        (json!({}), &["placement.mitosis.replicas=none"], "placement.mitosis.replicas", "os.pt_placement = \"first-touch\""),
+        // The flat memory model: no caches, and data costs the same on every node.
+        (json!({"machine": {"sockets": 2}}), &["os.data_placement=fixed:1"], "os.data_placement", "machine.memory.model = \"cache\""),
+        (json!({}), &["machine.memory.llc_bytes=1048576"], "machine.memory.llc_bytes", "machine.memory.model = \"cache\""),
+        (
+            json!({"machine": {"sockets": 2, "memory": {"latency_matrix": [[100, 200], [200, 100]]}}}),
+            &["machine.memory.remote_latency=300"],
+            "machine.memory.remote_latency",
+            "latency_matrix",
+        ),
+        // TLB switches and their sub-keys.
+        (json!({}), &["machine.tlb.tmt_entries=8"], "machine.tlb.tmt_entries", "tagging = \"cr3\""),
+        (json!({}), &["machine.tlb.partition_epoch_instructions=5000"], "machine.tlb.partition_epoch_instructions", "partition_controller = \"utility\""),
+        (
+            json!({"machine": {"tlb": {"partition_controller": "utility"}}}),
+            &["machine.tlb.partition_goal_mptti=3.0"],
+            "machine.tlb.partition_goal_mptti",
+            "mptti-ceiling",
+        ),
+        (json!({}), &["os.thp_failure_rate=0.5"], "os.thp_failure_rate", "os.thp = true"),
+    ];
+    for (tree, overrides, key, says) in cases {
+        let (k, m) = config_error(resolve(tree.clone(), overrides));
+        assert_eq!(&k, key, "{overrides:?}: {m}");
+        assert!(m.contains("cannot matter") && m.contains(says), "{overrides:?}: {m}");
+    }
+    // What makes each matter is accepted, and so is every key at its default.
+    let accepted: &[(serde_json::Value, &[&str])] = &[
+        (json!({"workload": os}), &["os.coherence=none", "os.locks=false", "costs.syscall=5"]),
+        (json!({"workload": os}), &["os.recycling=fpr", "recycling.fpr.all_mmaps=true"]),
+        (json!({"workload": os}), &["os.coherence=latr", "coherence.latr.tick_interval=1000"]),
+        (json!({"machine": {"sockets": 2, "memory": {"model": "cache"}}}), &["os.data_placement=fixed:1", "machine.memory.llc_bytes=1048576"]),
+        (json!({"machine": {"sockets": 2}}), &["os.data_placement=interleave"]),
+        (json!({"machine": {"sockets": 2}, "workload": os}), &["os.data_placement=fixed:1", "os.numa_balancing=true"]),
+        (json!({}), &["os.coherence=linux", "os.recycling=none", "recycling.fpr.all_mmaps=false", "sim.quantum_cycles=0", "machine.tlb.tmt_entries=4"]),
+        (json!({"workload": os}), &["sim.fault_cycles=0", "sim.batch=4096"]),
+        (json!({}), &["os.thp=true", "os.thp_failure_rate=0.5"]),
+        // The preset's own values are not the user's settings: mitosis-4s runs the cache model.
+        (json!({"machine": {"preset": "mitosis-4s", "memory": {"model": "flat"}}}), &[]),
+    ];
+    for (tree, overrides) in accepted {
+        if let Err(e) = resolve(tree.clone(), overrides) {
+            panic!("{tree} {overrides:?}: {e}");
+        }
+    }
+    // A run's effective config (every key written out) resolves again, in either mode.
+    for tree in [json!({}), json!({"workload": os})] {
+        let cfg = resolve(tree, &[]).unwrap();
+        resolve(cfg.to_json(), &[]).unwrap();
+    }
+}
+
+/// Issue 49 item 7: errors speak of integers, numbers, strings, lists and tables, never of
+/// Rust's types.
+#[test]
+fn type_errors_name_config_types_not_rust_types() {
+    let cases: &[(serde_json::Value, &str, &str)] = &[
+        (json!({"machine": {"sockets": "two"}}), "machine.sockets", "expected an integer from 0 to 4294967295"),
+        (json!({"machine": {"sockets": -1}}), "machine.sockets", "expected an integer from 0 to 4294967295"),
+        (json!({"seed": 1.5}), "seed", "expected an integer"),
+        (json!({"machine": {"frequency_ghz": "fast"}}), "machine.frequency_ghz", "expected a number"),
+        (json!({"machine": {"tlb": {"l1d": 64}}}), "machine.tlb.l1d", "expected a table"),
+        (json!({"machine": {"tlb": {"tagging": 3}}}), "machine.tlb.tagging", "expected a string"),
+        (json!({"machine": {"memory": {"latency_matrix": {"a": 1}}}}), "machine.memory.latency_matrix", "invalid type: a table, expected a list"),
+        (json!({"workload": {"kind": "fpr-munmap", "ops": "many"}}), "workload.ops", "expected an integer"),
+        (json!({"workload": {"kind": "fpr-munmap"}, "os": {"recycling": "fpr"}, "recycling": {"fpr": 3}}), "recycling.fpr", "expected a table"),
+    ];
+    for (tree, key, says) in cases {
+        let (k, m) = config_error(resolve(tree.clone(), &[]));
+        assert_eq!(&k, key, "{tree}: {m}");
+        assert!(m.contains(says), "{tree}: {m}");
+        for rust in ["u32", "u64", "f64", "struct", "enum", "map", "sequence"] {
+            assert!(!m.split(|c: char| !c.is_alphanumeric()).any(|w| w == rust), "{tree}: {m} names a Rust type");
+        }
+    }
 }

@@ -29,7 +29,7 @@ fn violations(v: &Value) -> u64 {
 #[test]
 fn fpr_skips_the_munmap_shootdowns_of_case_2() {
     let case2 = |fpr: bool| {
-        run(json!({"machine": {"cores_per_socket": 4}, "os": {"recycling": if fpr { "fpr" } else { "none" }}, "recycling": {"fpr": {"all_mmaps": true}},
+        run(json!({"machine": {"cores_per_socket": 4}, "os": {"recycling": if fpr { "fpr" } else { "none" }}, "recycling": {"fpr": {"all_mmaps": fpr}},
                    "workload": {"kind": "fpr-munmap", "case": 2, "threads": 3, "ops": 400}}))
     };
     let (linux, fpr) = (case2(false), case2(true));
@@ -304,7 +304,7 @@ fn reclaim_evicts_about_what_the_limit_requires() {
 #[test]
 fn ycsb_leveldb_table_cache_munmaps_skip_their_shootdowns() {
     let tree = |fpr: bool| {
-        json!({"machine": {"cores_per_socket": 4}, "os": {"recycling": if fpr { "fpr" } else { "none" }}, "recycling": {"fpr": {"recycle_tables": true}},
+        json!({"machine": {"cores_per_socket": 4}, "os": {"recycling": if fpr { "fpr" } else { "none" }}, "recycling": {"fpr": {"recycle_tables": fpr}},
                                   "workload": {"kind": "ycsb", "test": "leveldb", "ycsb": "c", "threads": 4, "ops": 500}})
     };
     let (linux, fpr) = (run(tree(false)), run(tree(true)));

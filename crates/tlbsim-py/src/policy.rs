@@ -22,6 +22,8 @@ pub type ErrorSlot = Arc<Mutex<Option<PyErr>>>;
 
 pub struct PyPolicy {
     obj: Py<PyAny>,
+    /// The class's name, for errors that name the hook (`MyPolicy.on_frame_alloc`).
+    class: Arc<str>,
     wants_holders: bool,
     tick: Option<u64>,
     /// Which optional hooks the class overrides (the others are not called at all).
@@ -74,7 +76,8 @@ impl PyPolicy {
             frame_alloc: overrides(py, b, "on_frame_alloc")?,
             frame_free: overrides(py, b, "on_frame_free")?,
         };
-        Ok(PyPolicy { obj, wants_holders, tick, has, error, failed: false, last_request: None })
+        let class: Arc<str> = b.get_type().name()?.to_string().into();
+        Ok(PyPolicy { obj, class, wants_holders, tick, has, error, failed: false, last_request: None })
     }
 
     /// Call `name(*args)` on the object with the GIL; keep the first exception.
@@ -105,6 +108,17 @@ impl PyPolicy {
             }
         }
     }
+}
+
+/// What a frame hook returned: the frame's new technique word, or None to keep it. Anything
+/// else is an error naming the hook and what it must return (not pyo3's conversion error).
+fn frame_word(out: &Bound<'_, PyAny>, class: &str, hook: &str) -> PyResult<Option<u64>> {
+    out.extract::<Option<u64>>().map_err(|_| {
+        let shown = out.repr().map(|r| r.to_string()).unwrap_or_else(|_| "a value".to_owned());
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "{class}.{hook} returned {shown}: it must return the frame's new technique word (an integer from 0 to 2**64 - 1) or None to keep it"
+        ))
+    })
 }
 
 /// The request as a Python tuple, reusing the one built for the same request.
@@ -284,9 +298,9 @@ impl Coherence for PyPolicy {
 
     fn on_frame_alloc(&mut self, core: CoreId, pfn: Pfn, technique_word: &mut u64, usage: FrameUse, _fx: &mut Effects) {
         if self.has.frame_alloc {
-            let word = *technique_word;
+            let (word, class) = (*technique_word, self.class.clone());
             if let Some(Some(w)) =
-                self.call("on_frame_alloc", |py| (core.0, pfn.0, word, usage.mm, usage.file).into_pyobject(py), |out| out.extract::<Option<u64>>())
+                self.call("on_frame_alloc", |py| (core.0, pfn.0, word, usage.mm, usage.file).into_pyobject(py), |out| frame_word(out, &class, "on_frame_alloc"))
             {
                 *technique_word = w;
             }
@@ -295,8 +309,8 @@ impl Coherence for PyPolicy {
 
     fn on_frame_free(&mut self, core: CoreId, pfn: Pfn, technique_word: &mut u64, _fx: &mut Effects) {
         if self.has.frame_free {
-            let word = *technique_word;
-            if let Some(Some(w)) = self.call("on_frame_free", |py| (core.0, pfn.0, word).into_pyobject(py), |out| out.extract::<Option<u64>>()) {
+            let (word, class) = (*technique_word, self.class.clone());
+            if let Some(Some(w)) = self.call("on_frame_free", |py| (core.0, pfn.0, word).into_pyobject(py), |out| frame_word(out, &class, "on_frame_free")) {
                 *technique_word = w;
             }
         }
@@ -319,7 +333,7 @@ impl Coherence for PyPolicy {
 impl PyPolicy {
     /// A stand-in for a policy whose construction raised (the run stops at once).
     pub fn broken(py: Python<'_>, error: ErrorSlot) -> PyPolicy {
-        PyPolicy { obj: py.None(), wants_holders: false, tick: None, has: Hooks::default(), error, failed: true, last_request: None }
+        PyPolicy { obj: py.None(), class: "".into(), wants_holders: false, tick: None, has: Hooks::default(), error, failed: true, last_request: None }
     }
 
     fn fail(&mut self, message: String) {

@@ -8,6 +8,7 @@
 pub mod costs;
 pub mod host;
 pub mod presets;
+mod silent;
 pub mod storage;
 
 use crate::error::{Error, Result};
@@ -540,6 +541,22 @@ fn refuse_moved_keys(tree: &serde_json::Value) -> Result<()> {
     Ok(())
 }
 
+/// A parsed config with the two trees its silent-settings check compares: what the user
+/// gave (document and overrides) and what the defaults under the preset give.
+pub struct Parsed {
+    pub config: Config,
+    user: serde_json::Value,
+    base: serde_json::Value,
+}
+
+impl Parsed {
+    /// Refuse a key the user set to a value that cannot change a run of `self.config`
+    /// (`silent.rs`); the config may have been completed since parsing (the workload table).
+    pub fn refuse_silent_settings(&self) -> Result<()> {
+        silent::refuse_silent_settings(&self.config, &self.user, &self.base)
+    }
+}
+
 impl Config {
     /// The effective config from the user's tree and `--set` overrides, over the preset
     /// (`machine.preset`) and the defaults (`defaults`: [`Config::default`] with the
@@ -547,6 +564,15 @@ impl Config {
     /// passes them). Checks every value config itself knows the meaning of; the plug-in
     /// tables and the workload are checked by the set-up step, which builds them.
     pub fn parse_document(tree: serde_json::Value, overrides: &[String], defaults: serde_json::Value) -> Result<Config> {
+        let parsed = Config::parse_parts(tree, overrides, defaults)?;
+        parsed.refuse_silent_settings()?;
+        Ok(parsed.config)
+    }
+
+    /// [`Config::parse_document`] without its last check, the settings that cannot matter:
+    /// set-up makes that check after the plug-in names and the workload kind, so that a
+    /// misspelt name is reported as such first.
+    pub fn parse_parts(tree: serde_json::Value, overrides: &[String], defaults: serde_json::Value) -> Result<Parsed> {
         let mut user = match tree {
             serde_json::Value::Null => serde_json::Value::Object(Default::default()),
             serde_json::Value::Object(_) => tree,
@@ -564,13 +590,14 @@ impl Config {
             .unwrap_or_else(|| "none".to_owned());
         // Merge complete trees, so that a table the user gives in part keeps the preset's
         // (or the defaults') values for the keys it leaves out.
-        let mut merged = defaults;
-        merge(&mut merged, serde_json::json!({ "machine": presets::preset_tree(&preset_name)? }));
-        merge(&mut merged, user);
+        let mut base = defaults;
+        merge(&mut base, serde_json::json!({ "machine": presets::preset_tree(&preset_name)? }));
+        let mut merged = base.clone();
+        merge(&mut merged, user.clone());
         let mut cfg: Config = crate::tree::from_tree(merged)?;
         cfg.machine.preset = preset_name;
         cfg.validate()?;
-        Ok(cfg)
+        Ok(Parsed { config: cfg, user, base })
     }
 
     pub fn to_json(&self) -> serde_json::Value {
