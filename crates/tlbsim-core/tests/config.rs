@@ -165,7 +165,6 @@ fn settings_that_cannot_matter_are_refused() {
         // Trace mode (the default kind is "synthetic"): no OS model runs.
         (json!({}), &["os.coherence=none"], "os.coherence", "runs in trace mode, without the OS model"),
         (json!({}), &["os.locks=false"], "os.locks", "OS-mode workload kind"),
-        (json!({}), &["costs.syscall=5"], "costs.syscall", "runs in trace mode"),
         (json!({}), &["recycling.fpr.all_mmaps=true"], "recycling.fpr.all_mmaps", "runs in trace mode"),
         (json!({"workload": {"kind": "synthetic", "corunner": {"kind": "stream", "socket": 0}}}), &[], "workload.corunner.kind", "trace mode"),
         // OS mode: the trace engine's own keys.
@@ -212,6 +211,8 @@ fn settings_that_cannot_matter_are_refused() {
         (json!({"machine": {"sockets": 2, "memory": {"model": "cache"}}}), &["os.data_placement=fixed:1", "machine.memory.llc_bytes=1048576"]),
         (json!({"machine": {"sockets": 2}}), &["os.data_placement=interleave"]),
         (json!({"machine": {"sockets": 2}, "workload": os}), &["os.data_placement=fixed:1", "os.numa_balancing=true"]),
+        // `[costs]` describes the machine (a calibrated preset sets it): accepted in trace mode.
+        (json!({}), &["costs.syscall=5"]),
         (json!({}), &["os.coherence=linux", "os.recycling=none", "recycling.fpr.all_mmaps=false", "sim.quantum_cycles=0", "machine.tlb.tmt_entries=4"]),
         (json!({"workload": os}), &["sim.fault_cycles=0", "sim.batch=4096"]),
         (json!({}), &["os.thp=true", "os.thp_failure_rate=0.5"]),
