@@ -24,6 +24,22 @@
 //! nothing of recordings. A waiting thread spins on its core (it was running at that point
 //! of the recording), so its CPU stays in its address space and gets its shootdowns.
 //!
+//! Busy-wait loops. A thread whose progress depends on another thread's store waits for
+//! that store in simulated time, not for the iterations it happened to run under QEMU.
+//! Detected from the thread's own stream of entries (fetches with their instruction
+//! addresses, loads, instruction counts): a load that meets its own earlier copy within
+//! `MAX_BODY` entries, with no system call between, starts a run; the run lasts while each
+//! entry repeats the one a body's length before it and is not a store. Once a whole
+//! iteration has repeated, the lines the body loads are watched, and the last store to one
+//! of them by another thread of the process is the loop's release. When the run ends (an
+//! entry that differs: the loop's exit, or a system call), a released run's whole
+//! iterations become an `Op::Spin` that re-runs the body's accesses on the core until a
+//! token is posted, and the releasing thread posts it right after that store; the last
+//! partial iteration (the one that saw the flag set) and the exit stay as recorded. A run
+//! no other thread's store ended (a loop rereading its own data) stays as recorded. With
+//! fetches the body is the same instructions; without (`--no-fetches`) it is the same
+//! loads between the same per-block instruction counts.
+//!
 //! Simplified:
 //! - memory mapped before the recording's first event (the executable, the stack, the
 //!   dynamic loader's own image) is replayed as anonymous, writable regions at its recorded
@@ -35,7 +51,18 @@
 //! - clone3's flags are read from the program's memory by the plugin when it can (else a
 //!   thread is assumed, as glibc's pthread_create uses it); QEMU 7.2 refuses clone3, so
 //!   glibc falls back to clone, whose flags are recorded;
-//! - a forked process's own threads are not replayed (an error says so).
+//! - a forked process's own threads are not replayed (an error says so);
+//! - spin loops: a loop whose body stores (test-and-set, a counter it bumps while waiting)
+//!   or makes an untracked system call (sched_yield) is not a spin, its iterations replay as
+//!   recorded; so is a loop still spinning when the recording ended. Stores are released
+//!   by the line, not the value: a store to the flag's line that did not end the loop and
+//!   was the last before its exit is taken for the release. A spin released in the
+//!   recording before one whole iteration repeated (its first store missed) replays as
+//!   recorded. Cross-thread store-to-load order outside busy-wait loops (a flag read once,
+//!   a lock-free queue's data) is not kept: threads run at the model's speed between their
+//!   tokens. A spin's body is re-run as recorded, so the loop's time per iteration is the
+//!   model's, and a spinning thread yields its core to a queued thread between iterations
+//!   (as `Op::Wait` does), where the real one would run to its time slice.
 //!
 //! Sleeps: a futex wait that was woken (pthread_join, a mutex or condition variable) sleeps
 //! until the last wake recorded on its word before it returned (a futex wake, or the exit of
