@@ -507,7 +507,7 @@ impl Builder {
 
     /// Insert each spin release's `Post` into its thread's program right after the store:
     /// split the `Replay` chunk that holds it.
-    fn place_releases(&mut self) {
+    fn place_releases(&mut self) -> Result<(), String> {
         let mut releases = std::mem::take(&mut self.releases);
         releases.sort_unstable();
         let mut k = 0;
@@ -538,9 +538,14 @@ impl Builder {
                     out.push(Op::Replay { stream, start: from, len: start + len - from });
                 }
             }
-            debug_assert_eq!(j, list.len(), "every release is a store inside a replayed chunk");
+            if j < list.len() {
+                // A store is never taken out of a stream, so this is a compiler bug, but a
+                // spin waiting for a post that never comes would only fail much later.
+                return Err(format!("thread {}: a spin loop's releasing store (entry {}) is in no replayed chunk", self.threads[u].tid, list[j].1 - 1));
+            }
             self.threads[u].ops = out;
         }
+        Ok(())
     }
 
     /// Thread `t` touches `page` (first time since its last access elsewhere, or since a
@@ -872,7 +877,7 @@ impl Builder {
             self.threads[t].spin.lines.clear();
             self.flush_chunk(t);
         }
-        self.place_releases();
+        self.place_releases()?;
         // Memory the program had before the recording: runs of touched pages.
         let mut fixed_regions = Vec::new();
         let mut run: Option<(u64, u64)> = None;
