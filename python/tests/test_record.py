@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -204,6 +205,49 @@ def test_replayed_gc_barrier_flushes_at_each_protection_change(tmp_path: Path) -
     # Arming (RW→RO) and each barrier fault's RO→RW flush the collector's and the mutator's
     # CPUs: one shootdown per heap mprotect, within the few the loader's made alone.
     assert 0.9 * (mprotects - 10) <= linux["shootdowns_sent"] <= mprotects, (linux, mprotects)
+
+
+def _steal_ticks() -> int | None:
+    """Time this (virtual) machine's CPUs were runnable but not run by the host, in ticks:
+    the `steal` field of /proc/stat's `cpu` line."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()
+    except OSError:
+        return None
+    return int(fields[8]) if fields[0] == "cpu" and len(fields) > 8 else None
+
+
+@NEEDS_QEMU
+def test_replayed_spinner_receives_the_shootdowns_it_receives_natively(tmp_path: Path) -> None:
+    # One thread spins in user space on a flag until the other has mapped, touched and
+    # unmapped memory OPS times: the spinner replays as a spin until main's releasing store,
+    # so its CPU is in the address space at each munmap, as it is natively.
+    ops = 300
+    cmd = [str(NATIVE / "spin_unmap"), str(ops), "4"]
+    out = tmp_path / "spin.tlbsim"
+    s = rec.record(cmd, out, progress=False)
+    assert s["exit_code"] == 0
+    assert s["by_kind"]["syscall:munmap"] >= ops
+    linux = _run(out)
+    assert linux["segv_signals"] == 0
+    assert linux["violations_security"] == 0 and linux["violations_consistency"] == 0
+    replayed = linux["shootdown_ipis_received"] / ops
+    steal0 = _steal_ticks()
+    native = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    steal1 = _steal_ticks()
+    if native["tlb_ipis"] < 0:
+        pytest.skip("/proc/interrupts has no TLB: row: the native count is unknown")
+    # While another task (or, in a VM, the host) has the spinner's CPU, that CPU is not in
+    # the address space: the kernel's count then measures the machine's load, not the program.
+    if native["spinner_preempted"] != 0 or (steal0 is not None and steal1 is not None and steal1 > steal0):
+        pytest.skip(
+            f"the native spinner was preempted ({native['spinner_preempted']} involuntary switches, "
+            f"{None if steal0 is None or steal1 is None else steal1 - steal0} ticks stolen): "
+            f"its {native['tlb_ipis'] / ops:.2f} IPIs per operation do not measure the program "
+            f"(replayed: {replayed:.2f})"
+        )
+    real = native["tlb_ipis"] / ops
+    assert abs(replayed - real) <= 0.2 * real, (replayed, real, linux)
 
 
 @pytest.mark.skipif(

@@ -31,6 +31,7 @@ mod os_engine;
 mod os_property;
 mod parsec;
 mod recorded;
+mod recorded_spin;
 mod registry;
 mod storage;
 mod tlb_structures;

@@ -187,6 +187,7 @@ impl<P: Coherence> Os<P> {
             Op::Post { token } => self.post(core, thread, token),
             Op::Wait { token, count } => self.wait_token(core, thread, token, count, until)?,
             Op::Sleep { token, count } => self.sleep_token(core, thread, token, count),
+            Op::Spin { token, count, stream, start, len } => self.exec_spin(core, thread, token, count, stream as usize, start, len, until)?,
             Op::Take { token } => self.take_token(core, thread, token),
             Op::Serve => self.serve(core, thread),
             Op::Block { cycles } => {

@@ -10,7 +10,9 @@
 //! pthread_create starts asleep and runs from its creator's `Op::Spawn`, on the core the
 //! scheduler gave it. Completion tokens (`Op::Post`, `Op::Wait`) carry the recording's
 //! order between threads: a thread waits for what it depends on and nothing else, spinning
-//! on its core as the recorded thread was running then.
+//! on its core as the recorded thread was running then. A recorded busy-wait loop
+//! (`Op::Spin`) runs its body's accesses over and over until the store that released it
+//! has been replayed.
 //!
 //! Simplified: the recording has no timing of its own, so the cycles between events are
 //! the model's; system calls that block (futex, read, nanosleep) were not recorded and take
@@ -92,10 +94,20 @@ impl<P: Coherence> Os<P> {
             }
             self.threads[thread].access_left = len;
         }
+        if self.run_entries(core, thread, stream, start, len, until)? {
+            self.advance(thread);
+        }
+        Ok(())
+    }
+
+    /// Run entries `start..start + len` of recorded stream `stream` from where the thread's
+    /// `access_left` (entries left, nonzero) says, until they are done (true) or `until`,
+    /// another thread's turn or a pending interrupt (false: the op runs again).
+    fn run_entries(&mut self, core: usize, thread: usize, stream: usize, start: u64, len: u64, until: u64) -> Result<bool> {
         let cpi = self.replay.cpi;
         while self.threads[thread].access_left > 0 {
             if self.clock(core) >= until || self.cores[core].current != Some(thread) || self.cores[core].waiting > 0 {
-                return Ok(());
+                return Ok(false);
             }
             let left = self.threads[thread].access_left;
             let entry = self.w.recorded[stream][(start + len - left) as usize];
@@ -122,8 +134,52 @@ impl<P: Coherence> Os<P> {
             self.threads[thread].accesses += 1;
             crate::access::access(self, core, value, kind)?;
         }
-        self.advance(thread);
-        Ok(())
+        Ok(true)
+    }
+
+    /// `Op::Spin`: a recorded busy-wait loop. Between iterations: go on if `token` has been
+    /// posted `count` times, else run the loop's body (entries `start..start + len` of
+    /// `stream`) once more. The thread was spinning in user space here: it keeps its core
+    /// and its address space (it gets shootdowns) and its instructions and loads count; it
+    /// yields the core between iterations to a thread queued there, as `Wait` does, so
+    /// that a releaser sharing its core runs. `access_left` holds the body's entries left
+    /// (0: between iterations), `access_cursor` the clock the spin began at plus one.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn exec_spin(&mut self, core: usize, thread: usize, token: u32, count: u32, stream: usize, start: u64, len: u64, until: u64) -> Result<()> {
+        loop {
+            if self.threads[thread].access_left == 0 {
+                if self.replay.posted(token) >= count {
+                    self.threads[thread].access_cursor = 0;
+                    self.advance(thread);
+                    return Ok(());
+                }
+                let now = self.clock(core);
+                let t = &mut self.threads[thread];
+                if t.access_cursor == 0 {
+                    t.access_cursor = now + 1;
+                } else if now + 1 - t.access_cursor > MAX_SPIN_CYCLES {
+                    return Err(Error::Sim(format!(
+                        "replay: thread {:?} has spun {} cycles for token {token} (posted {} of {count} times): the recording's order cannot be kept",
+                        t.name,
+                        now + 1 - t.access_cursor,
+                        self.replay.posted(token)
+                    )));
+                }
+                if now >= until || self.cores[core].current != Some(thread) || self.cores[core].waiting > 0 {
+                    return Ok(());
+                }
+                if !self.cores[core].runq.is_empty() {
+                    self.cores[core].current = None;
+                    self.cores[core].runq.push_back(thread);
+                    self.threads[thread].queued_at = now;
+                    return Ok(());
+                }
+                self.threads[thread].access_left = len;
+            }
+            if !self.run_entries(core, thread, stream, start, len, until)? {
+                return Ok(());
+            }
+        }
     }
 
     /// `Op::Spawn`: pthread_create's clone starts the held thread `declared`.

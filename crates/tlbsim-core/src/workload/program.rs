@@ -192,6 +192,18 @@ pub enum Op {
         token: u32,
         count: u32,
     },
+    /// Spin until `token` has been posted `count` times, running entries `start..start +
+    /// len` of the recorded stream `stream` as each iteration (a recorded busy-wait loop's
+    /// body, `crate::workload::recorded`): the thread keeps its core and its address space,
+    /// and the loop's instructions and loads count as they run. The token is checked
+    /// between iterations (a loop reads its flag once per pass).
+    Spin {
+        token: u32,
+        count: u32,
+        stream: u32,
+        start: u64,
+        len: u64,
+    },
     /// Sleep until `token` has been posted `count` times: the thread leaves its core, which
     /// may idle (a recorded futex wait, woken by another thread's futex wake or exit).
     Sleep {
@@ -427,7 +439,7 @@ impl Workload {
             for op in self.programs.iter().flatten() {
                 match *op {
                     Op::Post { token } if token < self.tokens => posts[token as usize] += 1,
-                    Op::Wait { token, count } | Op::Sleep { token, count } if token < self.tokens => {
+                    Op::Wait { token, count } | Op::Sleep { token, count } | Op::Spin { token, count, .. } if token < self.tokens => {
                         needed[token as usize] = needed[token as usize].max(count as u64)
                     }
                     // A take needs some post of its token (how many depends on the run).
@@ -492,6 +504,20 @@ impl Workload {
                             return Err(format!("{}: entries {start}..{} of recorded stream {stream} do not exist", at(), start.saturating_add(*len)));
                         }
                     }
+                    Op::Spin { token, stream, start, len, .. } => {
+                        if *token >= self.tokens {
+                            return Err(format!("{}: no token {token} (the workload has {})", at(), self.tokens));
+                        }
+                        let n = self.recorded.get(*stream as usize).map(|s| s.len() as u64);
+                        // An empty body would spin without time passing.
+                        if *len == 0 || n.is_none_or(|n| start.saturating_add(*len) > n) {
+                            return Err(format!(
+                                "{}: spin body {start}..{} of recorded stream {stream} is empty or does not exist",
+                                at(),
+                                start.saturating_add(*len)
+                            ));
+                        }
+                    }
                     Op::SetRange { va, len, .. } if va % 4096 != 0 || *len == 0 || va.checked_add(*len).is_none_or(|e| e > 1 << 47) => {
                         return Err(format!("{}: range {va:#x}+{len:#x} is not a page-aligned user range", at()))
                     }
@@ -548,7 +574,10 @@ impl Workload {
                     match *op {
                         Op::Post { token } | Op::Wait { token, .. } | Op::Sleep { token, .. } | Op::Take { token } if !in_range(token) => {}
                         Op::Post { token } => posted[token as usize] += 1,
-                        Op::Wait { token, count } | Op::Sleep { token, count } if posted[token as usize] < count as u64 => break,
+                        Op::Spin { token, .. } if !in_range(token) => {}
+                        Op::Wait { token, count } | Op::Sleep { token, count } | Op::Spin { token, count, .. } if posted[token as usize] < count as u64 => {
+                            break
+                        }
                         Op::Take { token } if posted[token as usize] == 0 => break,
                         Op::Spawn { thread } => {
                             if let Some(&prog) = declared.get(thread as usize) {

@@ -24,6 +24,22 @@
 //! nothing of recordings. A waiting thread spins on its core (it was running at that point
 //! of the recording), so its CPU stays in its address space and gets its shootdowns.
 //!
+//! Busy-wait loops. A thread whose progress depends on another thread's store waits for
+//! that store in simulated time, not for the iterations it happened to run under QEMU.
+//! Detected from the thread's own stream of entries (fetches with their instruction
+//! addresses, loads, instruction counts): a load that meets its own earlier copy within
+//! `MAX_BODY` entries, with no system call between, starts a run; the run lasts while each
+//! entry repeats the one a body's length before it and is not a store. Once a whole
+//! iteration has repeated, the lines the body loads are watched, and the last store to one
+//! of them by another thread of the process is the loop's release. When the run ends (an
+//! entry that differs: the loop's exit, or a system call), a released run's whole
+//! iterations become an `Op::Spin` that re-runs the body's accesses on the core until a
+//! token is posted, and the releasing thread posts it right after that store; the last
+//! partial iteration (the one that saw the flag set) and the exit stay as recorded. A run
+//! no other thread's store ended (a loop rereading its own data) stays as recorded. With
+//! fetches the body is the same instructions; without (`--no-fetches`) it is the same
+//! loads between the same per-block instruction counts.
+//!
 //! Simplified:
 //! - memory mapped before the recording's first event (the executable, the stack, the
 //!   dynamic loader's own image) is replayed as anonymous, writable regions at its recorded
@@ -35,7 +51,18 @@
 //! - clone3's flags are read from the program's memory by the plugin when it can (else a
 //!   thread is assumed, as glibc's pthread_create uses it); QEMU 7.2 refuses clone3, so
 //!   glibc falls back to clone, whose flags are recorded;
-//! - a forked process's own threads are not replayed (an error says so).
+//! - a forked process's own threads are not replayed (an error says so);
+//! - spin loops: a loop whose body stores (test-and-set, a counter it bumps while waiting)
+//!   or makes an untracked system call (sched_yield) is not a spin, its iterations replay as
+//!   recorded; so is a loop still spinning when the recording ended. Stores are released
+//!   by the line, not the value: a store to the flag's line that did not end the loop and
+//!   was the last before its exit is taken for the release. A spin released in the
+//!   recording before one whole iteration repeated (its first store missed) replays as
+//!   recorded. Cross-thread store-to-load order outside busy-wait loops (a flag read once,
+//!   a lock-free queue's data) is not kept: threads run at the model's speed between their
+//!   tokens. A spin's body is re-run as recorded, so the loop's time per iteration is the
+//!   model's, and a spinning thread yields its core to a queued thread between iterations
+//!   (as `Op::Wait` does), where the real one would run to its time slice.
 //!
 //! Sleeps: a futex wait that was woken (pthread_join, a mutex or condition variable) sleeps
 //! until the last wake recorded on its word before it returned (a futex wake, or the exit of
@@ -73,6 +100,14 @@ const PROT_WRITE: u64 = 0x2;
 const MADV_DONTNEED: u64 = 4;
 const MADV_FREE: u64 = 8;
 const NO_PAGE: u64 = u64::MAX;
+/// Cache lines: a spin loop's flag and the store that releases it meet on a line.
+const LINE_SHIFT: u32 = 6;
+/// The longest loop body (stream entries: fetches, loads, instruction counts) spin
+/// detection looks for: a busy-wait loop is a handful of instructions, and a longer
+/// window only costs detection time on ordinary loops that reread a variable.
+const MAX_BODY: u64 = 1024;
+/// Slots of a thread's table of its recent loads (direct-mapped by address).
+const RECENT: usize = 64;
 
 /// Build the workload of the recording `workload.paths[0]`.
 pub fn build(cfg: &Config) -> Result<Workload> {
@@ -130,6 +165,38 @@ struct ThreadB {
     /// The thread of the recording's first event, or a forked process's first thread: runs
     /// from the start of its process rather than being spawned.
     first: bool,
+    spin: SpinDetect,
+}
+
+/// A thread's busy-wait detection over its own stream: a run of entries that repeats the
+/// `period` entries before it (the same instructions, the same loads, no store), started
+/// where a load met its own earlier copy within `MAX_BODY` entries.
+struct SpinDetect {
+    /// Recent loads: (stream entry, its index + 1; 0 empty), direct-mapped by address.
+    recent: Box<[(u64, u64); RECENT]>,
+    /// Length of the repeating body; 0: no run under way.
+    period: u64,
+    /// First entry of the run: the body is `run_start - period..run_start`.
+    run_start: u64,
+    /// Entries before this index are known to repeat the body.
+    checked: u64,
+    /// Lines the body loads, once a whole iteration has repeated (registered in the
+    /// process's `watched`).
+    lines: Vec<u64>,
+    /// The last store by another thread of the process to one of `lines` since they were
+    /// registered: (its thread, its index in that thread's stream).
+    release: Option<(usize, u64)>,
+}
+
+impl Default for SpinDetect {
+    fn default() -> Self {
+        SpinDetect { recent: Box::new([(0, 0); RECENT]), period: 0, run_start: 0, checked: 0, lines: Vec::new(), release: None }
+    }
+}
+
+fn recent_slot(entry: u64) -> usize {
+    // Loads of neighbouring words should not share a slot: the line's low bits vary fastest.
+    ((entry >> 3) as usize ^ (entry >> 12) as usize) % RECENT
 }
 
 #[derive(Default)]
@@ -148,6 +215,9 @@ struct ProcB {
     /// Per futex address: the token of the last wake recorded on it (a futex wake, or the
     /// exit of a thread whose clear_child_tid it is).
     futex_wakes: FastMap<u64, u32>,
+    /// Lines loaded by the body of a spin loop under way: its threads. Looked up on every
+    /// store while not empty.
+    watched: FastMap<u64, Vec<usize>>,
 }
 
 #[derive(Default)]
@@ -166,6 +236,9 @@ struct Builder {
     image: BTreeSet<u64>,
     /// Threads declared in the root process so far.
     declared: u32,
+    /// Releases of spin loops: (thread, stream index, token) — the thread posts the token
+    /// after the entry before that index (the releasing store), placed by `place_releases`.
+    releases: Vec<(usize, u64, u32)>,
 }
 
 fn align_up(v: u64) -> u64 {
@@ -190,6 +263,7 @@ impl Builder {
             bit: 0,
             declared: None,
             first: false,
+            spin: SpinDetect::default(),
         });
         self.tids.insert(tid, i);
         i
@@ -208,6 +282,14 @@ impl Builder {
     }
 
     fn flush_chunk(&mut self, t: usize) {
+        if self.threads[t].spin.period > 0 {
+            // A system call (or a wait) ends a spin loop's run: the loop exits into it.
+            let end = self.threads[t].stream.len() as u64;
+            self.spin_verify(t, end);
+            if self.threads[t].spin.period > 0 {
+                self.end_run(t, end);
+            }
+        }
         let th = &mut self.threads[t];
         let end = th.stream.len() as u64;
         if end > th.chunk_start {
@@ -315,6 +397,154 @@ impl Builder {
             AccessKind::Fetch => Recorded::FETCH,
         };
         self.threads[t].stream.push(code | va);
+        self.spin_step(t, code | va);
+        Ok(())
+    }
+
+    /// Spin-loop detection after thread `t` appended `entry` to its stream: extend or end
+    /// its run, let a store release the spinners of its line, start a run at a load.
+    fn spin_step(&mut self, t: usize, entry: u64) {
+        let pi = self.threads[t].process.expect("attached");
+        if self.threads[t].spin.period > 0 {
+            let end = self.threads[t].stream.len() as u64;
+            self.spin_verify(t, end);
+        }
+        // The run may have ended and been compiled (the stream shortened): the entry is last.
+        let i = self.threads[t].stream.len() as u64 - 1;
+        let th = &mut self.threads[t];
+        let sp = &mut th.spin;
+        if sp.period > 0 && sp.lines.is_empty() && sp.checked >= sp.run_start + sp.period {
+            // A whole iteration repeated: watch the lines the body loads for the store that
+            // will let the loop exit.
+            let body = &th.stream[(sp.run_start - sp.period) as usize..sp.run_start as usize];
+            let mut lines: Vec<u64> = body.iter().filter(|&&e| e & Recorded::KIND == Recorded::LOAD).map(|&e| (e & Recorded::VALUE) >> LINE_SHIFT).collect();
+            lines.sort_unstable();
+            lines.dedup();
+            for &line in &lines {
+                self.procs[pi].watched.entry(line).or_default().push(t);
+            }
+            self.threads[t].spin.lines = lines;
+            self.threads[t].spin.release = None;
+        }
+        match entry & Recorded::KIND {
+            Recorded::STORE if !self.procs[pi].watched.is_empty() => {
+                if let Some(spinners) = self.procs[pi].watched.get(&((entry & Recorded::VALUE) >> LINE_SHIFT)) {
+                    for &s in spinners {
+                        if s != t {
+                            self.threads[s].spin.release = Some((t, i));
+                        }
+                    }
+                }
+            }
+            Recorded::LOAD => {
+                let chunk_start = self.threads[t].chunk_start;
+                let sp = &mut self.threads[t].spin;
+                let slot = &mut sp.recent[recent_slot(entry)];
+                if sp.period == 0 && slot.0 == entry && slot.1 > chunk_start && i + 1 - slot.1 <= MAX_BODY {
+                    // The same load again, with no system call between: perhaps a loop.
+                    sp.period = i + 1 - slot.1;
+                    sp.run_start = i;
+                    sp.checked = i + 1;
+                }
+                *slot = (entry, i + 1);
+            }
+            _ => {}
+        }
+    }
+
+    /// Check thread `t`'s entries up to `end` against the run's body; the first that differs
+    /// (or stores) ends the run there.
+    fn spin_verify(&mut self, t: usize, end: u64) {
+        let th = &mut self.threads[t];
+        let p = th.spin.period;
+        let mut x = th.spin.checked;
+        while x < end {
+            let e = th.stream[x as usize];
+            if e & Recorded::KIND == Recorded::STORE || e != th.stream[(x - p) as usize] {
+                self.end_run(t, x);
+                return;
+            }
+            x += 1;
+        }
+        th.spin.checked = end;
+    }
+
+    /// Thread `t`'s run ends before entry `x` (the loop's exit). If another thread's store
+    /// to a line the body loads released it, its whole iterations become an `Op::Spin` on
+    /// a token that thread posts after that store; else they stay as recorded (a loop that
+    /// ran its own course).
+    fn end_run(&mut self, t: usize, x: u64) {
+        let pi = self.threads[t].process.expect("attached");
+        let sp = &mut self.threads[t].spin;
+        let (p, run_start) = (sp.period, sp.run_start);
+        sp.period = 0;
+        let release = sp.release.take();
+        for line in std::mem::take(&mut sp.lines) {
+            if let Some(v) = self.procs[pi].watched.get_mut(&line) {
+                v.retain(|&s| s != t);
+                if v.is_empty() {
+                    self.procs[pi].watched.remove(&line);
+                }
+            }
+        }
+        let full = run_start + (x - run_start) / p * p;
+        let Some((u, at)) = release else { return };
+        if full == run_start {
+            return;
+        }
+        let token = self.token();
+        // The last partial iteration (it saw the flag set) and what follows stay.
+        let tail = self.threads[t].stream.split_off(full as usize);
+        self.threads[t].stream.truncate(run_start as usize);
+        self.flush_chunk(t);
+        let th = &mut self.threads[t];
+        th.ops.push(Op::Spin { token, count: 1, stream: t as u32, start: run_start - p, len: p });
+        th.stream.extend(tail);
+        // Indices past the run moved: forget recent loads.
+        th.spin.recent.fill((0, 0));
+        self.releases.push((u, at + 1, token));
+    }
+
+    /// Insert each spin release's `Post` into its thread's program right after the store:
+    /// split the `Replay` chunk that holds it.
+    fn place_releases(&mut self) -> Result<(), String> {
+        let mut releases = std::mem::take(&mut self.releases);
+        releases.sort_unstable();
+        let mut k = 0;
+        while k < releases.len() {
+            let u = releases[k].0;
+            let mine = releases[k..].iter().take_while(|r| r.0 == u).count();
+            let list = &releases[k..k + mine];
+            k += mine;
+            let ops = std::mem::take(&mut self.threads[u].ops);
+            let mut out = Vec::with_capacity(ops.len() + 2 * list.len());
+            let mut j = 0;
+            for op in ops {
+                let Op::Replay { stream, start, len } = op else {
+                    out.push(op);
+                    continue;
+                };
+                let mut from = start;
+                while j < list.len() && list[j].1 <= start + len {
+                    let at = list[j].1;
+                    if at > from {
+                        out.push(Op::Replay { stream, start: from, len: at - from });
+                        from = at;
+                    }
+                    out.push(Op::Post { token: list[j].2 });
+                    j += 1;
+                }
+                if from < start + len {
+                    out.push(Op::Replay { stream, start: from, len: start + len - from });
+                }
+            }
+            if j < list.len() {
+                // A store is never taken out of a stream, so this is a compiler bug, but a
+                // spin waiting for a post that never comes would only fail much later.
+                return Err(format!("thread {}: a spin loop's releasing store (entry {}) is in no replayed chunk", self.threads[u].tid, list[j].1 - 1));
+            }
+            self.threads[u].ops = out;
+        }
         Ok(())
     }
 
@@ -641,8 +871,13 @@ impl Builder {
             return Err(format!("thread {} has events but no recorded clone or fork created it", th.tid));
         }
         for t in 0..self.threads.len() {
+            // A loop still spinning when the recording ended has not exited: it stays as
+            // recorded.
+            self.threads[t].spin.period = 0;
+            self.threads[t].spin.lines.clear();
             self.flush_chunk(t);
         }
+        self.place_releases()?;
         // Memory the program had before the recording: runs of touched pages.
         let mut fixed_regions = Vec::new();
         let mut run: Option<(u64, u64)> = None;
