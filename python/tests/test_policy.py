@@ -182,7 +182,9 @@ def test_a_hook_returning_the_wrong_thing_names_the_hook_and_what_it_must_return
     ]
     for policy, says in cases:
         with pytest.raises(TypeError) as err:
-            tlbsim.run(_config({"kind": "stm-mprotect", "threads": 4, "ops": 50}, tagging="pcid"), policy=policy)
+            # 8 threads on 4 cores: time slices switch threads, so on_switch is called
+            # whether or not the mmap_lock's waiters sleep.
+            tlbsim.run(_config({"kind": "stm-mprotect", "threads": 8, "ops": 50}, tagging="pcid"), policy=policy)
         assert says in str(err.value), str(err.value)
 
 
