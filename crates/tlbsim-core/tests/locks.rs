@@ -33,6 +33,11 @@ fn run_on(sockets: u32, policy: &str, locks: bool, programs: Vec<Vec<Op>>, regio
         "machine": {"sockets": sockets, "cores_per_socket": 4 / sockets},
         "os": {"coherence": policy, "locks": locks},
     });
+    run_tree(tree, programs, regions, slots)
+}
+
+/// One process of `programs`, thread i pinned to core i, on the config `tree`.
+fn run_tree(tree: Value, programs: Vec<Vec<Op>>, regions: Vec<MapSpec>, slots: usize) -> Value {
     let cfg = Config::resolve(tree, &[], std::path::Path::new(".")).unwrap();
     let threads =
         (0..programs.len()).map(|i| ThreadSpec { name: format!("t{i}"), class: "w".into(), core: Some(i as u32), program: i, daemon: false }).collect();
@@ -174,16 +179,7 @@ fn run_idle(exit_ns: f64, wake_ipi_ns: f64, interrupt: u64, programs: Vec<Vec<Op
         "os": {"coherence": "linux", "locks": true},
         "costs": {"interrupt": interrupt},
     });
-    let cfg = Config::resolve(tree, &[], std::path::Path::new(".")).unwrap();
-    let threads =
-        (0..programs.len()).map(|i| ThreadSpec { name: format!("t{i}"), class: "w".into(), core: Some(i as u32), program: i, daemon: false }).collect();
-    let w = Workload {
-        processes: vec![ProcessSpec { name: "p".into(), group: 0, regions, threads, page_tables: Default::default() }],
-        programs,
-        slots,
-        ..Default::default()
-    };
-    tlbsim_core::os::run(&cfg, w).unwrap()
+    run_tree(tree, programs, regions, slots)
 }
 
 #[test]

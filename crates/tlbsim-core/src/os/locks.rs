@@ -332,10 +332,15 @@ impl<P: Coherence> Os<P> {
             if sem.nonspinnable {
                 return None;
             }
-            let readers = sem.readers.len().min(30) as f64;
-            return Some(now + self.settings.us((20.0 + readers) / 2.0));
+            return Some(now + self.rspin_threshold(sem.readers.len()));
         }
         Some(u64::MAX)
+    }
+
+    /// rwsem_rspin_threshold: how long a writer spins on `readers` readers, (20 + readers) / 2
+    /// µs with readers counted up to 30, in cycles.
+    fn rspin_threshold(&self, readers: usize) -> u64 {
+        self.settings.us((20.0 + readers.min(30) as f64) / 2.0)
     }
 
     /// Put `thread` (on `core`) in `pid`'s wait queue, or, if it is there already (a woken
@@ -514,7 +519,7 @@ impl<P: Coherence> Os<P> {
         let writer_running = sem.writer.map(|w| self.on_cpu(w));
         let readers = sem.readers.len();
         let nonspinnable = sem.nonspinnable;
-        let limit = at + self.settings.us((20.0 + readers.min(30) as f64) / 2.0);
+        let limit = at + self.rspin_threshold(readers);
         let mut stop = Vec::new();
         let mut timed = Vec::new();
         for w in self.spaces[pid as usize].mmap_lock.waiters.iter_mut().filter(|w| w.spinning) {
