@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "policies"))
 
 from flush_every_core import FlushEveryCore
+from lazy_munmap import LazyMunmap, LazyMunmapEarlyReuse, MixedLazyMunmap
 from skip_idle_cores import SkipIdleCores
 from skip_lazy_on_table_free import SkipLazyOnTableFree
 
@@ -173,12 +174,21 @@ def test_a_hook_returning_the_wrong_thing_names_the_hook_and_what_it_must_return
         def on_frame_alloc(self, core: int, pfn: int, word: int, mm: int, file: bool) -> Any:
             return "word"
 
+    class ListStats(Policy):
+        def stats(self) -> Any:
+            return [1, 2]
+
+    class HoldMaybe(Policy):
+        def on_range_unmapped(self, core: int, mm: int, start: int, end: int) -> Any:
+            return None
+
     cases: list[tuple[Policy, str]] = [
         (NoPlan(), "NoPlan.plan returned None: it must return a list of target cores (integers) or a tlbsim.Plan"),
         (FloatTargets(), "FloatTargets.plan returned [1.5]: it must return a list of target cores"),
         (NoDeliver(), 'NoDeliver.on_deliver returned None: it must return one of the strings "nothing", "pages"'),
         (NoSwitch(), "NoSwitch.on_switch returned None: it must return True (flush the kept entries) or False"),
         (BadWord(), "BadWord.on_frame_alloc returned 'word': it must return the frame's new technique word"),
+        (ListStats(), "ListStats.stats returned [1, 2]: it must return a dict"),
     ]
     for policy, says in cases:
         with pytest.raises(TypeError) as err:
@@ -186,6 +196,8 @@ def test_a_hook_returning_the_wrong_thing_names_the_hook_and_what_it_must_return
             # whether or not the mmap_lock's waiters sleep.
             tlbsim.run(_config({"kind": "stm-mprotect", "threads": 8, "ops": 50}, tagging="pcid"), policy=policy)
         assert says in str(err.value), str(err.value)
+    with pytest.raises(TypeError, match="HoldMaybe.on_range_unmapped returned None: it must return True"):
+        tlbsim.run(_config({"kind": "apache", "threads": 4, "ops": 20}), policy=HoldMaybe())
 
 
 def test_a_sweep_with_a_python_policy(tmp_path: Path) -> None:
@@ -204,3 +216,82 @@ def test_a_sweep_with_a_python_policy(tmp_path: Path) -> None:
     assert tlbsim.sweep(spec, tmp_path / "out", jobs=2).ran == 2
     with pytest.raises(tlbsim.SpecError, match="policy"):
         tlbsim.sweep({"policy": "no_such_module:X"}, tmp_path / "bad")
+
+
+class LatrFastTick(LazyMunmap):
+    tick_interval = 100_000
+
+
+@pytest.mark.parametrize("workload", WORKLOADS[:3], ids=lambda w: w["kind"])
+def test_latr_written_in_python_gives_the_built_in_latr_stats(workload: dict[str, Any]) -> None:
+    """examples/policies/lazy_munmap.py decides in Python what coherence/latr.rs decides in
+    Rust: deferred munmaps, unmapped ranges held back until every core swept twice. With a
+    tick short enough that ranges are released during the run, every statistic but the
+    policy's own is the same."""
+    cfg = _config(workload | {"ops": 300})
+    builtin = tlbsim.run(cfg | {"os": {"coherence": "latr"}, "coherence": {"latr": {"tick_interval": 100_000}}}).stats
+    p = LatrFastTick()
+    python = tlbsim.run(cfg, policy=p).stats
+    assert p.machine_cores == 4
+    theirs, ours = builtin["totals"].pop("coherence"), python["totals"].pop("coherence")
+    builtin["run"].pop("coherence"), python["run"].pop("coherence")
+    assert python == builtin
+    assert ours == {k: theirs[k] for k in ours}
+    if workload["kind"] != "stm-mprotect":  # mprotect is never lazy
+        assert theirs["lazy_requests"] > 0 and theirs["ranges_released"] > 0
+
+
+def test_python_latr_passes_fuzz_and_its_early_reuse_is_caught() -> None:
+    assert tlbsim.fuzz(LazyMunmap, scenarios=150, seed=4).clean
+    assert tlbsim.fuzz(MixedLazyMunmap, scenarios=150, seed=4).clean
+    early = tlbsim.fuzz(LazyMunmapEarlyReuse, scenarios=150, seed=4)
+    assert not early.clean and early.violations_security + early.violations_consistency > 0
+
+
+def test_a_plan_mixes_delivery_paths_per_target() -> None:
+    """IPIs to the cores running the address space, deferred to the rest: the initiator
+    waits for the IPIs only, and the freed memory waits for every target."""
+    cfg = _config({"kind": "fpr-munmap", "threads": 3, "ops": 200, "case": 1})
+    mixed = tlbsim.run(cfg, policy=MixedLazyMunmap()).stats["totals"]
+    lazy = tlbsim.run(cfg, policy=LazyMunmap()).stats["totals"]
+    assert mixed["shootdown_ipis_received"] > 0 and mixed["shootdowns_deferred_received"] > 0
+    assert lazy["shootdown_ipis_received"] == 0
+    assert mixed["shootdown_cycles_initiator_wait"] > lazy["shootdown_cycles_initiator_wait"] == 0
+    assert mixed["violations_security"] == mixed["violations_consistency"] == 0
+
+    class IpiAndMessage(Policy):
+        def plan(self, view: View, request: Request) -> Plan:
+            targets = [c for c in range(len(view.cores)) if c != request.initiator]
+            return Plan(targets=targets, delivery="ipi", delivery_of={targets[0]: "message"})
+
+    with pytest.raises(ValueError, match='mixes "ipi" and "message"'):
+        tlbsim.run(cfg, policy=IpiAndMessage())
+
+
+def test_the_policy_is_a_swept_key_of_built_in_and_python_policies(tmp_path: Path) -> None:
+    spec: dict[str, Any] = {
+        "base": _config({"kind": "fpr-munmap", "threads": 3, "ops": 100, "case": 1}),
+        "grid": {"policy": ["linux", "latr", "lazy_munmap:LazyMunmap"]},
+    }
+    summary = tlbsim.sweep(spec, tmp_path / "out", jobs=2)
+    assert summary.total == 3 and summary.ran == 3
+    by_policy = {}
+    for run in (tmp_path / "out" / "runs").iterdir():
+        params = json.loads((run / "params.json").read_text())
+        by_policy[params["policy"]] = json.loads((run / "stats.json").read_text())
+    assert {p: s["run"]["coherence"] for p, s in by_policy.items()} == {
+        "linux": "linux",
+        "latr": "latr",
+        "lazy_munmap:LazyMunmap": "lazy_munmap:LazyMunmap",
+    }
+    ipis = {p: s["totals"]["shootdown_ipis_received"] for p, s in by_policy.items()}
+    assert ipis["linux"] > 0 and ipis["latr"] == ipis["lazy_munmap:LazyMunmap"] == 0
+    assert tlbsim.sweep(spec, tmp_path / "out", jobs=2).ran == 0  # resumes
+    for bad, says in [
+        (spec | {"policy": "flush_every_core:FlushEveryCore"}, "top-level policy"),
+        ({**spec, "grid": {"policy": ["linux"], "os.coherence": ["oracle"]}}, 'swept here and as "os.coherence"'),
+        ({**spec, "grid": {"policy": ["linux", "no_such_module:X"]}}, 'grid."policy"'),
+        ({**spec, "grid": {"policy": ["linux", "no-such-policy"]}}, 'grid."policy"'),
+    ]:
+        with pytest.raises(tlbsim.SpecError, match=says):
+            tlbsim.sweep(bad, tmp_path / "bad")

@@ -23,7 +23,9 @@ nothing). Hooks and what they receive:
 - ``plan(view, request)``: targets, as a list of cores, or a :class:`Plan` (per-target
   page subsets, and a delivery path: ``"ipi"``, ``"message"`` (a hardware invalidation with
   ``latency``, ``initiator_cycles``, ``target_cycles``), ``"deferred"`` (applied at the
-  target's next tick or context switch; the initiator does not wait), or ``"free"``);
+  target's next tick or context switch; the initiator does not wait; what the request
+  frees is released once every target applied it), or ``"free"``; ``Plan.delivery_of``
+  gives targets paths of their own);
 - ``on_deliver(core, me, request)``: what a reached core does: ``"nothing"``, ``"pages"``,
   ``"full"``, ``"leave_mask"``, ``"drop_lazy_mm"``;
 - ``on_switch(core, slot_gen, mm_gen)``: whether loading an address space whose tag kept
@@ -32,7 +34,11 @@ nothing). Hooks and what they receive:
   from_mm, to_mm, tag, kept_entries)``, ``on_full_flush(core, mm, cause)``,
   ``on_frame_alloc(core, pfn, word, mm, file)`` and ``on_frame_free(core, pfn, word)`` (return
   a new 64-bit ``technique_word`` for the frame, or None), ``stats()`` (a dict written to
-  stats.json ``totals.coherence``).
+  stats.json ``totals.coherence``);
+- optional: ``on_range_unmapped(core, mm, start, end)``: return True to hold an unmapped
+  virtual range back (mmap will not hand it out again) until a hook calls
+  ``self.release_range(mm, start, end)`` — what LATR does until every core has swept
+  (``examples/policies/lazy_munmap.py``).
 
 Per-access hooks (TLB inserts and evictions, the walker's A-bit sets) exist only for
 policies written in Rust (``crates/tlbsim-core/src/coherence/``, docs/NEW_POLICY.md): a
@@ -98,6 +104,9 @@ class Request(NamedTuple):
     freed_tables: bool
     full: bool
     new_gen: int
+    page_cache_pages: int
+    """Of the pages whose old PTE was present, how many mapped a page-cache page (file
+    data that lives on after the unmap; the rest are anonymous)."""
 
 
 @dataclass
@@ -111,6 +120,11 @@ class Plan:
     latency: int = 0
     initiator_cycles: int = 0
     target_cycles: int = 0
+    delivery_of: dict[int, DeliveryName] = field(default_factory=dict)
+    """Per target, a path of its own instead of ``delivery`` (e.g. IPIs to the cores that
+    run the address space, ``"deferred"`` to the rest). At most one synchronous path
+    (``"ipi"`` or ``"message"``) per request; the initiator waits for those targets only,
+    and what the request frees is released once every target applied it."""
 
 
 _make_request = Request._make
@@ -124,6 +138,8 @@ class Policy:
     wants_holders: ClassVar[bool] = False
     #: Cycles between timer ticks (``on_tick``); None: no ticks.
     tick_interval: ClassVar[int | None] = None
+    #: Cores of the machine, set by the simulator before the run starts.
+    machine_cores: int = 0
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -193,6 +209,21 @@ class Policy:
     def on_frame_free(self, core: int, pfn: int, word: int) -> int | None:
         return None
 
+    def on_range_unmapped(self, core: int, mm: int, start: int, end: int) -> bool:
+        """``[start, end)`` of ``mm`` was unmapped: True holds it back from mmap until
+        :meth:`release_range`."""
+        return False
+
+    def release_range(self, mm: int, start: int, end: int) -> None:
+        """Let mmap reuse ``[start, end)`` of ``mm``, held back by ``on_range_unmapped``
+        (takes effect when the hook calling it returns)."""
+        # Per instance (a subclass need not call __init__): created on first use.
+        self.__dict__.setdefault("_releases", []).append((int(mm), int(start), int(end)))
+
+    def _take_releases(self) -> list[tuple[int, int, int]]:
+        out: list[tuple[int, int, int]] = self.__dict__.pop("_releases", [])
+        return out
+
     def stats(self) -> dict[str, Any]:
         """Written to stats.json ``totals.coherence``."""
         return {}
@@ -233,7 +264,8 @@ class Policy:
                 self, "plan", returned, "a list of target cores (integers) or a tlbsim.Plan whose targets are integers"
             ) from None
         pages_of = [out.pages_of.get(t) for t in targets]
-        return (targets, pages_of, out.delivery, out.latency, out.initiator_cycles, out.target_cycles)
+        delivery_of = [out.delivery_of.get(t) for t in targets]
+        return (targets, pages_of, out.delivery, out.latency, out.initiator_cycles, out.target_cycles, delivery_of)
 
     def _on_deliver(self, core: int, me: tuple[Any, ...], req: tuple[Any, ...], ceiling: int) -> str:
         self.flush_ceiling = ceiling

@@ -359,7 +359,10 @@ def _panels_and_groups(frame: pd.DataFrame, exclude: Sequence[str]) -> tuple[lis
     x-group columns). Panels are the workloads (``workload.*`` keys other than the thread
     count) when something else varies too (e.g. the threads); otherwise the workloads are
     the x groups of one panel, as in ABIS Fig. 5."""
-    cols = _distinct(frame, _workload_first(_varied(frame, exclude=exclude)))
+    # A column that only repeats an excluded one (a swept `policy` beside the policy column
+    # it sets) is not laid out again.
+    present = [e for e in exclude if e in frame.columns]
+    cols = [c for c in _distinct(frame, present + _workload_first(_varied(frame, exclude=exclude))) if c not in present]
     workload = [c for c in cols if "workload." in c and _short(c) != "workload.threads"]
     rest = [c for c in cols if c not in workload]
     if not workload or not rest:

@@ -19,6 +19,12 @@ A spec is a TOML file or a dict with these top-level keys (all optional):
     subclass; importable where the runs happen, Dask workers included: a module in the
     spec's folder or the working directory is found, as ``tlbsim fuzz`` finds one), used by
     every run instead of ``os.coherence``; it is part of each run's ID.
+``policy`` in ``[grid]`` or ``[zip]``
+    The coherence policy as a swept key: each value a built-in policy's name (the run sets
+    ``os.coherence`` to it) or a Python policy's ``"module:Class"`` (the run uses it as the
+    top-level ``policy`` does), so built-in and Python policies are compared in one sweep:
+    ``policy = ["linux", "latr", "mypolicies:Mine"]``. Not beside a top-level ``policy``
+    or a swept ``os.coherence``.
 
 Runs are expanded in order grid (first key outermost) × zip row × seed.
 
@@ -85,6 +91,8 @@ class RunSpec:
     id: str
     params: dict[str, Any]
     overrides: list[str]
+    policy: str | None = None
+    """The Python policy ("module:Class") the run uses, if any."""
 
 
 @dataclass
@@ -261,6 +269,24 @@ def expand(spec: SpecLike, *, validate: bool = True) -> Sweep:
     both = set(grid) & set(zipped)
     if both:
         raise SpecError(f'zip."{min(both)}": key is in both [grid] and [zip]')
+    swept_policy = "grid" if "policy" in grid else "zip" if "policy" in zipped else None
+    if swept_policy is not None:
+        where = f'{swept_policy}."policy"'
+        if policy is not None:
+            raise SpecError(f"{where}: the policy is swept here and set by the top-level policy key; keep one")
+        if "os.coherence" in grid or "os.coherence" in zipped:
+            raise SpecError(f'{where}: the policy is swept here and as "os.coherence"; keep one')
+        from tlbsim.policy import add_policy_folders, load_policy
+
+        add_policy_folders(root, os.getcwd())
+        for value in (grid if swept_policy == "grid" else zipped)["policy"]:
+            if not isinstance(value, str):
+                raise SpecError(f'{where}: expected a policy name or "module:Class", got {value!r}')
+            if ":" in value:
+                try:
+                    load_policy(value)
+                except (ImportError, AttributeError, TypeError, ValueError) as err:
+                    raise SpecError(f"{where}: {err}") from None
     seeds: list[Any] | None = None
     if "seeds" in data:
         seeds = data["seeds"]
@@ -271,6 +297,8 @@ def expand(spec: SpecLike, *, validate: bool = True) -> Sweep:
             raise SpecError('seeds: "seed" is also swept in [grid] or [zip]')
 
     names = {k: f'grid."{k}"' for k in grid} | {k: f'zip."{k}"' for k in zipped}
+    if swept_policy is not None:
+        names["os.coherence"] = names["policy"]
     if seeds is not None:
         names["seed"] = "seeds"
     zip_rows = [dict(zip(zipped, row)) for row in zip(*zipped.values())] or [{}]
@@ -303,20 +331,41 @@ def expand(spec: SpecLike, *, validate: bool = True) -> Sweep:
         for seed in seeds if seeds is not None else [None]:
             params = dict(combo) if seed is None else combo | {"seed": seed}
             tree = json.loads(base_json)
+            python_policy = _python_policy(params, policy)
             for key, value in params.items():
+                if key == "policy":
+                    if ":" not in value:
+                        _set_dotted(tree, "os.coherence", value)
+                    continue
                 _set_dotted(tree, key, value)
-            if policy is not None:
-                tree["policy (python)"] = policy
+            if python_policy is not None:
+                tree["policy (python)"] = python_policy
             rid = run_id(tree, base_dir, hashes)
             if rid in seen:
                 raise SpecError(f"duplicate run: {params} and {seen[rid]} are the same config")
             seen[rid] = params
-            runs.append(RunSpec(rid, params, _overrides(params)))
+            runs.append(RunSpec(rid, params, _overrides(params), python_policy))
     return Sweep(base_json, base_dir, runs, source, data, policy)
 
 
 def _overrides(params: Mapping[str, Any]) -> list[str]:
-    return [f"{key}={toml_literal(value)}" for key, value in params.items()]
+    """The ``--set`` overrides of a run's swept values; a swept ``policy`` that names a
+    built-in policy sets ``os.coherence`` (a Python one is not an override: ``_python_policy``)."""
+    out = []
+    for key, value in params.items():
+        if key == "policy":
+            if ":" not in value:
+                out.append(f"os.coherence={toml_literal(value)}")
+            continue
+        out.append(f"{key}={toml_literal(value)}")
+    return out
+
+
+def _python_policy(params: Mapping[str, Any], top_level: str | None) -> str | None:
+    value = params.get("policy")
+    if isinstance(value, str) and ":" in value:
+        return value
+    return top_level
 
 
 # ----------------------------------------------------------------------------- run
@@ -337,11 +386,12 @@ def run_one(base_json: str, base_dir: str, overrides: list[str], policy: str | N
 
 
 def run_batch(
-    base_json: str, base_dir: str, batch: list[tuple[str, list[str], dict[str, Any]]], policy: str | None = None
+    base_json: str, base_dir: str, batch: list[tuple[str, list[str], dict[str, Any], str | None]]
 ) -> list[tuple[str, str, str, dict[str, Any]]]:
-    """Run several simulations (one Dask task): [(id, config JSON, stats JSON, params)]."""
+    """Run several simulations (one Dask task): [(id, config JSON, stats JSON, params)];
+    each of ``batch`` is (id, overrides, params, Python policy or None)."""
     out = []
-    for rid, overrides, params in batch:
+    for rid, overrides, params, policy in batch:
         config, stats = run_one(base_json, base_dir, overrides, policy)
         out.append((rid, config, stats, params))
     return out
@@ -377,7 +427,7 @@ def _run_local(sw: Sweep, todo: list[RunSpec], runs_dir: Path, jobs: int, bar: P
         def submit_next() -> None:
             r = next(pending, None)
             if r is not None:
-                futures[pool.submit(run_one, sw.base_json, base_dir, r.overrides, sw.policy)] = r
+                futures[pool.submit(run_one, sw.base_json, base_dir, r.overrides, r.policy)] = r
 
         for _ in range(jobs * 2):  # bounded queue: a kill loses at most the runs in flight
             submit_next()
@@ -411,8 +461,7 @@ def _run_cluster(sw: Sweep, todo: list[RunSpec], runs_dir: Path, address: str, b
                 run_batch,
                 sw.base_json,
                 base_dir,
-                [(r.id, r.overrides, r.params) for r in batch],
-                sw.policy,
+                [(r.id, r.overrides, r.params, r.policy) for r in batch],
                 pure=False,
             )
             for batch in batches

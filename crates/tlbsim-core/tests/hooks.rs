@@ -82,6 +82,8 @@ struct Seen {
 struct Observer {
     seen: Rc<RefCell<Seen>>,
     delivery: Option<Delivery>,
+    /// Every target's own path (`FlushPlan::delivery_of`), whatever `delivery` says.
+    each: Option<Delivery>,
     direct_fill: bool,
     hold_ranges: bool,
     cursor: Option<u64>,
@@ -89,7 +91,7 @@ struct Observer {
 
 impl Observer {
     fn new(seen: &Rc<RefCell<Seen>>) -> Observer {
-        Observer { seen: seen.clone(), delivery: None, direct_fill: false, hold_ranges: false, cursor: None }
+        Observer { seen: seen.clone(), delivery: None, each: None, direct_fill: false, hold_ranges: false, cursor: None }
     }
 }
 
@@ -98,7 +100,7 @@ impl Coherence for Observer {
         Some(50_000)
     }
     fn min_latency(&self, _costs: &tlbsim_core::config::CostsConfig) -> Option<u64> {
-        match self.delivery {
+        match self.each.or(self.delivery) {
             Some(Delivery::Message { latency, .. }) => Some(latency),
             _ => None,
         }
@@ -113,6 +115,9 @@ impl Coherence for Observer {
         }
         linux_targets(view, req, plan);
         plan.delivery = Some(self.delivery.unwrap_or(Delivery::Ipi));
+        if self.each.is_some() {
+            plan.delivery_of = vec![self.each; plan.targets.len()];
+        }
     }
     fn on_deliver(&mut self, _core: CoreId, me: &CoreView, req: &FlushRequest, ceiling: u32) -> LocalFlush {
         linux_on_deliver(me, req, ceiling)
@@ -248,6 +253,59 @@ fn deferred_requests_do_not_hold_the_initiator_and_are_applied_at_a_tick_or_swit
     // Applied: the targets did flush (pages or full).
     let flushed = t["pages_flushed"].as_u64().unwrap() + t["full_flushes_by_cause"]["shootdown"].as_u64().unwrap();
     assert!(flushed > 100, "{t}");
+}
+
+#[test]
+fn a_path_given_per_target_times_and_counts_as_the_plan_s_own_path() {
+    // Every target given its own path (`start_mixed`) against the plan of that path alone:
+    // the same sends, arrivals, waits, deferrals and checker verdicts.
+    let message = Delivery::Message { latency: 400, initiator_cycles: 60, target_cycles: 80 };
+    for tagging in ["none", "pcid"] {
+        for (path, other) in [(Delivery::Ipi, Delivery::Deferred), (Delivery::Deferred, Delivery::Ipi), (message, Delivery::Deferred)] {
+            let alone = Observer { delivery: Some(path), ..Observer::new(&Rc::default()) };
+            let per_target = Observer { delivery: Some(other), each: Some(path), ..Observer::new(&Rc::default()) };
+            let (a, b) = (run(&cfg(tagging), workload(200, 2), alone), run(&cfg(tagging), workload(200, 2), per_target));
+            assert_eq!(a, b, "{tagging}: {path:?} per target against {path:?} for the plan");
+        }
+    }
+}
+
+#[test]
+fn a_plan_mixing_ipis_and_deferral_waits_for_the_ipis_and_frees_after_both() {
+    // Three cores: the measuring thread's two siblings; the first target is reached by IPI,
+    // the second by deferral.
+    struct Mixed;
+    impl Coherence for Mixed {
+        fn tick_interval(&self) -> Option<u64> {
+            Some(50_000)
+        }
+        fn plan(&mut self, view: &OsView<'_>, req: &FlushRequest, plan: &mut FlushPlan) {
+            linux_targets(view, req, plan);
+            plan.delivery = Some(Delivery::Ipi);
+            plan.delivery_of = plan.targets.iter().map(|t| (t.0 == 2).then_some(Delivery::Deferred)).collect();
+        }
+        fn on_deliver(&mut self, _core: CoreId, me: &CoreView, req: &FlushRequest, ceiling: u32) -> LocalFlush {
+            linux_on_deliver(me, req, ceiling)
+        }
+        fn on_switch(&mut self, _core: CoreId, slot_gen: Option<u64>, mm_gen: u64) -> bool {
+            slot_gen != Some(mm_gen)
+        }
+        fn on_range_unmapped(&mut self, _core: CoreId, _mm: u32, _start: u64, _end: u64, _fx: &mut Effects) -> bool {
+            // Never handed out again: the deferred core's stale entries stay harmless.
+            true
+        }
+    }
+    let tree = serde_json::json!({"machine": {"sockets": 1, "cores_per_socket": 3}, "os": {"coherence": "linux"}});
+    let cfg = Config::resolve(tree, &[], std::path::Path::new(".")).unwrap();
+    let mut w = workload(200, 2);
+    let sibling = w.processes[0].threads[1].clone();
+    w.processes[0].threads.push(ThreadSpec { name: "sibling2".into(), core: Some(2), ..sibling });
+    let v = run(&cfg, w, Mixed);
+    let core = |c: usize, k: &str| v["per_core"][c][k].as_u64().unwrap();
+    assert!(core(1, "shootdown_ipis_received") >= 200 && core(1, "shootdowns_deferred_received") == 0, "{}", v["per_core"]);
+    assert!(core(2, "shootdowns_deferred_received") >= 200 && core(2, "shootdown_ipis_received") == 0, "{}", v["per_core"]);
+    assert!(core(0, "shootdown_cycles_initiator_wait") > 0 && core(0, "shootdown_ipis_sent") >= 200);
+    assert_eq!(violations(&v), 0);
 }
 
 #[test]

@@ -114,7 +114,13 @@ fn run_policy(py: Python<'_>, config_json: String, overrides: Vec<String>, base_
         serde_json::from_str(&config_json).map_err(|e| errors::new_err(py, errors::Kind::Config, format!("config: not valid JSON: {e}"), &[]))?;
     let slot: policy::ErrorSlot = Default::default();
     let p = policy::PyPolicy::new(py, policy, slot.clone())?;
-    let out = detached(py, move || tlbsim_core::run_with_policy(config, &overrides, &base_dir, &label, move |_| p))?;
+    let out = detached(py, move || {
+        tlbsim_core::run_with_policy(config, &overrides, &base_dir, &label, move |cfg| {
+            let mut p = p;
+            p.start(cfg.cores());
+            p
+        })
+    })?;
     if let Some(e) = slot.lock().unwrap_or_else(|p| p.into_inner()).take() {
         return Err(e);
     }
@@ -138,9 +144,12 @@ fn fuzz_policy(
     let opts = tlbsim_core::fuzz::FuzzOptions { policy: "linux".into(), tagging, overrides, scenarios, seed };
     let slot: policy::ErrorSlot = Default::default();
     let s = slot.clone();
-    let make = move |_: &tlbsim_core::config::Config| {
+    let make = move |cfg: &tlbsim_core::config::Config| {
         Python::attach(|py| {
-            let built = factory.bind(py).call0().and_then(|obj| policy::PyPolicy::new(py, obj.unbind(), s.clone()));
+            let built = factory.bind(py).call0().and_then(|obj| policy::PyPolicy::new(py, obj.unbind(), s.clone())).map(|mut p| {
+                p.start(cfg.cores());
+                p
+            });
             built.unwrap_or_else(|e| {
                 let mut g = s.lock().unwrap_or_else(|p| p.into_inner());
                 if g.is_none() {

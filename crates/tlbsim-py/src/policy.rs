@@ -14,7 +14,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use std::sync::{Arc, Mutex};
-use tlbsim_core::coherence::{Coherence, CoreView, Cr3Load, Delivery, Effects, FlushPlan, FlushRequest, FrameUse, FullFlushCause, LocalFlush, OsView};
+use tlbsim_core::coherence::{Coherence, CoreView, Cr3Load, Delivery, Effect, Effects, FlushPlan, FlushRequest, FrameUse, FullFlushCause, LocalFlush, OsView};
 use tlbsim_core::types::{CoreId, Pfn, Vpn};
 
 /// The first exception a hook raised, shared with the caller of the run.
@@ -46,6 +46,7 @@ struct Hooks {
     full_flush: bool,
     frame_alloc: bool,
     frame_free: bool,
+    range_unmapped: bool,
 }
 
 fn overrides(py: Python<'_>, obj: &Bound<'_, PyAny>, name: &str) -> PyResult<bool> {
@@ -75,6 +76,7 @@ impl PyPolicy {
             full_flush: overrides(py, b, "on_full_flush")?,
             frame_alloc: overrides(py, b, "on_frame_alloc")?,
             frame_free: overrides(py, b, "on_frame_free")?,
+            range_unmapped: overrides(py, b, "on_range_unmapped")?,
         };
         let class: Arc<str> = b.get_type().name()?.to_string().into();
         Ok(PyPolicy { obj, class, wants_holders, tick, has, error, failed: false, last_request: None })
@@ -87,14 +89,32 @@ impl PyPolicy {
         args: impl FnOnce(Python<'_>) -> PyResult<Bound<'_, PyTuple>>,
         parse: impl FnOnce(&Bound<'_, PyAny>) -> PyResult<T>,
     ) -> Option<T> {
+        self.call_fx(name, args, parse, None)
+    }
+
+    /// `call`, then, for a class that holds unmapped ranges back, the ranges its hook
+    /// released (`Policy.release_range`) as effects.
+    fn call_fx<T>(
+        &mut self,
+        name: &str,
+        args: impl FnOnce(Python<'_>) -> PyResult<Bound<'_, PyTuple>>,
+        parse: impl FnOnce(&Bound<'_, PyAny>) -> PyResult<T>,
+        fx: Option<&mut Effects>,
+    ) -> Option<T> {
         if self.failed {
             return None;
         }
         let obj = &self.obj;
+        let collect = self.has.range_unmapped;
         let r = Python::attach(|py| -> PyResult<T> {
             let a = args(py)?;
             let out = obj.bind(py).call_method1(name, a)?;
-            parse(&out)
+            let parsed = parse(&out)?;
+            if let (true, Some(fx)) = (collect, fx) {
+                let released: Vec<(u32, u64, u64)> = obj.bind(py).call_method0("_take_releases")?.extract()?;
+                fx.extend(released.into_iter().map(|(mm, start, end)| Effect::ReleaseRange { mm, start, end }));
+            }
+            Ok(parsed)
         });
         match r {
             Ok(v) => Some(v),
@@ -150,6 +170,7 @@ fn request<'py>(py: Python<'py>, req: &FlushRequest) -> PyResult<Bound<'py, PyTu
             req.freed_tables.into_pyobject(py)?.to_owned().into_any(),
             req.full.into_pyobject(py)?.to_owned().into_any(),
             req.new_gen.into_pyobject(py)?.into_any(),
+            req.page_cache_pages.into_pyobject(py)?.into_any(),
         ],
     )
 }
@@ -196,25 +217,34 @@ impl Coherence for PyPolicy {
                 )
             },
             |out| {
-                // (targets, pages_of, delivery kind, latency, initiator_cycles, target_cycles)
-                let (targets, pages_of, kind, latency, initiator_cycles, target_cycles): PlanTuple = out.extract()?;
-                let delivery = match kind.as_str() {
-                    "ipi" => Delivery::Ipi,
-                    "free" => Delivery::Free,
-                    "deferred" => Delivery::Deferred,
-                    "message" => Delivery::Message { latency, initiator_cycles, target_cycles },
-                    other => {
-                        return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                            "plan: delivery {other:?}: use \"ipi\", \"message\", \"deferred\" or \"free\""
-                        )))
-                    }
+                // (targets, pages_of, delivery kind, latency, initiator_cycles, target_cycles,
+                // per-target delivery kinds)
+                let (targets, pages_of, kind, latency, initiator_cycles, target_cycles, kinds_of): PlanTuple = out.extract()?;
+                let path = |kind: &str| match kind {
+                    "ipi" => Ok(Delivery::Ipi),
+                    "free" => Ok(Delivery::Free),
+                    "deferred" => Ok(Delivery::Deferred),
+                    "message" => Ok(Delivery::Message { latency, initiator_cycles, target_cycles }),
+                    other => Err(pyo3::exceptions::PyValueError::new_err(format!(
+                        "plan: delivery {other:?}: use \"ipi\", \"message\", \"deferred\" or \"free\""
+                    ))),
                 };
-                Ok((targets, pages_of, delivery))
+                let delivery = path(&kind)?;
+                let delivery_of: Vec<Option<Delivery>> =
+                    kinds_of.iter().map(|k| k.as_deref().map(path).transpose()).collect::<PyResult<_>>()?;
+                let effective = |i: usize| kinds_of.get(i).cloned().flatten().unwrap_or_else(|| kind.clone());
+                let paths: Vec<String> = (0..targets.len()).map(effective).collect();
+                if paths.iter().any(|k| k == "ipi") && paths.iter().any(|k| k == "message") {
+                    return Err(pyo3::exceptions::PyValueError::new_err(
+                        "plan: delivery_of mixes \"ipi\" and \"message\": a request reaches its targets by at most one synchronous path (mix either with \"deferred\" and \"free\")",
+                    ));
+                }
+                Ok((targets, pages_of, delivery, delivery_of))
             },
         );
         self.last_request = cache;
         match parsed {
-            Some((targets, pages_of, delivery)) => {
+            Some((targets, pages_of, delivery, delivery_of)) => {
                 let cores = view.cores.len() as u32;
                 for (i, t) in targets.into_iter().enumerate() {
                     if t >= cores {
@@ -224,6 +254,9 @@ impl Coherence for PyPolicy {
                     match pages_of.get(i).cloned().flatten() {
                         Some(p) => plan.push_pages(CoreId(t), p.into_iter().map(Vpn).collect()),
                         None => plan.push(CoreId(t)),
+                    }
+                    if let Some(d) = delivery_of.get(i).copied().flatten() {
+                        plan.set_last_delivery(d);
                     }
                 }
                 plan.delivery = Some(delivery);
@@ -277,40 +310,66 @@ impl Coherence for PyPolicy {
         self.call("_on_switch", |py| (core.0, slot_gen, mm_gen).into_pyobject(py), |out| out.extract::<bool>()).unwrap_or(true)
     }
 
-    fn on_tick(&mut self, core: CoreId, now: u64, _fx: &mut Effects) {
+    fn on_tick(&mut self, core: CoreId, now: u64, fx: &mut Effects) {
         if self.has.tick {
-            self.call("on_tick", |py| (core.0, now).into_pyobject(py), |_| Ok(()));
+            self.call_fx("on_tick", |py| (core.0, now).into_pyobject(py), |_| Ok(()), Some(fx));
         }
     }
 
-    fn on_cr3_load(&mut self, core: CoreId, load: &Cr3Load, _fx: &mut Effects) {
+    fn on_cr3_load(&mut self, core: CoreId, load: &Cr3Load, fx: &mut Effects) {
         if self.has.cr3 {
-            self.call("on_cr3_load", |py| (core.0, load.from, load.to, load.tag, load.kept_entries).into_pyobject(py), |_| Ok(()));
+            self.call_fx("on_cr3_load", |py| (core.0, load.from, load.to, load.tag, load.kept_entries).into_pyobject(py), |_| Ok(()), Some(fx));
         }
     }
 
-    fn on_full_flush(&mut self, core: CoreId, mm: Option<u32>, cause: FullFlushCause, _fx: &mut Effects) {
+    fn on_full_flush(&mut self, core: CoreId, mm: Option<u32>, cause: FullFlushCause, fx: &mut Effects) {
         if self.has.full_flush {
             let cause = format!("{cause:?}");
-            self.call("on_full_flush", |py| (core.0, mm, cause).into_pyobject(py), |_| Ok(()));
+            self.call_fx("on_full_flush", |py| (core.0, mm, cause).into_pyobject(py), |_| Ok(()), Some(fx));
         }
     }
 
-    fn on_frame_alloc(&mut self, core: CoreId, pfn: Pfn, technique_word: &mut u64, usage: FrameUse, _fx: &mut Effects) {
+    fn on_range_unmapped(&mut self, core: CoreId, mm: u32, start: u64, end: u64, fx: &mut Effects) -> bool {
+        if !self.has.range_unmapped {
+            return false;
+        }
+        let class = self.class.clone();
+        self.call_fx(
+            "on_range_unmapped",
+            |py| (core.0, mm, start, end).into_pyobject(py),
+            |out| {
+                out.extract::<bool>().map_err(|_| {
+                    let shown = out.repr().map(|r| r.to_string()).unwrap_or_else(|_| "a value".to_owned());
+                    pyo3::exceptions::PyTypeError::new_err(format!(
+                        "{class}.on_range_unmapped returned {shown}: it must return True (hold the range back until release_range) or False"
+                    ))
+                })
+            },
+            Some(fx),
+        )
+        .unwrap_or(false)
+    }
+
+    fn on_frame_alloc(&mut self, core: CoreId, pfn: Pfn, technique_word: &mut u64, usage: FrameUse, fx: &mut Effects) {
         if self.has.frame_alloc {
             let (word, class) = (*technique_word, self.class.clone());
-            if let Some(Some(w)) =
-                self.call("on_frame_alloc", |py| (core.0, pfn.0, word, usage.mm, usage.file).into_pyobject(py), |out| frame_word(out, &class, "on_frame_alloc"))
-            {
+            if let Some(Some(w)) = self.call_fx(
+                "on_frame_alloc",
+                |py| (core.0, pfn.0, word, usage.mm, usage.file).into_pyobject(py),
+                |out| frame_word(out, &class, "on_frame_alloc"),
+                Some(fx),
+            ) {
                 *technique_word = w;
             }
         }
     }
 
-    fn on_frame_free(&mut self, core: CoreId, pfn: Pfn, technique_word: &mut u64, _fx: &mut Effects) {
+    fn on_frame_free(&mut self, core: CoreId, pfn: Pfn, technique_word: &mut u64, fx: &mut Effects) {
         if self.has.frame_free {
             let (word, class) = (*technique_word, self.class.clone());
-            if let Some(Some(w)) = self.call("on_frame_free", |py| (core.0, pfn.0, word).into_pyobject(py), |out| frame_word(out, &class, "on_frame_free")) {
+            if let Some(Some(w)) =
+                self.call_fx("on_frame_free", |py| (core.0, pfn.0, word).into_pyobject(py), |out| frame_word(out, &class, "on_frame_free"), Some(fx))
+            {
                 *technique_word = w;
             }
         }
@@ -324,9 +383,16 @@ impl Coherence for PyPolicy {
         Python::attach(|py| -> PyResult<serde_json::Value> {
             let s = obj.bind(py).call_method0("_stats_json")?;
             let text: String = s.extract()?;
-            Ok(serde_json::from_str(&text).unwrap_or(serde_json::json!({})))
+            serde_json::from_str(&text).map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("{}.stats: not JSON: {e}", self.class)))
         })
-        .unwrap_or_else(|_| serde_json::json!({}))
+        .unwrap_or_else(|e| {
+            // Not swallowed: the binding raises it once the run returns (no stats are written).
+            let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.is_none() {
+                *slot = Some(e);
+            }
+            serde_json::json!({})
+        })
     }
 }
 
@@ -334,6 +400,21 @@ impl PyPolicy {
     /// A stand-in for a policy whose construction raised (the run stops at once).
     pub fn broken(py: Python<'_>, error: ErrorSlot) -> PyPolicy {
         PyPolicy { obj: py.None(), class: "".into(), wants_holders: false, tick: None, has: Hooks::default(), error, failed: true, last_request: None }
+    }
+
+    /// The run is about to start on a machine of `cores` cores: `Policy.machine_cores`.
+    pub fn start(&mut self, cores: u32) {
+        if self.failed {
+            return;
+        }
+        let obj = &self.obj;
+        if let Err(e) = Python::attach(|py| obj.bind(py).setattr("machine_cores", cores)) {
+            self.failed = true;
+            let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.is_none() {
+                *slot = Some(e);
+            }
+        }
     }
 
     fn fail(&mut self, message: String) {
@@ -347,4 +428,4 @@ impl PyPolicy {
 
 /// What a Python policy's `plan` hook returns: (targets, pages per target, delivery kind,
 /// latency, initiator cycles, target cycles).
-type PlanTuple = (Vec<u32>, Vec<Option<Vec<u64>>>, String, u64, u64, u64);
+type PlanTuple = (Vec<u32>, Vec<Option<Vec<u64>>>, String, u64, u64, u64, Vec<Option<String>>);

@@ -194,6 +194,11 @@ pub struct FlushPlan {
     pub pages_of: Vec<Option<Vec<Vpn>>>,
     /// `None`: nobody to reach (the same as `Some(Free)` with no targets).
     pub delivery: Option<Delivery>,
+    /// Per target (parallel to `targets`; shorter, or `None` = `delivery`): a path of its
+    /// own, so that one request reaches some cores by IPI and queues on others. A request
+    /// mixes at most one synchronous path (IPI or message) with deferred and free ones, and
+    /// a broadcast is never mixed (it reaches every core).
+    pub delivery_of: Vec<Option<Delivery>>,
 }
 
 impl FlushPlan {
@@ -208,6 +213,12 @@ impl FlushPlan {
         }
         self.targets.push(core);
         self.pages_of.push(Some(pages));
+    }
+    /// Reach the target last pushed by `delivery` instead of the plan's.
+    pub fn set_last_delivery(&mut self, delivery: Delivery) {
+        let last = self.targets.len() - 1;
+        self.delivery_of.resize(self.targets.len(), None);
+        self.delivery_of[last] = Some(delivery);
     }
 }
 

@@ -536,6 +536,10 @@ impl<P: Coherence> Os<P> {
                         }
                     }
                     Effect::ReleaseRange { mm, start, end } => {
+                        // A policy written in Python may name an address space that is not one.
+                        if mm as usize >= self.spaces.count() {
+                            continue;
+                        }
                         let held = &mut self.spaces[mm as usize].held;
                         let inside: Vec<u64> = held.range(start..end).filter(|&(_, &e)| e <= end).map(|(&s, _)| s).collect();
                         for s in inside {

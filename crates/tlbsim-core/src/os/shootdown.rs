@@ -14,6 +14,9 @@
 //!   tick or context switch; the initiator goes on at once;
 //! - free: applied now at no cost (the oracle).
 //!
+//! A plan may give targets paths of their own (`FlushPlan::delivery_of`): one synchronous
+//! path mixed with deferred and free targets (`start_mixed`).
+//!
 //! What the change frees (frames, page-table pages) is released when the last target has
 //! applied the request, and the checker then marks every translation still cached that
 //! disagrees with the page table.
@@ -47,6 +50,9 @@ pub(super) struct Shootdown {
     pub flushed: Vec<usize>,
     pub initiator: usize,
     pub acks_left: u32,
+    /// Of `acks_left`, the targets reached synchronously (IPI, message, broadcast): the
+    /// initiator waits for these only. Fewer than `acks_left` when the plan also defers.
+    pub sync_left: u32,
     pub targets: u32,
     pub last_ack: u64,
     pub send_end: u64,
@@ -225,6 +231,7 @@ impl<P: Coherence> Os<P> {
         let now = self.clock(core);
         self.policy.plan(&OsView { cores: &views, cpumask: &cpumask, holders: &holders, flush_ceiling: self.settings.ceiling(), now }, &req, &mut plan);
         plan.pages_of.resize(plan.targets.len(), None);
+        plan.delivery_of.resize(plan.targets.len(), None);
         if !global {
             // Cores of the mask that the request skips because they are lazy (idle, or in a
             // kernel thread, with the mm borrowed): they catch up when they next switch to
@@ -243,6 +250,7 @@ impl<P: Coherence> Os<P> {
         let named = match plan.targets.iter().position(|t| t.0 as usize == core) {
             Some(i) => {
                 plan.targets.remove(i);
+                plan.delivery_of.remove(i);
                 own_pages = plan.pages_of.remove(i);
                 true
             }
@@ -278,6 +286,7 @@ impl<P: Coherence> Os<P> {
             flushed,
             initiator: core,
             acks_left: n,
+            sync_left: n,
             targets: n,
             last_ack: 0,
             send_end: 0,
@@ -290,6 +299,9 @@ impl<P: Coherence> Os<P> {
             recycling_seq: 0,
             frames_in_transit: Vec::new(),
         });
+        if plan.delivery_of.iter().any(|d| d.is_some_and(|d| Some(d) != plan.delivery)) {
+            return self.start_mixed(core, sd, &plan);
+        }
         let mut broadcast_no_sync = false;
         let (per_target_send, latency_of, message) = match plan.delivery {
             Some(Delivery::Ipi) if n > 0 => {
@@ -390,6 +402,94 @@ impl<P: Coherence> Os<P> {
                 false
             }
         }
+    }
+
+    /// A plan whose targets take different paths (`FlushPlan::delivery_of`, e.g. a Python
+    /// policy that interrupts the cores running the address space and defers the rest):
+    /// the synchronous targets (one path, IPIs or hardware messages) are sent to in target
+    /// order with the same timing as a plan of that path alone, and the initiator waits for
+    /// their acks only; deferred targets queue the request for their next tick or context
+    /// switch; free targets flush now. What the request frees is released when every target
+    /// has applied it, the deferred ones included. Returns whether the initiator waits.
+    fn start_mixed(&mut self, core: usize, sd: usize, plan: &FlushPlan) -> bool {
+        let via: Vec<Delivery> =
+            (0..plan.targets.len()).map(|k| plan.delivery_of.get(k).copied().flatten().or(plan.delivery).unwrap_or(Delivery::Free)).collect();
+        assert!(!via.iter().any(|d| matches!(d, Delivery::Broadcast { .. })), "a broadcast reaches every core: a plan cannot mix it with other paths");
+        let is_sync = |d: &Delivery| matches!(d, Delivery::Ipi | Delivery::Message { .. });
+        let sync_path = via.iter().copied().find(is_sync);
+        assert!(via.iter().filter(|d| is_sync(d)).all(|d| Some(*d) == sync_path), "a plan mixes at most one synchronous path (IPI or message)");
+        let n_sync = via.iter().filter(|d| is_sync(d)).count() as u32;
+        self.shootdowns.records[sd].sync_left = n_sync;
+        // Deferred targets: queued, and the lazy window starts now on them only (the
+        // synchronous targets are judged when the request completes, as in a plan of
+        // their path alone).
+        let mut deferred_to = Vec::new();
+        for (k, (t, d)) in plan.targets.iter().zip(&via).enumerate() {
+            if *d == Delivery::Deferred {
+                let t = t.0 as usize;
+                self.stats[t].shootdowns_deferred_received += 1;
+                self.cores[t].deferred.push((sd, k));
+                self.mark_dirty(t);
+                deferred_to.push(t);
+            }
+        }
+        if !deferred_to.is_empty() && self.settings.checker() && !self.shootdowns.records[sd].req.global {
+            let s = &self.shootdowns.records[sd];
+            let (mm, pages) = (s.req.mm, s.req.pages.clone());
+            let mut skip: Vec<usize> = (0..self.cores.len()).filter(|c| !deferred_to.contains(c)).collect();
+            skip.extend(s.flushed.iter().copied());
+            self.mark_stale(mm, &pages, &[], &skip);
+        }
+        let waits = match sync_path {
+            Some(path) => {
+                let (send, same, cross, message) = match path {
+                    Delivery::Message { latency, initiator_cycles, target_cycles } => {
+                        self.shootdowns.records[sd].ack_return = latency;
+                        self.shootdowns.records[sd].message_target_cycles = target_cycles;
+                        (initiator_cycles, latency, latency, true)
+                    }
+                    _ => {
+                        self.stats[core].shootdown_ipis_sent += n_sync as u64;
+                        let c = self.settings.costs();
+                        (c.ipi_send, c.ipi_delivery_same_socket, c.ipi_delivery_cross_socket, false)
+                    }
+                };
+                let start = self.clock(core);
+                self.charge(core, send * n_sync as u64);
+                self.stats[core].shootdown_cycles_initiator_send += send * n_sync as u64;
+                let send_end = self.clock(core);
+                let s = &mut self.shootdowns.records[sd];
+                s.send_end = send_end;
+                s.last_ack = send_end;
+                s.waits = true;
+                self.cores[core].waiting += 1;
+                let my_socket = self.m.cores[core].socket;
+                let mut sent = 0u64;
+                for (k, (t, d)) in plan.targets.iter().zip(&via).enumerate() {
+                    if !is_sync(d) {
+                        continue;
+                    }
+                    sent += 1;
+                    let t = t.0 as usize;
+                    let delivery = if self.m.cores[t].socket == my_socket { same } else { cross };
+                    let arrival = start + send * sent + delivery;
+                    let q = &mut self.cores[t].pending;
+                    let at = q.partition_point(|i| i.arrival <= arrival);
+                    q.insert(at, Irq { arrival, shootdown: sd, target: k, message });
+                    self.mark_dirty(t);
+                }
+                true
+            }
+            None => false,
+        };
+        for (k, (t, d)) in plan.targets.iter().zip(&via).enumerate() {
+            if *d == Delivery::Free {
+                self.deliver(t.0 as usize, sd, k);
+                let now = self.clock(core);
+                self.ack(sd, now, false);
+            }
+        }
+        waits
     }
 
     /// Request `sd` reaches `core` (its `target`-th target): the policy decides, the core
@@ -567,16 +667,21 @@ impl<P: Coherence> Os<P> {
             let end_raw = self.m.cores[core].clock;
             self.cores[core].leap = Some(super::Leap { end_raw, from: done_at, floor: l.floor.max(done_at), ..l });
         }
-        self.ack(sd, done_at);
+        self.ack(sd, done_at, true);
     }
 
-    /// Target of `sd` done at `done_at`.
-    fn ack(&mut self, sd: usize, done_at: u64) {
+    /// Target of `sd` done at `done_at`; `sync`: one the initiator waits for (reached by an
+    /// interrupt or a message, not deferred).
+    fn ack(&mut self, sd: usize, done_at: u64, sync: bool) {
         let s = &mut self.shootdowns.records[sd];
         s.acks_left -= 1;
-        s.last_ack = s.last_ack.max(done_at);
-        if s.acks_left == 0 {
-            if s.waits {
+        if sync {
+            s.sync_left -= 1;
+            s.last_ack = s.last_ack.max(done_at);
+        }
+        if sync && s.sync_left == 0 && s.waits {
+            s.waits = false;
+            {
                 let initiator = s.initiator;
                 let (last, send_end) = (s.last_ack + s.ack_return, s.send_end);
                 // The initiator spun from the end of its sends to the last ack (interrupts it
@@ -590,6 +695,8 @@ impl<P: Coherence> Os<P> {
                     self.on_initiator_resumed(initiator, resume);
                 }
             }
+        }
+        if self.shootdowns.records[sd].acks_left == 0 {
             self.complete(sd);
         }
     }
@@ -605,7 +712,7 @@ impl<P: Coherence> Os<P> {
             self.deliver(core, sd, target);
             self.stats[core].shootdown_cycles_target += self.clock(core) - start;
             let now = self.clock(core);
-            self.ack(sd, now);
+            self.ack(sd, now, false);
         }
     }
 
