@@ -154,9 +154,13 @@ pub(super) fn refuse_silent_settings(cfg: &Config, user: &Value, base: &Value) -
         }
     }
     if t.partition_controller != PartitionController::Utility {
-        for key in
-            ["machine.tlb.partition_goal", "machine.tlb.partition_goal_domain", "machine.tlb.partition_goal_mptti", "machine.tlb.partition_epoch_instructions"]
-        {
+        for key in [
+            "machine.tlb.partition_goal",
+            "machine.tlb.partition_goal_domain",
+            "machine.tlb.partition_goal_mptti",
+            "machine.tlb.partition_epoch_instructions",
+            "machine.tlb.partition_at_flush",
+        ] {
             if let Some((key, v)) = set(key) {
                 return Err(Error::config(key, format!("{v} cannot matter: only machine.tlb.partition_controller = \"utility\" re-partitions the TLB")));
             }
@@ -165,6 +169,16 @@ pub(super) fn refuse_silent_settings(cfg: &Config, user: &Value, base: &Value) -
         for key in ["machine.tlb.partition_goal_domain", "machine.tlb.partition_goal_mptti"] {
             if let Some((key, v)) = set(key) {
                 return Err(Error::config(key, format!("{v} cannot matter: it is the goal of machine.tlb.partition_goal = \"mptti-ceiling\"")));
+            }
+        }
+    }
+    if !cfg.os.numa_balancing && is_os_mode(kind) {
+        for key in ["os.numa_scan_delay_ms", "os.numa_scan_period_ms", "os.numa_scan_period_max_ms", "os.numa_scan_size_mb", "os.numa_hint_order"] {
+            if let Some((key, v)) = set(key) {
+                return Err(Error::config(
+                    key,
+                    format!("{v} cannot matter: AutoNUMA's scanner runs only with os.numa_balancing = true (a sweep that varies os.numa_balancing zips this key with it)"),
+                ));
             }
         }
     }
