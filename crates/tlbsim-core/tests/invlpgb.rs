@@ -153,11 +153,11 @@ fn the_transition_ipis_the_whole_mask_until_every_cpu_switched_then_broadcasts()
     }
     assert!(matches!(plan(&mut p, &cores, &mask, &req(mm, 3, 2), 0).delivery, Some(Delivery::Ipi)));
     let r = req(mm, 3, 2);
-    assert_eq!(p.on_deliver(CoreId(3), &cores[3], &r, 33), LocalFlush::Broadcast { final_only: false, all: false });
+    assert_eq!(p.on_deliver(CoreId(3), &cores[3], &r, 33), LocalFlush::Broadcast { final_only: false, all: false, ceiling: 33 });
     // The lazy core still has the mm loaded on its per-CPU ASID: it holds the transition
     // up until an IPI switches it too (flush_tlb_func before its lazy check).
     assert!(matches!(plan(&mut p, &cores, &mask, &req(mm, 4, 2), 0).delivery, Some(Delivery::Ipi)));
-    assert_eq!(p.on_deliver(CoreId(4), &cores[4], &req(mm, 4, 2), 33), LocalFlush::Broadcast { final_only: false, all: false });
+    assert_eq!(p.on_deliver(CoreId(4), &cores[4], &req(mm, 4, 2), 33), LocalFlush::Broadcast { final_only: false, all: false, ceiling: 33 });
     let pl = plan(&mut p, &cores, &mask, &req(mm, 5, 20), 0);
     assert!(!p.in_transition(mm));
     // Broadcast: every CPU of the machine, the initiator and core 5 (another process)
@@ -168,7 +168,7 @@ fn the_transition_ipis_the_whole_mask_until_every_cpu_switched_then_broadcasts()
         pl.delivery,
         Some(Delivery::Broadcast { issue_cycles: 3 * d.invlpgb_issue_cycles, latency: d.invlpgb_latency_cycles, sync_cycles: d.tlbsync_cycles, tlbsync: true })
     );
-    assert_eq!(p.on_deliver(CoreId(5), &cores[5], &req(mm, 5, 20), 33), LocalFlush::Broadcast { final_only: false, all: false });
+    assert_eq!(p.on_deliver(CoreId(5), &cores[5], &req(mm, 5, 20), 33), LocalFlush::Broadcast { final_only: false, all: false, ceiling: 33 });
     assert_eq!(invlpgb_chunks(&[Vpn(1), Vpn(2), Vpn(9)], 8), 2);
 }
 

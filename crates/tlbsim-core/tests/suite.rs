@@ -30,6 +30,7 @@ mod oracle_cachegrind;
 mod os_engine;
 mod os_property;
 mod parsec;
+mod rar_arm;
 mod recorded;
 mod recorded_spin;
 mod registry;

@@ -389,11 +389,11 @@ impl Coherence for LinuxInvlpgb {
 
     fn on_deliver(&mut self, core: CoreId, me: &CoreView, req: &FlushRequest, flush_ceiling: u32) -> LocalFlush {
         if req.global || self.reclaim_broadcasts.contains(&(req.mm, req.new_gen)) {
-            return LocalFlush::Broadcast { final_only: false, all: true };
+            return LocalFlush::Broadcast { final_only: false, all: true, ceiling: flush_ceiling };
         }
         let s = self.mms.get(req.mm as usize).copied().unwrap_or(NO_MM);
         if req.new_gen >= s.broadcast_from {
-            return LocalFlush::Broadcast { final_only: self.params.final_only, all: false };
+            return LocalFlush::Broadcast { final_only: self.params.final_only, all: false, ceiling: flush_ceiling };
         }
         if s.global_asid.is_some() {
             // An IPI of the transition (or one sent before the ASID was assigned, arriving
@@ -402,7 +402,7 @@ impl Coherence for LinuxInvlpgb {
                 return LocalFlush::LeaveMask;
             }
             self.on_global[core.0 as usize] = Some(req.mm);
-            return LocalFlush::Broadcast { final_only: false, all: false };
+            return LocalFlush::Broadcast { final_only: false, all: false, ceiling: flush_ceiling };
         }
         linux_on_deliver(me, req, flush_ceiling)
     }

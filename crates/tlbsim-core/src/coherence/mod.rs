@@ -35,12 +35,14 @@
 //! them right after the hook returns.
 
 pub mod abis;
+pub mod arm_tlbi;
 pub mod didi;
 pub mod latr;
 pub mod linux;
 pub mod linux_invlpgb;
 pub mod none;
 pub mod oracle;
+pub mod rar;
 pub mod template;
 
 use crate::config::{Config, CostsConfig};
@@ -53,6 +55,8 @@ crate::registry! {
     what: "a coherence policy", select: "os.coherence", table: "coherence", bound: Policy;
     "linux" => linux::Linux, "Linux 6.x's shootdown (arch/x86/mm/tlb.c): mm_cpumask targets, lazy CPUs skipped, per-page flush up to the ceiling, synchronous IPIs";
     "linux-invlpgb" => linux_invlpgb::LinuxInvlpgb, "Linux 6.15+ on AMD INVLPGB/TLBSYNC (arch/x86/mm/tlb.c): IPIs until a process runs on 4+ CPUs, then a global ASID and broadcast invalidation";
+    "rar" => rar::Rar, "Intel RAR (Remote Action Request, Linux RFC 2025): microcode applies the flush on the targets, even with interrupts off; the initiator polls status bytes";
+    "arm-tlbi" => arm_tlbi::ArmTlbi, "arm64 broadcast TLBI (asm/tlbflush.h): TLBI …IS per page to every core, one DSB ISH waits for all; never an IPI";
     "oracle" => oracle::Oracle, "lower bound: flushes exactly the TLBs that hold a stale entry, instantly and at no cost";
     "none" => none::NoRemoteFlush, "never flushes a remote TLB: unsafe on purpose, for testing the checker";
     "didi" => didi::Didi<0>, "DiDi (PACT 2011): a shared TLB directory names the sharers, PTLBI messages invalidate without an IPI";
@@ -177,6 +181,13 @@ pub enum Delivery {
     /// initiator goes on and frees the request's frames and page tables at once, while
     /// the invalidations are still on their way.
     Broadcast { issue_cycles: u64, latency: u64, sync_cycles: u64, tlbsync: bool },
+    /// Intel's Remote Action Request (`rar.rs`): the initiator writes the payload and each
+    /// target's action byte, then signals the targets through the APIC (the IPI's send
+    /// cost and delivery latency); each target's microcode applies it on arrival, even with
+    /// interrupts disabled (no handler, no interrupt window), paying `service_cycles`; the
+    /// initiator polls every target's status byte, the last read `status_cycles` after
+    /// that target finished.
+    RemoteAction { service_cycles: u64, status_cycles: u64 },
     /// Queued on each target and applied at its next timer tick or context switch; the
     /// initiator does not wait. What the request frees is released when every target has
     /// applied it.
@@ -238,12 +249,15 @@ pub enum LocalFlush {
     /// A lazy core: stop borrowing the address space (switch to the kernel's own page
     /// table), which flushes its entries.
     DropLazyMm,
-    /// A broadcast invalidation (INVLPGB) reached this core: drop the request's pages of
-    /// the address space's tag whatever the core runs (idle, lazy or another mm), with the
-    /// page-walk caches unless `final_only`; the whole tag if the request is full, over the
-    /// flush ceiling, or the tag missed an earlier generation; every non-global entry of
-    /// every tag if `all` (or the request is global). Costs the core nothing (hardware).
-    Broadcast { final_only: bool, all: bool },
+    /// A hardware invalidation by address-space tag reached this core (AMD INVLPGB, Arm's
+    /// broadcast TLBI, Intel RAR's microcode): drop the request's pages of the address
+    /// space's tag whatever the core runs (idle, lazy or another mm), with the page-walk
+    /// caches unless `final_only`; the whole tag if the request is full, has more pages
+    /// than `ceiling` (the mechanism's own limit: Linux's 33-page flush ceiling for
+    /// INVLPGB, 512 TLBIs for arm64, 63 pages per RAR payload), or the tag missed an
+    /// earlier generation; every non-global entry of every tag if `all` (or the request is
+    /// global). Costs the core nothing (hardware).
+    Broadcast { final_only: bool, all: bool, ceiling: u32 },
 }
 
 /// What a core's kernel state looks like to a policy.

@@ -37,6 +37,9 @@ pub(super) struct Irq {
     pub target: usize,
     /// A hardware message (no interrupt), not an IPI.
     pub message: bool,
+    /// Serviced on arrival even inside a kernel path with interrupts disabled (RAR's
+    /// microcode), where an interrupt waits for the path's end.
+    pub masked_ok: bool,
 }
 
 pub(super) struct Shootdown {
@@ -303,11 +306,19 @@ impl<P: Coherence> Os<P> {
             return self.start_mixed(core, sd, &plan);
         }
         let mut broadcast_no_sync = false;
+        let masked_ok = matches!(plan.delivery, Some(Delivery::RemoteAction { .. }));
         let (per_target_send, latency_of, message) = match plan.delivery {
             Some(Delivery::Ipi) if n > 0 => {
                 let (same, cross) = (self.settings.costs().ipi_delivery_same_socket, self.settings.costs().ipi_delivery_cross_socket);
                 self.stats[core].shootdown_ipis_sent += n as u64;
                 (self.settings.costs().ipi_send, Some((same, cross)), false)
+            }
+            Some(Delivery::RemoteAction { service_cycles, status_cycles }) if n > 0 => {
+                // The APIC signal costs what an IPI's send and delivery cost.
+                self.shootdowns.records[sd].ack_return = status_cycles;
+                self.shootdowns.records[sd].message_target_cycles = service_cycles;
+                let c = self.settings.costs();
+                (c.ipi_send, Some((c.ipi_delivery_same_socket, c.ipi_delivery_cross_socket)), true)
             }
             Some(Delivery::Message { latency, initiator_cycles, target_cycles }) if n > 0 => {
                 self.shootdowns.records[sd].ack_return = latency;
@@ -372,7 +383,7 @@ impl<P: Coherence> Os<P> {
                     // Pending interrupts are kept in arrival order.
                     let q = &mut self.cores[t].pending;
                     let at = q.partition_point(|i| i.arrival <= arrival);
-                    q.insert(at, Irq { arrival, shootdown: sd, target: k, message });
+                    q.insert(at, Irq { arrival, shootdown: sd, target: k, message, masked_ok });
                     self.mark_dirty(t);
                 }
                 if broadcast_no_sync {
@@ -414,7 +425,10 @@ impl<P: Coherence> Os<P> {
     fn start_mixed(&mut self, core: usize, sd: usize, plan: &FlushPlan) -> bool {
         let via: Vec<Delivery> =
             (0..plan.targets.len()).map(|k| plan.delivery_of.get(k).copied().flatten().or(plan.delivery).unwrap_or(Delivery::Free)).collect();
-        assert!(!via.iter().any(|d| matches!(d, Delivery::Broadcast { .. })), "a broadcast reaches every core: a plan cannot mix it with other paths");
+        assert!(
+            !via.iter().any(|d| matches!(d, Delivery::Broadcast { .. } | Delivery::RemoteAction { .. })),
+            "a broadcast reaches every core and a remote action uses the shared payload: a plan cannot mix either with other paths"
+        );
         let is_sync = |d: &Delivery| matches!(d, Delivery::Ipi | Delivery::Message { .. });
         let sync_path = via.iter().copied().find(is_sync);
         assert!(via.iter().filter(|d| is_sync(d)).all(|d| Some(*d) == sync_path), "a plan mixes at most one synchronous path (IPI or message)");
@@ -475,7 +489,7 @@ impl<P: Coherence> Os<P> {
                     let arrival = start + send * sent + delivery;
                     let q = &mut self.cores[t].pending;
                     let at = q.partition_point(|i| i.arrival <= arrival);
-                    q.insert(at, Irq { arrival, shootdown: sd, target: k, message });
+                    q.insert(at, Irq { arrival, shootdown: sd, target: k, message, masked_ok: false });
                     self.mark_dirty(t);
                 }
                 true
@@ -566,12 +580,12 @@ impl<P: Coherence> Os<P> {
                 self.full_flush_all(core, Cause::Shootdown);
                 true
             }
-            LocalFlush::Broadcast { final_only, .. } => {
+            LocalFlush::Broadcast { final_only, ceiling, .. } => {
                 // INVLPGB by PCID and range: whatever this core runs, the address space's
                 // tag loses the pages. A tag that missed a generation (the model's per-CPU
                 // slots stand in for the global ASID) is flushed whole.
                 let Some(tag) = self.tag_on(core, pid) else { return false };
-                let over = pages.len() as u64 > self.settings.ceiling() as u64;
+                let over = pages.len() as u64 > ceiling as u64;
                 let next = self.cores[core].pcid.iter().find(|&&(p, _)| p == pid).is_some_and(|&(_, g)| g + 1 >= req.new_gen);
                 if req.full || over || !next {
                     self.full_flush_mm(core, pid, if over && !req.full { Cause::Ceiling } else { Cause::Shootdown });
@@ -643,7 +657,7 @@ impl<P: Coherence> Os<P> {
         // of its arrival (or of the end of the interrupt taken before it), the computation
         // pushed back by the handler.
         let leap = self.live_leap(core).filter(|l| irq.arrival < l.end_raw >> CLOCK_SHIFT);
-        let in_kernel_at_arrival = in_kernel && self.settings.kernel_interrupts_at_arrival();
+        let in_kernel_at_arrival = in_kernel && (irq.masked_ok || self.settings.kernel_interrupts_at_arrival());
         let taken_at = if in_kernel_at_arrival { Some(irq.arrival) } else { leap.map(|l| irq.arrival.max(l.from)) };
         if in_kernel && !in_kernel_at_arrival {
             self.stats[core].shootdowns_taken_on_kernel_exit += 1;
