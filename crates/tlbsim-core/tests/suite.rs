@@ -39,4 +39,5 @@ mod tlb_structures;
 mod trace_readers;
 mod vms;
 mod walk;
+mod will_it_scale;
 mod workload_build;

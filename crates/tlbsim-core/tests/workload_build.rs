@@ -74,6 +74,7 @@ fn every_generator_builds_with_its_defaults() {
         json!({"kind": "stm-mprotect"}),
         json!({"kind": "mitosis-bench", "test": "gups"}),
         json!({"kind": "vma-ops", "test": "mprotect"}),
+        json!({"kind": "will-it-scale"}),
         json!({"kind": "mactest"}),
         json!({"kind": "cowsingle"}),
         json!({"kind": "cowmultiple"}),

@@ -21,6 +21,8 @@
 //! - `mitosis-bench`: Mitosis §3 and §8 (Table 1): the paper's workloads as the programs
 //!   access memory (`test = "gups" | "btree" | "hashjoin" | "xsbench" | "canneal" |
 //!   "memcached" | "redis" | "graph500"`).
+//! - `will-it-scale`: will-it-scale's tlb_flush1/2/3 tests (write, madvise(DONTNEED) and
+//!   read one page per iteration), as threads or processes.
 //! - `vma-ops`: Mitosis §8.3.2 (Table 5): repeated mmap (MAP_POPULATE), mprotect or munmap
 //!   of a region (`test = "mmap" | "mprotect" | "munmap"`).
 //! - `mactest`, `cowsingle`, `cowmultiple`: DiDi Table III's microbenchmarks (the basic
@@ -46,6 +48,7 @@ mod stm;
 mod vm_mix;
 mod vma_ops;
 mod vmscale;
+mod will_it_scale;
 mod ycsb;
 
 pub use shootdown_patterns::{shootdown_patterns_list, PatternOp, ShootdownPattern, Sibling, PATTERNS_TOML};
@@ -94,6 +97,7 @@ generators! {
     "stm-mprotect" => StmMprotect(stm::StmMprotectParams) = stm::stm_mprotect, "DiDi §II, §IV: software transactional memory protected by mprotect (STAMP's genome, vacation, labyrinth)";
     "mitosis-bench" => MitosisBench(mitosis::MitosisBenchParams) = mitosis::mitosis_bench, "Mitosis §3, §8 (Table 1): GUPS, B-tree, hash join, XSBench, canneal, memcached, redis, graph500 as they access memory";
     "vma-ops" => VmaOps(vma_ops::VmaOpsParams) = vma_ops::vma_ops, "Mitosis §8.3.2 (Table 5): repeated mmap, mprotect or munmap of a region";
+    "will-it-scale" => WillItScale(will_it_scale::WillItScaleParams) = will_it_scale::will_it_scale, "will-it-scale's tlb_flush1/2/3 (the INVLPGB series' benchmark): write a page, madvise(DONTNEED) it, read it, as threads or processes";
     "mactest" => Mactest(didi::MactestParams) = didi::mactest, "DiDi Table III: the basic cost of a shootdown";
     "cowsingle" => CowSingle(didi::CowSingleParams) = didi::cowsingle, "DiDi Table III: copy-on-write after fork, one thread";
     "cowmultiple" => CowMultiple(didi::CowMultipleParams) = didi::cowmultiple, "DiDi Table III: copy-on-write after fork, many threads";
