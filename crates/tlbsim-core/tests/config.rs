@@ -198,8 +198,6 @@ fn settings_that_cannot_matter_are_refused() {
         ),
         (json!({}), &["os.thp_failure_rate=0.5"], "os.thp_failure_rate", "os.thp = true"),
         (json!({}), &["machine.tlb.partition_at_flush=true"], "machine.tlb.partition_at_flush", "partition_controller = \"utility\""),
-        (json!({"workload": os}), &["os.numa_scan_period_ms=10.0"], "os.numa_scan_period_ms", "os.numa_balancing = true"),
-        (json!({"workload": os}), &["os.numa_hint_order=restore-first"], "os.numa_hint_order", "os.numa_balancing = true"),
     ];
     for (tree, overrides, key, says) in cases {
         let (k, m) = config_error(resolve(tree.clone(), overrides));
@@ -214,7 +212,6 @@ fn settings_that_cannot_matter_are_refused() {
         (json!({"machine": {"sockets": 2, "memory": {"model": "cache"}}}), &["os.data_placement=fixed:1", "machine.memory.llc_bytes=1048576"]),
         (json!({"machine": {"sockets": 2}}), &["os.data_placement=interleave"]),
         (json!({"machine": {"sockets": 2}, "workload": os}), &["os.data_placement=fixed:1", "os.numa_balancing=true"]),
-        (json!({"workload": os}), &["os.numa_balancing=true", "os.numa_scan_period_ms=10.0", "os.numa_hint_order=restore-first"]),
         (json!({}), &["machine.tlb.partition_controller=utility", "machine.tlb.partition_at_flush=true"]),
         // `[costs]` describes the machine (a calibrated preset sets it): accepted in trace mode.
         (json!({}), &["costs.syscall=5"]),

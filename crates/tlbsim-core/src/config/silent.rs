@@ -172,16 +172,6 @@ pub(super) fn refuse_silent_settings(cfg: &Config, user: &Value, base: &Value) -
             }
         }
     }
-    if !cfg.os.numa_balancing && is_os_mode(kind) {
-        for key in ["os.numa_scan_delay_ms", "os.numa_scan_period_ms", "os.numa_scan_period_max_ms", "os.numa_scan_size_mb", "os.numa_hint_order"] {
-            if let Some((key, v)) = set(key) {
-                return Err(Error::config(
-                    key,
-                    format!("{v} cannot matter: AutoNUMA's scanner runs only with os.numa_balancing = true (a sweep that varies os.numa_balancing zips this key with it)"),
-                ));
-            }
-        }
-    }
     if !cfg.os.thp {
         if let Some((key, v)) = set("os.thp_failure_rate") {
             return Err(Error::config(key, format!("{v} cannot matter: only 2 MiB allocations fail, and they are made with os.thp = true")));
