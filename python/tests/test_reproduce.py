@@ -191,6 +191,17 @@ def test_tolerance() -> None:
     assert lower.agrees(2.5, 2.5) and lower.agrees(2.5, 9.0) and not lower.agrees(2.5, 2.49)
     assert upper.agrees(2.5, 2.5) and upper.agrees(2.5, -1.0) and not upper.agrees(2.5, 2.51)
     assert "lower bound" in lower.describe()
+    # On the complement: a share near 1 with a relative tolerance on 1 - x.
+    c = Tolerance(rel=0.5, complement=True)
+    assert c.agrees(0.98, 0.985) and c.agrees(0.98, 0.97) and not c.agrees(0.98, 0.95) and not c.agrees(0.98, 1.0)
+    assert "1 - ours" in c.describe()
+
+
+def test_a_tolerance_that_lets_zero_agree_with_a_nonzero_paper_value_is_found() -> None:
+    assert Tolerance(abs=0.1).contains_zero(0.1) and Tolerance(abs=0.1).contains_zero(0.08)
+    assert not Tolerance(abs=0.1).contains_zero(0.2) and not Tolerance(rel=0.5).contains_zero(0.08)
+    assert not Tolerance(abs=0.1).contains_zero(0.0) and not Tolerance(bound="upper").contains_zero(0.1)
+    assert Tolerance(rel=1.0).contains_zero(3.0) and not Tolerance(factor=10).contains_zero(0.01)
 
 
 # ------------------------------------------------------------------ broken paper folders
@@ -358,6 +369,19 @@ def test_a_broken_hooks_file_is_a_clean_error(tmp_path: Path) -> None:
             ["paper.toml", "tolerance.bound"],
         ),
         (GOOD_PAPER + GOOD_CLAIM, GOOD_SPEC, ["paper.toml", "claim[1]", "duplicate claim id"]),
+        (
+            GOOD_PAPER.replace("{ abs = 0.05 }", "{ abs = 1.0 }"),
+            GOOD_SPEC,
+            ["paper.toml", 'claim[0] (id "ipis").tolerance', "includes 0"],
+        ),
+        (
+            GOOD_PAPER.replace("tolerance = {", 'figure = "f"\ntolerance = {')
+            + GOOD_CLAIM.replace('"ipis"', '"ratio"')
+            .replace('"IPIs/op"', '"x alone"')
+            .replace("tolerance = {", 'figure = "f"\ntolerance = {'),
+            GOOD_SPEC,
+            ["paper.toml", 'claim[1] (id "ratio").figure', "'ipis'", "never share"],
+        ),
         (
             GOOD_PAPER
             + BEST_CLAIM.replace('"max"', '"top"').replace(
