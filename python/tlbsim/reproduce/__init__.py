@@ -67,6 +67,7 @@ class ReproduceResult:
     figures: list[Path]
     sweeps: dict[str, SweepSummary]
     reference_source: str
+    full_run: str = "not measured"
     warnings: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
@@ -178,10 +179,14 @@ def reproduce(
         "title": p.title,
         "citation": p.citation,
         "mode": "quick" if quick else "full",
+        "full_run": p.full_run_text(),
         "paper_values": p.paper_values,
         "reference_source": reference.source,
         "reference": reference.details,
         "warnings": reference.warnings,
+        # True when the measured paper values were taken on a busy machine (the hooks judge it;
+        # the linux paper's thresholds are in its hooks.py); None when nothing was measured.
+        "machine_loaded": reference.details.get("machine_loaded"),
         "sweeps": {
             n: {
                 "folder": os.fspath(out / "sweeps" / p.sweeps[n].folder(quick)),
@@ -206,6 +211,7 @@ def reproduce(
         figures=figures,
         sweeps=summaries,
         reference_source=reference.source,
+        full_run=p.full_run_text(),
         warnings=list(reference.warnings),
     )
 
@@ -220,6 +226,7 @@ def format_table(result: ReproduceResult) -> str:
     lines = [
         f"{result.paper}: {result.title}",
         f"paper values: {result.reference_source}",
+        f"mode: {'quick (the full run takes ' + result.full_run + ')' if result.quick else 'full'}",
         "",
         f"  {'claim':<{width}}  {'paper':>10}  {'ours':>10}  {'unit':<{unit}}  verdict",
     ]

@@ -135,8 +135,12 @@ def write_html(
         f"{n}: {s['total']} runs ({s['ran']} run now, {s['skipped']} finished before)"
         for n, s in meta["sweeps"].items()
     )
+    if meta["mode"] == "quick":
+        mode = f"quick (reduced sweeps: fewer seeds and operations; the full run takes {meta['full_run']})"
+    else:
+        mode = "full"
     parts.append(
-        f'<p class="note">Mode: {e(meta["mode"])}. Sweeps: {e(sweeps)}. '
+        f'<p class="note">Mode: {e(mode)}. Sweeps: {e(sweeps)}. '
         f"{c['agree']} agree, {c['disagree']} disagree, {c['n/a']} n/a.</p>"
     )
     for w in meta.get("warnings", []):

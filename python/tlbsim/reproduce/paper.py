@@ -34,7 +34,19 @@ from tlbsim.sweep import SpecError
 
 PAPER_FILE = "paper.toml"
 HOOKS_FILE = "hooks.py"
-PAPER_KEYS = ("title", "citation", "description", "paper_values", "paper_label", "sweep", "figure", "defaults", "claim")
+PAPER_KEYS = (
+    "title",
+    "citation",
+    "description",
+    "paper_values",
+    "paper_label",
+    "full_run",
+    "sweep",
+    "figure",
+    "defaults",
+    "claim",
+)
+FULL_RUN_KEYS = ("minutes", "measured")
 SWEEP_KEYS = ("spec", "quick")
 QUICK_KEYS = ("seeds", "set")
 FIGURE_KEYS = ("title", "ylabel", "caption", "log")
@@ -201,6 +213,15 @@ class Paper:
     claims: list[Claim]
     metrics: dict[str, Metric] = field(default_factory=dict)
     hooks: ModuleType | None = None
+    # How long the full (not --quick) run took, and where it was measured; None: not measured.
+    full_run_minutes: float | None = None
+    full_run_measured: str = ""
+
+    def full_run_text(self) -> str:
+        """The full run's duration as the page and reproduce.json state it (issue 49)."""
+        if self.full_run_minutes is None:
+            return "not measured"
+        return f"about {self.full_run_minutes:g} minutes ({self.full_run_measured})"
 
     @property
     def reference(self) -> Callable[..., Any] | None:
@@ -333,6 +354,15 @@ def load(folder: Path, name: str | None = None) -> Paper:
         raise PaperError(f"{path}: invalid TOML: {err}") from None
     top = _Reader(path, "", data, PAPER_KEYS)
     title = top.get("title", str, required=True)
+    full_run_minutes, full_run_measured = None, ""
+    full_table = top.get("full_run", dict)
+    if full_table is not None:
+        full = _Reader(path, "full_run", full_table, FULL_RUN_KEYS)
+        full_run_minutes = full.get("minutes", float, required=True)
+        if not full_run_minutes > 0:
+            raise full.error("minutes", f"must be > 0, got {full_run_minutes}")
+        # A duration without where it was measured cannot be weighed: both are required.
+        full_run_measured = full.get("measured", str, required=True)
     hooks = _load_hooks(folder, name)
     metrics: dict[str, Metric] = {}
     if hooks is not None:
@@ -464,6 +494,8 @@ def load(folder: Path, name: str | None = None) -> Paper:
         claims=claims,
         metrics=metrics,
         hooks=hooks,
+        full_run_minutes=full_run_minutes,
+        full_run_measured=full_run_measured,
     )
 
 
