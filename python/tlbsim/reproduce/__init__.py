@@ -122,6 +122,7 @@ def reproduce(
     jobs: int | None = None,
     progress: bool | None = None,
     on_sweep: Callable[[str, int, int], None] | None = None,
+    cluster: str | None = None,
 ) -> ReproduceResult:
     """Run the paper's sweeps (resuming) into ``out`` (default ``out/reproduce/<paper>``)
     and write claims.json, the figures and index.html there.
@@ -129,7 +130,9 @@ def reproduce(
     ``quick``: the reduced sweeps (fewer seeds and operations) and a shorter measurement
     of measured paper values; ``jobs``: simulations in parallel (default: all CPUs);
     ``progress``: progress bars on stderr (default: when stderr is a terminal);
-    ``on_sweep(name, total, skipped)``: called before each sweep runs.
+    ``on_sweep(name, total, skipped)``: called before each sweep runs; ``cluster``: a Dask
+    scheduler address to run the sweeps on instead of this machine (as ``tlbsim sweep
+    --cluster``; measured paper values are still measured here).
     Raises :class:`PaperError` (a ``SpecError``) naming the file and key when the paper
     folder is wrong, before any run.
     """
@@ -150,7 +153,9 @@ def reproduce(
             if on_sweep is not None:
                 on_sweep(name, total, skipped)
 
-        summaries[name] = sweep_module.sweep(spec, target, jobs=jobs, progress=progress, on_start=started)
+        summaries[name] = sweep_module.sweep(
+            spec, target, jobs=jobs, cluster=cluster, progress=progress, on_start=started
+        )
         runs[name] = _load_runs(target, spec)
 
     reference = Reference({}, "stated in the paper")
@@ -216,6 +221,73 @@ def reproduce(
     )
 
 
+@dataclass
+class IndexResult:
+    """What ``reproduce_all`` wrote: one entry per paper (its counts, or the error that
+    stopped it) and the index files."""
+
+    out: Path
+    quick: bool
+    papers: list[dict[str, Any]]
+    index_path: Path
+    json_path: Path
+
+    @property
+    def failed(self) -> list[str]:
+        return [p["paper"] for p in self.papers if p.get("error")]
+
+
+def reproduce_all(
+    out: str | os.PathLike[str] | None = None,
+    *,
+    quick: bool = False,
+    jobs: int | None = None,
+    progress: bool | None = None,
+    on_sweep: Callable[[str, str, int, int], None] | None = None,
+    cluster: str | None = None,
+    names: list[str] | None = None,
+) -> IndexResult:
+    """Reproduce every shipped paper (or ``names``) into ``out/<paper>/`` (default
+    ``out/reproduce``), resuming each as :func:`reproduce` does, and write ``out/index.json``
+    and ``out/index.html``: each paper's agree/disagree/n/a counts and a link to its page.
+
+    A paper that fails is recorded with its error in the index and the others still run
+    (a long unattended run should not lose the rest to one paper); ``on_sweep(paper, sweep,
+    total, skipped)`` is called before each sweep runs."""
+    from tlbsim.reproduce import page
+
+    out = Path(out) if out is not None else Path("out") / "reproduce"
+    out.mkdir(parents=True, exist_ok=True)
+    entries: list[dict[str, Any]] = []
+    for name in names if names is not None else papers():
+
+        def started(sweep: str, total: int, skipped: int, name: str = name) -> None:
+            if on_sweep is not None:
+                on_sweep(name, sweep, total, skipped)
+
+        entry: dict[str, Any] = {"paper": name, "page": f"{name}/index.html"}
+        try:
+            r = reproduce(
+                name, out / name, quick=quick, jobs=jobs, progress=progress, on_sweep=started, cluster=cluster
+            )
+        except Exception as err:  # noqa: BLE001 - recorded in the index; the other papers still run
+            entry |= {"title": "", "error": f"{type(err).__name__}: {err}", "counts": None}
+        else:
+            entry |= {
+                "title": r.title,
+                "counts": r.counts(),
+                "full_run": r.full_run,
+                "warnings": r.warnings,
+                "error": None,
+            }
+        entries.append(entry)
+    meta = {"mode": "quick" if quick else "full", "papers": entries}
+    json_path = out / "index.json"
+    write_json_atomic(json_path, meta)
+    index = page.write_index(meta, out)
+    return IndexResult(out=out, quick=quick, papers=entries, index_path=index, json_path=json_path)
+
+
 def format_table(result: ReproduceResult) -> str:
     """The claims as a text table: id, paper, ours, unit, verdict."""
     from tlbsim.reproduce.page import fmt
@@ -250,6 +322,7 @@ sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = [
     "CLAIM_KEYS",
+    "IndexResult",
     "PaperError",
     "ReproduceResult",
     "format_table",
@@ -257,4 +330,5 @@ __all__ = [
     "paper_folder",
     "papers",
     "reproduce",
+    "reproduce_all",
 ]
