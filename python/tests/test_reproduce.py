@@ -156,6 +156,62 @@ def test_a_failing_benchmark_falls_back_to_the_committed_values(
     assert "not Linux" in (rp.load_paper("linux").hooks.native_unavailable() or "")
 
 
+def test_a_loaded_machine_is_warned_about_on_the_page_and_in_reproduce_json(
+    quick: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tlbsim.host import measure as native
+
+    hooks = rp.load_paper("linux").hooks
+    assert hooks is not None
+    # The quick run's own measurement: its load reading decides the flag either way.
+    meta = json.loads((quick / "reproduce.json").read_text())
+    if meta["reference_source"].startswith(("measured now", "measured on this machine")):
+        assert meta["machine_loaded"] == (native.load_warning(meta["reference"]["load"]) is not None)
+    # A measurement kept without a warning but whose load reading shows a busy machine
+    # (injected: other work took 60% of the CPUs) is warned about all the same.
+    out = tmp_path / "linux"
+    shutil.copytree(quick / "sweeps", out / "sweeps")
+    kept = json.loads(json.dumps(COMMITTED))
+    kept["ops"] = hooks.QUICK_OPS
+    kept["load"] = {"loadavg_at_start": 0.1, "cpus": 2, "other_work_fraction": 0.6, "steal_fraction": 0.0}
+    kept["warnings"] = []
+    (out / "reference").mkdir()
+    (out / "reference" / hooks.CACHE_NAME).write_text(json.dumps(kept))
+    monkeypatch.setattr(hooks, "native_unavailable", lambda: None)
+    result = tlbsim.reproduce("linux", out, quick=True, jobs=1)
+    assert result.ran == 0 and result.reference_source.startswith("measured on this machine")
+    assert any("other work used 60% of the CPUs" in w for w in result.warnings), result.warnings
+    meta = json.loads((out / "reproduce.json").read_text())
+    assert meta["machine_loaded"] is True and any("60%" in w for w in meta["warnings"])
+    assert 'class="warning">Warning: the host was busy' in (out / "index.html").read_text()
+    # The same reading on a quiet machine: no warning, flag False.
+    kept["load"]["other_work_fraction"] = 0.01
+    (out / "reference" / hooks.CACHE_NAME).write_text(json.dumps(kept))
+    quiet = tlbsim.reproduce("linux", out, quick=True, jobs=1)
+    assert not any("busy" in w for w in quiet.warnings)
+    assert json.loads((out / "reproduce.json").read_text())["machine_loaded"] is False
+
+
+def test_the_page_states_quick_and_how_long_the_full_run_takes(quick: Path, tmp_path: Path) -> None:
+    meta = json.loads((quick / "reproduce.json").read_text())
+    assert meta["mode"] == "quick" and meta["full_run"] == rp.load_paper("linux").full_run_text()
+    assert f"the full run takes {meta['full_run']}" in (quick / "index.html").read_text()
+    # A stated duration must say where it was measured; without one the page says "not measured".
+    folder = _paper(
+        tmp_path, GOOD_PAPER.replace('title = "test paper"\n', 'title = "test paper"\nfull_run = { minutes = 12 }\n')
+    )
+    with pytest.raises(PaperError, match=r"paper.toml: full_run.measured: missing"):
+        rp.load_paper(folder)
+    (folder / "paper.toml").write_text(
+        GOOD_PAPER.replace(
+            'title = "test paper"\n', 'title = "test paper"\nfull_run = { minutes = 12, measured = "2 CPUs" }\n'
+        )
+    )
+    assert rp.load_paper(folder).full_run_text() == "about 12 minutes (2 CPUs)"
+    (tmp_path / "b").mkdir()
+    assert rp.load_paper(_paper(tmp_path / "b")).full_run_text() == "not measured"
+
+
 def test_committed_measurement_says_where_it_was_measured() -> None:
     assert COMMITTED["measured"][:4].isdigit() and COMMITTED["host"]["model"] and COMMITTED["host"]["kernel"]
     assert set(COMMITTED["shootdown_patterns"]) == set(PATTERNS)
@@ -191,6 +247,17 @@ def test_tolerance() -> None:
     assert lower.agrees(2.5, 2.5) and lower.agrees(2.5, 9.0) and not lower.agrees(2.5, 2.49)
     assert upper.agrees(2.5, 2.5) and upper.agrees(2.5, -1.0) and not upper.agrees(2.5, 2.51)
     assert "lower bound" in lower.describe()
+    # On the complement: a share near 1 with a relative tolerance on 1 - x.
+    c = Tolerance(rel=0.5, complement=True)
+    assert c.agrees(0.98, 0.985) and c.agrees(0.98, 0.97) and not c.agrees(0.98, 0.95) and not c.agrees(0.98, 1.0)
+    assert "1 - ours" in c.describe()
+
+
+def test_a_tolerance_that_lets_zero_agree_with_a_nonzero_paper_value_is_found() -> None:
+    assert Tolerance(abs=0.1).contains_zero(0.1) and Tolerance(abs=0.1).contains_zero(0.08)
+    assert not Tolerance(abs=0.1).contains_zero(0.2) and not Tolerance(rel=0.5).contains_zero(0.08)
+    assert not Tolerance(abs=0.1).contains_zero(0.0) and not Tolerance(bound="upper").contains_zero(0.1)
+    assert Tolerance(rel=1.0).contains_zero(3.0) and not Tolerance(factor=10).contains_zero(0.01)
 
 
 # ------------------------------------------------------------------ broken paper folders
@@ -358,6 +425,19 @@ def test_a_broken_hooks_file_is_a_clean_error(tmp_path: Path) -> None:
             ["paper.toml", "tolerance.bound"],
         ),
         (GOOD_PAPER + GOOD_CLAIM, GOOD_SPEC, ["paper.toml", "claim[1]", "duplicate claim id"]),
+        (
+            GOOD_PAPER.replace("{ abs = 0.05 }", "{ abs = 1.0 }"),
+            GOOD_SPEC,
+            ["paper.toml", 'claim[0] (id "ipis").tolerance', "includes 0"],
+        ),
+        (
+            GOOD_PAPER.replace("tolerance = {", 'figure = "f"\ntolerance = {')
+            + GOOD_CLAIM.replace('"ipis"', '"ratio"')
+            .replace('"IPIs/op"', '"x alone"')
+            .replace("tolerance = {", 'figure = "f"\ntolerance = {'),
+            GOOD_SPEC,
+            ["paper.toml", 'claim[1] (id "ratio").figure', "'ipis'", "never share"],
+        ),
         (
             GOOD_PAPER
             + BEST_CLAIM.replace('"max"', '"top"').replace(

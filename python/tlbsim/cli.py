@@ -396,15 +396,49 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         print("tlbsim: error: name a paper (tlbsim reproduce --list names them)", file=sys.stderr)
         return EXIT_USAGE
 
+    if args.paper == "all" and not Path("all").is_dir():
+        return _reproduce_all(args)
+
     def started(sweep: str, total: int, skipped: int) -> None:
         print(f"sweep {sweep}: {total} runs: {skipped} already finished, {total - skipped} to run", flush=True)
 
     result = reproduce.reproduce(
-        args.paper, args.out, quick=args.quick, jobs=args.jobs, progress=args.progress or None, on_sweep=started
+        args.paper,
+        args.out,
+        quick=args.quick,
+        jobs=args.jobs,
+        progress=args.progress or None,
+        on_sweep=started,
+        cluster=args.cluster,
     )
     print(reproduce.format_table(result))
     print(f"\nwrote {result.claims_path}\n      {result.index_path}")
     return 0
+
+
+def _reproduce_all(args: argparse.Namespace) -> int:
+    """``tlbsim reproduce all``: every paper, then one index over them."""
+    from tlbsim import reproduce
+
+    def started(paper: str, sweep: str, total: int, skipped: int) -> None:
+        print(f"{paper}: sweep {sweep}: {total} runs: {skipped} already finished, {total - skipped} to run", flush=True)
+
+    result = reproduce.reproduce_all(
+        args.out,
+        quick=args.quick,
+        jobs=args.jobs,
+        progress=args.progress or None,
+        on_sweep=started,
+        cluster=args.cluster,
+    )
+    for p in result.papers:
+        if p["error"]:
+            print(f"  {p['paper']:<12} failed: {p['error']}")
+        else:
+            c = p["counts"]
+            print(f"  {p['paper']:<12} {c['agree']} agree, {c['disagree']} disagree, {c['n/a']} n/a")
+    print(f"\nwrote {result.json_path}\n      {result.index_path}")
+    return 1 if result.failed else 0
 
 
 def _cmd_fuzz(args: argparse.Namespace) -> int:
@@ -747,13 +781,23 @@ def build_parser() -> argparse.ArgumentParser:
             "DIR/index.html. Finished runs are not run again."
         ),
     )
-    p.add_argument("paper", metavar="PAPER", nargs="?", help="a paper (--list names them) or a paper folder")
+    p.add_argument(
+        "paper",
+        metavar="PAPER",
+        nargs="?",
+        help="a paper (--list names them), a paper folder, or all: every paper and DIR/index.html over them",
+    )
     p.add_argument("--list", action="store_true", help="name the papers available")
     p.add_argument(
         "--quick", action="store_true", help="the reduced sweeps (fewer seeds and operations): well under a minute"
     )
     p.add_argument("--jobs", type=_positive, metavar="N", help="parallel runs (default: CPUs)")
-    p.add_argument("--out", metavar="DIR", help="output folder (default: out/reproduce/PAPER)")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: out/reproduce/PAPER; all: out/reproduce)")
+    p.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="run the sweeps on a Dask distributed scheduler (e.g. tcp://host:8786), as tlbsim sweep --cluster",
+    )
     p.add_argument("--progress", action="store_true", help="show the progress bars even when stderr is not a terminal")
     p.set_defaults(func=_cmd_reproduce)
 

@@ -67,6 +67,7 @@ class ReproduceResult:
     figures: list[Path]
     sweeps: dict[str, SweepSummary]
     reference_source: str
+    full_run: str = "not measured"
     warnings: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
@@ -121,6 +122,7 @@ def reproduce(
     jobs: int | None = None,
     progress: bool | None = None,
     on_sweep: Callable[[str, int, int], None] | None = None,
+    cluster: str | None = None,
 ) -> ReproduceResult:
     """Run the paper's sweeps (resuming) into ``out`` (default ``out/reproduce/<paper>``)
     and write claims.json, the figures and index.html there.
@@ -128,7 +130,9 @@ def reproduce(
     ``quick``: the reduced sweeps (fewer seeds and operations) and a shorter measurement
     of measured paper values; ``jobs``: simulations in parallel (default: all CPUs);
     ``progress``: progress bars on stderr (default: when stderr is a terminal);
-    ``on_sweep(name, total, skipped)``: called before each sweep runs.
+    ``on_sweep(name, total, skipped)``: called before each sweep runs; ``cluster``: a Dask
+    scheduler address to run the sweeps on instead of this machine (as ``tlbsim sweep
+    --cluster``; measured paper values are still measured here).
     Raises :class:`PaperError` (a ``SpecError``) naming the file and key when the paper
     folder is wrong, before any run.
     """
@@ -149,7 +153,9 @@ def reproduce(
             if on_sweep is not None:
                 on_sweep(name, total, skipped)
 
-        summaries[name] = sweep_module.sweep(spec, target, jobs=jobs, progress=progress, on_start=started)
+        summaries[name] = sweep_module.sweep(
+            spec, target, jobs=jobs, cluster=cluster, progress=progress, on_start=started
+        )
         runs[name] = _load_runs(target, spec)
 
     reference = Reference({}, "stated in the paper")
@@ -178,10 +184,14 @@ def reproduce(
         "title": p.title,
         "citation": p.citation,
         "mode": "quick" if quick else "full",
+        "full_run": p.full_run_text(),
         "paper_values": p.paper_values,
         "reference_source": reference.source,
         "reference": reference.details,
         "warnings": reference.warnings,
+        # True when the measured paper values were taken on a busy machine (the hooks judge it;
+        # the linux paper's thresholds are in its hooks.py); None when nothing was measured.
+        "machine_loaded": reference.details.get("machine_loaded"),
         "sweeps": {
             n: {
                 "folder": os.fspath(out / "sweeps" / p.sweeps[n].folder(quick)),
@@ -206,8 +216,76 @@ def reproduce(
         figures=figures,
         sweeps=summaries,
         reference_source=reference.source,
+        full_run=p.full_run_text(),
         warnings=list(reference.warnings),
     )
+
+
+@dataclass
+class IndexResult:
+    """What ``reproduce_all`` wrote: one entry per paper (its counts, or the error that
+    stopped it) and the index files."""
+
+    out: Path
+    quick: bool
+    papers: list[dict[str, Any]]
+    index_path: Path
+    json_path: Path
+
+    @property
+    def failed(self) -> list[str]:
+        return [p["paper"] for p in self.papers if p.get("error")]
+
+
+def reproduce_all(
+    out: str | os.PathLike[str] | None = None,
+    *,
+    quick: bool = False,
+    jobs: int | None = None,
+    progress: bool | None = None,
+    on_sweep: Callable[[str, str, int, int], None] | None = None,
+    cluster: str | None = None,
+    names: list[str] | None = None,
+) -> IndexResult:
+    """Reproduce every shipped paper (or ``names``) into ``out/<paper>/`` (default
+    ``out/reproduce``), resuming each as :func:`reproduce` does, and write ``out/index.json``
+    and ``out/index.html``: each paper's agree/disagree/n/a counts and a link to its page.
+
+    A paper that fails is recorded with its error in the index and the others still run
+    (a long unattended run should not lose the rest to one paper); ``on_sweep(paper, sweep,
+    total, skipped)`` is called before each sweep runs."""
+    from tlbsim.reproduce import page
+
+    out = Path(out) if out is not None else Path("out") / "reproduce"
+    out.mkdir(parents=True, exist_ok=True)
+    entries: list[dict[str, Any]] = []
+    for name in names if names is not None else papers():
+
+        def started(sweep: str, total: int, skipped: int, name: str = name) -> None:
+            if on_sweep is not None:
+                on_sweep(name, sweep, total, skipped)
+
+        entry: dict[str, Any] = {"paper": name, "page": f"{name}/index.html"}
+        try:
+            r = reproduce(
+                name, out / name, quick=quick, jobs=jobs, progress=progress, on_sweep=started, cluster=cluster
+            )
+        except Exception as err:  # noqa: BLE001 - recorded in the index; the other papers still run
+            entry |= {"title": "", "error": f"{type(err).__name__}: {err}", "counts": None}
+        else:
+            entry |= {
+                "title": r.title,
+                "counts": r.counts(),
+                "full_run": r.full_run,
+                "warnings": r.warnings,
+                "error": None,
+            }
+        entries.append(entry)
+    meta = {"mode": "quick" if quick else "full", "papers": entries}
+    json_path = out / "index.json"
+    write_json_atomic(json_path, meta)
+    index = page.write_index(meta, out)
+    return IndexResult(out=out, quick=quick, papers=entries, index_path=index, json_path=json_path)
 
 
 def format_table(result: ReproduceResult) -> str:
@@ -220,6 +298,7 @@ def format_table(result: ReproduceResult) -> str:
     lines = [
         f"{result.paper}: {result.title}",
         f"paper values: {result.reference_source}",
+        f"mode: {'quick (the full run takes ' + result.full_run + ')' if result.quick else 'full'}",
         "",
         f"  {'claim':<{width}}  {'paper':>10}  {'ours':>10}  {'unit':<{unit}}  verdict",
     ]
@@ -243,6 +322,7 @@ sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = [
     "CLAIM_KEYS",
+    "IndexResult",
     "PaperError",
     "ReproduceResult",
     "format_table",
@@ -250,4 +330,5 @@ __all__ = [
     "paper_folder",
     "papers",
     "reproduce",
+    "reproduce_all",
 ]

@@ -135,8 +135,12 @@ def write_html(
         f"{n}: {s['total']} runs ({s['ran']} run now, {s['skipped']} finished before)"
         for n, s in meta["sweeps"].items()
     )
+    if meta["mode"] == "quick":
+        mode = f"quick (reduced sweeps: fewer seeds and operations; the full run takes {meta['full_run']})"
+    else:
+        mode = "full"
     parts.append(
-        f'<p class="note">Mode: {e(meta["mode"])}. Sweeps: {e(sweeps)}. '
+        f'<p class="note">Mode: {e(mode)}. Sweeps: {e(sweeps)}. '
         f"{c['agree']} agree, {c['disagree']} disagree, {c['n/a']} n/a.</p>"
     )
     for w in meta.get("warnings", []):
@@ -197,3 +201,36 @@ def write_html(
     tmp.write_text("\n".join(parts), encoding="utf-8")
     tmp.replace(index)
     return index
+
+
+def write_index(meta: Mapping[str, Any], out: Path) -> Path:
+    """``out/index.html`` of ``tlbsim reproduce all``: per paper its counts and a link."""
+    e = html.escape
+    title = f"tlbsim reproduce all ({meta['mode']})"
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{e(title)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>{e(title)}</h1>",
+        f'<p class="note">Mode: {e(meta["mode"])}.</p>',
+        "<table>",
+        "<tr><th>paper</th><th>title</th><th>agree</th><th>disagree</th><th>n/a</th><th>full run</th><th>notes</th></tr>",
+    ]
+    for p in meta["papers"]:
+        c = p.get("counts") or {}
+        if p.get("error"):
+            notes = f'<span class="warning">failed: {e(p["error"])}</span>'
+        else:
+            notes = "".join(f'<span class="warning">Warning: {e(w)}</span><br>' for w in p.get("warnings", []))
+        parts.append(
+            f'<tr><td class="id"><a href="{e(p["page"])}">{e(p["paper"])}</a></td><td>{e(p.get("title", ""))}</td>'
+            f'<td class="num">{c.get("agree", "")}</td><td class="num">{c.get("disagree", "")}</td>'
+            f'<td class="num">{c.get("n/a", "")}</td><td>{e(p.get("full_run", ""))}</td><td>{notes}</td></tr>'
+        )
+    parts += ["</table>", "</body></html>"]
+    path = out / "index.html"
+    tmp = path.with_suffix(".html.tmp")
+    tmp.write_text("\n".join(parts) + "\n")
+    tmp.replace(path)
+    return path

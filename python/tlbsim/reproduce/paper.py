@@ -34,7 +34,19 @@ from tlbsim.sweep import SpecError
 
 PAPER_FILE = "paper.toml"
 HOOKS_FILE = "hooks.py"
-PAPER_KEYS = ("title", "citation", "description", "paper_values", "paper_label", "sweep", "figure", "defaults", "claim")
+PAPER_KEYS = (
+    "title",
+    "citation",
+    "description",
+    "paper_values",
+    "paper_label",
+    "full_run",
+    "sweep",
+    "figure",
+    "defaults",
+    "claim",
+)
+FULL_RUN_KEYS = ("minutes", "measured")
 SWEEP_KEYS = ("spec", "quick")
 QUICK_KEYS = ("seeds", "set")
 FIGURE_KEYS = ("title", "ylabel", "caption", "log")
@@ -42,7 +54,7 @@ CLAIM_KEYS = ("id", "section", "claim", "label", "paper_value", "unit", "toleran
 CLAIM_REQUIRED = ("id", "section", "claim", "paper_value", "unit", "tolerance", "ours")
 OURS_KEYS = ("sweep", "metric", "where", "relative_to")
 RELATIVE_KEYS = ("sweep", "where", "best")
-TOLERANCE_KEYS = ("abs", "rel", "factor", "bound")
+TOLERANCE_KEYS = ("abs", "rel", "factor", "bound", "complement")
 
 AGREE, DISAGREE, NA = "agree", "disagree", "n/a"
 
@@ -73,14 +85,27 @@ class Selection:
 class Tolerance:
     """``abs``/``rel``: agree when |ours - paper| <= max(abs, rel x |paper|); ``factor``:
     agree when ours / paper lies within [1/factor, factor]; ``bound``: the paper states a
-    bound ("over 2.5": ``"lower"``, ours >= paper; "under": ``"upper"``, ours <= paper)."""
+    bound ("over 2.5": ``"lower"``, ours >= paper; "under": ``"upper"``, ours <= paper).
+    ``complement``: abs/rel/factor apply to 1 - x instead of x, so that a share near 1
+    ("eliminates 98%") gets a relative tolerance that can fail (issue 49)."""
 
     abs: float = 0.0
     rel: float = 0.0
     factor: float | None = None
     bound: str | None = None
+    complement: bool = False
+
+    def contains_zero(self, paper: float) -> bool:
+        """Whether ours = 0 would agree with a nonzero paper value: such a tolerance cannot
+        tell a mechanism that does nothing from one that matches the paper (issue 49: 0.10
+        +- 0.1 "agreed" with 0.000). A stated bound is the paper's own claim, so it is exempt."""
+        if paper == 0 or self.bound is not None:
+            return False
+        return self.agrees(paper, 0.0)
 
     def agrees(self, paper: float, ours: float) -> bool:
+        if self.complement:
+            return Tolerance(self.abs, self.rel, self.factor).agrees(1 - paper, 1 - ours)
         if self.bound == "lower":
             return ours >= paper
         if self.bound == "upper":
@@ -98,11 +123,15 @@ class Tolerance:
         if self.bound == "upper":
             return "ours <= paper (the paper states an upper bound)"
         if self.factor is not None:
+            if self.complement:
+                return f"(1 - ours) / (1 - paper) within a factor of {self.factor:g}"
             return f"ours / paper within a factor of {self.factor:g}"
         parts = [f"{self.abs:g}"] if self.abs else []
         if self.rel:
             parts.append(f"{self.rel:g} x |paper|")
         bound = parts[0] if len(parts) == 1 else f"max({', '.join(parts)})" if parts else "0"
+        if self.complement:
+            return f"|(1 - ours) - (1 - paper)| <= {bound.replace('|paper|', '|1 - paper|')}"
         return f"|ours - paper| <= {bound}"
 
 
@@ -184,6 +213,15 @@ class Paper:
     claims: list[Claim]
     metrics: dict[str, Metric] = field(default_factory=dict)
     hooks: ModuleType | None = None
+    # How long the full (not --quick) run took, and where it was measured; None: not measured.
+    full_run_minutes: float | None = None
+    full_run_measured: str = ""
+
+    def full_run_text(self) -> str:
+        """The full run's duration as the page and reproduce.json state it (issue 49)."""
+        if self.full_run_minutes is None:
+            return "not measured"
+        return f"about {self.full_run_minutes:g} minutes ({self.full_run_measured})"
 
     @property
     def reference(self) -> Callable[..., Any] | None:
@@ -316,6 +354,15 @@ def load(folder: Path, name: str | None = None) -> Paper:
         raise PaperError(f"{path}: invalid TOML: {err}") from None
     top = _Reader(path, "", data, PAPER_KEYS)
     title = top.get("title", str, required=True)
+    full_run_minutes, full_run_measured = None, ""
+    full_table = top.get("full_run", dict)
+    if full_table is not None:
+        full = _Reader(path, "full_run", full_table, FULL_RUN_KEYS)
+        full_run_minutes = full.get("minutes", float, required=True)
+        if not full_run_minutes > 0:
+            raise full.error("minutes", f"must be > 0, got {full_run_minutes}")
+        # A duration without where it was measured cannot be weighed: both are required.
+        full_run_measured = full.get("measured", str, required=True)
     hooks = _load_hooks(folder, name)
     metrics: dict[str, Metric] = {}
     if hooks is not None:
@@ -382,6 +429,12 @@ def load(folder: Path, name: str | None = None) -> Paper:
         seen.add(cid)
         paper_value, reference = _paper_value(r, hooks)
         tol = _tolerance(r)
+        if paper_value is not None and tol.contains_zero(paper_value):
+            raise r.error(
+                "tolerance",
+                f"{tol.describe()} around {paper_value:g} includes 0, so a mechanism that does "
+                "nothing would agree; use rel or factor (or complement = true near 1)",
+            )
         ours = _Reader(path, r.name("ours"), r.get("ours", dict), OURS_KEYS)
         metric = ours.get("metric", str, required=True)
         if metric not in metrics and not _is_stats_path(metric):
@@ -396,6 +449,17 @@ def load(folder: Path, name: str | None = None) -> Paper:
         if rel_table is not None:
             relative = _selection(ours, "relative_to", rel_table, select.sweep, sweeps, swept)
         figure = r.get("figure", str)
+        unit = r.get("unit", str)
+        if figure is not None:
+            # Ratios and counts on one axis hide the ratios (issue 49): one kind of unit per figure.
+            kind = axis_kind(unit)
+            other = next((c for c in claims if c.figure == figure and axis_kind(c.unit) != kind), None)
+            if other is not None:
+                raise r.error(
+                    "figure",
+                    f"figure {figure!r} already holds claim {other.id!r} in {other.unit!r}, this claim "
+                    f"is in {unit!r}: ratios and counts never share a figure's axis; split the figure",
+                )
         if figure is not None and figure not in figures:
             figures[figure] = FigureDef(figure, figure, r.get("unit", str), "", False)
         claims.append(
@@ -430,7 +494,17 @@ def load(folder: Path, name: str | None = None) -> Paper:
         claims=claims,
         metrics=metrics,
         hooks=hooks,
+        full_run_minutes=full_run_minutes,
+        full_run_measured=full_run_measured,
     )
+
+
+def axis_kind(unit: str) -> str:
+    """What a figure's y axis measures: every ratio ("x", "x linux", "share of flushes")
+    is dimensionless and plots on one axis; any other unit is a count or rate of its own."""
+    if unit == "x" or unit.startswith(("x ", "share")):
+        return "ratio"
+    return unit
 
 
 def _paper_value(r: _Reader, hooks: ModuleType | None) -> tuple[float | None, str | None]:
@@ -465,7 +539,8 @@ def _tolerance(r: _Reader) -> Tolerance:
             raise t.error(key, f"must be >= 0, got {v}")
     if factor is not None and not factor >= 1:
         raise t.error("factor", f"must be >= 1, got {factor}")
-    return Tolerance(a, rel, factor)
+    complement = t.get("complement", bool, False)
+    return Tolerance(a, rel, factor, complement=complement)
 
 
 def _is_stats_path(metric: str) -> bool:

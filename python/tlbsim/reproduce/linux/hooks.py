@@ -189,17 +189,20 @@ def reference(ctx: ReferenceContext) -> Reference:
         data = json.loads(COMMITTED.read_text())
         source = f"committed values ({COMMITTED.name}; measuring here is not possible: {why}): "
     vals, notes = values(data)
+    # The loaded-machine warning is judged again from the load reading kept with every
+    # measurement (fresh, kept from an earlier run, or committed), with load_warning's
+    # thresholds (other work > 20% of the CPUs, steal > 10%, load average > 0.75 per CPU),
+    # so a measurement stored without its warning still gets one (issue 49).
+    load = data.get("load")
+    loaded = native.load_warning(load) if isinstance(load, Mapping) else None
+    stored = [w for w in data.get("warnings", []) if not w.startswith("the host was busy")]
     # calibrate's advice ("calibrate again ...") does not apply here; say how to measure again.
-    warnings = [w.partition("; calibrate again")[0] for w in data.get("warnings", [])]
+    warnings = [w.partition("; calibrate again")[0] for w in ([loaded] if loaded else []) + stored]
     if warnings and source.startswith(("measured now", "measured on this machine")):
         warnings.append(f"to measure again, delete {cache} and run this command again on a quiet machine")
-    return Reference(
-        vals,
-        source + describe(data),
-        notes,
-        warnings,
-        {k: v for k, v in data.items() if k not in ("shootdown_patterns", "shootdown_controls")},
-    )
+    details = {k: v for k, v in data.items() if k not in ("shootdown_patterns", "shootdown_controls")}
+    details["machine_loaded"] = None if not isinstance(load, Mapping) else loaded is not None
+    return Reference(vals, source + describe(data), notes, warnings, details)
 
 
 def main(argv: list[str] | None = None) -> int:
