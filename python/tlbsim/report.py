@@ -529,7 +529,8 @@ def _fig_throughput(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, s
             ax.errorbar(
                 a["_threads"],
                 a["mean"],
-                yerr=[a["mean"] - a["min"], a["max"] - a["mean"]],
+                # clipped at 0: the mean of equal values may differ from them by rounding
+                yerr=[(a["mean"] - a["min"]).clip(lower=0), (a["max"] - a["mean"]).clip(lower=0)],
                 label=s,
                 capsize=3,
                 # later series smaller, so that equal curves all stay visible
@@ -713,7 +714,7 @@ def _fig_mpki(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, str]:
             ax.errorbar(
                 a["_x"],
                 a["mean"],
-                yerr=[a["mean"] - a["min"], a["max"] - a["mean"]],
+                yerr=[(a["mean"] - a["min"]).clip(lower=0), (a["max"] - a["mean"]).clip(lower=0)],
                 label=_fmt(s),
                 capsize=3,
                 **_style(i),
@@ -896,6 +897,9 @@ td:first-child { text-align: left; font-family: monospace; }
 """
 
 
+TABLE_ORDER = ("config.workload.kind", "config.workload.threads", "config.os.coherence", "config.os.recycling")
+
+
 def _table_html(frame: pd.DataFrame) -> str:
     cols: list[tuple[str, str]] = []
     if "run_id" in frame.columns:
@@ -904,6 +908,12 @@ def _table_html(frame: pd.DataFrame) -> str:
     for c in _varied(frame) + ([seed] if seed and _nunique(frame, seed) > 1 else []):
         cols.append((c, _short(c)))
     cols += [(c, label) for c, label in TABLE_METRICS if c in frame.columns]
+    # Sorted by workload, threads, policy (then the rest of the key), not by run hash, so
+    # that the rows of one comparison stand together.
+    order = [c for c in TABLE_ORDER if c in frame.columns]
+    order += [c for c, _ in cols if c not in order and c != "run_id"]
+    if order:
+        frame = frame.sort_values(order, kind="stable", key=lambda col: col.map(_sort_key))
     rows = frame.head(MAX_TABLE_ROWS)
     out = ["<table>", "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for _, h in cols) + "</tr>"]
     for _, row in rows.iterrows():
@@ -924,7 +934,9 @@ def _table_html(frame: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
-def _write_html(summary: ReportSummary, frame: pd.DataFrame, title: str) -> None:
+def _write_html(
+    summary: ReportSummary, frame: pd.DataFrame, title: str, sections: Sequence[tuple[str, str]] = ()
+) -> None:
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -936,6 +948,9 @@ def _write_html(summary: ReportSummary, frame: pd.DataFrame, title: str) -> None
             "Each figure is also in this folder as PNG and PDF.</p>"
         ),
     ]
+    # Text sections (a caller's tables, e.g. the demo's terminal output), verbatim.
+    for heading, text in sections:
+        parts += [f"<h2>{html.escape(heading)}</h2>", f"<pre>{html.escape(text)}</pre>"]
     for f in summary.figures:
         data = base64.b64encode(f.png.read_bytes()).decode("ascii")
         parts += [
@@ -969,6 +984,7 @@ def build_report(
     title: str = "tlbsim report",
     intervals: dict[str, list[Any]] | None = None,
     partitions: dict[str, list[Any]] | None = None,
+    sections: Sequence[tuple[str, str]] = (),
 ) -> ReportSummary:
     """Write the figures the results support, and ``out/index.html``, into ``out``.
 
@@ -977,7 +993,8 @@ def build_report(
     and core, as ``load(DIR, table="core")``; ``per_thread``: optionally one row per run
     and simulated thread (``run_id``, ``thread.class``, ``thread.ops_per_second`` ...), as
     ``load(DIR, table="thread")`` (the throughput figure needs it). Returns which figures
-    were made and which were skipped, with the reason.
+    were made and which were skipped, with the reason. ``sections``: (heading, text) pairs
+    shown as preformatted text before the figures.
     """
     import matplotlib
 
@@ -1001,21 +1018,23 @@ def build_report(
                 fig.suptitle(fig_title)
                 png, pdf = _save(fig, out, name)
                 summary.figures.append(FigureInfo(name, fig_title, caption, png, pdf))
-    _write_html(summary, frame, title)
+    _write_html(summary, frame, title, sections)
     return summary
 
 
 def report(
     directory: str | os.PathLike[str] | pd.DataFrame,
     out: str | os.PathLike[str] | None = None,
+    sections: Sequence[tuple[str, str]] = (),
 ) -> ReportSummary:
     """The report of a sweep directory (default output: ``DIR/report``; it reads the
     run, core and thread tables of :func:`tlbsim.load`) or of a results table already
-    loaded (``out`` is then required)."""
+    loaded (``out`` is then required). ``sections``: (heading, text) pairs the page shows
+    before the figures."""
     if isinstance(directory, pd.DataFrame):
         if out is None:
             raise ValueError("out is required when the results are given as a DataFrame")
-        return build_report(directory, out)
+        return build_report(directory, out, sections=sections)
     from tlbsim.store import load  # written alongside the sweeps; imported only here
 
     root = Path(directory)
@@ -1036,6 +1055,7 @@ def report(
         title=f"tlbsim report: {root.resolve().name}",
         intervals=_intervals(root, frame),
         partitions=_partitions(root, frame),
+        sections=sections,
     )
 
 
