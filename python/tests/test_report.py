@@ -463,6 +463,37 @@ def _open_in_chromium(page: Path) -> tuple[list[dict[str, Any]], list[list[Any]]
     return errors, images, base64.b64decode(shot["data"])
 
 
+def headings_in_chromium(page: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Load ``page`` in headless Chromium: the errors (as :func:`_open_in_chromium`) and the
+    text of every ``h2`` the browser rendered, in page order."""
+    browser = Chromium(_chromium())
+    try:
+        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Runtime", "Log"):
+            browser.send(f"{domain}.enable", session=session)
+        browser.send("Page.navigate", {"url": page.as_uri()}, session=session)
+        browser.wait_event("Page.loadEventFired")
+        found = browser.send(
+            "Runtime.evaluate",
+            {
+                "expression": "JSON.stringify(Array.from(document.querySelectorAll('h2')).map(h => h.innerText))",
+                "returnByValue": True,
+            },
+            session=session,
+        )
+        errors = [
+            ev
+            for ev in browser.events
+            if ev.get("method") == "Runtime.exceptionThrown"
+            or (ev.get("method") == "Runtime.consoleAPICalled" and ev["params"].get("type") in ("error", "assert"))
+            or (ev.get("method") == "Log.entryAdded" and ev["params"]["entry"].get("level") == "error")
+        ]
+    finally:
+        browser.close()
+    return errors, json.loads(found["result"]["value"])
+
+
 def test_html_loads_in_chromium(real_report: Any, tmp_path: Path) -> None:
     errors, images, png = _open_in_chromium(real_report.index)
     screenshot = tmp_path / "report.png"

@@ -3,7 +3,7 @@
 Every coherence policy the simulator has (``tlbsim.coherence_policies()``: ``os.coherence``),
 each without and with FPR's page recycling (``os.recycling = "fpr"``, shown as ``+fpr``; the
 fpr-munmap I/O mmaps pass MAP_FPR, the other workloads' mmaps do not, so there it changes
-nothing but the address cursor), × three built-in OS-mode workloads × 2, 4, 6 and 8 threads, two seeds, on the ``host``
+nothing but the address cursor), × three built-in OS-mode workloads × 2, 4 and 8 threads, three seeds, on the ``host``
 preset with one socket of 8 cores (the TLB geometry CPUID reports; where a hypervisor
 hides it, as on this workplace's guests, the built-in measured defaults):
 
@@ -15,10 +15,15 @@ hides it, as on this workplace's guests, the built-in measured defaults):
   (DiDi §II, §IV).
 
 Each thread performs ``OPS`` operations (requests, I/O steps, transactions). The sweep
-resumes: a second ``tlbsim demo`` reuses the finished runs. The terminal table shows, per
-workload, thread count and policy (means over the seeds): makespan, shootdowns sent,
-shootdown IPIs received, false-positive targets, violations the stale-translation checker
-found, and throughput (operations per simulated second, summed over the threads).
+resumes: a second ``tlbsim demo`` reuses the finished runs. The terminal shows a headline
+table (each policy on each workload at 8 threads, normalised to ``linux``: runtime,
+shootdowns, IPIs received, violations, Mops/s; a ``*`` where the runtime moves with the
+seed) and what ``oracle`` bounds and what it does not; the full table (per workload, thread
+count and policy, means over the seeds) goes to ``OUT/table.txt`` and the report.
+
+Then every policy on a small scenario workload (``OUT/unsafe``, :func:`unsafe_workload`) on
+which the stale-translation checker catches each unsafe-on-purpose policy and no safe one,
+with the reason each fails there.
 
 Then the tagged-TLB axis under virtual machines (``OUT/vms``): the tag paper's ``vm-mix``
 (dom0 and two TPC-C-like guests on the ``tagtlb-p4`` preset's two CPUs, pinned ``0012`` or
@@ -26,7 +31,8 @@ not) with untagged, domain-tagged and CR3-tagged TLBs: full flushes by cause (in
 inter-VM switches, forced, TMT capacity) and the DTLB and ITLB misses per 10,000
 instructions. Last, who sets the service-level quotas of a CR3-tagged TLB two guests share
 (``OUT/partition``): none, a static 50/50 split, or the ``utility`` controller, on the
-two-phase workload of ``tlbsim reproduce tagtlb``'s controller sweep.
+two-phase workload of ``tlbsim reproduce tagtlb``'s controller sweep. The HTML report
+(``OUT/report``) holds every section the terminal printed, before the figures.
 """
 
 from __future__ import annotations
