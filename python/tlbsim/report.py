@@ -54,8 +54,22 @@ DPI = 120
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">"]
 LINESTYLES = ["-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1))]
 HATCHES = ["", "//", "..", "xx", "\\\\", "++", "oo", "--", "**", "||"]
-# Greys and a few colours dark enough to print as distinct greys.
-COLORS = ["#222222", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#7f7f7f"]
+# Twelve distinct colours (near-black, then matplotlib's tab10 and navy), so that every
+# coherence policy of one panel has its own; hatches and markers tell them apart in grey.
+COLORS = [
+    "#222222",
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#9467bd",
+    "#8c564b",
+    "#7f7f7f",
+    "#ff7f0e",
+    "#e377c2",
+    "#bcbd22",
+    "#17becf",
+    "#000080",
+]
 SEED_KEYS = ("param.seed", "config.seed")
 MAX_TABLE_ROWS = 200
 # Columns of the runs table, when present (beside run_id and the varied parameters).
@@ -159,12 +173,30 @@ def _label(frame: pd.DataFrame, cols: list[str]) -> pd.Series:
     """A text label per row from the values of ``cols`` (``a=1, b=x``); "all" if none."""
     if not cols:
         return pd.Series("all", index=frame.index)
-    if len(cols) == 1:
+    if len(cols) == 1 and not _is_switch(frame, cols[0]):
         return frame[cols[0]].map(_fmt)
-    return frame[cols].apply(
-        lambda row: ", ".join(f"{_short(c).rsplit('.', 1)[-1]}={_fmt(row[c])}" for c in cols),
-        axis=1,
-    )
+    return frame[cols].apply(lambda row: ", ".join(_setting(c, row[c]) for c in cols), axis=1)
+
+
+# Switches named in words ("FPR on"), not as ``recycling=fpr`` or ``enabled=False``: the
+# column's value that means "on", and the name shown (the FPR paper's own).
+SWITCHES = {"os.recycling": ("fpr", "FPR")}
+
+
+def _is_switch(frame: pd.DataFrame, col: str) -> bool:
+    return _short(col) in SWITCHES or pd.api.types.is_bool_dtype(frame[col])
+
+
+def _setting(col: str, value: Any) -> str:
+    """One column's value in a label: ``FPR on`` for a switch, ``name=value`` otherwise."""
+    short = _short(col)
+    name = short.rsplit(".", 1)[-1]
+    if short in SWITCHES:
+        on, word = SWITCHES[short]
+        return f"{word} {'on' if value == on else 'off'}"
+    if isinstance(value, bool):
+        return f"{name} {'on' if value else 'off'}"
+    return f"{name}={_fmt(value)}"
 
 
 def _fmt(value: Any) -> str:
