@@ -620,3 +620,20 @@ def test_the_utility_controller_s_quotas_make_their_figure(tmp_path: Path) -> No
     stats = json.loads((tmp_path / "s" / "runs" / str(utility) / "stats.json").read_text())
     history = stats["per_core"][1]["partition"]["history"]
     assert len(history) >= 2 and all(sum(e["l1d"]) <= 64 for e in history)
+
+
+def test_policy_figures_keep_at_most_eight_series_per_panel() -> None:
+    """Every policy of the simulator: baselines, techniques and the unsafe-on-purpose
+    variants go to separate rows of panels, none above MAX_SERIES, each with linux."""
+    from tlbsim.report import MAX_SERIES, _policy_families
+
+    policies = list(tlbsim.coherence_policies())
+    families = _policy_families(policies)
+    assert [t for t, _ in families][:1] == ["baselines"]
+    assert all(len(m) <= MAX_SERIES and m[0] == "linux" for _, m in families)
+    assert {p for _, m in families for p in m} == set(policies)
+    unsafe = dict(families)["unsafe on purpose"]
+    assert {"none", "abis-gap1", "abis-naive-insert", "latr-early-reuse"} <= set(unsafe)
+    assert not {"oracle", "abis", "latr", "didi"} & set(unsafe)
+    # A few policies stay in one panel.
+    assert _policy_families(["linux", "oracle", "none"]) == [("", ["linux", "oracle", "none"])]

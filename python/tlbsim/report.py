@@ -234,6 +234,42 @@ def _policies(values: pd.Series) -> list[str]:
     return sorted(seen, key=lambda p: known.index(p) if p in known else len(known))
 
 
+# At most this many series in one panel: more and the colours and hatches no longer tell
+# them apart at a glance.
+MAX_SERIES = 8
+# The baselines a policy figure separates from the techniques (Linux's two shootdowns and
+# the oracle bound); the unsafe-on-purpose policies are those the catalogue calls so.
+BASELINES = ("linux", "linux-invlpgb", "oracle")
+
+
+def _unsafe_policies() -> set[str]:
+    try:
+        from tlbsim.catalogue import section
+
+        entries = section("policies")["entries"]
+    except (ImportError, AttributeError, KeyError, TypeError):
+        return set()
+    return {e["name"] for e in entries if "unsafe on purpose" in str(e.get("summary", ""))}
+
+
+def _policy_families(policies: list[str]) -> list[tuple[str, list[str]]]:
+    """``policies`` in one family ("") when they fit a panel (MAX_SERIES); otherwise split
+    into baselines, techniques and unsafe variants, each with the first policy (the
+    normalisation's reference) repeated so that every row shows it."""
+    if len(policies) <= MAX_SERIES:
+        return [("", policies)]
+    unsafe = _unsafe_policies()
+    ref = policies[0]
+    base = [p for p in policies if p in BASELINES or p == ref]
+    bad = [p for p in policies if p in unsafe and p not in base]
+    tech = [p for p in policies if p not in base and p not in bad]
+    families = [("baselines", base)]
+    for title, members in (("techniques", tech), ("unsafe on purpose", bad)):
+        for i in range(0, len(members), MAX_SERIES - 1):
+            families.append((title, [ref, *members[i : i + MAX_SERIES - 1]]))
+    return [(t, m) for t, m in families if len(m) > 1 or t == "baselines"]
+
+
 def _new_figure(height: float | None = None) -> Figure:
     from matplotlib.figure import Figure
 
@@ -472,25 +508,29 @@ def _fig_coherence(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, st
     if _has(df, "stats.shootdowns_sent"):
         df["_shoot"] = _numeric(df, "stats.shootdowns_sent")
         metrics.append(("_shoot", "shootdowns sent (count)"))
-    fig, axes = _panel_figure(len(panels), len(metrics))
+    families = _policy_families(policies)
+    rows = [(family, m) for family in families for m in metrics]
+    fig, axes = _panel_figure(len(panels), len(rows))
     for j, panel in enumerate(panels):
         sub = df[df["_panel"] == panel]
         groups = _ordered(sub["_group"])
-        for k, (col, ylabel) in enumerate(metrics):
+        for k, ((title, family), (col, ylabel)) in enumerate(rows):
             ax = axes[k, j]
             g = sub.groupby(["_group", "_policy"])[col]
             mean, lo, hi = (g.agg(f).unstack("_policy") for f in ("mean", "min", "max"))
             last = j == len(panels) - 1
-            _grouped_bars(ax, mean, groups, policies, lo, hi, "coherence policy", legend=k == 0 and last)
+            first_of_family = col == metrics[0][0]
+            legend_title = f"coherence policy: {title}" if title else "coherence policy"
+            _grouped_bars(ax, mean, groups, family, lo, hi, legend_title, legend=first_of_family and last)
             if j == 0:
                 ax.set_ylabel(ylabel)
-            if k == 0:
+            if first_of_family:
                 ax.axhline(1.0, color="black", linewidth=0.8)
                 if panel_cols:
-                    ax.set_title(panel, fontsize="medium")
+                    ax.set_title(f"{panel}: {title}" if title else panel, fontsize="medium")
             ax.grid(axis="y", linestyle=":", linewidth=0.5)
             ax.set_axisbelow(True)
-            if len(groups) * len(policies) > 12 or max(len(str(g)) for g in groups) > 12:
+            if len(groups) * len(family) > 12 or max(len(str(g)) for g in groups) > 12:
                 ax.tick_params(axis="x", labelrotation=30, labelsize="small")
         axes[-1, j].set_xlabel(", ".join(_short(c) for c in group_cols) or "workload")
     caption = (
