@@ -121,7 +121,9 @@ def test_run_with_out_dir(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
 
 
 def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from tlbsim.demo import SEEDS, THREADS, WORKLOADS
+    from test_report import headings_in_chromium
+
+    from tlbsim.demo import SEEDS, THREADS, UNSAFE_SEEDS, UNSAFE_WHY, WORKLOADS
 
     out = tmp_path / "demo"
     # every policy without and with FPR's recycling ("+fpr")
@@ -134,9 +136,9 @@ def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert index.is_file() and f"report: {index.resolve()}" in printed
     for name in ("coherence_runtime", "throughput_threads", "targets_per_shootdown"):
         assert (out / "report" / f"{name}.png").is_file()
-    # one summary row per workload, thread count and policy
-    header = next(line for line in printed.splitlines() if line.startswith("workload"))
-    assert header.split() == [
+    # The full table (one row per workload, thread count and policy) is in OUT/table.txt.
+    table = (out / "table.txt").read_text().splitlines()
+    assert table[0].split() == [
         "workload",
         "threads",
         "policy",
@@ -149,19 +151,53 @@ def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         "violations",
         "kops/s",
     ]
-    rows = [r for r in (line.split() for line in printed.splitlines()) if r and r[0] in WORKLOADS]
+    rows = [r for r in (line.split() for line in table) if r and r[0] in WORKLOADS]
+    assert [(r[0], int(r[1])) for r in rows] == sorted(
+        [(r[0], int(r[1])) for r in rows], key=lambda k: (WORKLOADS.index(k[0]), k[1])
+    )
     assert {(r[0], int(r[1]), r[2]) for r in rows} == {(w, t, p) for w in WORKLOADS for t in THREADS for p in policies}
     assert len(rows) == total // len(SEEDS)
     num = {(r[0], int(r[1]), r[2]): [float(v.replace(",", "")) for v in r[3:]] for r in rows}
+    top = THREADS[-1]
     for w in WORKLOADS:
-        linux, oracle = num[(w, 8, "linux")], num[(w, 8, "oracle")]
+        linux, oracle = num[(w, top, "linux")], num[(w, top, "oracle")]
         assert linux[2] > 0 and oracle[2] == 0  # IPIs received
         assert linux[0] > oracle[0]  # makespan
         assert linux[5] < oracle[5]  # throughput
         assert linux[4] == 0 and oracle[4] == 0  # no violations under safe policies
-        assert num[(w, 8, "linux+fpr")][4] == 0 and num[(w, 8, "oracle+fpr")][4] == 0
+        assert num[(w, top, "linux+fpr")][4] == 0 and num[(w, top, "oracle+fpr")][4] == 0
     # FPR skips fpr-munmap's munmap shootdowns (its I/O mmaps are MAP_FPR).
-    assert num[("fpr-munmap", 8, "linux+fpr")][2] < num[("fpr-munmap", 8, "linux")][2] / 10
+    assert num[("fpr-munmap", top, "linux+fpr")][2] < num[("fpr-munmap", top, "linux")][2] / 10
+    # The headline: policy x workload at the top thread count, linux = 1.00, the same
+    # makespan ratio as the full table gives.
+    assert f"Headline: each policy at {top} threads, normalised to linux" in printed
+    head = {
+        (r[0], r[1]): r[2:]
+        for r in (line.split() for line in printed.splitlines())
+        if len(r) == 7 and r[0] in WORKLOADS
+    }
+    assert set(head) == {(w, p) for w in WORKLOADS for p in policies}
+    for w in WORKLOADS:
+        assert head[(w, "linux")][:3] == ["1.00", "1.00", "1.00"]
+        ratio = num[(w, top, "oracle")][0] / num[(w, top, "linux")][0]
+        assert float(head[(w, "oracle")][0].rstrip("*")) == pytest.approx(ratio, abs=0.02)
+    assert "What oracle bounds" in printed
+    # The unsafe-policy workload: the checker catches every unsafe policy on every seed,
+    # and no safe one.
+    unsafe = {
+        r[0]: r
+        for r in (line.split() for line in printed.splitlines())
+        if len(r) == 6 and r[0] in tlbsim.coherence_policies() and r[1] in ("yes", "no")
+    }
+    assert set(unsafe) == set(tlbsim.coherence_policies())
+    for policy, r in unsafe.items():
+        low = int(r[2].split("-")[0].replace(",", ""))
+        if policy in UNSAFE_WHY:
+            assert r[1] == "no" and low > 0, r
+            assert f"- {policy}: " in printed
+        else:
+            assert r[1] == "yes" and r[2] == "0-0", r
+    assert f"{len(tlbsim.coherence_policies()) * len(UNSAFE_SEEDS)} runs (0 reused" in printed
     # The VM section: CR3 tags leave no context-switch flush, and no policy run is stale.
     assert "Tagged TLBs under VMs" in printed
     vm_rows = [
@@ -186,6 +222,22 @@ def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     mean = {k: float(r[-2].replace(",", "")) for k, r in part.items()}
     assert mean["utility"] < mean["static"], mean
     assert int(part["utility"][-1].replace(",", "")) > 10 and part["static"][-1] == "0"
+    # The report, opened in the real browser, holds every section the terminal printed
+    # (first line of each title) and the full table.
+    errors, headings = headings_in_chromium(index)
+    assert errors == [], errors
+    for title in (
+        "What ran",
+        "Headline: each policy at",
+        "Every thread count",
+        "Caught by the checker",
+        "Tagged TLBs under VMs",
+        "Who sets the TLB's service-level quotas",
+    ):
+        assert title in printed
+        assert any(h.startswith(title) for h in headings), (title, headings)
+    page = index.read_text()
+    assert "abis-naive-insert" in page and "- latr-early-reuse: " in page and "dom1 MPTTI" in page
     # A second demo reuses every run.
     assert main(["demo", "--out", str(out)]) == 0
     assert f"{total} runs ({total} reused" in capsys.readouterr().out
@@ -585,7 +637,7 @@ def test_shipped_configs_and_specs_set_nothing_that_cannot_matter() -> None:
     root = Path(__file__).resolve().parents[2]
     for config in sorted((root / "configs").glob("*.toml")):
         tlbsim.resolve(config)
-    for spec in (demo.demo_spec(), demo.vm_spec(), demo.partition_spec()):
+    for spec in (demo.demo_spec(), demo.unsafe_spec(), demo.vm_spec(), demo.partition_spec()):
         sweep.expand(spec)
     for folder in sorted((root / "python" / "tlbsim" / "reproduce").iterdir()):
         if (folder / "paper.toml").is_file():

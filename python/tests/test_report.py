@@ -463,6 +463,37 @@ def _open_in_chromium(page: Path) -> tuple[list[dict[str, Any]], list[list[Any]]
     return errors, images, base64.b64decode(shot["data"])
 
 
+def headings_in_chromium(page: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Load ``page`` in headless Chromium: the errors (as :func:`_open_in_chromium`) and the
+    text of every ``h2`` the browser rendered, in page order."""
+    browser = Chromium(_chromium())
+    try:
+        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Runtime", "Log"):
+            browser.send(f"{domain}.enable", session=session)
+        browser.send("Page.navigate", {"url": page.as_uri()}, session=session)
+        browser.wait_event("Page.loadEventFired")
+        found = browser.send(
+            "Runtime.evaluate",
+            {
+                "expression": "JSON.stringify(Array.from(document.querySelectorAll('h2')).map(h => h.innerText))",
+                "returnByValue": True,
+            },
+            session=session,
+        )
+        errors = [
+            ev
+            for ev in browser.events
+            if ev.get("method") == "Runtime.exceptionThrown"
+            or (ev.get("method") == "Runtime.consoleAPICalled" and ev["params"].get("type") in ("error", "assert"))
+            or (ev.get("method") == "Log.entryAdded" and ev["params"]["entry"].get("level") == "error")
+        ]
+    finally:
+        browser.close()
+    return errors, json.loads(found["result"]["value"])
+
+
 def test_html_loads_in_chromium(real_report: Any, tmp_path: Path) -> None:
     errors, images, png = _open_in_chromium(real_report.index)
     screenshot = tmp_path / "report.png"
@@ -589,3 +620,20 @@ def test_the_utility_controller_s_quotas_make_their_figure(tmp_path: Path) -> No
     stats = json.loads((tmp_path / "s" / "runs" / str(utility) / "stats.json").read_text())
     history = stats["per_core"][1]["partition"]["history"]
     assert len(history) >= 2 and all(sum(e["l1d"]) <= 64 for e in history)
+
+
+def test_policy_figures_keep_at_most_eight_series_per_panel() -> None:
+    """Every policy of the simulator: baselines, techniques and the unsafe-on-purpose
+    variants go to separate rows of panels, none above MAX_SERIES, each with linux."""
+    from tlbsim.report import MAX_SERIES, _policy_families
+
+    policies = list(tlbsim.coherence_policies())
+    families = _policy_families(policies)
+    assert [t for t, _ in families][:1] == ["baselines"]
+    assert all(len(m) <= MAX_SERIES and m[0] == "linux" for _, m in families)
+    assert {p for _, m in families for p in m} == set(policies)
+    unsafe = dict(families)["unsafe on purpose"]
+    assert {"none", "abis-gap1", "abis-naive-insert", "latr-early-reuse"} <= set(unsafe)
+    assert not {"oracle", "abis", "latr", "didi"} & set(unsafe)
+    # A few policies stay in one panel.
+    assert _policy_families(["linux", "oracle", "none"]) == [("", ["linux", "oracle", "none"])]

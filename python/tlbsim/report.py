@@ -54,8 +54,22 @@ DPI = 120
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">"]
 LINESTYLES = ["-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1))]
 HATCHES = ["", "//", "..", "xx", "\\\\", "++", "oo", "--", "**", "||"]
-# Greys and a few colours dark enough to print as distinct greys.
-COLORS = ["#222222", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#7f7f7f"]
+# Twelve distinct colours (near-black, then matplotlib's tab10 and navy), so that every
+# coherence policy of one panel has its own; hatches and markers tell them apart in grey.
+COLORS = [
+    "#222222",
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#9467bd",
+    "#8c564b",
+    "#7f7f7f",
+    "#ff7f0e",
+    "#e377c2",
+    "#bcbd22",
+    "#17becf",
+    "#000080",
+]
 SEED_KEYS = ("param.seed", "config.seed")
 MAX_TABLE_ROWS = 200
 # Columns of the runs table, when present (beside run_id and the varied parameters).
@@ -159,12 +173,30 @@ def _label(frame: pd.DataFrame, cols: list[str]) -> pd.Series:
     """A text label per row from the values of ``cols`` (``a=1, b=x``); "all" if none."""
     if not cols:
         return pd.Series("all", index=frame.index)
-    if len(cols) == 1:
+    if len(cols) == 1 and not _is_switch(frame, cols[0]):
         return frame[cols[0]].map(_fmt)
-    return frame[cols].apply(
-        lambda row: ", ".join(f"{_short(c).rsplit('.', 1)[-1]}={_fmt(row[c])}" for c in cols),
-        axis=1,
-    )
+    return frame[cols].apply(lambda row: ", ".join(_setting(c, row[c]) for c in cols), axis=1)
+
+
+# Switches named in words ("FPR on"), not as ``recycling=fpr`` or ``enabled=False``: the
+# column's value that means "on", and the name shown (the FPR paper's own).
+SWITCHES = {"os.recycling": ("fpr", "FPR")}
+
+
+def _is_switch(frame: pd.DataFrame, col: str) -> bool:
+    return _short(col) in SWITCHES or pd.api.types.is_bool_dtype(frame[col])
+
+
+def _setting(col: str, value: Any) -> str:
+    """One column's value in a label: ``FPR on`` for a switch, ``name=value`` otherwise."""
+    short = _short(col)
+    name = short.rsplit(".", 1)[-1]
+    if short in SWITCHES:
+        on, word = SWITCHES[short]
+        return f"{word} {'on' if value == on else 'off'}"
+    if isinstance(value, bool):
+        return f"{name} {'on' if value else 'off'}"
+    return f"{name}={_fmt(value)}"
 
 
 def _fmt(value: Any) -> str:
@@ -200,6 +232,42 @@ def _policies(values: pd.Series) -> list[str]:
     seen = [str(v) for v in pd.unique(values.astype(str))]
     known = _known_policies()
     return sorted(seen, key=lambda p: known.index(p) if p in known else len(known))
+
+
+# At most this many series in one panel: more and the colours and hatches no longer tell
+# them apart at a glance.
+MAX_SERIES = 8
+# The baselines a policy figure separates from the techniques (Linux's two shootdowns and
+# the oracle bound); the unsafe-on-purpose policies are those the catalogue calls so.
+BASELINES = ("linux", "linux-invlpgb", "oracle")
+
+
+def _unsafe_policies() -> set[str]:
+    try:
+        from tlbsim.catalogue import section
+
+        entries = section("policies")["entries"]
+    except (ImportError, AttributeError, KeyError, TypeError):
+        return set()
+    return {e["name"] for e in entries if "unsafe on purpose" in str(e.get("summary", ""))}
+
+
+def _policy_families(policies: list[str]) -> list[tuple[str, list[str]]]:
+    """``policies`` in one family ("") when they fit a panel (MAX_SERIES); otherwise split
+    into baselines, techniques and unsafe variants, each with the first policy (the
+    normalisation's reference) repeated so that every row shows it."""
+    if len(policies) <= MAX_SERIES:
+        return [("", policies)]
+    unsafe = _unsafe_policies()
+    ref = policies[0]
+    base = [p for p in policies if p in BASELINES or p == ref]
+    bad = [p for p in policies if p in unsafe and p not in base]
+    tech = [p for p in policies if p not in base and p not in bad]
+    families = [("baselines", base)]
+    for title, members in (("techniques", tech), ("unsafe on purpose", bad)):
+        for i in range(0, len(members), MAX_SERIES - 1):
+            families.append((title, [ref, *members[i : i + MAX_SERIES - 1]]))
+    return [(t, m) for t, m in families if len(m) > 1 or t == "baselines"]
 
 
 def _new_figure(height: float | None = None) -> Figure:
@@ -443,25 +511,29 @@ def _fig_coherence(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, st
     if _has(df, "stats.shootdowns_sent"):
         df["_shoot"] = _numeric(df, "stats.shootdowns_sent")
         metrics.append(("_shoot", "shootdowns sent (count)"))
-    fig, axes = _panel_figure(len(panels), len(metrics))
+    families = _policy_families(policies)
+    rows = [(family, m) for family in families for m in metrics]
+    fig, axes = _panel_figure(len(panels), len(rows))
     for j, panel in enumerate(panels):
         sub = df[df["_panel"] == panel]
         groups = _ordered(sub["_group"])
-        for k, (col, ylabel) in enumerate(metrics):
+        for k, ((title, family), (col, ylabel)) in enumerate(rows):
             ax = axes[k, j]
             g = sub.groupby(["_group", "_policy"])[col]
             mean, lo, hi = (g.agg(f).unstack("_policy") for f in ("mean", "min", "max"))
             last = j == len(panels) - 1
-            _grouped_bars(ax, mean, groups, policies, lo, hi, "coherence policy", legend=k == 0 and last)
+            first_of_family = col == metrics[0][0]
+            legend_title = f"coherence policy: {title}" if title else "coherence policy"
+            _grouped_bars(ax, mean, groups, family, lo, hi, legend_title, legend=first_of_family and last)
             if j == 0:
                 ax.set_ylabel(ylabel)
-            if k == 0:
+            if first_of_family:
                 ax.axhline(1.0, color="black", linewidth=0.8)
                 if panel_cols:
-                    ax.set_title(panel, fontsize="medium")
+                    ax.set_title(f"{panel}: {title}" if title else panel, fontsize="medium")
             ax.grid(axis="y", linestyle=":", linewidth=0.5)
             ax.set_axisbelow(True)
-            if len(groups) * len(policies) > 12 or max(len(str(g)) for g in groups) > 12:
+            if len(groups) * len(family) > 12 or max(len(str(g)) for g in groups) > 12:
                 ax.tick_params(axis="x", labelrotation=30, labelsize="small")
         axes[-1, j].set_xlabel(", ".join(_short(c) for c in group_cols) or "workload")
     caption = (
@@ -532,7 +604,8 @@ def _fig_throughput(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, s
             ax.errorbar(
                 a["_threads"],
                 a["mean"],
-                yerr=[a["mean"] - a["min"], a["max"] - a["mean"]],
+                # clipped at 0: the mean of equal values may differ from them by rounding
+                yerr=[(a["mean"] - a["min"]).clip(lower=0), (a["max"] - a["mean"]).clip(lower=0)],
                 label=s,
                 capsize=3,
                 # later series smaller, so that equal curves all stay visible
@@ -716,7 +789,7 @@ def _fig_mpki(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, str]:
             ax.errorbar(
                 a["_x"],
                 a["mean"],
-                yerr=[a["mean"] - a["min"], a["max"] - a["mean"]],
+                yerr=[(a["mean"] - a["min"]).clip(lower=0), (a["max"] - a["mean"]).clip(lower=0)],
                 label=_fmt(s),
                 capsize=3,
                 **_style(i),
@@ -899,6 +972,9 @@ td:first-child { text-align: left; font-family: monospace; }
 """
 
 
+TABLE_ORDER = ("config.workload.kind", "config.workload.threads", "config.os.coherence", "config.os.recycling")
+
+
 def _table_html(frame: pd.DataFrame) -> str:
     cols: list[tuple[str, str]] = []
     if "run_id" in frame.columns:
@@ -907,6 +983,12 @@ def _table_html(frame: pd.DataFrame) -> str:
     for c in _varied(frame) + ([seed] if seed and _nunique(frame, seed) > 1 else []):
         cols.append((c, _short(c)))
     cols += [(c, label) for c, label in TABLE_METRICS if c in frame.columns]
+    # Sorted by workload, threads, policy (then the rest of the key), not by run hash, so
+    # that the rows of one comparison stand together.
+    order = [c for c in TABLE_ORDER if c in frame.columns]
+    order += [c for c, _ in cols if c not in order and c != "run_id"]
+    if order:
+        frame = frame.sort_values(order, kind="stable", key=lambda col: col.map(_sort_key))
     rows = frame.head(MAX_TABLE_ROWS)
     out = ["<table>", "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for _, h in cols) + "</tr>"]
     for _, row in rows.iterrows():
@@ -927,7 +1009,9 @@ def _table_html(frame: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
-def _write_html(summary: ReportSummary, frame: pd.DataFrame, title: str) -> None:
+def _write_html(
+    summary: ReportSummary, frame: pd.DataFrame, title: str, sections: Sequence[tuple[str, str]] = ()
+) -> None:
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -939,6 +1023,9 @@ def _write_html(summary: ReportSummary, frame: pd.DataFrame, title: str) -> None
             "Each figure is also in this folder as PNG and PDF.</p>"
         ),
     ]
+    # Text sections (a caller's tables, e.g. the demo's terminal output), verbatim.
+    for heading, text in sections:
+        parts += [f"<h2>{html.escape(heading)}</h2>", f"<pre>{html.escape(text)}</pre>"]
     for f in summary.figures:
         data = base64.b64encode(f.png.read_bytes()).decode("ascii")
         parts += [
@@ -972,6 +1059,7 @@ def build_report(
     title: str = "tlbsim report",
     intervals: dict[str, list[Any]] | None = None,
     partitions: dict[str, list[Any]] | None = None,
+    sections: Sequence[tuple[str, str]] = (),
 ) -> ReportSummary:
     """Write the figures the results support, and ``out/index.html``, into ``out``.
 
@@ -980,7 +1068,8 @@ def build_report(
     and core, as ``load(DIR, table="core")``; ``per_thread``: optionally one row per run
     and simulated thread (``run_id``, ``thread.class``, ``thread.ops_per_second`` ...), as
     ``load(DIR, table="thread")`` (the throughput figure needs it). Returns which figures
-    were made and which were skipped, with the reason.
+    were made and which were skipped, with the reason. ``sections``: (heading, text) pairs
+    shown as preformatted text before the figures.
     """
     import matplotlib
 
@@ -1004,21 +1093,23 @@ def build_report(
                 fig.suptitle(fig_title)
                 png, pdf = _save(fig, out, name)
                 summary.figures.append(FigureInfo(name, fig_title, caption, png, pdf))
-    _write_html(summary, frame, title)
+    _write_html(summary, frame, title, sections)
     return summary
 
 
 def report(
     directory: str | os.PathLike[str] | pd.DataFrame,
     out: str | os.PathLike[str] | None = None,
+    sections: Sequence[tuple[str, str]] = (),
 ) -> ReportSummary:
     """The report of a sweep directory (default output: ``DIR/report``; it reads the
     run, core and thread tables of :func:`tlbsim.load`) or of a results table already
-    loaded (``out`` is then required)."""
+    loaded (``out`` is then required). ``sections``: (heading, text) pairs the page shows
+    before the figures."""
     if isinstance(directory, pd.DataFrame):
         if out is None:
             raise ValueError("out is required when the results are given as a DataFrame")
-        return build_report(directory, out)
+        return build_report(directory, out, sections=sections)
     from tlbsim.store import load  # written alongside the sweeps; imported only here
 
     root = Path(directory)
@@ -1039,6 +1130,7 @@ def report(
         title=f"tlbsim report: {root.resolve().name}",
         intervals=_intervals(root, frame),
         partitions=_partitions(root, frame),
+        sections=sections,
     )
 
 
