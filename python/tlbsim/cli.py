@@ -227,6 +227,18 @@ def _cmd_ptdump(args: argparse.Namespace) -> int:
 def _cmd_config(args: argparse.Namespace) -> int:
     from tlbsim import _tlbsim
 
+    if args.reference:
+        from tlbsim import reference
+
+        if args.config or args.set or args.json:
+            print("tlbsim: error: --reference takes no CONFIG.toml, --set or --json", file=sys.stderr)
+            return 2
+        try:
+            print(reference.reference(), end="")
+        except (reference.MissingDoc, FileNotFoundError) as err:
+            print(f"tlbsim: error: {err}", file=sys.stderr)
+            return 1
+        return 0
     config = Path(args.config) if args.config else None
     effective = tlbsim.resolve(config, overrides=args.set or [])
     if args.json:
@@ -592,6 +604,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of TOML")
     p.add_argument(
         "--set", action="append", type=_override, metavar="KEY=VALUE", help="override one config key; repeatable"
+    )
+    p.add_argument(
+        "--reference",
+        action="store_true",
+        help="print the reference of every key (type, default, meaning) as Markdown: docs/CONFIGURATION.md",
     )
     p.set_defaults(func=_cmd_config)
 

@@ -66,7 +66,9 @@ pub struct MachineConfig {
     /// Name of the preset the numbers below started from (`host`, `abis-haswell-2s`,
     /// `mitosis-4s`, `didi-cmp`, `tagtlb-p4`, or `none` for the built-in defaults).
     pub preset: String,
+    /// Sockets (one NUMA node each).
     pub sockets: u32,
+    /// Cores per socket (one hardware thread each).
     pub cores_per_socket: u32,
     /// Clock frequency, to turn cycles into seconds.
     pub frequency_ghz: f64,
@@ -140,16 +142,20 @@ pub struct MemoryConfig {
     /// Last-level cache per socket (model = "cache"): bytes, ways (bytes/64/ways sets must be
     /// a power of two), hit latency in cycles.
     pub llc_bytes: u64,
+    /// Ways of the last-level cache (model = "cache").
     pub llc_ways: u32,
+    /// Cycles of a last-level cache hit (model = "cache").
     pub llc_latency: u32,
     /// Per-core private cache standing for L1 + L2 (model = "cache"): its hits cost nothing
     /// beyond `base_cpi`; its misses go to the last-level cache.
     pub private_bytes: u64,
+    /// Ways of the per-core private cache (model = "cache").
     pub private_ways: u32,
     /// DRAM bandwidth a socket gets from its own node and from another node, in GB/s: each
     /// 64-byte line read occupies the node's channel for 64 / (GB/s / GHz) cycles, and a
     /// read waits for the reads before it (a FIFO per node).
     pub bandwidth_gbps_local: f64,
+    /// DRAM bandwidth in GB/s a socket gets from another socket's node (see `bandwidth_gbps_local`).
     pub bandwidth_gbps_remote: f64,
 }
 
@@ -165,7 +171,9 @@ pub enum MemoryModel {
 pub struct CacheConfig {
     /// 0 turns the structure off.
     pub entries: u32,
+    /// 1 = direct mapped; `ways = entries` = fully associative.
     pub ways: u32,
+    /// Replacement policy within a set: `lru`, `plru`, `fifo` or `random` (seeded by `seed`).
     pub replacement: Replacement,
     /// Cycles charged on a hit.
     pub latency: u32,
@@ -188,7 +196,10 @@ pub struct TlbConfig {
     /// `utility`'s goal: `min-mean-mptti`, or `mptti-ceiling` (`partition_goal_domain`
     /// first gets the entries that keep its MPTTI at or under `partition_goal_mptti`).
     pub partition_goal: PartitionGoal,
+    /// `mptti-ceiling`: the domain whose MPTTI is held under `partition_goal_mptti`.
     pub partition_goal_domain: u32,
+    /// `mptti-ceiling`: the MPTTI (TLB misses per 10,000 instructions) that
+    /// `partition_goal_domain` is held at or under.
     pub partition_goal_mptti: f64,
     /// Instructions a core retires between re-partitions. Default 1,000,000: the order of
     /// UCP's 5 M-cycle interval (Qureshi and Patt, MICRO 2006, §4) at a CPI near 1 and a
@@ -228,6 +239,7 @@ pub struct LevelConfig {
     pub entries: u32,
     /// 1 = direct mapped; `ways = entries` = fully associative.
     pub ways: u32,
+    /// Replacement policy within a set: `lru`, `plru`, `fifo` or `random` (seeded by `seed`).
     pub replacement: Replacement,
     /// Cycles charged for every lookup of this structure.
     pub latency: u32,
