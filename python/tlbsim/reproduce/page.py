@@ -119,13 +119,7 @@ def write_html(
     e = html.escape
     title = f"tlbsim reproduce {paper.name}: {paper.title}"
     c = meta["counts"]
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{e(title)}</title>",
-        f"<style>{_CSS}</style></head><body>",
-        f"<h1>{e(title)}</h1>",
-    ]
+    parts = _head(title)
     if paper.citation:
         parts.append(f"<p>{e(paper.citation)}</p>")
     if paper.description:
@@ -203,16 +197,24 @@ def write_html(
     return index
 
 
-def write_index(meta: Mapping[str, Any], out: Path) -> Path:
-    """``out/index.html`` of ``tlbsim reproduce all``: per paper its counts and a link."""
+def _head(title: str) -> list[str]:
+    """The opening of a page titled ``title``: document head, style and heading."""
     e = html.escape
-    title = f"tlbsim reproduce all ({meta['mode']})"
-    parts = [
+    return [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{e(title)}</title>",
         f"<style>{_CSS}</style></head><body>",
         f"<h1>{e(title)}</h1>",
+    ]
+
+
+def write_index(meta: Mapping[str, Any], out: Path) -> Path:
+    """``out/index.html`` of ``tlbsim reproduce all``: per paper its counts and a link."""
+    e = html.escape
+    title = f"tlbsim reproduce all ({meta['mode']})"
+    parts = [
+        *_head(title),
         f'<p class="note">Mode: {e(meta["mode"])}.</p>',
         "<table>",
         "<tr><th>paper</th><th>title</th><th>agree</th><th>disagree</th><th>n/a</th><th>full run</th><th>notes</th></tr>",

@@ -364,28 +364,9 @@ impl<P: Coherence> Os<P> {
             _ => (0, None, false),
         };
         match latency_of {
-            Some((same, cross)) => {
-                let start = self.clock(core);
-                let send = per_target_send * n as u64;
-                self.charge(core, send);
-                self.stats[core].shootdown_cycles_initiator_send += send;
-                let send_end = self.clock(core);
-                let s = &mut self.shootdowns.records[sd];
-                s.send_end = send_end;
-                s.last_ack = send_end;
-                s.waits = true;
-                self.cores[core].waiting += 1;
-                let my_socket = self.m.cores[core].socket;
-                for (k, t) in plan.targets.iter().enumerate() {
-                    let t = t.0 as usize;
-                    let delivery = if self.m.cores[t].socket == my_socket { same } else { cross };
-                    let arrival = start + per_target_send * (k as u64 + 1) + delivery;
-                    // Pending interrupts are kept in arrival order.
-                    let q = &mut self.cores[t].pending;
-                    let at = q.partition_point(|i| i.arrival <= arrival);
-                    q.insert(at, Irq { arrival, shootdown: sd, target: k, message, masked_ok });
-                    self.mark_dirty(t);
-                }
+            Some(latency) => {
+                let targets = plan.targets.iter().enumerate().map(|(k, t)| (k, t.0 as usize));
+                self.send_in_order(core, sd, targets, n, per_target_send, latency, message, masked_ok);
                 if broadcast_no_sync {
                     // No TLBSYNC (unsafe on purpose): the initiator goes on and frees what
                     // the change released while the invalidations are still on their way.
@@ -468,30 +449,8 @@ impl<P: Coherence> Os<P> {
                         (c.ipi_send, c.ipi_delivery_same_socket, c.ipi_delivery_cross_socket, false)
                     }
                 };
-                let start = self.clock(core);
-                self.charge(core, send * n_sync as u64);
-                self.stats[core].shootdown_cycles_initiator_send += send * n_sync as u64;
-                let send_end = self.clock(core);
-                let s = &mut self.shootdowns.records[sd];
-                s.send_end = send_end;
-                s.last_ack = send_end;
-                s.waits = true;
-                self.cores[core].waiting += 1;
-                let my_socket = self.m.cores[core].socket;
-                let mut sent = 0u64;
-                for (k, (t, d)) in plan.targets.iter().zip(&via).enumerate() {
-                    if !is_sync(d) {
-                        continue;
-                    }
-                    sent += 1;
-                    let t = t.0 as usize;
-                    let delivery = if self.m.cores[t].socket == my_socket { same } else { cross };
-                    let arrival = start + send * sent + delivery;
-                    let q = &mut self.cores[t].pending;
-                    let at = q.partition_point(|i| i.arrival <= arrival);
-                    q.insert(at, Irq { arrival, shootdown: sd, target: k, message, masked_ok: false });
-                    self.mark_dirty(t);
-                }
+                let targets = plan.targets.iter().zip(&via).enumerate().filter(|(_, (_, d))| is_sync(d)).map(|(k, (t, _))| (k, t.0 as usize));
+                self.send_in_order(core, sd, targets, n_sync, send, (same, cross), message, false);
                 true
             }
             None => false,
@@ -504,6 +463,44 @@ impl<P: Coherence> Os<P> {
             }
         }
         waits
+    }
+
+    /// Send request `sd` from `core` to `n` targets (each: its index among the request's
+    /// targets, its core) one after another, `per_target_send` cycles of the initiator's
+    /// each; each arrives `same` or `cross` cycles (its socket against the initiator's)
+    /// after its send. The initiator then waits for their acks.
+    #[allow(clippy::too_many_arguments)]
+    fn send_in_order(
+        &mut self,
+        core: usize,
+        sd: usize,
+        targets: impl Iterator<Item = (usize, usize)>,
+        n: u32,
+        per_target_send: u64,
+        (same, cross): (u64, u64),
+        message: bool,
+        masked_ok: bool,
+    ) {
+        let start = self.clock(core);
+        let send = per_target_send * n as u64;
+        self.charge(core, send);
+        self.stats[core].shootdown_cycles_initiator_send += send;
+        let send_end = self.clock(core);
+        let s = &mut self.shootdowns.records[sd];
+        s.send_end = send_end;
+        s.last_ack = send_end;
+        s.waits = true;
+        self.cores[core].waiting += 1;
+        let my_socket = self.m.cores[core].socket;
+        for (sent, (k, t)) in targets.enumerate() {
+            let delivery = if self.m.cores[t].socket == my_socket { same } else { cross };
+            let arrival = start + per_target_send * (sent as u64 + 1) + delivery;
+            // Pending interrupts are kept in arrival order.
+            let q = &mut self.cores[t].pending;
+            let at = q.partition_point(|i| i.arrival <= arrival);
+            q.insert(at, Irq { arrival, shootdown: sd, target: k, message, masked_ok });
+            self.mark_dirty(t);
+        }
     }
 
     /// Request `sd` reaches `core` (its `target`-th target): the policy decides, the core
