@@ -13,6 +13,7 @@ pub mod abis_haswell_2s;
 pub mod didi_cmp;
 pub mod fpr_amd_2s;
 pub mod fpr_intel_2s;
+pub mod milan_72;
 pub mod mitosis_4s;
 pub mod tagtlb_p4;
 
@@ -26,6 +27,7 @@ crate::registry! {
     "tagtlb-p4" => tagtlb_p4::TagtlbP4, "the tag paper's §5 Simics machine (two P4 CPUs, 64-entry fully associative FIFO TLBs)";
     "fpr-intel-2s" => fpr_intel_2s::FprIntel2s, "FPR Table I's dual-socket Intel server (2 × 48 cores, PCIDs on)";
     "fpr-amd-2s" => fpr_amd_2s::FprAmd2s, "FPR Table I's dual-socket Zen 3 server (2 × 24 cores, PCIDs on)";
+    "milan-72" => milan_72::Milan72, "the INVLPGB series' AMD Milan (36 cores × 2 threads = 72 CPUs, one socket assumed, PCIDs on)";
 }
 
 /// A preset: the machine table it sets (its file says where each number comes from).
