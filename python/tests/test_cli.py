@@ -171,16 +171,30 @@ def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     # The headline: policy x workload at the top thread count, linux = 1.00, the same
     # makespan ratio as the full table gives.
     assert f"Headline: each policy at {top} threads, normalised to linux" in printed
+    head_text = printed.split("Headline:")[1].split("The techniques beside today's hardware")[0]
+    hw_text = printed.split("The techniques beside today's hardware")[1].split("Every thread count")[0]
     head = {
-        (r[0], r[1]): r[2:]
-        for r in (line.split() for line in printed.splitlines())
-        if len(r) == 7 and r[0] in WORKLOADS
+        r[0]: r[1:]
+        for r in (line.split() for line in head_text.splitlines())
+        if len(r) == 1 + 4 * len(WORKLOADS) and r[0] in {p.removesuffix("+fpr") for p in policies} | set(policies)
     }
-    assert set(head) == {(w, p) for w in WORKLOADS for p in policies}
-    for w in WORKLOADS:
-        assert head[(w, "linux")][:3] == ["1.00", "1.00", "1.00"]
+    safe = [p for p in policies if p.removesuffix("+fpr") not in UNSAFE_WHY]
+    assert set(head) == {p for p in policies if not p.endswith("+fpr")} | {p for p in safe if p.endswith("+fpr")}
+    for i, w in enumerate(WORKLOADS):
+        cells = {p: row[4 * i : 4 * i + 4] for p, row in head.items()}
+        assert cells["linux"][:3] == ["1.00", "1.00", "1.00"]
         ratio = num[(w, top, "oracle")][0] / num[(w, top, "linux")][0]
-        assert float(head[(w, "oracle")][0].rstrip("*")) == pytest.approx(ratio, abs=0.02)
+        assert float(cells["oracle"][0].rstrip("*")) == pytest.approx(ratio, abs=0.02)
+        # +fpr only where mmaps pass MAP_FPR
+        assert (cells["linux+fpr"] == ["n/a"] * 4) == (w != "fpr-munmap")
+    # The techniques beside today's hardware: abis over linux-invlpgb is its makespan over
+    # linux-invlpgb's in the full table.
+    assert "The techniques beside today's hardware" in printed
+    hw = {r[0]: r[1:] for r in (line.split() for line in hw_text.splitlines()) if len(r) == 1 + 4 * len(WORKLOADS)}
+    assert set(hw) == {"technique", "abis", "didi", "latr", "linux+fpr", "oracle"}
+    assert float(hw["abis"][1]) == pytest.approx(
+        num[(WORKLOADS[0], top, "abis")][0] / num[(WORKLOADS[0], top, "linux-invlpgb")][0], abs=0.02
+    )
     assert "What oracle bounds" in printed
     # The unsafe-policy workload: the checker catches every unsafe policy on every seed,
     # and no safe one.

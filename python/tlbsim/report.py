@@ -237,9 +237,9 @@ def _policies(values: pd.Series) -> list[str]:
 # At most this many series in one panel: more and the colours and hatches no longer tell
 # them apart at a glance.
 MAX_SERIES = 8
-# The baselines a policy figure separates from the techniques (Linux's two shootdowns and
-# the oracle bound); the unsafe-on-purpose policies are those the catalogue calls so.
-BASELINES = ("linux", "linux-invlpgb", "oracle")
+# The baselines a policy figure separates from the techniques (Linux's IPI shootdown, the
+# broadcast invalidation of today's hardware, and the oracle bound); the unsafe-on-purpose policies are those the catalogue calls so.
+BASELINES = ("linux", "linux-invlpgb", "rar", "arm-tlbi", "oracle")
 
 
 def _unsafe_policies() -> set[str]:
@@ -268,6 +268,46 @@ def _policy_families(policies: list[str]) -> list[tuple[str, list[str]]]:
         for i in range(0, len(members), MAX_SERIES - 1):
             families.append((title, [ref, *members[i : i + MAX_SERIES - 1]]))
     return [(t, m) for t, m in families if len(m) > 1 or t == "baselines"]
+
+
+def _series_policy(df: pd.DataFrame) -> dict[str, str]:
+    """The coherence policy each series (``df["_series"]``) runs: from the effective
+    config's column, or the swept parameter's (a sweep's per-thread table has only that)."""
+    for col in (POLICY, "param.os.coherence"):
+        if _has(df, col):
+            return df.groupby(df["_series"].astype(str))[col].first().astype(str).to_dict()
+    return {}
+
+
+def _series_families(df: pd.DataFrame, series: list[str]) -> list[tuple[str, list[str]]]:
+    """``series`` (values of ``df["_series"]``) in one family when they fit a panel;
+    otherwise as :func:`_policy_families` splits policies, each series going with the
+    policy it runs (``df[POLICY]``: a policy with and without FPR stays in one family)."""
+    if len(series) <= MAX_SERIES:
+        return [("", series)]
+    policy = _series_policy(df)
+    unsafe = _unsafe_policies()
+    ref = series[0]
+
+    def family(s: str) -> str:
+        p = policy.get(s, s)
+        return "baselines" if p in BASELINES else "unsafe on purpose" if p in unsafe else "techniques"
+
+    families = []
+    for title in ("baselines", "techniques", "unsafe on purpose"):
+        members = [s for s in series if s != ref and family(s) == title]
+        families += [(title, [ref, *chunk]) for chunk in _balanced_chunks(members, MAX_SERIES - 1)]
+    return families or [("", series)]
+
+
+def _balanced_chunks(items: list[str], most: int) -> list[list[str]]:
+    """``items`` in as few chunks of at most ``most`` as possible, of near-equal sizes
+    (10 in chunks of at most 7: 5 and 5, not 7 and 3)."""
+    if not items:
+        return []
+    count = -(-len(items) // most)
+    size = -(-len(items) // count)
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def _new_figure(height: float | None = None) -> Figure:
@@ -465,26 +505,29 @@ def _panel_bars(
 ) -> Figure:
     """Bars of ``df[ycol]`` (mean over the rows, error bars min–max): one panel per value
     of ``panel_cols``, one x group per value of ``group_cols``, one bar per ``series``
-    (``df["_series"]``)."""
+    (``df["_series"]``); more series than a panel holds go in rows (:func:`_series_families`)."""
     panels = _panel_values(df, panel_cols)
     df["_group"] = _label(df, group_cols).astype(str)
-    fig, axes = _panel_figure(len(panels), 1)
+    families = _series_families(df, series)
+    fig, axes = _panel_figure(len(panels), len(families))
     for j, panel in enumerate(panels):
-        ax = axes[0, j]
         sub = df[df["_panel"] == panel]
         groups = _ordered(sub["_group"])
         g = sub.groupby(["_group", "_series"])[ycol]
         mean, lo, hi = (g.agg(f).unstack("_series") for f in ("mean", "min", "max"))
-        _grouped_bars(ax, mean, groups, series, lo, hi, series_title, legend=j == len(panels) - 1)
-        ax.set_xlabel(", ".join(_short(c) for c in group_cols) or "runs")
-        if j == 0:
-            ax.set_ylabel(ylabel)
-        if panel_cols:
-            ax.set_title(panel, fontsize="medium")
-        ax.grid(axis="y", linestyle=":", linewidth=0.5)
-        ax.set_axisbelow(True)
-        if len(groups) * len(series) > 12 or max(len(str(g)) for g in groups) > 12:
-            ax.tick_params(axis="x", labelrotation=30, labelsize="small")
+        for k, (title, family) in enumerate(families):
+            ax = axes[k, j]
+            legend_title = f"{series_title}: {title}" if title else series_title
+            _grouped_bars(ax, mean, groups, family, lo, hi, legend_title, legend=j == len(panels) - 1)
+            if j == 0:
+                ax.set_ylabel(ylabel)
+            if panel_cols or title:
+                ax.set_title(": ".join(x for x in (panel if panel_cols else "", title) if x), fontsize="medium")
+            ax.grid(axis="y", linestyle=":", linewidth=0.5)
+            ax.set_axisbelow(True)
+            if len(groups) * len(family) > 12 or max(len(str(g)) for g in groups) > 12:
+                ax.tick_params(axis="x", labelrotation=30, labelsize="small")
+        axes[-1, j].set_xlabel(", ".join(_short(c) for c in group_cols) or "runs")
     return fig
 
 
@@ -585,64 +628,71 @@ def _fig_throughput(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, s
         df["_series"] = df["_class"]
     known = _known_policies()
 
+    policy_of = _series_policy(df)
+
     def series_key(s: str) -> tuple[Any, ...]:
-        parts = s.split(" · ")
+        parts = [policy_of[s]] if s in policy_of else s.split(" · ")
         rank = [known.index(p) if p in known else len(known) for p in parts]
         return (*rank, _sort_key(s))
 
     # The same style for a series in every panel, policies in the simulator's order.
     all_series = sorted(_ordered(df["_series"]), key=series_key)
-    fig, axes = _panel_figure(len(panels), 1)
+    # More series than a panel holds: one row per family (baselines, techniques, unsafe).
+    families = _series_families(df, all_series) if one_class else [("", all_series)]
+    fig, axes = _panel_figure(len(panels), len(families))
     for j, panel in enumerate(panels):
-        ax = axes[0, j]
         sub = df[df["_panel"] == panel]
         agg = _agg(sub, ["_series", "_threads"], "_tput")
-        for i, s in enumerate(all_series):
-            a = agg[agg["_series"] == s].sort_values("_threads")
-            if a.empty:
-                continue
-            ax.errorbar(
-                a["_threads"],
-                a["mean"],
-                # clipped at 0: the mean of equal values may differ from them by rounding
-                yerr=[(a["mean"] - a["min"]).clip(lower=0), (a["max"] - a["mean"]).clip(lower=0)],
-                label=s,
-                capsize=3,
-                # later series smaller, so that equal curves all stay visible
-                markersize=max(8.0 - 1.5 * i, 3.0),
-                **_style(i),
-            )
         xs = _ordered(sub["_threads"])
-        ax.set_xticks(xs, [_fmt(v) for v in xs])
-        ax.set_xlabel("threads (config.workload.threads)")
-        if j == 0:
-            ax.set_ylabel("throughput (operations/s)")
-        if panel_cols:
-            classes = ", ".join(sorted(sub["_class"].unique()))
-            ax.set_title(f"{panel} ({classes} threads)" if one_class else panel, fontsize="medium")
-        _headroom(ax, float(agg["max"].max()))
-        ax.grid(linestyle=":", linewidth=0.5)
-        ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
+        for k, (family_title, family) in enumerate(families):
+            ax = axes[k, j]
+            for i, s in enumerate(family):
+                a = agg[agg["_series"] == s].sort_values("_threads")
+                if a.empty:
+                    continue
+                ax.errorbar(
+                    a["_threads"],
+                    a["mean"],
+                    # clipped at 0: the mean of equal values may differ from them by rounding
+                    yerr=[(a["mean"] - a["min"]).clip(lower=0), (a["max"] - a["mean"]).clip(lower=0)],
+                    label=s,
+                    capsize=3,
+                    # later series smaller, so that equal curves all stay visible
+                    markersize=max(8.0 - 1.5 * i, 3.0),
+                    **_style(i),
+                )
+            ax.set_xticks(xs, [_fmt(v) for v in xs])
+            if j == 0:
+                ax.set_ylabel("throughput (operations/s)")
+            if panel_cols:
+                classes = ", ".join(sorted(sub["_class"].unique()))
+                name = f"{panel} ({classes} threads)" if one_class else panel
+                ax.set_title(f"{name}: {family_title}" if family_title else name, fontsize="medium")
+            _headroom(ax, float(agg["max"].max()))
+            ax.grid(linestyle=":", linewidth=0.5)
+            ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
+        axes[-1, j].set_xlabel("threads (config.workload.threads)")
     title = (
         ", ".join(_short(c) for c in series_cols)
         if one_class
         else "thread class" + (" · " + ", ".join(_short(c) for c in series_cols) if series_cols else "")
     )
-    handles: dict[str, Any] = {}
-    for ax in axes[0]:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(lab, h)
-    if len(handles) > 1:
-        axes[0, -1].legend(
-            [handles[s] for s in all_series if s in handles],
-            [s for s in all_series if s in handles],
-            fontsize="small",
-            title=title,
-            title_fontsize="small",
-            loc="upper left",
-            bbox_to_anchor=(1.01, 1.0),
-            borderaxespad=0.0,
-        )
+    for k, (family_title, family) in enumerate(families):
+        handles: dict[str, Any] = {}
+        for ax in axes[k]:
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                handles.setdefault(lab, h)
+        if len(handles) > 1:
+            axes[k, -1].legend(
+                [handles[s] for s in family if s in handles],
+                [s for s in family if s in handles],
+                fontsize="small",
+                title=f"{title}: {family_title}" if family_title else title,
+                title_fontsize="small",
+                loc="upper left",
+                bbox_to_anchor=(1.01, 1.0),
+                borderaxespad=0.0,
+            )
     caption = (
         "Throughput of each thread class against the number of threads: the sum of the "
         "class's per-thread operations per simulated second (thread.ops_per_second of "
@@ -688,32 +738,35 @@ def _fig_targets(frame: pd.DataFrame, tables: Tables) -> tuple[Figure, str, str]
         panel_cols = []
     panels = _panel_values(df, panel_cols)
     width = max(len(h) for h in df["_hist"])
-    fig, axes = _panel_figure(len(panels), 1)
-    n = len(series)
+    families = _series_families(df, series)
+    fig, axes = _panel_figure(len(panels), len(families))
     for j, panel in enumerate(panels):
-        ax = axes[0, j]
         sub = df[df["_panel"] == panel]
-        for i, s in enumerate(series):
-            total = [0.0] * width
-            for h in sub.loc[sub["_series"] == s, "_hist"]:
-                for k, v in enumerate(h):
-                    total[k] += v
-            count = sum(total)
-            label = s if count else f"{s} (no shootdowns)"
-            frac = [v / count if count else 0.0 for v in total]
-            xs = [k + (i - (n - 1) / 2) * (0.8 / n) for k in range(width)]
-            ax.bar(xs, frac, 0.8 / n, label=label, **_bar_style(i))
-        ax.set_xlabel("target cores per shootdown (count)")
-        if j == 0:
-            ax.set_ylabel("fraction of shootdowns")
-        if panel_cols:
-            ax.set_title(panel, fontsize="medium")
-        ax.set_xticks(range(width))
-        ax.set_ylim(0, 1.05)
-        ax.grid(axis="y", linestyle=":", linewidth=0.5)
-        ax.set_axisbelow(True)
-    if n > 1:
-        _legend(axes[0, -1], ", ".join(_short(c) for c in series_cols))
+        for k, (family_title, family) in enumerate(families):
+            ax = axes[k, j]
+            n = len(family)
+            for i, s in enumerate(family):
+                total = [0.0] * width
+                for h in sub.loc[sub["_series"] == s, "_hist"]:
+                    for m, v in enumerate(h):
+                        total[m] += v
+                count = sum(total)
+                label = s if count else f"{s} (no shootdowns)"
+                frac = [v / count if count else 0.0 for v in total]
+                xs = [m + (i - (n - 1) / 2) * (0.8 / n) for m in range(width)]
+                ax.bar(xs, frac, 0.8 / n, label=label, **_bar_style(i))
+            if j == 0:
+                ax.set_ylabel("fraction of shootdowns")
+            if panel_cols or family_title:
+                name = panel if panel_cols else ""
+                ax.set_title(": ".join(x for x in (name, family_title) if x), fontsize="medium")
+            ax.set_xticks(range(width))
+            ax.set_ylim(0, 1.05)
+            ax.grid(axis="y", linestyle=":", linewidth=0.5)
+            ax.set_axisbelow(True)
+            if n > 1 and j == len(panels) - 1:
+                _legend(ax, ", ".join(_short(c) for c in series_cols))
+        axes[-1, j].set_xlabel("target cores per shootdown (count)")
     caption = (
         "Distribution of the number of target cores per shootdown "
         f"({hist_col}, a histogram indexed by target count; the last bucket counts that "
