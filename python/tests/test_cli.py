@@ -136,6 +136,11 @@ def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert index.is_file() and f"report: {index.resolve()}" in printed
     for name in ("coherence_runtime", "throughput_threads", "targets_per_shootdown"):
         assert (out / "report" / f"{name}.png").is_file()
+    # The controller's quotas are drawn in the partition sweep's own report, and the main
+    # report says so instead of "no run of the utility controller".
+    assert (out / "partition" / "report" / "partition_quotas.png").is_file()
+    page = index.read_text()
+    assert "partition_quotas: made from other runs" in page and "no run of the utility" not in page
     # The full table (one row per workload, thread count and policy) is in OUT/table.txt.
     table = (out / "table.txt").read_text().splitlines()
     assert table[0].split() == [

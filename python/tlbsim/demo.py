@@ -647,14 +647,26 @@ def main(out: str | Path = "out/demo", jobs: int | None = None) -> int:
         "DTLB misses per 10,000 instructions of each guest. utility: the controller re-partitions "
         "every 200,000 instructions from shadow-tag miss curves (tag paper §6.5's proposal, built "
         "as utility-based cache partitioning); epochs: how often it did. Unpartitioned, a guest's "
-        "whole-TLB bursts beat any quota here; the controller beats the fixed split. (The "
-        "main report's figures are of the policy sweep; this section's runs are in "
-        f"{out / 'partition'}.)",
+        "whole-TLB bursts beat any quota here; the controller beats the fixed split. The "
+        "controller's quotas over time are a figure of this section's own report, "
+        f"{out / 'partition' / 'report' / 'index.html'}.",
         jobs,
     )
-    rep = report(out, sections=printer.sections)
+    # The VM and partition sweeps have figures of their own (DTLB misses over time, the
+    # controller's quotas): each sweep's own report, which the main one points to.
+    vms_report = report(out / "vms")
+    partition_report = report(out / "partition")
+    elsewhere = {
+        name: str(r.index.resolve())
+        for r in (vms_report, partition_report)
+        for name in r.made
+        if name in ("mptti_intervals", "partition_quotas")
+    }
+    rep = report(out, sections=printer.sections, elsewhere=elsewhere)
     print(f"\nreport: {rep.index.resolve()}")
     print(f"  figures: {', '.join(rep.made) or 'none'}")
+    for r in (vms_report, partition_report):
+        print(f"  and {r.index.resolve()}: {', '.join(r.made) or 'none'}")
     print(
         f"results: {out / 'runs'} (tlbsim.load({str(out)!r}), or table='core' / "
         "table='thread', gives them as a DataFrame)"

@@ -36,7 +36,7 @@ import html
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -1113,6 +1113,7 @@ def build_report(
     intervals: dict[str, list[Any]] | None = None,
     partitions: dict[str, list[Any]] | None = None,
     sections: Sequence[tuple[str, str]] = (),
+    elsewhere: Mapping[str, str] | None = None,
 ) -> ReportSummary:
     """Write the figures the results support, and ``out/index.html``, into ``out``.
 
@@ -1122,7 +1123,9 @@ def build_report(
     and simulated thread (``run_id``, ``thread.class``, ``thread.ops_per_second`` ...), as
     ``load(DIR, table="thread")`` (the throughput figure needs it). Returns which figures
     were made and which were skipped, with the reason. ``sections``: (heading, text) pairs
-    shown as preformatted text before the figures.
+    shown as preformatted text before the figures. ``elsewhere``: figure name -> where a
+    figure these runs cannot make is made instead (another sweep's report), said in place
+    of the reason it was not made here.
     """
     import matplotlib
 
@@ -1146,6 +1149,9 @@ def build_report(
                 fig.suptitle(fig_title)
                 png, pdf = _save(fig, out, name)
                 summary.figures.append(FigureInfo(name, fig_title, caption, png, pdf))
+    for name, where in (elsewhere or {}).items():
+        if name in summary.skipped:
+            summary.skipped[name] = f"made from other runs: {where}"
     _write_html(summary, frame, title, sections)
     return summary
 
@@ -1154,15 +1160,16 @@ def report(
     directory: str | os.PathLike[str] | pd.DataFrame,
     out: str | os.PathLike[str] | None = None,
     sections: Sequence[tuple[str, str]] = (),
+    elsewhere: Mapping[str, str] | None = None,
 ) -> ReportSummary:
     """The report of a sweep directory (default output: ``DIR/report``; it reads the
     run, core and thread tables of :func:`tlbsim.load`) or of a results table already
     loaded (``out`` is then required). ``sections``: (heading, text) pairs the page shows
-    before the figures."""
+    before the figures; ``elsewhere``: as :func:`build_report`'s."""
     if isinstance(directory, pd.DataFrame):
         if out is None:
             raise ValueError("out is required when the results are given as a DataFrame")
-        return build_report(directory, out, sections=sections)
+        return build_report(directory, out, sections=sections, elsewhere=elsewhere)
     from tlbsim.store import load  # written alongside the sweeps; imported only here
 
     root = Path(directory)
@@ -1184,6 +1191,7 @@ def report(
         intervals=_intervals(root, frame),
         partitions=_partitions(root, frame),
         sections=sections,
+        elsewhere=elsewhere,
     )
 
 
