@@ -298,46 +298,37 @@ def test_bench_compare(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
 README_EXAMPLE = """\
 seed = 1
 [machine]
-preset = "host"
 sockets = 1
-cores_per_socket = 1
-[machine.tlb]
-tagging = "pcid"
-[machine.tlb.l1d]
-entries = 256
-ways = 4
-replacement = "lru"
-[machine.tlb.l2]
-entries = 0
+cores_per_socket = 4
+[os]
+coherence = "linux"
 [workload]
-kind = "trace"
-format = "lackey"
-paths = ["prog.lackey.gz"]
-fetches = false
+kind = "apache"
+threads = 4
+processes = 1
+ops = 200
 """
 
 
 def test_readme_example_config_runs_as_written(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """The README's config is a user contract: it must work exactly as written."""
+    """The README's OS-mode config is a user contract: it must work exactly as written, and
+    compared across policies as the walkthrough does, each run must send shootdowns."""
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     assert README_EXAMPLE in readme
-    trace = Path(__file__).parents[2] / "crates/tlbsim-core/tests/data/lackey_tiny.txt.gz"
-    (tmp_path / "prog.lackey.gz").write_bytes(trace.read_bytes())
-    (tmp_path / "example.toml").write_text(README_EXAMPLE)
-    assert main(["run", str(tmp_path / "example.toml"), "--out", str(tmp_path / "out")]) == 0
-    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
-    effective = json.loads((tmp_path / "out" / "config.json").read_text())
-    totals = stats["totals"]
-    # Loads, stores and modifies only (fetches = false), every one looked up once.
-    assert totals["accesses"] == totals["l1_tlb_hits"] + totals["l1_tlb_misses"] > 0
-    assert totals["instructions"] > totals["accesses"]
-    assert "l2" not in stats["per_structure"]
-    assert effective["machine"]["tlb"]["l1d"] == {
-        "entries": 256,
-        "ways": 4,
-        "replacement": "lru",
-        "latency": effective["machine"]["tlb"]["l1d"]["latency"],
-    }
+    assert "tlbsim run cfg.toml --set os.coherence=$p --out out/cfg-$p" in readme
+    (tmp_path / "cfg.toml").write_text(README_EXAMPLE)
+    for policy in ["linux", "oracle", "abis", "didi", "latr"]:
+        out = tmp_path / f"out-{policy}"
+        args = ["run", str(tmp_path / "cfg.toml"), "--set", f"os.coherence={policy}", "--out", str(out)]
+        assert main(args) == 0
+        stats = json.loads((out / "stats.json").read_text())
+        effective = json.loads((out / "config.json").read_text())
+        assert effective["os"]["coherence"] == policy
+        totals = stats["totals"]
+        assert totals["shootdowns_sent"] > 0
+        assert totals["violations_security"] == totals["violations_consistency"] == 0
+        assert stats["per_class"]
+    assert "makespan" in capsys.readouterr().out
 
 
 def test_config_prints_every_key_of_a_preset(capsys: pytest.CaptureFixture[str]) -> None:

@@ -305,28 +305,47 @@ def test_missing_dask_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path:
 
 # ------------------------------------------------------------------------- README
 
+# The walkthrough's OS-mode config (test_cli.py README_EXAMPLE), the base of its sweep.
+README_CONFIG = """\
+seed = 1
+[machine]
+sockets = 1
+cores_per_socket = 4
+[os]
+coherence = "linux"
+[workload]
+kind = "apache"
+threads = 4
+processes = 1
+ops = 200
+"""
+
 README_SPEC = """\
-base = "base.toml"          # relative to the spec; or an inline [base] table
-seeds = [1, 2]              # optional: every combination once per seed
+base = "cfg.toml"           # relative to the spec; or an inline [base] table
+seeds = [1, 2]              # every combination once per seed
 [grid]                      # Cartesian product
-"machine.tlb.l1d.entries" = [16, 32, 64]
-"os.pt_placement" = ["first-touch", "interleave"]
+"os.coherence" = ["linux", "oracle", "abis", "didi", "latr"]
 [zip]                       # varied together (equal lengths), crossed with the grid
-"machine.cores_per_socket" = [1, 2]
-"workload.threads" = [1, 2]
+"machine.cores_per_socket" = [2, 4]
+"workload.threads" = [2, 4]
 """
 
 
 def test_readme_sweep_example_works_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert README_CONFIG in readme
     assert README_SPEC in readme
-    (tmp_path / "base.toml").write_text(BASE_TOML)
+    assert "tlbsim sweep sweep.toml --out out/sweep   # 5 x 2 x 2 = 20 runs" in readme
+    (tmp_path / "cfg.toml").write_text(README_CONFIG)
     (tmp_path / "sweep.toml").write_text(README_SPEC)
     out = tmp_path / "out" / "sweep"
     assert main(["sweep", str(tmp_path / "sweep.toml"), "--jobs", "2", "--out", str(out)]) == 0
-    assert "total 24, skipped 0, ran 24" in capsys.readouterr().out
+    assert "total 20, skipped 0, ran 20" in capsys.readouterr().out
     assert main(["collect", str(out)]) == 0
-    assert len(tlbsim.load(out)) == 24
+    df = tlbsim.load(out)
+    assert len(df) == 20
+    assert sorted(set(df["param.os.coherence"])) == ["abis", "didi", "latr", "linux", "oracle"]
+    assert (df["stats.shootdowns_sent"] > 0).all()
 
 
 # ------------------------------------------------------------ the issue's contract spec
