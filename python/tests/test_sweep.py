@@ -345,7 +345,8 @@ def test_readme_sweep_example_works_as_written(tmp_path: Path, capsys: pytest.Ca
     df = tlbsim.load(out)
     assert len(df) == 20
     assert sorted(set(df["param.os.coherence"])) == ["abis", "didi", "latr", "linux", "oracle"]
-    assert (df["stats.shootdowns_sent"] > 0).all()
+    assert (df[df["param.os.coherence"] == "linux"]["stats.shootdowns_sent"] > 0).all()
+    assert (df["stats.violations_security"] == 0).all()
 
 
 # ------------------------------------------------------------ the contract spec
