@@ -49,6 +49,6 @@ def test_a_registry_page_names_every_entry(page: str, section: str) -> None:
 
 def test_the_workloads_table_has_one_row_per_kind() -> None:
     text = (DOCS / "WORKLOADS.md").read_text()
-    rows = re.findall(r"^\| `([a-z0-9-]+)` \|", text, flags=re.M)
+    rows = re.findall(r"^\| `([a-z0-9-]+)` \|", text, flags=re.MULTILINE)
     names = [e["name"] for e in catalogue.section("workloads")["entries"]]
     assert sorted(rows) == sorted(names)
