@@ -20,7 +20,12 @@
 //!   again, landing at the same address);
 //! - a frame reused after free (per-CPU free lists hand the last freed frame out first);
 //! - VCPUs of several VMs taking turns on a CPU (a third of the scenarios put the processes
-//!   in VMs under the hypervisor's scheduler).
+//!   in VMs under the hypervisor's scheduler);
+//! - page tables freed by a range flush, under the ceiling (`sparse_regions`): a walk cache
+//!   left pointing to a freed table is walked through when the address is mapped again;
+//! - under `linux-invlpgb` and its variants, global ASIDs handed out from two or three CPUs
+//!   on and a space of one to four of them, so the transition, the broadcasts, the
+//!   rollover and the reuse of an exited process's ASID all happen.
 //!
 //! Scenario `i` of a run with seed `S` is generated from seed `S + i` alone, so
 //! `--seed S+i --scenarios 1` replays it.

@@ -2,9 +2,9 @@
 //! `tlbsim fuzz` within a few scenarios, and the safe policies clean on the same scenarios:
 //! `linux-invlpgb-no-tlbsync` (frees before TLBSYNC), `linux-invlpgb-final-only` and
 //! `arm-tlbi-final-only` (walk caches kept when page tables are freed: the generator's
-//! sparse regions, fuzz.rs `sparse_regions`), `linux-invlpgb-early-asid-reuse` (a freed
-//! global ASID handed out before the rollover's flush: the generator's small ASID space)
-//! and `rar-no-wait` (no wait for the status bytes). Plus the allocator's immediate reuse.
+//! sparse regions, fuzz.rs `sparse_regions`) and `rar-no-wait` (no wait for the status
+//! bytes). `linux-invlpgb-early-asid-reuse` (a freed global ASID handed out before the
+//! rollover's flush) is not caught: its mechanism is tested here, and why not below.
 
 use tlbsim_core::coherence::linux_invlpgb::{GlobalAsids, LinuxInvlpgb, LinuxInvlpgbParams, EARLY_ASID_REUSE};
 use tlbsim_core::coherence::*;
@@ -18,10 +18,11 @@ fn run(policy: &str, tagging: Option<&str>, scenarios: u64, seed: u64) -> FuzzRe
 
 /// (unsafe variant, its safe policy, tagging, scenarios, seed): the variant caught within
 /// `scenarios` from `seed`, the safe one clean on the same scenarios.
-const CASES: [(&str, &str, Option<&str>, u64, u64); 5] = [
+/// `linux-invlpgb-early-asid-reuse` is not among them: the fuzz does not catch it (see
+/// `the_early_reuse_variant_hands_the_exited_process_s_asid_and_entries_on`).
+const CASES: [(&str, &str, Option<&str>, u64, u64); 4] = [
     ("linux-invlpgb-no-tlbsync", "linux-invlpgb", None, 40, 1),
     ("linux-invlpgb-final-only", "linux-invlpgb", None, 60, 1),
-    ("linux-invlpgb-early-asid-reuse", "linux-invlpgb", Some("pcid"), 60, 1),
     ("arm-tlbi-final-only", "arm-tlbi", None, 60, 1),
     ("rar-no-wait", "rar", None, 40, 1),
 ];
@@ -47,18 +48,13 @@ fn fuzz_catches_linux_invlpgb_final_only_when_tables_are_freed() {
 }
 
 #[test]
-fn fuzz_catches_a_global_asid_reused_before_the_rollover_flush() {
+fn fuzz_catches_arm_tlbi_last_level_when_tables_are_freed() {
     check(2);
 }
 
 #[test]
-fn fuzz_catches_arm_tlbi_last_level_when_tables_are_freed() {
-    check(3);
-}
-
-#[test]
 fn fuzz_catches_rar_without_waiting_for_the_status_bytes() {
-    check(4);
+    check(3);
 }
 
 #[test]
@@ -79,7 +75,12 @@ fn freed_asids_come_back_at_once_only_in_the_unsafe_allocator() {
 
 /// The early-reuse variant gives the next process the exited one's ASID at once, and says
 /// so to the engine (whose PCID slot of the exited process it then inherits); Linux's
-/// allocator waits for the rollover, and inherits nothing.
+/// allocator waits for the rollover, and inherits nothing. The fuzz does not catch the
+/// variant (0 of 2,000 scenarios in every tagging mode): exit's flush, a broadcast of the
+/// whole PCID to every CPU, leaves nothing under the ASID before it is freed, and the
+/// model has no fill after it (a CPU that keeps the dead mm loaded lazily and walks it
+/// speculatively, or walk-cache entries tagged by PCID), which is what the rollover's
+/// flush protects against on real hardware.
 #[test]
 fn the_early_reuse_variant_hands_the_exited_process_s_asid_and_entries_on() {
     let cfg = Config::resolve(serde_json::json!({"machine": {"sockets": 1, "cores_per_socket": 4}}), &[], std::path::Path::new(".")).unwrap();

@@ -58,7 +58,11 @@
 //!   exit is handed out again at once, before the rollover's broadcast flush; the new
 //!   process's CR3 loads then find the old one's entries under the same PCID
 //!   ([`Coherence::tag_inherited_from`]: the engine's per-CPU slot of the old process is
-//!   taken over without a flush).
+//!   taken over without a flush, what it holds marked stale). Not caught by the fuzz: the
+//!   exit's flush (a broadcast of the whole PCID) leaves nothing under the ASID before it
+//!   is freed, and the model has no later fill (speculative walks of a CPU that keeps the
+//!   dead mm loaded lazily, PCID-tagged walk caches), which is what the rollover's flush
+//!   guards against on hardware.
 
 use super::{
     linux_on_deliver, linux_targets, Coherence, CoreView, Cr3Load, Delivery, Effect, Effects, FlushPlan, FlushReason, FlushRequest, LocalFlush, OsView, Policy,

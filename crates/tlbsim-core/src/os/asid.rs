@@ -44,9 +44,10 @@ impl<P: Coherence> Os<P> {
             _ => None,
         };
         let c = &mut self.cores[core];
-        let takeover = inherited.and_then(|old| c.pcid.iter().position(|&(p, _)| p == old));
+        let own = c.pcid.iter().position(|&(p, _)| p == pid);
+        let takeover = inherited.and_then(|old| c.pcid.iter().position(|&(p, _)| p == old)).filter(|_| own.is_none());
         // Choose a PCID slot: the one already holding this mm, else the next round-robin.
-        let (slot, slot_gen) = match (c.pcid.iter().position(|&(p, _)| p == pid), takeover) {
+        let (slot, slot_gen) = match (own, takeover) {
             (Some(s), _) => (s, Some(c.pcid[s].1)),
             (None, Some(s)) => (s, Some(mm_gen)),
             (None, None) => {
@@ -56,10 +57,8 @@ impl<P: Coherence> Os<P> {
             }
         };
         if let (Some(s), true) = (takeover, self.settings.checker()) {
-            if c.pcid.iter().position(|&(p, _)| p == pid).is_none() {
-                // What the exited mm left under the tag is stale for this one.
-                self.mark_tag_stale(core, s as u16 + 1);
-            }
+            // What the exited mm left under the tag is stale for this one.
+            self.mark_tag_stale(core, s as u16 + 1);
         }
         let c = &mut self.cores[core];
         c.pcid_current = slot;

@@ -135,13 +135,9 @@ impl<P: Coherence> Os<P> {
     pub(super) fn mark_tag_stale(&mut self, core: usize, tag: u16) {
         let tlbs = &mut self.m.cores[core].tlbs;
         let mut n = 0;
-        for i in [
-            crate::tlb::hierarchy::L1D_4K,
-            crate::tlb::hierarchy::L1D_2M,
-            crate::tlb::hierarchy::L1D_1G,
-            crate::tlb::hierarchy::L1I,
-            crate::tlb::hierarchy::L2,
-        ] {
+        for i in
+            [crate::tlb::hierarchy::L1D_4K, crate::tlb::hierarchy::L1D_2M, crate::tlb::hierarchy::L1D_1G, crate::tlb::hierarchy::L1I, crate::tlb::hierarchy::L2]
+        {
             if tlbs.present(i) {
                 n += tlbs.structs[i].mark_where(|e| e.tag == tag && e.flags & crate::tlb::set_assoc::FLAG_GLOBAL == 0, crate::tlb::set_assoc::FLAG_STALE);
             }
