@@ -20,7 +20,12 @@
 //!   again, landing at the same address);
 //! - a frame reused after free (per-CPU free lists hand the last freed frame out first);
 //! - VCPUs of several VMs taking turns on a CPU (a third of the scenarios put the processes
-//!   in VMs under the hypervisor's scheduler).
+//!   in VMs under the hypervisor's scheduler);
+//! - page tables freed by a range flush, under the ceiling (`sparse_regions`): a walk cache
+//!   left pointing to a freed table is walked through when the address is mapped again;
+//! - under `linux-invlpgb` and its variants, global ASIDs handed out from two or three CPUs
+//!   on and a space of one to four of them, so the transition, the broadcasts, the
+//!   rollover and the reuse of an exited process's ASID all happen.
 //!
 //! Scenario `i` of a run with seed `S` is generated from seed `S + i` alone, so
 //! `--seed S+i --scenarios 1` replays it.
@@ -261,12 +266,52 @@ pub fn scenario(seed: u64, policy: &str, tagging: Option<&str>, overrides: &[Str
         // A short VCPU time slice and tick, so that VCPUs switch within a small scenario.
         tree["hypervisor"] = serde_json::json!({"credit": {"time_slice_ms": vg.pick(&[0.005, 0.02]), "tick_ms": 0.002}});
     }
+    // Linux's global ASIDs (`linux-invlpgb` and its variants), from a stream of their own
+    // too: a process gets one when it is seen on 4 or more CPUs at once on its sampled
+    // jiffy (1 in 32, 1 ms each), and the space rolls over after 4,087 of them. A scenario
+    // runs 2-6 cores for well under 32 jiffies with 1-3 processes, so at Linux's values
+    // no global ASID is ever handed out (the broadcast path, the transition and the
+    // rollover would go unfuzzed) and no ASID is ever reused. In most scenarios, then, the
+    // threshold is 2 CPUs, every jiffy is sampled, and the space holds one to four global
+    // ASIDs, so processes exit and their ASIDs come back (after the rollover's flush, or
+    // before it in `linux-invlpgb-early-asid-reuse`). A user's `--set` still wins.
+    let mut ag = Gen(SplitMix64::new(seed ^ 0x6173_6964_0000_0000));
+    if policy.starts_with("linux-invlpgb") && ag.chance(75) {
+        tree["coherence"] = serde_json::json!({policy: {"min_cpus": ag.pick(&[2, 2, 3]), "sample_period": 1,
+                                                         "asid_space": ag.pick(&[8, 9, 10, 4094])}});
+    }
     let cfg = Config::resolve(tree, overrides, std::path::Path::new("."))?;
     let mut w = workload(&mut g, cfg.cores(), cfg.machine.sockets);
     if virtualized {
         put_in_vms(&mut vg, &mut w, cfg.cores());
     }
+    sparse_regions(&mut Gen(SplitMix64::new(seed ^ 0x7074_6162_0000_0000)), &mut w);
     Ok((cfg, w))
+}
+
+/// Make some of the private regions that are mapped, touched and unmapped again (slot 1)
+/// 4 MiB and not populated: a few pages touched, so munmap's flush is a range flush (at
+/// most 20 pages, under the 33-page ceiling) that also frees whole page-table pages (the
+/// 2 MiB in the middle no other mapping shares). Without it every scenario's table frees
+/// come with a full flush (exit, fork) or none, and an invalidation that leaves the walk
+/// caches alone on a range flush (INVLPGB's FINAL_ONLY, arm64's last-level TLBI) when
+/// tables are freed goes unseen. The next mapping of the slot lands at the same address,
+/// so a walk cache still pointing to a freed table is walked through. From a stream of
+/// its own, so the other draws of a scenario stay what they were.
+fn sparse_regions(g: &mut Gen, w: &mut Workload) {
+    if !g.chance(40) {
+        return;
+    }
+    for prog in &mut w.programs {
+        for op in prog.iter_mut() {
+            if let Op::Mmap { slot: 1, spec } = op {
+                if g.chance(50) {
+                    spec.bytes = 1024 * 4096;
+                    spec.populate = false;
+                }
+            }
+        }
+    }
 }
 
 /// Fuzz the registered policy `opts.policy` names.

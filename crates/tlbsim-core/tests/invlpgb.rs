@@ -1,7 +1,7 @@
 //! `linux-invlpgb` (coherence/linux_invlpgb.rs): the global-ASID allocator (threshold,
 //! sampling, rollover, reuse only after the rollover's flush), the transition, a broadcast
 //! that reaches every CPU and drops walk-cache entries, `tlbsim fuzz` clean in every
-//! tagging mode, and the unsafe-on-purpose variants caught.
+//! tagging mode (the unsafe-on-purpose variants: tests/unsafe_hw.rs).
 
 use tlbsim_core::coherence::linux_invlpgb::{invlpgb_chunks, GlobalAsids, LinuxInvlpgb, LinuxInvlpgbParams};
 use tlbsim_core::coherence::*;
@@ -193,9 +193,9 @@ fn sum_pwc_invalidations(v: &serde_json::Value, under_pwc: bool) -> u64 {
 #[test]
 fn a_broadcast_reaches_every_cpu_and_drops_walk_cache_entries() {
     let run = |final_only: bool| {
-        let sets: Vec<String> =
-            FORCE.iter().map(|s| s.to_string()).chain([format!("coherence.linux-invlpgb.final_only={final_only}"), "os.flush_ceiling=100000".into()]).collect();
-        let (cfg, w) = tlbsim_core::fuzz::scenario(4, "linux-invlpgb", Some("pcid"), &sets).unwrap();
+        let policy = if final_only { "linux-invlpgb-final-only" } else { "linux-invlpgb" };
+        let sets: Vec<String> = FORCE.iter().map(|s| s.replace("linux-invlpgb", policy)).chain(["os.flush_ceiling=100000".into()]).collect();
+        let (cfg, w) = tlbsim_core::fuzz::scenario(4, policy, Some("pcid"), &sets).unwrap();
         (cfg.cores(), tlbsim_core::os::run(&cfg, w).unwrap())
     };
     let (cores, v) = run(false);
@@ -226,14 +226,4 @@ fn fuzz_finds_linux_invlpgb_clean_in_every_tagging_mode() {
             assert!(clean(&r), "{tagging} {sets:?}: {:#?}", r.first_failure);
         }
     }
-}
-
-/// Unsafe on purpose: frames and page tables freed before TLBSYNC, while the INVLPGBs are
-/// still on their way to other CPUs.
-#[test]
-fn fuzz_catches_freeing_before_tlbsync() {
-    let mut sets = FORCE.to_vec();
-    sets.push("coherence.linux-invlpgb.skip_tlbsync_before_free=true");
-    let r = fuzz(&opts(None, &sets, 100, 0x1b)).unwrap();
-    assert!(r.scenarios_with_violations > 0 && r.violations_security > 0, "{r:#?}");
 }

@@ -37,6 +37,7 @@ mod registry;
 mod storage;
 mod tlb_structures;
 mod trace_readers;
+mod unsafe_hw;
 mod vms;
 mod walk;
 mod will_it_scale;

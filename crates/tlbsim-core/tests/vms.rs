@@ -208,8 +208,19 @@ fn fuzz_scenarios_with_vms_are_clean_under_every_policy_and_tagging() {
     let seeds: Vec<u64> = (0..400u64).filter(|&s| !tlbsim_core::fuzz::scenario(s, "linux", None, &[]).unwrap().1.vms.is_empty()).take(40).collect();
     assert_eq!(seeds.len(), 40);
     // Every registered policy but the deliberately unsafe ones (none, abis-gap1,
-    // abis-naive-insert, latr-early-reuse: each caught by tests/os_property.rs).
-    let unsafe_by_design = ["none", "abis-gap1", "abis-naive-insert", "latr-early-reuse"];
+    // abis-naive-insert, latr-early-reuse: each caught by tests/os_property.rs; the
+    // hardware policies' variants: tests/unsafe_hw.rs).
+    let unsafe_by_design = [
+        "none",
+        "abis-gap1",
+        "abis-naive-insert",
+        "latr-early-reuse",
+        "linux-invlpgb-no-tlbsync",
+        "linux-invlpgb-final-only",
+        "linux-invlpgb-early-asid-reuse",
+        "arm-tlbi-final-only",
+        "rar-no-wait",
+    ];
     for policy in tlbsim_core::coherence::NAMES.iter().filter(|p| !unsafe_by_design.contains(p)) {
         for tagging in ["none", "pcid", "domain", "cr3"] {
             let (mut switches, mut io) = (0, 0);

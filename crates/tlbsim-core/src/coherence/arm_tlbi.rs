@@ -26,6 +26,10 @@
 //! when it loads it again. The range TLBI of FEAT_TLBIRANGE (`RVAE1IS`) is not modelled:
 //! every page is its own TLBI, as on cores without it. The KPTI user TLBI
 //! (`__tlbi_user`) is not issued: the model has no kernel/user page-table split.
+//!
+//! `arm-tlbi-final-only` (`SAFE = false`) is unsafe on purpose: `VALE1IS` (last level) even
+//! when page tables are freed, so walk-cache entries keep pointing to the freed tables
+//! (`tlbsim fuzz` catches it: tests/unsafe_hw.rs).
 
 use super::{Coherence, CoreView, Delivery, FlushPlan, FlushReason, FlushRequest, LocalFlush, OsView, Policy};
 use crate::config::{Config, CostsConfig};
@@ -52,7 +56,9 @@ crate::params! {
     }
 }
 
-pub struct ArmTlbi {
+/// `SAFE = false`: the deliberately unsafe `arm-tlbi-final-only` (last-level TLBIs even
+/// when page tables are freed).
+pub struct ArmTlbi<const SAFE: bool = true> {
     params: ArmTlbiParams,
     cores: u64,
     flushes: u64,
@@ -61,26 +67,27 @@ pub struct ArmTlbi {
     whole_asid: u64,
 }
 
-impl crate::registry::Plugin for ArmTlbi {
+impl<const SAFE: bool> crate::registry::Plugin for ArmTlbi<SAFE> {
     type Params = ArmTlbiParams;
 }
 
-impl Policy for ArmTlbi {
-    fn build(cfg: &Config, params: ArmTlbiParams) -> Result<ArmTlbi> {
+impl<const SAFE: bool> Policy for ArmTlbi<SAFE> {
+    fn build(cfg: &Config, params: ArmTlbiParams) -> Result<Self> {
         if params.dvm_latency_cycles == 0 {
-            return Err(Error::config("coherence.arm-tlbi.dvm_latency_cycles", "must be at least 1 cycle"));
+            let name = if SAFE { "arm-tlbi" } else { "arm-tlbi-final-only" };
+            return Err(Error::config(format!("coherence.{name}.dvm_latency_cycles"), "must be at least 1 cycle"));
         }
         Ok(ArmTlbi { params, cores: cfg.cores() as u64, flushes: 0, tlbis: 0, dsbs: 0, whole_asid: 0 })
     }
 }
 
-impl ArmTlbi {
+impl<const SAFE: bool> ArmTlbi<SAFE> {
     fn dsb_cycles(&self) -> u64 {
         self.params.dsb_base_cycles + self.params.dsb_per_core_cycles * self.cores
     }
 }
 
-impl Coherence for ArmTlbi {
+impl<const SAFE: bool> Coherence for ArmTlbi<SAFE> {
     fn min_latency(&self, _costs: &CostsConfig) -> Option<u64> {
         Some(self.params.dvm_latency_cycles)
     }
@@ -107,7 +114,7 @@ impl Coherence for ArmTlbi {
     }
 
     fn on_deliver(&mut self, _core: CoreId, _me: &CoreView, req: &FlushRequest, _flush_ceiling: u32) -> LocalFlush {
-        LocalFlush::Broadcast { final_only: !req.freed_tables, all: req.global, ceiling: MAX_DVM_OPS }
+        LocalFlush::Broadcast { final_only: !SAFE || !req.freed_tables, all: req.global, ceiling: MAX_DVM_OPS }
     }
 
     fn on_switch(&mut self, _core: CoreId, slot_gen: Option<u64>, mm_gen: u64) -> bool {

@@ -45,13 +45,24 @@
 //! none). INVLPGB, its propagation and TLBSYNC have no public latency measurement: their
 //! costs are parameters, marked assumed.
 //!
-//! Unsafe on purpose: `skip_tlbsync_before_free = true` frees the frames and page tables
-//! before the invalidations have reached every CPU (`tlbsim fuzz` catches it:
-//! tests/invlpgb.rs); `final_only = true` keeps page-walk-cache entries that point to freed
-//! page tables (range flushes only; the fuzz's scenarios have not caught it yet, their
-//! table frees come with full flushes). A global ASID reused before rollover's flush is not
-//! observable in this model (ASIDs are not
-//! hardware tags here); the allocator's unit tests check that it cannot happen.
+//! Unsafe on purpose, each its own registered policy (the const parameter `UNSAFE`, same
+//! code; `tlbsim fuzz` catches each, tests/unsafe_hw.rs):
+//! - `linux-invlpgb-no-tlbsync` ([`NO_TLBSYNC`]): no TLBSYNC before freeing: the initiator
+//!   frees the frames and page tables while its INVLPGBs are still on their way, so a
+//!   freed frame is reused while other CPUs still translate to it.
+//! - `linux-invlpgb-final-only` ([`FINAL_ONLY`]): INVLPGB with FINAL_ONLY even when page
+//!   tables are freed (the variant dropped before merge, "Only invalidate final
+//!   translations with INVLPGB", without its freed-tables exception): page-walk-cache
+//!   entries survive pointing to the freed tables.
+//! - `linux-invlpgb-early-asid-reuse` ([`EARLY_ASID_REUSE`]): a global ASID freed at process
+//!   exit is handed out again at once, before the rollover's broadcast flush; the new
+//!   process's CR3 loads then find the old one's entries under the same PCID
+//!   ([`Coherence::tag_inherited_from`]: the engine's per-CPU slot of the old process is
+//!   taken over without a flush, what it holds marked stale). Not caught by the fuzz: the
+//!   exit's flush (a broadcast of the whole PCID) leaves nothing under the ASID before it
+//!   is freed, and the model has no later fill (speculative walks of a CPU that keeps the
+//!   dead mm loaded lazily, PCID-tagged walk caches), which is what the rollover's flush
+//!   guards against on hardware.
 
 use super::{
     linux_on_deliver, linux_targets, Coherence, CoreView, Cr3Load, Delivery, Effect, Effects, FlushPlan, FlushReason, FlushRequest, LocalFlush, OsView, Policy,
@@ -84,10 +95,6 @@ crate::params! {
         pub jiffy_cycles: u64 = 3_000_000,
         /// MAX_ASID_AVAILABLE: global ASIDs are [6, this). Default 4094 = 2^12 - 2 (tlbflush.h, without PTI).
         pub asid_space: u32 = 4094,
-        /// INVLPGB with FINAL_ONLY: page-walk caches survive. Unsafe on purpose when page tables are freed.
-        pub final_only: bool = false,
-        /// Free frames and page tables without waiting for TLBSYNC. Unsafe on purpose.
-        pub skip_tlbsync_before_free: bool = false,
     }
 }
 
@@ -159,6 +166,13 @@ impl GlobalAsids {
         self.available += 1;
     }
 
+    /// mm_free_global_asid() without waiting for the rollover's flush (unsafe on purpose,
+    /// `linux-invlpgb-early-asid-reuse`): `asid` may be handed out again at once.
+    pub fn free_now(&mut self, asid: u32) {
+        self.used[asid as usize] = false;
+        self.available += 1;
+    }
+
     /// Whether `asid` is in use or freed but not yet flushed (not to be handed out).
     pub fn taken(&self, asid: u32) -> bool {
         self.used[asid as usize]
@@ -178,8 +192,23 @@ struct MmState {
 
 const NO_MM: MmState = MmState { global_asid: None, transition: false, broadcast_from: u64::MAX };
 
-pub struct LinuxInvlpgb {
+/// `UNSAFE` of [`LinuxInvlpgb`]: Linux's protocol (`linux-invlpgb`).
+pub const SAFE: u8 = 0;
+/// `linux-invlpgb-no-tlbsync`: frees without waiting for TLBSYNC (unsafe on purpose).
+pub const NO_TLBSYNC: u8 = 1;
+/// `linux-invlpgb-final-only`: FINAL_ONLY INVLPGBs when page tables are freed (unsafe on purpose).
+pub const FINAL_ONLY: u8 = 2;
+/// `linux-invlpgb-early-asid-reuse`: a freed global ASID reused before the rollover's flush
+/// (unsafe on purpose).
+pub const EARLY_ASID_REUSE: u8 = 3;
+
+/// `UNSAFE`: [`SAFE`] or one of the unsafe-on-purpose variants.
+pub struct LinuxInvlpgb<const UNSAFE: u8 = SAFE> {
     params: LinuxInvlpgbParams,
+    /// Per global ASID, the last process that held it (for the engine's tag aliasing).
+    asid_owner: Vec<Option<u32>>,
+    /// Per process, the exited process whose global ASID (and PCID entries) it inherited.
+    inherited: Vec<Option<u32>>,
     asids: GlobalAsids,
     mms: Vec<MmState>,
     /// Per CPU: the process it loaded with its global ASID (switched over).
@@ -200,13 +229,14 @@ pub struct LinuxInvlpgb {
     switch_flushes_global: u64,
 }
 
-impl crate::registry::Plugin for LinuxInvlpgb {
+impl<const UNSAFE: u8> crate::registry::Plugin for LinuxInvlpgb<UNSAFE> {
     type Params = LinuxInvlpgbParams;
 }
 
-impl Policy for LinuxInvlpgb {
+impl<const UNSAFE: u8> Policy for LinuxInvlpgb<UNSAFE> {
     fn build(cfg: &Config, params: LinuxInvlpgbParams) -> Result<Self> {
-        let key = |k: &str| format!("coherence.linux-invlpgb.{k}");
+        let name = ["linux-invlpgb", "linux-invlpgb-no-tlbsync", "linux-invlpgb-final-only", "linux-invlpgb-early-asid-reuse"][UNSAFE as usize];
+        let key = |k: &str| format!("coherence.{name}.{k}");
         if params.invlpgb_count_max == 0 {
             return Err(Error::config(key("invlpgb_count_max"), "must be at least 1 page"));
         }
@@ -218,6 +248,8 @@ impl Policy for LinuxInvlpgb {
         }
         Ok(LinuxInvlpgb {
             asids: GlobalAsids::new(params.asid_space),
+            asid_owner: vec![None; params.asid_space as usize],
+            inherited: Vec::new(),
             params,
             mms: Vec::new(),
             on_global: vec![None; cfg.cores() as usize],
@@ -254,7 +286,7 @@ pub fn invlpgb_chunks(pages: &[Vpn], max: u32) -> u64 {
     chunks + run.div_ceil(max as u64)
 }
 
-impl LinuxInvlpgb {
+impl<const UNSAFE: u8> LinuxInvlpgb<UNSAFE> {
     fn mm(&mut self, mm: u32) -> &mut MmState {
         let i = mm as usize;
         if self.mms.len() <= i {
@@ -307,6 +339,16 @@ impl LinuxInvlpgb {
             return;
         }
         if let Some(a) = self.asids.allocate() {
+            // The process that held this ASID before: its entries may still be cached
+            // under the same PCID (only until the rollover's flush, in Linux).
+            // Linux hands an ASID out again only after the rollover's flush (and its
+            // TLBSYNC) left nothing under it; the model's rollover flush is asynchronous,
+            // so only the variant that skips that wait takes the old slot over.
+            let before = self.asid_owner[a as usize].replace(mm).filter(|&p| p != mm && UNSAFE == EARLY_ASID_REUSE);
+            if self.inherited.len() <= mm as usize {
+                self.inherited.resize(mm as usize + 1, None);
+            }
+            self.inherited[mm as usize] = before;
             let s = self.mm(mm);
             s.global_asid = Some(a);
             s.transition = true;
@@ -324,12 +366,12 @@ impl LinuxInvlpgb {
             issue_cycles: self.params.invlpgb_issue_cycles * instructions,
             latency: self.params.invlpgb_latency_cycles,
             sync_cycles: self.params.tlbsync_cycles,
-            tlbsync: !self.params.skip_tlbsync_before_free,
+            tlbsync: UNSAFE != NO_TLBSYNC,
         });
     }
 }
 
-impl Coherence for LinuxInvlpgb {
+impl<const UNSAFE: u8> Coherence for LinuxInvlpgb<UNSAFE> {
     fn tick_interval(&self) -> Option<u64> {
         Some(self.params.jiffy_cycles)
     }
@@ -393,7 +435,7 @@ impl Coherence for LinuxInvlpgb {
         }
         let s = self.mms.get(req.mm as usize).copied().unwrap_or(NO_MM);
         if req.new_gen >= s.broadcast_from {
-            return LocalFlush::Broadcast { final_only: self.params.final_only, all: false, ceiling: flush_ceiling };
+            return LocalFlush::Broadcast { final_only: UNSAFE == FINAL_ONLY, all: false, ceiling: flush_ceiling };
         }
         if s.global_asid.is_some() {
             // An IPI of the transition (or one sent before the ASID was assigned, arriving
@@ -427,12 +469,22 @@ impl Coherence for LinuxInvlpgb {
             self.rollover_due = false;
             fx.push(Effect::Flush { initiator: core, mm: None, pages: Vec::new(), full: true });
             self.asids.rollover();
+            // The inherited entries are gone with every non-global one.
+            self.inherited.iter_mut().for_each(|i| *i = None);
         }
+    }
+
+    fn tag_inherited_from(&self, mm: u32) -> Option<u32> {
+        self.inherited.get(mm as usize).copied().flatten()
     }
 
     fn on_mm_exit(&mut self, _core: CoreId, mm: u32, _fx: &mut Effects) {
         if let Some(a) = self.global_of(mm) {
-            self.asids.free(a);
+            if UNSAFE == EARLY_ASID_REUSE {
+                self.asids.free_now(a);
+            } else {
+                self.asids.free(a);
+            }
             self.global_asids_freed += 1;
             let s = self.mm(mm);
             s.global_asid = None;

@@ -67,6 +67,11 @@ crate::registry! {
     "abis-naive-insert" => abis::Abis<2, true>, "ABIS with a naive direct insertion: unsafe on purpose (ABIS §4.1)";
     "latr" => latr::Latr<true>, "LATR (ASPLOS 2018): lazy invalidation at the next tick or context switch, memory held back until every core swept";
     "latr-early-reuse" => latr::Latr<false>, "LATR that reuses memory before every core swept: unsafe on purpose";
+    "linux-invlpgb-no-tlbsync" => linux_invlpgb::LinuxInvlpgb<1>, "linux-invlpgb that frees pages and page tables without waiting for TLBSYNC: unsafe on purpose (freed frames reused while INVLPGBs are still on their way)";
+    "linux-invlpgb-final-only" => linux_invlpgb::LinuxInvlpgb<2>, "linux-invlpgb with FINAL_ONLY INVLPGBs even when page tables are freed: unsafe on purpose (walk caches keep pointing to freed tables)";
+    "linux-invlpgb-early-asid-reuse" => linux_invlpgb::LinuxInvlpgb<3>, "linux-invlpgb that reuses a freed global ASID before the rollover's flush: unsafe on purpose (the new process hits the old one's entries)";
+    "arm-tlbi-final-only" => arm_tlbi::ArmTlbi<false>, "arm-tlbi with last-level TLBIs (VALE1IS) even when page tables are freed: unsafe on purpose (walk caches keep pointing to freed tables)";
+    "rar-no-wait" => rar::Rar<false>, "RAR whose initiator does not wait for the status bytes: unsafe on purpose (frees pages while targets still translate to them)";
 }
 
 /// Build the policy `cfg.os.coherence` names (with its `[coherence.<name>]` parameters)
@@ -187,7 +192,9 @@ pub enum Delivery {
     /// interrupts disabled (no handler, no interrupt window), paying `service_cycles`; the
     /// initiator polls every target's status byte, the last read `status_cycles` after
     /// that target finished.
-    RemoteAction { service_cycles: u64, status_cycles: u64 },
+    /// `wait: false` (unsafe on purpose, `rar-no-wait`): the initiator does not poll the
+    /// status bytes; it goes on and frees what the request releases at once.
+    RemoteAction { service_cycles: u64, status_cycles: u64, wait: bool },
     /// Queued on each target and applied at its next timer tick or context switch; the
     /// initiator does not wait. What the request frees is released when every target has
     /// applied it.
@@ -439,6 +446,14 @@ pub trait Coherence {
     /// The last thread of `mm` exited and its address space was torn down (exit_mmap):
     /// e.g. give back a per-process resource (`linux-invlpgb`'s global ASID).
     fn on_mm_exit(&mut self, _core: CoreId, _mm: u32, _fx: &mut Effects) {}
+
+    /// The exited address space whose hardware tag `mm` was given (a global ASID handed out
+    /// again before any flush of its entries: `linux-invlpgb-early-asid-reuse`): with PCID
+    /// tags, a CPU still holding the old one's slot loads `mm` into it without a flush, and
+    /// `mm` hits what the old one left there (the checker marks those entries stale).
+    fn tag_inherited_from(&self, _mm: u32) -> Option<u32> {
+        None
+    }
 
     /// `[start, end)` of `mm` was unmapped. True: hold it back (mmap will not reuse it)
     /// until the policy pushes [`Effect::ReleaseRange`].

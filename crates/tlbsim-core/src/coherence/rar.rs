@@ -28,6 +28,10 @@
 //! initiator holds one slot while it waits, so it needs more than 64 initiators at once. No
 //! public latency exists for the microcode's service or the status read: both are
 //! parameters, marked assumed.
+//!
+//! `rar-no-wait` (`WAIT = false`) is unsafe on purpose: the initiator does not spin on the
+//! status bytes and frees the request's frames and page tables at once, while the targets'
+//! microcode has not yet applied it (`tlbsim fuzz` catches it: tests/unsafe_hw.rs).
 
 use super::{Coherence, CoreView, Delivery, FlushPlan, FlushRequest, LocalFlush, OsView, Policy};
 use crate::config::{Config, CostsConfig};
@@ -51,26 +55,29 @@ crate::params! {
     }
 }
 
-pub struct Rar {
+/// `WAIT = false`: the deliberately unsafe `rar-no-wait` (the initiator does not wait for
+/// the targets' status bytes before freeing what the request releases).
+pub struct Rar<const WAIT: bool = true> {
     params: RarParams,
     requests: u64,
     whole_pcid: u64,
 }
 
-impl crate::registry::Plugin for Rar {
+impl<const WAIT: bool> crate::registry::Plugin for Rar<WAIT> {
     type Params = RarParams;
 }
 
-impl Policy for Rar {
-    fn build(_cfg: &Config, params: RarParams) -> Result<Rar> {
+impl<const WAIT: bool> Policy for Rar<WAIT> {
+    fn build(_cfg: &Config, params: RarParams) -> Result<Self> {
         if params.service_cycles == 0 {
-            return Err(Error::config("coherence.rar.service_cycles", "must be at least 1 cycle"));
+            let name = if WAIT { "rar" } else { "rar-no-wait" };
+            return Err(Error::config(format!("coherence.{name}.service_cycles"), "must be at least 1 cycle"));
         }
         Ok(Rar { params, requests: 0, whole_pcid: 0 })
     }
 }
 
-impl Coherence for Rar {
+impl<const WAIT: bool> Coherence for Rar<WAIT> {
     fn min_latency(&self, costs: &CostsConfig) -> Option<u64> {
         Some(costs.ipi_delivery_same_socket.min(costs.ipi_delivery_cross_socket).max(1))
     }
@@ -86,7 +93,7 @@ impl Coherence for Rar {
             self.requests += 1;
             self.whole_pcid += (req.full || req.pages.len() as u32 > RAR_MAX_PAGES) as u64;
         }
-        plan.delivery = Some(Delivery::RemoteAction { service_cycles: self.params.service_cycles, status_cycles: self.params.status_cycles });
+        plan.delivery = Some(Delivery::RemoteAction { service_cycles: self.params.service_cycles, status_cycles: self.params.status_cycles, wait: WAIT });
     }
 
     fn on_deliver(&mut self, core: CoreId, me: &CoreView, req: &FlushRequest, flush_ceiling: u32) -> LocalFlush {

@@ -36,15 +36,31 @@ impl<P: Coherence> Os<P> {
         }
         let from = c.loaded_mm;
         c.lazy = false;
+        // A policy that handed this mm the hardware tag (global ASID) of an exited mm
+        // without flushing it first (`Coherence::tag_inherited_from`): with PCIDs, the
+        // slot still holding the exited mm is this mm's PCID, its entries kept.
+        let inherited = match self.settings.tagging() {
+            Tagging::Pcid => self.policy.tag_inherited_from(pid).filter(|&old| !self.spaces[old as usize].alive),
+            _ => None,
+        };
+        let c = &mut self.cores[core];
+        let own = c.pcid.iter().position(|&(p, _)| p == pid);
+        let takeover = inherited.and_then(|old| c.pcid.iter().position(|&(p, _)| p == old)).filter(|_| own.is_none());
         // Choose a PCID slot: the one already holding this mm, else the next round-robin.
-        let (slot, slot_gen) = match c.pcid.iter().position(|&(p, _)| p == pid) {
-            Some(s) => (s, Some(c.pcid[s].1)),
-            None => {
+        let (slot, slot_gen) = match (own, takeover) {
+            (Some(s), _) => (s, Some(c.pcid[s].1)),
+            (None, Some(s)) => (s, Some(mm_gen)),
+            (None, None) => {
                 let s = c.pcid_next;
                 c.pcid_next = (s + 1) % super::PCID_SLOTS;
                 (s, None)
             }
         };
+        if let (Some(s), true) = (takeover, self.settings.checker()) {
+            // What the exited mm left under the tag is stale for this one.
+            self.mark_tag_stale(core, s as u16 + 1);
+        }
+        let c = &mut self.cores[core];
         c.pcid_current = slot;
         c.loaded_mm = Some(pid);
         // The slot is this mm's from now on (a reused slot still holds the previous mm's

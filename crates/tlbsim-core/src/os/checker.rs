@@ -129,6 +129,22 @@ impl<P: Coherence> Os<P> {
         }
     }
 
+    /// Mark every entry `core` holds under hardware tag `tag` (an exited address space's,
+    /// now another's: `Coherence::tag_inherited_from`); a use is judged against the page
+    /// table of the address space that hits it.
+    pub(super) fn mark_tag_stale(&mut self, core: usize, tag: u16) {
+        let tlbs = &mut self.m.cores[core].tlbs;
+        let mut n = 0;
+        for i in
+            [crate::tlb::hierarchy::L1D_4K, crate::tlb::hierarchy::L1D_2M, crate::tlb::hierarchy::L1D_1G, crate::tlb::hierarchy::L1I, crate::tlb::hierarchy::L2]
+        {
+            if tlbs.present(i) {
+                n += tlbs.structs[i].mark_where(|e| e.tag == tag && e.flags & crate::tlb::set_assoc::FLAG_GLOBAL == 0, crate::tlb::set_assoc::FLAG_STALE);
+            }
+        }
+        self.stats[core].stale_entries_marked += n as u64;
+    }
+
     /// The page table's leaf entry now for each of `pages`.
     pub(super) fn current_leaves(&self, pid: u32, pages: &[Vpn]) -> Vec<Option<u64>> {
         pages.iter().map(|v| self.pte_lookup(pid, v.0 << 12).map(|l| l.pte)).collect()

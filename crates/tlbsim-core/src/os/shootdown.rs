@@ -313,7 +313,8 @@ impl<P: Coherence> Os<P> {
                 self.stats[core].shootdown_ipis_sent += n as u64;
                 (self.settings.costs().ipi_send, Some((same, cross)), false)
             }
-            Some(Delivery::RemoteAction { service_cycles, status_cycles }) if n > 0 => {
+            Some(Delivery::RemoteAction { service_cycles, status_cycles, wait }) if n > 0 => {
+                broadcast_no_sync = !wait;
                 // The APIC signal costs what an IPI's send and delivery cost.
                 self.shootdowns.records[sd].ack_return = status_cycles;
                 self.shootdowns.records[sd].message_target_cycles = service_cycles;
@@ -368,8 +369,9 @@ impl<P: Coherence> Os<P> {
                 let targets = plan.targets.iter().enumerate().map(|(k, t)| (k, t.0 as usize));
                 self.send_in_order(core, sd, targets, n, per_target_send, latency, message, masked_ok);
                 if broadcast_no_sync {
-                    // No TLBSYNC (unsafe on purpose): the initiator goes on and frees what
-                    // the change released while the invalidations are still on their way.
+                    // No TLBSYNC, or no wait for RAR's status bytes (unsafe on purpose): the
+                    // initiator goes on and frees what the change released while the
+                    // invalidations are still on their way.
                     self.shootdowns.records[sd].waits = false;
                     self.cores[core].waiting -= 1;
                     let s = &mut self.shootdowns.records[sd];
