@@ -8,8 +8,12 @@
 use serde_json::{json, Value};
 
 fn run(threads: u32, policy: &str, drain: bool, ops: u64) -> Value {
+    run_with(threads, policy, drain, ops, json!({}))
+}
+
+fn run_with(threads: u32, policy: &str, drain: bool, ops: u64, costs: Value) -> Value {
     tlbsim_core::run(
-        json!({"machine": {"sockets": 1, "cores_per_socket": 8}, "os": {"coherence": policy, "lru_drain_on_unmap": drain},
+        json!({"machine": {"sockets": 1, "cores_per_socket": 8}, "os": {"coherence": policy, "lru_drain_on_unmap": drain}, "costs": costs,
                "workload": {"kind": "will-it-scale", "test": "tlb_flush2", "mode": "threads", "threads": threads, "ops": ops}}),
         &[],
         std::path::Path::new("."),
@@ -57,17 +61,24 @@ fn same_seed_same_stats() {
 
 /// The four kernels of the INVLPGB cover letter (tip, lru_add_drain removal, INVLPGB,
 /// both) at 1, 2, 4 and 8 tasks: `cargo test --release -p tlbsim-core --test suite
-/// lru_lock::four_kernels -- --ignored --nocapture`.
+/// lru_lock::four_kernels -- --ignored --nocapture`. `TLBSIM_LRU_SCALE=k` multiplies
+/// `costs.lru_lock_acquire` and `costs.lru_per_page` by k (a sensitivity sweep over the
+/// assumed cache-line transfer, not a fit).
 #[test]
 #[ignore]
 fn four_kernels() {
-    let ops = std::env::var("TLBSIM_WIS_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(2000);
+    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|s| s.parse().ok()).unwrap_or(d);
+    let ops = env("TLBSIM_WIS_OPS", 2000);
+    let k = env("TLBSIM_LRU_SCALE", 1);
+    let costs = json!({"lru_lock_acquire": 80 * k, "lru_per_page": 40 * k});
     println!("| kernel | 1 | 2 | 4 | 8 | lruvec waits at 8 (Mcycles) |");
-    for (name, policy, drain) in [("tip", "linux", true), ("drain removal", "linux", false), ("INVLPGB", "linux-invlpgb", true), ("both", "linux-invlpgb", false)] {
+    for (name, policy, drain) in
+        [("tip", "linux", true), ("drain removal", "linux", false), ("INVLPGB", "linux-invlpgb", true), ("both", "linux-invlpgb", false)]
+    {
         let mut row = format!("| {name} ({policy}, lru_drain_on_unmap = {drain}) |");
         let mut waits = 0;
         for t in [1, 2, 4, 8] {
-            let v = run(t, policy, drain, ops);
+            let v = run_with(t, policy, drain, ops, costs.clone());
             let secs = v["run"]["makespan_cycles"].as_u64().unwrap() as f64 / 3e9;
             row += &format!(" {:.0}K |", (t as u64 * ops) as f64 / secs / 1e3);
             waits = lruvec(&v, "cycles_waited");
