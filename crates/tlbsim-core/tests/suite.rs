@@ -23,6 +23,7 @@ mod hooks;
 mod invlpgb;
 mod latr;
 mod locks;
+mod lru_lock;
 mod memory;
 mod mitosis;
 mod numa_balancing;

@@ -34,6 +34,19 @@ pub struct CostsConfig {
     /// in rmqueue_bulk, a drain in free_pcppages_bulk), all under the zone lock (assumed:
     /// ~30 ns of list and free-area bookkeeping per frame).
     pub buddy_per_frame: u64,
+    /// Per acquisition of a node's lruvec lock (`lruvec->lru_lock`, a spinlock; the LRU
+    /// lock of docs/OS_MODEL.md "The LRU lock"), on top of the pages it moves: the lock
+    /// word's cache line and the lruvec's list heads come over from the CPU that held it
+    /// last, two cache-line transfers, each taken as the built-in machine's last-level-cache
+    /// hit (`machine.memory.llc_latency` = `machine.pt_cache.latency` = 40 cycles, vendor
+    /// optimisation manuals; not calibrated): 80. Held, so a waiter waits for it too.
+    pub lru_lock_acquire: u64,
+    /// Per folio a holder of the lruvec lock adds to or deletes from the LRU lists
+    /// (lruvec_add_folio / lruvec_del_folio in folio_batch_move_lru and folios_put_refs):
+    /// the list link written into the neighbouring folio, whose `struct page` line another
+    /// CPU wrote last, one cache-line transfer at the same 40 cycles (not calibrated, not
+    /// fitted to a benchmark). Held under the lock.
+    pub lru_per_page: u64,
     /// Zeroing one 4 KiB frame (assumed: 4 KiB at ~10 bytes/cycle). A 2 MiB page costs 512×.
     pub zero_page: u64,
     /// Copying one 4 KiB frame (copy-on-write, migration; assumed: 2× zeroing).
@@ -91,6 +104,8 @@ impl Default for CostsConfig {
             replica_entry_write: 12,
             page_fault: 1_500,
             buddy_per_frame: 100,
+            lru_lock_acquire: 80,
+            lru_per_page: 40,
             zero_page: 400,
             copy_page: 800,
             read_page: 15_000,

@@ -347,6 +347,13 @@ pub struct OsConfig {
     /// through the TLB flush, as Linux 6.x does) and per-VMA fault locks (docs/OS_MODEL.md
     /// "Locks"). false: system calls of one process never wait for each other.
     pub locks: bool,
+    /// Whether madvise(MADV_DONTNEED) and munmap drain the CPU's LRU batch first
+    /// (`lru_add_drain()` in zap_page_range_single, and in the munmap and exit paths of
+    /// mm/vma.c and mm/mmap.c): true (the default) is Linux before Rik van Riel's "mm:
+    /// remove unnecessary calls to lru_add_drain" (lkml 2024-12-19, queued in the mm tree
+    /// in January 2025), false is the kernel with it: new pages then wait in the CPU's
+    /// batch until it holds 31 (docs/OS_MODEL.md "The LRU lock").
+    pub lru_drain_on_unmap: bool,
     /// Frame recycling scheme (the recycling axis, `crate::recycling`): `none` (Linux) or
     /// `fpr` (fast page recycling); its parameters are `[recycling.<name>]`.
     pub recycling: String,
@@ -377,6 +384,7 @@ impl Default for OsConfig {
             balance: "none".into(),
             time_slice: 9_000_000,
             locks: true,
+            lru_drain_on_unmap: true,
             recycling: "none".into(),
             hypervisor: "credit".into(),
         }

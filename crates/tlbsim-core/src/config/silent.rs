@@ -24,6 +24,7 @@ const OS_ONLY: &[&str] = &[
     "os.balance",
     "os.time_slice",
     "os.locks",
+    "os.lru_drain_on_unmap",
     "os.recycling",
     "os.hypervisor",
     "os.numa_balancing",

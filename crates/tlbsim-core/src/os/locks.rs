@@ -40,7 +40,9 @@
 //!   hold it over the PTEs of one page-table page, and drop it before the TLB flush;
 //! - the zone lock of each NUMA node, taken when a CPU's per-CPU frame list is refilled
 //!   from the buddy allocator or drained back into it (rmqueue_bulk, free_pcppages_bulk),
-//!   for `costs.buddy_per_frame` per frame moved.
+//!   for `costs.buddy_per_frame` per frame moved;
+//! - the lruvec lock of each NUMA node (`lruvec->lru_lock`; os/lru.rs says who takes it),
+//!   for `costs.lru_lock_acquire` plus `costs.lru_per_page` per folio moved.
 //!
 //! A spinlock remembers its latest hold (`[held_from, free_at)` in simulated cycles). An
 //! acquirer whose clock falls inside it spins until `free_at` (its core stays busy; the
@@ -79,10 +81,13 @@ pub(crate) struct Locks {
     mmap_stats: LockStats,
     pt_stats: LockStats,
     zone_stats: LockStats,
+    lruvec_stats: LockStats,
     /// Page-table locks by (process, 2 MiB region): their latest holds.
     page_table: HashMap<(u32, u64), SpinLock>,
     /// Zone locks by node.
     zone: Vec<SpinLock>,
+    /// Lruvec locks by node.
+    lruvec: Vec<SpinLock>,
     /// Halted CPUs the release in progress woke (its waker pays their reschedule IPIs).
     halted_woken: u32,
 }
@@ -94,8 +99,10 @@ impl Locks {
             mmap_stats: LockStats::default(),
             pt_stats: LockStats::default(),
             zone_stats: LockStats::default(),
+            lruvec_stats: LockStats::default(),
             page_table: HashMap::default(),
             zone: Vec::new(),
+            lruvec: Vec::new(),
             halted_woken: 0,
         }
     }
@@ -124,6 +131,7 @@ impl Locks {
             },
             "pt_lock": self.pt_stats.json(),
             "zone_lock": self.zone_stats.json(),
+            "lruvec_lock": self.lruvec_stats.json(),
         })
     }
 }
@@ -198,6 +206,7 @@ pub(crate) struct PtlCursor {
 pub(crate) enum SpinClass {
     PageTable,
     Zone,
+    Lruvec,
 }
 
 /// Per lock class (stats.json `totals.locks`).
@@ -638,6 +647,7 @@ impl<P: Coherence> Os<P> {
         let stats = match class {
             SpinClass::PageTable => &mut self.locks.pt_stats,
             SpinClass::Zone => &mut self.locks.zone_stats,
+            SpinClass::Lruvec => &mut self.locks.lruvec_stats,
         };
         stats.acquisitions += 1;
         if wait > 0 {
@@ -708,5 +718,27 @@ impl<P: Coherence> Os<P> {
             lock.free_at = lock.free_at.max(self.clock(core));
         }
         self.locks.zone[node] = lock;
+    }
+
+    /// `core` holds the lruvec lock of `node` to move `folios` folios onto or off its LRU
+    /// lists: `costs.lru_lock_acquire` plus `costs.lru_per_page` per folio, spinning first
+    /// while another CPU holds it. The cost is charged even with `os.locks = false` (as the
+    /// zone lock's is); only the waiting is then left out.
+    pub(super) fn lruvec_section(&mut self, core: usize, node: usize, folios: u64) {
+        let c = self.settings.costs();
+        let cycles = c.lru_lock_acquire + folios * c.lru_per_page;
+        if !self.locks.enabled {
+            self.charge(core, cycles);
+            return;
+        }
+        if self.locks.lruvec.len() <= node {
+            self.locks.lruvec.resize(node + 1, SpinLock::default());
+        }
+        let (mut lock, start) = self.spin_acquire(core, SpinClass::Lruvec, self.locks.lruvec[node]);
+        self.charge(core, cycles);
+        if lock.held_from == start {
+            lock.free_at = lock.free_at.max(self.clock(core));
+        }
+        self.locks.lruvec[node] = lock;
     }
 }

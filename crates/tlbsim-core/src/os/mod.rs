@@ -15,6 +15,7 @@
 //! | `checker.rs` | the stale-translation checker |
 //! | `interp.rs` | the workload's operations (the thread interpreter) |
 //! | `access.rs` | the OS side of the one access path (`crate::access`): listeners, faults |
+//! | `lru.rs` | per-CPU LRU batches and the lruvec lock their drains and page frees take |
 //! | `pte.rs` | the PTE-write layer: every page-table read and write of the kernel |
 //! | `mm/` | VMAs, faults, system calls, rmap, reclaim (one file per path) |
 //! | `output.rs` | stats.json |
@@ -60,6 +61,7 @@ mod counters;
 mod interp;
 pub(crate) mod io;
 mod locks;
+mod lru;
 mod mm;
 mod numa;
 mod output;
@@ -172,6 +174,8 @@ pub(crate) struct Os<P: Coherence> {
     fx: Effects,
     /// Kernel spinlocks and lock counters (os/locks.rs).
     locks: locks::Locks,
+    /// Per-CPU LRU batches and their counters (os/lru.rs).
+    lru: lru::Lru,
     /// The next node of `os.data_placement = "interleave"`.
     interleave_next: u32,
     w: Workload,
@@ -264,6 +268,7 @@ impl<P: Coherence> Os<P> {
             io: io::Io::new(storage.is_some_and(|d| d.sleeps)),
             fx: Vec::new(),
             locks: locks::Locks::new(cfg.os.locks),
+            lru: lru::Lru::new(ncores),
             interleave_next: 0,
             w,
             spaces: process::AddressSpaces::default(),

@@ -135,6 +135,7 @@ impl<P: Coherence> Os<P> {
         }
         v["totals"]["coherence"] = self.policy.stats_json();
         v["totals"]["locks"] = self.locks.json();
+        v["totals"]["locks"]["lru"] = self.lru.json();
         v["totals"]["page_tables"] = self.m.backend.stats_json();
         // Freed table pages whose flush had not completed when the run ended (still live).
         v["totals"]["page_table_pages_awaiting_flush"] = json!(self.shootdowns.tables_awaiting_flush());

@@ -32,6 +32,8 @@ pub(crate) struct Settings {
     involuntary_period: Option<u64>,
     /// `os.checker`: the stale-translation checker is on.
     checker: bool,
+    /// `os.lru_drain_on_unmap`: madvise(DONTNEED) and munmap drain the CPU's LRU batch.
+    lru_drain_on_unmap: bool,
     thp: bool,
     tagging: Tagging,
     pt_levels: u32,
@@ -90,6 +92,7 @@ impl Settings {
             tick_interval,
             involuntary_period,
             checker: cfg.os.checker,
+            lru_drain_on_unmap: cfg.os.lru_drain_on_unmap,
             thp: cfg.os.thp,
             tagging: cfg.machine.tlb.tagging,
             pt_levels: cfg.os.pt_levels,
@@ -162,6 +165,10 @@ impl Settings {
     #[inline]
     pub(crate) fn checker(&self) -> bool {
         self.checker
+    }
+    #[inline]
+    pub(crate) fn lru_drain_on_unmap(&self) -> bool {
+        self.lru_drain_on_unmap
     }
     #[inline]
     pub(crate) fn thp(&self) -> bool {

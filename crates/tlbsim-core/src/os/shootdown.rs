@@ -782,6 +782,7 @@ impl<P: Coherence> Os<P> {
 
     /// Free frames and page-table pages on `core`'s lists.
     pub(crate) fn release(&mut self, core: usize, frames: Vec<(Pfn, u32)>, tables: Vec<u32>) {
+        self.lru_release(core, &frames);
         for (pfn, order) in frames {
             self.free_frame(core, pfn, order);
         }

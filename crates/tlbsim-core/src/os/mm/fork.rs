@@ -142,6 +142,8 @@ impl<P: Coherence> Os<P> {
         }
         let ranges: Vec<(u64, u64)> = self.spaces[pid as usize].vmas.iter().filter(|(_, v)| !v.reserved).map(|(&s, v)| (s, v.end - s)).collect();
         let mut gather = Gather::default();
+        // exit_mmap's lru_add_drain(), unless the kernel removed it.
+        self.lru_drain_on_unmap(core);
         for (va, len) in ranges {
             // Errors here can only come from splitting huge pages, which needs no allocation
             // beyond page tables; ignore them at exit.

@@ -32,10 +32,11 @@ impl<P: Coherence> Os<P> {
         if let Some(high) = self.groups.reclaim_target(group) {
             self.reclaim(core, group, high)?;
         }
-        // On the LRU only now: Linux adds a new page to it once it is mapped
+        // Toward the LRU only now: Linux adds a new page to it once it is mapped
         // (folio_add_lru_vma), so the reclaim its charge runs never meets it. On the LRU
         // before, reclaim found it unmapped and freed it under the fault about to map it.
-        self.lru_push(pfn, group);
+        // It waits in the CPU's batch until a drain moves it (os/lru.rs).
+        self.lru_add(core, pfn, group);
         if !self.settings.recycling_on() || !self.recycling.reclaim_holds(&self.m.mem.word(pfn, FrameWord::Tracking)) {
             self.groups.clear_only_held(group);
         }

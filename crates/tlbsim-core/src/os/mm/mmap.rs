@@ -109,7 +109,7 @@ impl<P: Coherence> Os<P> {
     /// mmu_gather holds a reference that keeps reclaim from freeing it; here reclaim would
     /// free it at once, and the flush's end free it again, maybe mapped by a new owner.
     pub(super) fn free_after_flush(&mut self, pfn: Pfn, gather: &mut Gather) {
-        self.m.mem.set_word(pfn, FrameWord::LruStamp, 0);
+        self.lru_unmapped(pfn);
         gather.frames.push((pfn, 0));
     }
 
@@ -252,6 +252,8 @@ impl<P: Coherence> Os<P> {
             let now = self.clock(core);
             self.mmap_downgrade(thread, pid, now);
         }
+        // unmap_region's (vms_clear_ptes') lru_add_drain(), unless the kernel removed it.
+        self.lru_drain_on_unmap(core);
         self.zap(core, pid, va, len, &mut gather)?;
         gather.tables = self.pte_free_tables(pid, va, va + len);
         if !contexts.is_empty() {

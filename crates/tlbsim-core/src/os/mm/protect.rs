@@ -20,6 +20,8 @@ impl<P: Coherence> Os<P> {
     pub(crate) fn sys_dontneed(&mut self, core: usize, thread: usize, va: u64, len: u64) -> Result<()> {
         let pid = self.threads[thread].pid;
         let mut gather = Gather::default();
+        // zap_page_range_single's lru_add_drain(), unless the kernel removed it.
+        self.lru_drain_on_unmap(core);
         self.zap(core, pid, va, len, &mut gather)?;
         self.flush(core, pid, FlushReason::MadviseDontneed, false, gather);
         Ok(())

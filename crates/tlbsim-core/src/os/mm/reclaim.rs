@@ -72,13 +72,13 @@ impl MemGroups {
     }
 
     /// A new LRU stamp.
-    pub(super) fn next_stamp(&mut self) -> u64 {
+    pub(in crate::os) fn next_stamp(&mut self) -> u64 {
         self.lru_stamp += 1;
         self.lru_stamp
     }
 
     /// Put `pfn`, stamped `stamp`, at the young end of `group`'s LRU.
-    pub(super) fn lru_push(&mut self, group: usize, pfn: Pfn, stamp: u64) {
+    pub(in crate::os) fn lru_push(&mut self, group: usize, pfn: Pfn, stamp: u64) {
         self.list[group].lru.push_back((pfn, stamp));
     }
 
