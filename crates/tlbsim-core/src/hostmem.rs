@@ -24,10 +24,13 @@ use crate::error::{Error, Result};
 use crate::workload::program::{Op, Workload};
 
 /// Engine, binary and small tables that do not grow with the config.
-const BASE: u64 = 48 << 20;
-/// Host bytes per populated simulated 4 KiB page (descriptor, PTE, upper tables, block words,
-/// the OS model's per-page bookkeeping), measured with a margin.
-const PER_PAGE: u64 = 48;
+const BASE: u64 = 32 << 20;
+/// Host bytes per populated simulated 4 KiB page in OS mode (descriptor, PTE, upper tables,
+/// block words, the OS model's reverse maps and LRU): 124 measured (peak RSS of 2 and 8 GiB
+/// populated), with a margin for vectors that double.
+const PER_PAGE_OS: u64 = 160;
+/// The same in trace mode (frames and page tables only, first-touch faults): 19 measured.
+const PER_PAGE_TRACE: u64 = 40;
 /// Host bytes per 4 MiB block of a node, made when the node is.
 const PER_BLOCK: u64 = 96;
 /// Host bytes per TLB or cache entry (key, value, recency and tag state, with a margin).
@@ -81,8 +84,21 @@ pub fn estimate(cfg: &Config, workload: Option<&Workload>) -> Estimate {
             let virt = workload_bytes(w).div_ceil(4096);
             (virt.min(phys_pages), virt < phys_pages)
         }
+        None if cfg.workload.kind == "synthetic" => {
+            let p = &cfg.workload.params;
+            let num = |k: &str, d: u64| p.get(k).and_then(|v| v.as_u64()).unwrap_or(d);
+            let threads = match num("threads", 0) {
+                0 => u64::from(cfg.cores()),
+                t => t,
+            };
+            let regions = if p.get("shared_region").and_then(|v| v.as_bool()).unwrap_or(true) { 1 } else { threads };
+            let region_pages = num("region_bytes", 64 << 20).div_ceil(4096).saturating_mul(regions);
+            let touched = region_pages.min(threads.saturating_mul(num("accesses", 2_000_000))).saturating_add(4 * threads);
+            (touched.min(phys_pages), touched < phys_pages)
+        }
         None => (phys_pages, false),
     };
+    let per_page = if workload.is_some() { PER_PAGE_OS } else { PER_PAGE_TRACE };
     let cores = u64::from(cfg.cores().max(1));
     let tlb_entries: u64 = m.tlb.levels().iter().map(|(_, l)| u64::from(l.entries)).sum::<u64>() + 64;
     let mut per_core = tlb_entries * PER_ENTRY;
@@ -95,7 +111,7 @@ pub fn estimate(cfg: &Config, workload: Option<&Workload>) -> Estimate {
         per_core += u64::from(cfg.sim.batch) * 32;
     }
     let parts = [
-        (pages.saturating_mul(PER_PAGE), "pages"),
+        (pages.saturating_mul(per_page), "pages"),
         (nodes * (node_frames / 1024).max(1) * PER_BLOCK, "nodes"),
         (cores * per_core + nodes * per_socket, "cores"),
     ];
@@ -105,7 +121,9 @@ pub fn estimate(cfg: &Config, workload: Option<&Workload>) -> Estimate {
     let mut keys = Vec::new();
     for (_, part) in sorted {
         let k: &[&'static str] = match part {
+            "pages" if by_workload && workload.is_none() => &["workload.region_bytes", "workload.accesses", "workload.threads"],
             "pages" if by_workload => &["workload (its regions' and mmaps' bytes)", "machine.memory.node_mib", "machine.sockets"],
+            "pages" if workload.is_some() => &["machine.memory.node_mib", "machine.sockets", "workload (its regions' and mmaps' bytes)"],
             "pages" => &["machine.memory.node_mib", "machine.sockets"],
             "nodes" => &["machine.memory.node_mib", "machine.sockets"],
             _ if m.memory.model == MemoryModel::Cache => &["machine.cores_per_socket", "machine.sockets", "machine.memory.llc_bytes", "machine.memory.private_bytes"],
@@ -173,7 +191,7 @@ pub fn check_against(cfg: &Config, workload: Option<&Workload>, available: u64, 
     if e.bytes <= available {
         return Ok(());
     }
-    let key = e.keys.iter().copied().find(|k| k.starts_with("machine.")).unwrap_or("machine.memory.node_mib");
+    let key = e.keys.iter().copied().find(|k| !k.contains(' ')).unwrap_or("machine.memory.node_mib");
     Err(Error::config(
         key,
         format!(
@@ -187,4 +205,62 @@ pub fn check_against(cfg: &Config, workload: Option<&Workload>, available: u64, 
             e.keys.join(", ")
         ),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn prepared(tree: serde_json::Value) -> crate::setup::Prepared {
+        crate::setup::prepare(tree, &[], std::path::Path::new(".")).unwrap()
+    }
+
+    /// Issue 51's case: a scenario populating 64 TiB with node_mib raised to allow it, under
+    /// a 6 GB address space, is refused before it starts, naming the keys.
+    #[test]
+    fn a_64_tib_populate_is_refused_naming_the_keys() {
+        let p = prepared(json!({
+            "machine": {"sockets": 1, "cores_per_socket": 1, "memory": {"node_mib": 64u64 << 20}},
+            "workload": {"kind": "scenario", "scenario": {"process": [{"name": "p",
+                "region": [{"name": "heap", "bytes": 64u64 << 40, "populate": true}],
+                "thread": [{"name": "t", "core": 0, "program": [{"op": "access", "region": "heap", "pattern": "random", "count": 10}, {"op": "exit"}]}]}]}}
+        }));
+        let e = estimate(&p.config, p.workload.as_ref());
+        assert_eq!(e.pages, 1 << 28, "a node has at most 1 TiB of frames");
+        let err = check_against(&p.config, p.workload.as_ref(), 6_000_000 * 1024, "ulimit -v").unwrap_err().to_string();
+        assert!(err.contains("machine.memory.node_mib") && err.contains("machine.sockets") && err.contains("workload"), "{err}");
+        assert!(err.contains("TLBSIM_NO_MEMORY_CHECK"), "{err}");
+    }
+
+    /// What the repository's configs and tests run fits in 2 GiB.
+    #[test]
+    fn ordinary_runs_fit_in_2_gib() {
+        for tree in [
+            json!({}),
+            json!({"workload": {"kind": "apache", "threads": 4, "ops": 100}}),
+            json!({"machine": {"sockets": 2, "cores_per_socket": 32}, "workload": {"kind": "stm-mprotect", "threads": 64, "ops": 10}}),
+            json!({"machine": {"memory": {"model": "cache"}}, "workload": {"kind": "synthetic", "region_bytes": 1u64 << 34}}),
+        ] {
+            let p = prepared(tree.clone());
+            let e = estimate(&p.config, p.workload.as_ref());
+            assert!(e.bytes < 2 << 30, "{tree}: {e:?}");
+            check_against(&p.config, p.workload.as_ref(), 2 << 30, "test").unwrap();
+        }
+    }
+
+    #[test]
+    fn a_synthetic_footprint_names_its_keys() {
+        let p = prepared(json!({"machine": {"memory": {"node_mib": 1u64 << 20}}, "workload": {"kind": "synthetic", "region_bytes": 1u64 << 40, "accesses": 1u64 << 36, "threads": 1}}));
+        let err = check_against(&p.config, None, 1 << 30, "test").unwrap_err();
+        assert!(matches!(&err, Error::Config { key, .. } if key == "workload.region_bytes" || key == "machine.memory.node_mib"), "{err}");
+    }
+
+    #[test]
+    fn host_limits_are_read() {
+        assert!(field_kib("MemTotal: 10 kB\nMemAvailable:   123 kB\n", "MemAvailable:") == Some(123));
+        if std::path::Path::new("/proc/meminfo").exists() {
+            assert!(host_available().is_some());
+        }
+    }
 }
