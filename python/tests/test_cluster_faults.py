@@ -89,7 +89,7 @@ def test_a_worker_killed_mid_sweep_loses_no_run(tmp_path: Path, monkeypatch: pyt
         t.start()
         _wait_for(lambda: _finished(out) >= 1 or not t.is_alive(), 40, "the first finished run")
         assert _finished(out) < RUNS, "the sweep finished before a worker could be killed: make runs longer"
-        os.kill(sorted(pids.values())[0], signal.SIGKILL)
+        os.kill(min(pids.values()), signal.SIGKILL)
         t.join(60)
         assert not t.is_alive()
     assert "error" not in result, result.get("error")
@@ -101,7 +101,16 @@ def test_a_worker_killed_mid_sweep_loses_no_run(tmp_path: Path, monkeypatch: pyt
 def _start_scheduler(tmp_path: Path, name: str) -> tuple[subprocess.Popen[bytes], str]:
     file = tmp_path / f"{name}.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--port", "0", "--no-dashboard", "--scheduler-file", str(file)],
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_scheduler",
+            "--port",
+            "0",
+            "--no-dashboard",
+            "--scheduler-file",
+            str(file),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -112,7 +121,17 @@ def _start_scheduler(tmp_path: Path, name: str) -> tuple[subprocess.Popen[bytes]
 
 def _start_workers(address: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "2", "--nthreads", "1", "--no-dashboard"],
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_worker",
+            address,
+            "--nworkers",
+            "2",
+            "--nthreads",
+            "1",
+            "--no-dashboard",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,

@@ -343,7 +343,7 @@ def _random_value(rng: random.Random, depth: int = 0) -> Any:
     if pick == 10:
         return [None, "1", 1.0][: rng.randrange(4)]
     if pick == 11:
-        return set([rng.randrange(4)])
+        return {rng.randrange(4)}
     # A Plan with random fields (some valid, some not)
     targets = [rng.choice([0, 1, 2, 3, 4, -1, 7, 2**33]) for _ in range(rng.randrange(4))]
     return Plan(
@@ -381,13 +381,15 @@ def test_random_hook_returns_never_break_the_engine(seed: int) -> None:
     hook = list(HOOKS)[seed % len(HOOKS)]
     values = [_random_value(rng) for _ in range(rng.randrange(1, 4))]
     policy = _policy_returning(hook, values)
-    workload = {"kind": "stm-mprotect", "threads": 6, "ops": 30} if seed % 2 else {"kind": "apache", "threads": 4, "ops": 20}
+    workload = (
+        {"kind": "stm-mprotect", "threads": 6, "ops": 30} if seed % 2 else {"kind": "apache", "threads": 4, "ops": 20}
+    )
     try:
         stats = tlbsim.run(_config(workload), policy=policy)
     except (TypeError, ValueError, OverflowError) as err:
         assert hook in str(err), f"{hook} returned {values!r}: {type(err).__name__}: {err}"
         return
-    except BaseException as err:  # a PanicException is a BaseException
+    except BaseException as err:  # noqa: BLE001 - a PanicException is a BaseException
         pytest.fail(f"{hook} returned {values!r}: {type(err).__module__}.{type(err).__name__}: {err}")
     assert stats.stats["run"].get("partial") is not True
 

@@ -274,7 +274,9 @@ class Policy:
                     f"{type(self).__name__}.plan returned target core {t}: the machine's cores are 0 to {cores_n - 1}"
                 )
         if not isinstance(out.pages_of, dict) or not isinstance(out.delivery_of, dict):
-            raise _wrong_return(self, "plan", returned, "a Plan whose pages_of and delivery_of are dicts by target core")
+            raise _wrong_return(
+                self, "plan", returned, "a Plan whose pages_of and delivery_of are dicts by target core"
+            )
         request_pages = None
         pages_of: list[list[int] | None] = []
         for t in targets:
@@ -286,7 +288,10 @@ class Policy:
                     subset = [operator.index(p) for p in subset]
                 except TypeError:
                     raise _wrong_return(
-                        self, "plan", returned, "a Plan whose pages_of maps a target to a list of page numbers (integers)"
+                        self,
+                        "plan",
+                        returned,
+                        "a Plan whose pages_of maps a target to a list of page numbers (integers)",
                     ) from None
                 bad = [p for p in subset if p not in request_pages]
                 if bad:
@@ -298,7 +303,9 @@ class Policy:
         for name in ("latency", "initiator_cycles", "target_cycles"):
             value = getattr(out, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
-                raise _wrong_return(self, "plan", returned, f"a Plan whose {name} is a number of cycles (an integer >= 0)")
+                raise _wrong_return(
+                    self, "plan", returned, f"a Plan whose {name} is a number of cycles (an integer >= 0)"
+                )
         if out.delivery not in ("ipi", "message", "deferred", "free") or any(
             d is not None and d not in ("ipi", "message", "deferred", "free") for d in delivery_of
         ):
