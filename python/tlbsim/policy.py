@@ -44,7 +44,11 @@ Per-access hooks (TLB inserts and evictions, the walker's A-bit sets) exist only
 policies written in Rust (``crates/tlbsim-core/src/coherence/``, docs/NEW_POLICY.md): a
 Python class that defines ``on_tlb_insert``, ``on_tlb_evict`` or ``on_accessed_set`` is
 refused with an error naming them. An exception raised in a hook stops the run and is
-raised from ``tlbsim.run`` with its traceback.
+raised from ``tlbsim.run`` with its traceback; so does a return value of the wrong type or
+out of range (a target core the machine does not have, a ``pages_of`` page not among the
+request's), named by its hook, and a hook that runs longer than the class's
+``hook_time_limit`` (60 s by default) is stopped with a ``TimeoutError`` naming it. A run
+stopped so gives no stats (a sweep does not count it as finished).
 """
 
 from __future__ import annotations
