@@ -70,7 +70,9 @@ fn workload_bytes(w: &Workload) -> u64 {
     for f in &w.files {
         total = total.saturating_add(f.pages.saturating_mul(4096));
     }
-    total
+    // A fork's child copies on write: up to the parent's pages again, per fork.
+    let forks = w.programs.iter().flatten().filter(|op| matches!(op, Op::Fork { .. })).count() as u64;
+    total.saturating_mul(1 + forks)
 }
 
 /// Estimate a run's host memory from its config and (OS mode) its built workload.
@@ -119,14 +121,18 @@ pub fn estimate(cfg: &Config, workload: Option<&Workload>) -> Estimate {
     let mut sorted = parts.to_vec();
     sorted.sort_by(|a, b| b.0.cmp(&a.0));
     let mut keys = Vec::new();
-    for (_, part) in sorted {
+    // The parts that matter: at least a tenth of the largest.
+    let largest = sorted[0].0;
+    for (_, part) in sorted.into_iter().filter(|(b, _)| *b >= largest / 10) {
         let k: &[&'static str] = match part {
             "pages" if by_workload && workload.is_none() => &["workload.region_bytes", "workload.accesses", "workload.threads"],
             "pages" if by_workload => &["workload (its regions' and mmaps' bytes)", "machine.memory.node_mib", "machine.sockets"],
             "pages" if workload.is_some() => &["machine.memory.node_mib", "machine.sockets", "workload (its regions' and mmaps' bytes)"],
             "pages" => &["machine.memory.node_mib", "machine.sockets"],
             "nodes" => &["machine.memory.node_mib", "machine.sockets"],
-            _ if m.memory.model == MemoryModel::Cache => &["machine.cores_per_socket", "machine.sockets", "machine.memory.llc_bytes", "machine.memory.private_bytes"],
+            _ if m.memory.model == MemoryModel::Cache => {
+                &["machine.cores_per_socket", "machine.sockets", "machine.memory.llc_bytes", "machine.memory.private_bytes"]
+            }
             _ => &["machine.cores_per_socket", "machine.sockets", "machine.tlb.*.entries"],
         };
         for key in k {
@@ -251,7 +257,9 @@ mod tests {
 
     #[test]
     fn a_synthetic_footprint_names_its_keys() {
-        let p = prepared(json!({"machine": {"memory": {"node_mib": 1u64 << 20}}, "workload": {"kind": "synthetic", "region_bytes": 1u64 << 40, "accesses": 1u64 << 36, "threads": 1}}));
+        let p = prepared(
+            json!({"machine": {"memory": {"node_mib": 1u64 << 20}}, "workload": {"kind": "synthetic", "region_bytes": 1u64 << 40, "accesses": 1u64 << 36, "threads": 1}}),
+        );
         let err = check_against(&p.config, None, 1 << 30, "test").unwrap_err();
         assert!(matches!(&err, Error::Config { key, .. } if key == "workload.region_bytes" || key == "machine.memory.node_mib"), "{err}");
     }

@@ -497,7 +497,17 @@ impl Coherence for PyPolicy {
 impl PyPolicy {
     /// A stand-in for a policy whose construction raised (the run stops at once).
     pub fn broken(py: Python<'_>, error: ErrorSlot) -> PyPolicy {
-        PyPolicy { obj: py.None(), class: "".into(), wants_holders: false, tick: None, has: Hooks::default(), error, failed: true, last_request: None, watch: None }
+        PyPolicy {
+            obj: py.None(),
+            class: "".into(),
+            wants_holders: false,
+            tick: None,
+            has: Hooks::default(),
+            error,
+            failed: true,
+            last_request: None,
+            watch: None,
+        }
     }
 
     /// The run is about to start on a machine of `cores` cores: `Policy.machine_cores`.
