@@ -79,7 +79,7 @@ fn workload_bytes(w: &Workload) -> u64 {
 pub fn estimate(cfg: &Config, workload: Option<&Workload>) -> Estimate {
     let m = &cfg.machine;
     let nodes = u64::from(m.sockets.max(1));
-    let node_frames = (m.memory.node_mib.saturating_mul(256)).clamp(1024, NODE_FRAMES_MAX);
+    let node_frames = m.memory.node_mib.saturating_mul(256).clamp(1024, NODE_FRAMES_MAX);
     let phys_pages = nodes * node_frames;
     let (pages, by_workload) = match workload {
         Some(w) => {

@@ -134,7 +134,7 @@ impl PyPolicy {
         let wants_holders: bool = b.getattr("wants_holders")?.extract()?;
         let tick: Option<u64> = b.getattr("tick_interval")?.extract()?;
         let limit = b.getattr("hook_time_limit")?;
-        let limit: Option<f64> = limit.extract().ok().flatten().filter(|l: &f64| l.is_finite() && *l > 0.0).or_else(|| None);
+        let limit: Option<f64> = limit.extract().ok().flatten().filter(|l: &f64| l.is_finite() && *l > 0.0);
         if limit.is_none() && !b.getattr("hook_time_limit")?.is_none() {
             return Err(pyo3::exceptions::PyValueError::new_err(format!(
                 "{}.hook_time_limit is {}: it must be a positive number of seconds, or None for no limit",
