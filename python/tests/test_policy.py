@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import random
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -295,3 +298,170 @@ def test_the_policy_is_a_swept_key_of_built_in_and_python_policies(tmp_path: Pat
     ]:
         with pytest.raises(tlbsim.SpecError, match=says):
             tlbsim.sweep(bad, tmp_path / "bad")
+
+
+# ------------------------------------------------- issue 51 item 5: a policy cannot break it
+
+HOOKS: dict[str, int] = {
+    # hook name → its number of arguments after self
+    "plan": 2,
+    "on_deliver": 3,
+    "on_switch": 3,
+    "on_tick": 2,
+    "on_cr3_load": 5,
+    "on_full_flush": 3,
+    "on_frame_alloc": 5,
+    "on_frame_free": 3,
+    "on_range_unmapped": 4,
+    "stats": 0,
+}
+
+
+def _random_value(rng: random.Random, depth: int = 0) -> Any:
+    """Anything a buggy hook might return: right and wrong types, in and out of range."""
+    pick = rng.randrange(16 if depth == 0 else 12)
+    if pick == 0:
+        return None
+    if pick == 1:
+        return rng.choice([True, False])
+    if pick == 2:
+        return rng.choice([0, 1, 2, 3, -1, -(2**63), 2**32, 2**64 - 1, 2**64, 2**200])
+    if pick == 3:
+        return rng.choice([0.0, 1.5, float("nan"), float("inf"), -2.0])
+    if pick == 4:
+        return rng.choice(["nothing", "pages", "full", "leave_mask", "drop_lazy_mm", "ipi", "", "x" * 200, "\x00"])
+    if pick == 5:
+        return [rng.choice([0, 1, 2, 3, 4, -1, 1000, 2**40]) for _ in range(rng.randrange(6))]
+    if pick == 6:
+        return {rng.choice(["a", 0, 1]): rng.choice([1, "b", None])}
+    if pick == 7:
+        return (1, 2)
+    if pick == 8:
+        return object()
+    if pick == 9:
+        return b"pages"
+    if pick == 10:
+        return [None, "1", 1.0][: rng.randrange(4)]
+    if pick == 11:
+        return {rng.randrange(4)}
+    # A Plan with random fields (some valid, some not)
+    targets = [rng.choice([0, 1, 2, 3, 4, -1, 7, 2**33]) for _ in range(rng.randrange(4))]
+    return Plan(
+        targets=targets,
+        pages_of={t: [rng.choice([0, 1, 2**36, -5])] for t in targets if rng.random() < 0.3},
+        delivery=rng.choice(["ipi", "message", "deferred", "free", "carrier pigeon"]),  # type: ignore[arg-type]
+        latency=rng.choice([0, 100, -1, 2**64]),
+        initiator_cycles=rng.choice([0, 10]),
+        target_cycles=rng.choice([0, 10, 1.5]),  # type: ignore[arg-type]
+        delivery_of={t: rng.choice(["ipi", "free", "deferred", "bogus"]) for t in targets if rng.random() < 0.3},  # type: ignore[misc]
+    )
+
+
+def _policy_returning(hook: str, values: list[Any]) -> Policy:
+    """A policy whose ``hook`` returns ``values`` in turn (then the last one forever)."""
+    it = iter(values)
+    last: list[Any] = [values[-1]]
+
+    def method(self: Policy, *args: Any) -> Any:
+        last[0] = next(it, last[0])
+        return last[0]
+
+    attrs: dict[str, Any] = {hook: method}
+    if hook == "on_tick":
+        attrs["tick_interval"] = 20000
+    cls = type(f"Random_{hook}", (Policy,), attrs)
+    return cls()  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("seed", range(int(os.environ.get("TLBSIM_POLICY_CASES", "24"))))
+def test_random_hook_returns_never_break_the_engine(seed: int) -> None:
+    """Whatever a hook returns, the run either finishes or stops with a Python exception
+    naming the hook: no panic, no SimulationError, no crash, no stats from a failed run."""
+    rng = random.Random(seed)
+    hook = list(HOOKS)[seed % len(HOOKS)]
+    values = [_random_value(rng) for _ in range(rng.randrange(1, 4))]
+    policy = _policy_returning(hook, values)
+    workload = (
+        {"kind": "stm-mprotect", "threads": 6, "ops": 30} if seed % 2 else {"kind": "apache", "threads": 4, "ops": 20}
+    )
+    try:
+        stats = tlbsim.run(_config(workload), policy=policy)
+    except (TypeError, ValueError, OverflowError) as err:
+        assert hook in str(err), f"{hook} returned {values!r}: {type(err).__name__}: {err}"
+        return
+    except BaseException as err:  # noqa: BLE001 - a PanicException is a BaseException
+        pytest.fail(f"{hook} returned {values!r}: {type(err).__module__}.{type(err).__name__}: {err}")
+    assert stats.stats["run"].get("partial") is not True
+
+
+def test_a_hook_that_takes_too_long_is_stopped_naming_it() -> None:
+    class Slow(Policy):
+        hook_time_limit = 0.3
+
+        def plan(self, view: View, request: Request) -> Plan | list[int]:
+            end = time.monotonic() + 30
+            while time.monotonic() < end:
+                pass
+            return []
+
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"Slow\.plan ran longer than its time limit \(0\.3 s"):
+        tlbsim.run(_config(WORKLOADS[0]), policy=Slow())
+    assert time.monotonic() - started < 20
+    # The limit does not outlive the run: the next Python code on this thread runs normally.
+    time.sleep(0.5)
+    assert sum(range(10**6)) > 0
+
+    class Bad(Policy):
+        hook_time_limit = -1  # type: ignore[assignment]
+
+    with pytest.raises(ValueError, match=r"Bad\.hook_time_limit is -1"):
+        tlbsim.run(_config(WORKLOADS[0]), policy=Bad())
+
+
+def test_out_of_range_targets_and_pages_name_the_hook() -> None:
+    class NegativeCore(Policy):
+        def plan(self, view: View, request: Request) -> Plan | list[int]:
+            return [-1]
+
+    class NoSuchCore(Policy):
+        def plan(self, view: View, request: Request) -> Plan | list[int]:
+            return [len(view.cores)]
+
+    class ForeignPage(Policy):
+        def plan(self, view: View, request: Request) -> Plan | list[int]:
+            t = [c for c in range(len(view.cores)) if c != request.initiator]
+            return Plan(targets=t, pages_of={c: [2**40 + 7] for c in t})
+
+    for policy, says in [
+        (NegativeCore(), "NegativeCore.plan returned target core -1: the machine's cores are 0 to 3"),
+        (NoSuchCore(), "NoSuchCore.plan returned target core 4"),
+        (ForeignPage(), "ForeignPage.plan: pages_of[0] has page 0x10000000007, not one of the request's pages"),
+    ]:
+        with pytest.raises(ValueError) as err:
+            tlbsim.run(_config(WORKLOADS[0]), policy=policy)
+        assert says in str(err.value), str(err.value)
+
+
+def test_a_failing_policy_run_in_a_sweep_leaves_no_stats(tmp_path: Path) -> None:
+    """A run whose hook fails is not counted as finished: no stats.json for it, and a
+    resumed sweep runs it again."""
+    (tmp_path / "broken_policy.py").write_text(
+        "import tlbsim\n"
+        "class Broken(tlbsim.Policy):\n"
+        "    def plan(self, view, request):\n"
+        "        raise RuntimeError('deliberately broken')\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        spec = {"base": _config(WORKLOADS[0]), "grid": {"policy": ["linux", "broken_policy:Broken"]}}
+        with pytest.raises(RuntimeError, match="deliberately broken"):
+            tlbsim.sweep(spec, tmp_path / "out", jobs=1)
+        finished = list((tmp_path / "out" / "runs").glob("*/stats.json"))
+        assert len(finished) <= 1
+        for f in finished:
+            assert json.loads((f.parent / "params.json").read_text())["policy"] == "linux"
+        with pytest.raises(RuntimeError, match="deliberately broken"):
+            tlbsim.sweep(spec, tmp_path / "out", jobs=1)  # not skipped: it runs (and fails) again
+    finally:
+        sys.path.remove(str(tmp_path))

@@ -44,7 +44,11 @@ Per-access hooks (TLB inserts and evictions, the walker's A-bit sets) exist only
 policies written in Rust (``crates/tlbsim-core/src/coherence/``, docs/NEW_POLICY.md): a
 Python class that defines ``on_tlb_insert``, ``on_tlb_evict`` or ``on_accessed_set`` is
 refused with an error naming them. An exception raised in a hook stops the run and is
-raised from ``tlbsim.run`` with its traceback.
+raised from ``tlbsim.run`` with its traceback; so does a return value of the wrong type or
+out of range (a target core the machine does not have, a ``pages_of`` page not among the
+request's), named by its hook, and a hook that runs longer than the class's
+``hook_time_limit`` (60 s by default) is stopped with a ``TimeoutError`` naming it. A run
+stopped so gives no stats (a sweep does not count it as finished).
 """
 
 from __future__ import annotations
@@ -138,6 +142,10 @@ class Policy:
     wants_holders: ClassVar[bool] = False
     #: Cycles between timer ticks (``on_tick``); None: no ticks.
     tick_interval: ClassVar[int | None] = None
+    #: Seconds one hook call may take: a hook that runs longer is stopped with a
+    #: ``TimeoutError`` naming it (raised inside the hook, at its next Python line, so a hook
+    #: blocked in C code stops when that returns). None: no limit.
+    hook_time_limit: ClassVar[float | None] = 60.0
     #: Cores of the machine, set by the simulator before the run starts.
     machine_cores: int = 0
 
@@ -263,8 +271,52 @@ class Policy:
             raise _wrong_return(
                 self, "plan", returned, "a list of target cores (integers) or a tlbsim.Plan whose targets are integers"
             ) from None
-        pages_of = [out.pages_of.get(t) for t in targets]
+        cores_n = len(cores)
+        for t in targets:
+            if not 0 <= t < cores_n:
+                raise ValueError(
+                    f"{type(self).__name__}.plan returned target core {t}: the machine's cores are 0 to {cores_n - 1}"
+                )
+        if not isinstance(out.pages_of, dict) or not isinstance(out.delivery_of, dict):
+            raise _wrong_return(
+                self, "plan", returned, "a Plan whose pages_of and delivery_of are dicts by target core"
+            )
+        request_pages = None
+        pages_of: list[list[int] | None] = []
+        for t in targets:
+            subset = out.pages_of.get(t)
+            if subset is not None:
+                if request_pages is None:
+                    request_pages = set(self._request(req).pages)
+                try:
+                    subset = [operator.index(p) for p in subset]
+                except TypeError:
+                    raise _wrong_return(
+                        self,
+                        "plan",
+                        returned,
+                        "a Plan whose pages_of maps a target to a list of page numbers (integers)",
+                    ) from None
+                bad = [p for p in subset if p not in request_pages]
+                if bad:
+                    raise ValueError(
+                        f"{type(self).__name__}.plan: pages_of[{t}] has page {bad[0]:#x}, not one of the request's pages"
+                    )
+            pages_of.append(subset)
         delivery_of = [out.delivery_of.get(t) for t in targets]
+        for name in ("latency", "initiator_cycles", "target_cycles"):
+            value = getattr(out, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+                raise _wrong_return(
+                    self, "plan", returned, f"a Plan whose {name} is a number of cycles (an integer >= 0)"
+                )
+        if out.delivery not in ("ipi", "message", "deferred", "free") or any(
+            d is not None and d not in ("ipi", "message", "deferred", "free") for d in delivery_of
+        ):
+            raise ValueError(
+                f"{type(self).__name__}.plan returned a delivery of {out.delivery!r} (or in delivery_of): "
+                'use "ipi", "message", "deferred" or "free"'
+            )
         return (targets, pages_of, out.delivery, out.latency, out.initiator_cycles, out.target_cycles, delivery_of)
 
     def _on_deliver(self, core: int, me: tuple[Any, ...], req: tuple[Any, ...], ceiling: int) -> str:

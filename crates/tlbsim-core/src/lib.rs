@@ -12,6 +12,7 @@ pub mod control;
 pub mod error;
 pub mod fasthash;
 pub mod fuzz;
+pub mod hostmem;
 pub mod hypervisor;
 pub mod machine;
 pub mod memory;
@@ -53,6 +54,8 @@ pub struct RunOutput {
 /// against `base_dir`.
 pub fn run(config: serde_json::Value, overrides: &[String], base_dir: &std::path::Path) -> Result<RunOutput> {
     let setup::Prepared { config: cfg, workload } = setup::prepare(config, overrides, base_dir)?;
+    // Before anything large is allocated: a run that cannot fit is refused here.
+    hostmem::check(&cfg, workload.as_ref())?;
     let effective_config = cfg.to_json();
     // The one choice between the two engines: OS mode runs the workload set-up built
     // through the kernel model, trace mode streams its events through the trace engine.
@@ -87,6 +90,7 @@ pub fn run_with_policy<P: coherence::Coherence>(
     let Some(workload) = workload else {
         return Err(Error::config("workload.kind", format!("{:?} runs without the OS model: a coherence policy needs an OS-mode workload", cfg.workload.kind)));
     };
+    hostmem::check(&cfg, Some(&workload))?;
     let policy = make(&cfg);
     cfg.os.coherence = label.to_owned();
     let mut effective_config = cfg.to_json();

@@ -16,7 +16,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("plug-in axes", &["coherence", "recycling", "placement", "hypervisor"]),
     ("the machine assembled (with its page-table backend) and the one access path", &["machine", "access"]),
     ("the engines", &["sim", "os"]),
-    ("set-up and tools", &["setup", "fuzz", "bench"]),
+    ("set-up and tools", &["setup", "hostmem", "fuzz", "bench"]),
 ];
 
 /// Top-level module → the top-level modules its code names (comments skipped).

@@ -13,7 +13,9 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tlbsim_core::coherence::{Coherence, CoreView, Cr3Load, Delivery, Effect, Effects, FlushPlan, FlushRequest, FrameUse, FullFlushCause, LocalFlush, OsView};
 use tlbsim_core::types::{CoreId, Pfn, Vpn};
 
@@ -33,6 +35,70 @@ pub struct PyPolicy {
     /// The Python tuple of the request last passed (address, generation, mm → tuple): every
     /// target's `on_deliver` gets the same object, built once.
     last_request: Option<(usize, u64, u32, Py<PyTuple>)>,
+    /// The hooks' time limit (`Policy.hook_time_limit`): a watchdog thread that stops a
+    /// hook running longer with a `TimeoutError` raised inside it. None: no limit.
+    watch: Option<Arc<Watch>>,
+}
+
+/// Shared between a policy's hook calls and its watchdog thread.
+struct Watch {
+    limit: Duration,
+    epoch: Instant,
+    /// When the hook call in flight started (ns since `epoch`, plus one), 0 when none. Set
+    /// and cleared with the GIL held, so the watchdog, holding the GIL, sees a call that is
+    /// really in flight.
+    started: AtomicU64,
+    /// The Python thread that runs the hooks (the run's thread).
+    thread: i64,
+    fired: AtomicBool,
+    stop: AtomicBool,
+}
+
+impl Watch {
+    fn start(limit: f64, thread: i64) -> Arc<Watch> {
+        let w = Arc::new(Watch {
+            limit: Duration::from_secs_f64(limit),
+            epoch: Instant::now(),
+            started: AtomicU64::new(0),
+            thread,
+            fired: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+        });
+        let watched = Arc::clone(&w);
+        let tick = (watched.limit / 4).clamp(Duration::from_millis(5), Duration::from_millis(100));
+        std::thread::spawn(move || {
+            while !watched.stop.load(Ordering::Relaxed) {
+                std::thread::sleep(tick);
+                let s = watched.started.load(Ordering::Acquire);
+                if s == 0 || watched.fired.load(Ordering::Relaxed) {
+                    continue;
+                }
+                let since = Duration::from_nanos((watched.epoch.elapsed().as_nanos() as u64).saturating_sub(s - 1));
+                if since < watched.limit {
+                    continue;
+                }
+                Python::attach(|_py| {
+                    // Still the same call (the hook thread is inside it while we hold the GIL).
+                    if watched.started.load(Ordering::Acquire) == s && !watched.stop.load(Ordering::Relaxed) {
+                        watched.fired.store(true, Ordering::Relaxed);
+                        // SAFETY: the GIL is held; the exception type is a static of the interpreter.
+                        unsafe {
+                            pyo3::ffi::PyThreadState_SetAsyncExc(watched.thread as _, pyo3::ffi::PyExc_TimeoutError);
+                        }
+                    }
+                });
+            }
+        });
+        w
+    }
+}
+
+impl Drop for PyPolicy {
+    fn drop(&mut self) {
+        if let Some(w) = &self.watch {
+            w.stop.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 #[derive(Default, Clone, Copy)]
@@ -67,6 +133,17 @@ impl PyPolicy {
         b.call_method0("_check")?;
         let wants_holders: bool = b.getattr("wants_holders")?.extract()?;
         let tick: Option<u64> = b.getattr("tick_interval")?.extract()?;
+        let limit = b.getattr("hook_time_limit")?;
+        let limit: Option<f64> = limit.extract().ok().flatten().filter(|l: &f64| l.is_finite() && *l > 0.0);
+        if limit.is_none() && !b.getattr("hook_time_limit")?.is_none() {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "{}.hook_time_limit is {}: it must be a positive number of seconds, or None for no limit",
+                b.get_type().name()?,
+                b.getattr("hook_time_limit")?.repr()?
+            )));
+        }
+        let thread: i64 = py.import("threading")?.getattr("get_ident")?.call0()?.extract::<u64>()? as i64;
+        let watch = limit.map(|l| Watch::start(l, thread));
         let has = Hooks {
             plan: overrides(py, b, "plan")?,
             on_deliver: overrides(py, b, "on_deliver")?,
@@ -79,7 +156,7 @@ impl PyPolicy {
             range_unmapped: overrides(py, b, "on_range_unmapped")?,
         };
         let class: Arc<str> = b.get_type().name()?.to_string().into();
-        Ok(PyPolicy { obj, class, wants_holders, tick, has, error, failed: false, last_request: None })
+        Ok(PyPolicy { obj, class, wants_holders, tick, has, error, failed: false, last_request: None, watch })
     }
 
     /// Call `name(*args)` on the object with the GIL; keep the first exception.
@@ -106,9 +183,17 @@ impl PyPolicy {
         }
         let obj = &self.obj;
         let collect = self.has.range_unmapped;
+        let watch = self.watch.as_deref();
         let r = Python::attach(|py| -> PyResult<T> {
             let a = args(py)?;
-            let out = obj.bind(py).call_method1(name, a)?;
+            if let Some(w) = watch {
+                w.started.store(w.epoch.elapsed().as_nanos() as u64 + 1, Ordering::Release);
+            }
+            let out = obj.bind(py).call_method1(name, a);
+            if let Some(w) = watch {
+                w.started.store(0, Ordering::Release);
+            }
+            let out = out?;
             let parsed = parse(&out)?;
             if let (true, Some(fx)) = (collect, fx) {
                 let released: Vec<(u32, u64, u64)> = obj.bind(py).call_method0("_take_releases")?.extract()?;
@@ -118,8 +203,21 @@ impl PyPolicy {
         });
         match r {
             Ok(v) => Some(v),
-            Err(e) => {
+            Err(mut e) => {
                 self.failed = true;
+                if let Some(w) = self.watch.as_deref().filter(|w| w.fired.load(Ordering::Relaxed)) {
+                    let hook = name.trim_start_matches('_');
+                    let cause = e;
+                    e = Python::attach(|py| {
+                        let err = pyo3::exceptions::PyTimeoutError::new_err(format!(
+                            "{}.{hook} ran longer than its time limit ({} s, the class's hook_time_limit): the run is stopped, and no stats are kept",
+                            self.class,
+                            w.limit.as_secs_f64()
+                        ));
+                        err.set_cause(py, Some(cause));
+                        err
+                    });
+                }
                 let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
                 if slot.is_none() {
                     *slot = Some(e);
@@ -399,7 +497,17 @@ impl Coherence for PyPolicy {
 impl PyPolicy {
     /// A stand-in for a policy whose construction raised (the run stops at once).
     pub fn broken(py: Python<'_>, error: ErrorSlot) -> PyPolicy {
-        PyPolicy { obj: py.None(), class: "".into(), wants_holders: false, tick: None, has: Hooks::default(), error, failed: true, last_request: None }
+        PyPolicy {
+            obj: py.None(),
+            class: "".into(),
+            wants_holders: false,
+            tick: None,
+            has: Hooks::default(),
+            error,
+            failed: true,
+            last_request: None,
+            watch: None,
+        }
     }
 
     /// The run is about to start on a machine of `cores` cores: `Policy.machine_cores`.
