@@ -74,7 +74,11 @@ fn reclaim_s_batched_flush_waits_for_one_dsb_per_batch() {
     let (batched, per_page) = (reclaim(true), reclaim(false));
     let c = |v: &Value, k: &str| v["totals"]["coherence"][k].as_u64().unwrap();
     assert!(c(&batched, "dsbs") < c(&per_page, "dsbs"), "{} {}", batched["totals"]["coherence"], per_page["totals"]["coherence"]);
-    assert!(total(&batched, "shootdown_cycles_initiator_wait") < total(&per_page, "shootdown_cycles_initiator_wait"));
+    // Batched: one DSB per flush; before Linux 6.5, one per page of reclaim's batch. (Not
+    // compared: the initiator's total wait, which on this workload is dominated by waits
+    // common to every policy, `oracle` aside, and moves with the reclaim's interleaving.)
+    assert_eq!(c(&batched, "dsbs"), c(&batched, "flushes"));
+    assert!(c(&per_page, "dsbs") > c(&per_page, "flushes"));
 }
 
 #[test]

@@ -37,8 +37,8 @@ pub(super) struct Irq {
     pub target: usize,
     /// A hardware message (no interrupt), not an IPI.
     pub message: bool,
-    /// Serviced on arrival even inside a kernel path with interrupts disabled (RAR's
-    /// microcode), where an interrupt waits for the path's end.
+    /// Serviced on arrival even inside a kernel path with interrupts disabled (hardware:
+    /// RAR's microcode, a broadcast, a PTLBI message), where an IPI waits for the path's end.
     pub masked_ok: bool,
 }
 
@@ -306,7 +306,11 @@ impl<P: Coherence> Os<P> {
             return self.start_mixed(core, sd, &plan);
         }
         let mut broadcast_no_sync = false;
-        let masked_ok = matches!(plan.delivery, Some(Delivery::RemoteAction { .. }));
+        // Only an IPI needs the target's interrupts enabled: RAR's microcode, INVLPGB's and
+        // TLBI's broadcasts and DiDi's PTLBI are applied by hardware on arrival, inside a
+        // kernel path with interrupts off too (RAR_CTRL_IGNORE_IF; AMD APM "INVLPGB"; Arm
+        // ARM D8.13 broadcast TLB maintenance; DiDi §IV "without interrupting the core").
+        let masked_ok = !matches!(plan.delivery, Some(Delivery::Ipi));
         let (per_target_send, latency_of, message) = match plan.delivery {
             Some(Delivery::Ipi) if n > 0 => {
                 let (same, cross) = (self.settings.costs().ipi_delivery_same_socket, self.settings.costs().ipi_delivery_cross_socket);
@@ -452,7 +456,8 @@ impl<P: Coherence> Os<P> {
                     }
                 };
                 let targets = plan.targets.iter().zip(&via).enumerate().filter(|(_, (_, d))| is_sync(d)).map(|(k, (t, _))| (k, t.0 as usize));
-                self.send_in_order(core, sd, targets, n_sync, send, (same, cross), message, false);
+                // A hardware message is applied inside kernel paths too (as in `start`).
+                self.send_in_order(core, sd, targets, n_sync, send, (same, cross), message, message);
                 true
             }
             None => false,
