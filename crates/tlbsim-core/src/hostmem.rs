@@ -119,7 +119,7 @@ pub fn estimate(cfg: &Config, workload: Option<&Workload>) -> Estimate {
     ];
     let bytes = parts.iter().fold(BASE, |a, (b, _)| a.saturating_add(*b));
     let mut sorted = parts.to_vec();
-    sorted.sort_by(|a, b| b.0.cmp(&a.0));
+    sorted.sort_by_key(|b| std::cmp::Reverse(b.0));
     let mut keys = Vec::new();
     // The parts that matter: at least a tenth of the largest.
     let largest = sorted[0].0;
