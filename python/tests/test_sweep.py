@@ -305,20 +305,8 @@ def test_missing_dask_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path:
 
 # ------------------------------------------------------------------------- README
 
-# The walkthrough's OS-mode config (test_cli.py README_EXAMPLE), the base of its sweep.
-README_CONFIG = """\
-seed = 1
-[machine]
-sockets = 1
-cores_per_socket = 4
-[os]
-coherence = "linux"
-[workload]
-kind = "apache"
-threads = 4
-processes = 1
-ops = 200
-"""
+# The walkthrough's OS-mode config, the base of its sweep: one text, test_cli.py's.
+from test_cli import README_EXAMPLE as README_CONFIG
 
 README_SPEC = """\
 base = "cfg.toml"           # relative to the spec; or an inline [base] table
