@@ -265,8 +265,7 @@ def _policy_families(policies: list[str]) -> list[tuple[str, list[str]]]:
     tech = [p for p in policies if p not in base and p not in bad]
     families = [("baselines", base)]
     for title, members in (("techniques", tech), ("unsafe on purpose", bad)):
-        for i in range(0, len(members), MAX_SERIES - 1):
-            families.append((title, [ref, *members[i : i + MAX_SERIES - 1]]))
+        families += [(title, [ref, *chunk]) for chunk in _balanced_chunks(members, MAX_SERIES - 1)]
     return [(t, m) for t, m in families if len(m) > 1 or t == "baselines"]
 
 
