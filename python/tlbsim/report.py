@@ -252,21 +252,25 @@ def _unsafe_policies() -> set[str]:
     return {e["name"] for e in entries if "unsafe on purpose" in str(e.get("summary", ""))}
 
 
-def _policy_families(policies: list[str]) -> list[tuple[str, list[str]]]:
-    """``policies`` in one family ("") when they fit a panel (MAX_SERIES); otherwise split
-    into baselines, techniques and unsafe variants, each with the first policy (the
+def _policy_families(policies: list[str], policy_of: Mapping[str, str] | None = None) -> list[tuple[str, list[str]]]:
+    """``policies`` (or series, each running the policy ``policy_of`` names) in one family
+    ("") when they fit a panel (MAX_SERIES); otherwise split into baselines, techniques and
+    unsafe variants, in balanced rows of at most MAX_SERIES, each with the first one (the
     normalisation's reference) repeated so that every row shows it."""
     if len(policies) <= MAX_SERIES:
         return [("", policies)]
     unsafe = _unsafe_policies()
     ref = policies[0]
-    base = [p for p in policies if p in BASELINES or p == ref]
-    bad = [p for p in policies if p in unsafe and p not in base]
-    tech = [p for p in policies if p not in base and p not in bad]
-    families = [("baselines", base)]
-    for title, members in (("techniques", tech), ("unsafe on purpose", bad)):
+
+    def family(s: str) -> str:
+        p = (policy_of or {}).get(s, s)
+        return "baselines" if p in BASELINES else "unsafe on purpose" if p in unsafe else "techniques"
+
+    families = []
+    for title in ("baselines", "techniques", "unsafe on purpose"):
+        members = [s for s in policies if s != ref and family(s) == title]
         families += [(title, [ref, *chunk]) for chunk in _balanced_chunks(members, MAX_SERIES - 1)]
-    return [(t, m) for t, m in families if len(m) > 1 or t == "baselines"]
+    return families or [("", policies)]
 
 
 def _series_policy(df: pd.DataFrame) -> dict[str, str]:
@@ -279,24 +283,9 @@ def _series_policy(df: pd.DataFrame) -> dict[str, str]:
 
 
 def _series_families(df: pd.DataFrame, series: list[str]) -> list[tuple[str, list[str]]]:
-    """``series`` (values of ``df["_series"]``) in one family when they fit a panel;
-    otherwise as :func:`_policy_families` splits policies, each series going with the
-    policy it runs (``df[POLICY]``: a policy with and without FPR stays in one family)."""
-    if len(series) <= MAX_SERIES:
-        return [("", series)]
-    policy = _series_policy(df)
-    unsafe = _unsafe_policies()
-    ref = series[0]
-
-    def family(s: str) -> str:
-        p = policy.get(s, s)
-        return "baselines" if p in BASELINES else "unsafe on purpose" if p in unsafe else "techniques"
-
-    families = []
-    for title in ("baselines", "techniques", "unsafe on purpose"):
-        members = [s for s in series if s != ref and family(s) == title]
-        families += [(title, [ref, *chunk]) for chunk in _balanced_chunks(members, MAX_SERIES - 1)]
-    return families or [("", series)]
+    """:func:`_policy_families` of ``series`` (values of ``df["_series"]``), each going
+    with the policy it runs (a policy with and without FPR stays in one family)."""
+    return _policy_families(series, _series_policy(df))
 
 
 def _balanced_chunks(items: list[str], most: int) -> list[list[str]]:
