@@ -93,6 +93,15 @@ pub(crate) struct Locks {
 }
 
 impl Locks {
+    /// The per-node spinlocks of `class` (the zone or the lruvec locks).
+    fn per_node(&mut self, class: SpinClass) -> &mut Vec<SpinLock> {
+        if class == SpinClass::Zone {
+            &mut self.zone
+        } else {
+            &mut self.lruvec
+        }
+    }
+
     pub(crate) fn new(enabled: bool) -> Locks {
         Locks {
             enabled,
@@ -705,19 +714,7 @@ impl<P: Coherence> Os<P> {
     /// allocator of `node`: that work runs under the node's zone lock.
     pub(super) fn zone_section(&mut self, core: usize, node: usize, frames: u64) {
         let cycles = frames * self.settings.costs().buddy_per_frame;
-        if !self.locks.enabled {
-            self.charge(core, cycles);
-            return;
-        }
-        if self.locks.zone.len() <= node {
-            self.locks.zone.resize(node + 1, SpinLock::default());
-        }
-        let (mut lock, start) = self.spin_acquire(core, SpinClass::Zone, self.locks.zone[node]);
-        self.charge(core, cycles);
-        if lock.held_from == start {
-            lock.free_at = lock.free_at.max(self.clock(core));
-        }
-        self.locks.zone[node] = lock;
+        self.node_spin_section(core, node, SpinClass::Zone, cycles);
     }
 
     /// `core` holds the lruvec lock of `node` to move `folios` folios onto or off its LRU
@@ -727,18 +724,27 @@ impl<P: Coherence> Os<P> {
     pub(super) fn lruvec_section(&mut self, core: usize, node: usize, folios: u64) {
         let c = self.settings.costs();
         let cycles = c.lru_lock_acquire + folios * c.lru_per_page;
+        self.node_spin_section(core, node, SpinClass::Lruvec, cycles);
+    }
+
+    /// `core` runs `cycles` of work under the per-node spinlock `class` (the zone or the
+    /// lruvec lock) of `node`, spinning first while another CPU holds it; with
+    /// `os.locks = false` only the work is charged.
+    fn node_spin_section(&mut self, core: usize, node: usize, class: SpinClass, cycles: u64) {
         if !self.locks.enabled {
             self.charge(core, cycles);
             return;
         }
-        if self.locks.lruvec.len() <= node {
-            self.locks.lruvec.resize(node + 1, SpinLock::default());
+        let held = self.locks.per_node(class);
+        if held.len() <= node {
+            held.resize(node + 1, SpinLock::default());
         }
-        let (mut lock, start) = self.spin_acquire(core, SpinClass::Lruvec, self.locks.lruvec[node]);
+        let current = held[node];
+        let (mut lock, start) = self.spin_acquire(core, class, current);
         self.charge(core, cycles);
         if lock.held_from == start {
             lock.free_at = lock.free_at.max(self.clock(core));
         }
-        self.locks.lruvec[node] = lock;
+        self.locks.per_node(class)[node] = lock;
     }
 }
