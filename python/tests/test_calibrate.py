@@ -241,6 +241,37 @@ def test_geometry_and_ways() -> None:
     assert cal.ways_for(1285, 16) is None  # 5 x 257: no power-of-two set count near 16 ways
 
 
+def test_a_knee_that_confirms_the_documented_size_writes_the_documented_size() -> None:
+    """Issue 46's side note: on a Zen 4 guest the L1 DTLB knee came out at 71 pages with
+    high confidence and the preset said 64 (the nearest 2^k); the documented 72 (fully
+    associative) is what the knee confirms. A knee that disagrees still wins, flagged."""
+    from tlbsim.host import tlb_geometry
+
+    zen4 = tlb_geometry.lookup("AuthenticAMD", 0x19, 0x11)
+    assert zen4 is not None and zen4.l1_entries == 72
+    machine = {"tlb": {"l1d": {"entries": 64, "ways": 4}, "l2": {"entries": 1536, "ways": 12}}}
+
+    def knee(level: str, pages: float) -> dict[str, Any]:
+        return {
+            "level": level,
+            "entries": pages,
+            "confidence": "high",
+            "interval": [pages - 1, pages + 1],
+            "source": "t",
+        }
+
+    def geometry(l1: float, l2: float, flags: list[str]) -> dict[str, Any]:
+        out = cal.tlb_entries([knee("l1", l1), knee("l2", l2)], machine, machine, zen4, flags)
+        return {e.key: e.value for e in out}
+
+    flags: list[str] = []
+    g = geometry(71, 3000, flags)
+    assert (g["machine.tlb.l1d.entries"], g["machine.tlb.l1d.ways"]) == (72, 72)
+    assert g["machine.tlb.l2.entries"] == 3072 and flags == []
+    g = geometry(40, 3000, flags)  # beyond the 15% agreement: the measurement, flagged
+    assert g["machine.tlb.l1d.entries"] == 40 and len(flags) == 1
+
+
 # ---------------------------------------------------------------------------------------
 # kernel costs
 

@@ -153,7 +153,6 @@ def tlb_entries(
                 out.append(Entry(f"machine.tlb.{level}.entries", c_entries, f"{why}; {c_text}"))
                 out.append(Entry(f"machine.tlb.{level}.ways", c_ways, "as above"))
             continue
-        entries, snapped = fit.snap_entries(k["entries"])
         conf = k.get("confidence")
         iv = k.get("interval")
         how = (
@@ -161,7 +160,16 @@ def tlb_entries(
             + (f" ({conf} confidence; positions {iv[0]:.0f}..{iv[1]:.0f} fit within the noise)" if conf and iv else "")
             + f"; fitted on {k['source']}"
         )
-        how += "; nearest 2^k or 3*2^k" if snapped else "; no 2^k or 3*2^k within 12%"
+        confirms = documented is not None and doc_entries is not None and not disagrees
+        if confirms:
+            # The knee confirms the documented size, which is exact where rounding to the
+            # sizes a power-of-two set count gives is a guess (Zen 4's L1 DTLB: a knee at
+            # 71 pages would round to 64, the documented size is 72, fully associative).
+            entries = int(doc_entries)  # type: ignore[arg-type]
+            how += "; the documented size, which the knee confirms"
+        else:
+            entries, snapped = fit.snap_entries(k["entries"])
+            how += "; nearest 2^k or 3*2^k" if snapped else "; no 2^k or 3*2^k within 12%"
         if documented and doc_entries is not None:
             ok, phrase = tlb_geometry.agreement(k["entries"], doc_entries)
             how += f"; {phrase} for {documented.microarchitecture}"
