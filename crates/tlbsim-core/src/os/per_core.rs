@@ -34,6 +34,11 @@ pub(crate) struct CoreOs {
     pub(super) deferred: Vec<(usize, usize)>,
     /// Shootdowns this core initiated and still waits for (it spins until all are acked).
     pub waiting: u32,
+    /// Where the initiator's spin is counted from (`shootdown_cycles_initiator_wait`): the
+    /// end of its latest send, or the end of the spin counted last. Requests sent one after
+    /// another by one kernel path (reclaim's try_to_unmap_flush_dirty) are in flight
+    /// together: their waits are one spin, from the path's last send, not one per request.
+    pub wait_counted_from: u64,
     pub slice_end: u64,
     pub idle_since: Option<u64>,
     /// When the policy's next timer tick is due on this core (u64::MAX: no ticks).
@@ -64,6 +69,7 @@ impl CoreOs {
             pending: VecDeque::new(),
             deferred: Vec::new(),
             waiting: 0,
+            wait_counted_from: 0,
             slice_end: 0,
             idle_since: Some(0),
             next_tick: tick_interval.unwrap_or(u64::MAX),

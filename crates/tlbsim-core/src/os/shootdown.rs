@@ -498,6 +498,7 @@ impl<P: Coherence> Os<P> {
         s.last_ack = send_end;
         s.waits = true;
         self.cores[core].waiting += 1;
+        self.cores[core].wait_counted_from = self.cores[core].wait_counted_from.max(send_end);
         let my_socket = self.m.cores[core].socket;
         for (sent, (k, t)) in targets.enumerate() {
             let delivery = if self.m.cores[t].socket == my_socket { same } else { cross };
@@ -588,7 +589,17 @@ impl<P: Coherence> Os<P> {
                 // INVLPGB by PCID and range: whatever this core runs, the address space's
                 // tag loses the pages. A tag that missed a generation (the model's per-CPU
                 // slots stand in for the global ASID) is flushed whole.
-                let Some(tag) = self.tag_on(core, pid) else { return false };
+                let Some(tag) = self.tag_on(core, pid) else {
+                    // No tag of the address space here (a CR3-tagged TLB whose tag table
+                    // evicted it): no TLB entry to drop, but the walk caches, which the
+                    // model does not tag, may still point to the tables this request freed;
+                    // INVLPGB without FINAL_ONLY drops them (found by `tlbsim fuzz --policy
+                    // linux-invlpgb --tagging cr3 --seed 1298 --scenarios 1`).
+                    if req.freed_tables && !final_only {
+                        self.m.cores[core].tlbs.flush_pwc();
+                    }
+                    return false;
+                };
                 let over = pages.len() as u64 > ceiling as u64;
                 let next = self.cores[core].pcid.iter().find(|&&(p, _)| p == pid).is_some_and(|&(_, g)| g + 1 >= req.new_gen);
                 if req.full || over || !next {
@@ -703,9 +714,11 @@ impl<P: Coherence> Os<P> {
                 let initiator = s.initiator;
                 let (last, send_end) = (s.last_ack + s.ack_return, s.send_end);
                 // The initiator spun from the end of its sends to the last ack (interrupts it
-                // took meanwhile included).
+                // took meanwhile included), counted once where requests overlap.
                 let resume = self.clock(initiator).max(last);
-                self.stats[initiator].shootdown_cycles_initiator_wait += resume.saturating_sub(send_end);
+                let from = self.cores[initiator].wait_counted_from.max(send_end);
+                self.stats[initiator].shootdown_cycles_initiator_wait += resume.saturating_sub(from);
+                self.cores[initiator].wait_counted_from = resume;
                 self.set_clock(initiator, resume);
                 self.cores[initiator].waiting -= 1;
                 if self.cores[initiator].waiting == 0 {
