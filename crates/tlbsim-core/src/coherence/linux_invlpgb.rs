@@ -104,8 +104,8 @@
 //!   on the exiting core under its slot; and a process given the dead one's ASID inherits
 //!   its slot only on a core where it has no slot of its own (the global ASID is not a tag
 //!   of its own, "Simplified" above), which the fuzz's processes, alive from the start,
-//!   almost never are: 0 slot takeovers in 2,000 PCID scenarios, though ASIDs are reused
-//!   early in many (tests/unsafe_hw.rs,
+//!   almost never are: 0 slot takeovers in 2,000 PCID scenarios, and an ASID reused early
+//!   at all in only 3 of the first 955 (tests/unsafe_hw.rs,
 //!   `the_early_reuse_variant_reuses_asids_in_the_fuzz_without_exposure`). The evidence
 //!   that the variant is safe in practice is the source chain above, not the fuzz.
 
