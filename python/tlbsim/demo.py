@@ -203,8 +203,8 @@ UNSAFE_ELSEWHERE = {
     "linux-invlpgb-final-only": "no global ASID here either (three CPUs), and no flush frees a "
     "page table under the ceiling",
     "linux-invlpgb-early-asid-reuse": "no global ASID is handed out here; `tlbsim fuzz` does not "
-    "catch it either: exit's broadcast flush leaves nothing under the freed ASID, and the model "
-    "has no speculative fill after it",
+    "catch it either, rightly: exit's broadcast flush comes after the page tables are emptied, "
+    "so nothing is left or refilled under the freed ASID (coherence/linux_invlpgb.rs)",
     "arm-tlbi-final-only": "no core walks through a freed page table again here (0 violations "
     "on seeds 1-3); the fuzz's sparse regions, whose munmap frees page tables under a range "
     "flush, catch it",
