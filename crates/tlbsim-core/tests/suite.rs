@@ -16,6 +16,7 @@ mod config;
 mod control;
 mod didi;
 mod engine;
+mod fuzz_regressions;
 mod fpr;
 mod golden;
 mod hierarchy;
