@@ -47,13 +47,54 @@ LINT_RUST := status=0; \
 	cargo clippy --workspace --all-targets --quiet -- -D warnings || status=1; \
 	exit $$status
 
-.PHONY: demo test bench bench-native calibrate validate develop rust-test py-test lint-py lint-rust chromium qemu-user record-plugin clean
+.PHONY: fuzz fuzz-build demo test bench bench-native calibrate validate develop rust-test py-test lint-py lint-rust chromium qemu-user record-plugin clean
 
 # Native shootdown micro-benchmarks on the real kernel (bench/shootdown.c, patterns in
 # bench/patterns.toml): one JSON line per pattern.
 NATIVE_BENCH := target/native/shootdown target/native/tlb_reach target/native/fpr_munmap target/native/munmap_lock target/native/wake_latency
 # Example programs to record and replay (examples/record/, `tlbsim record`).
 RECORD_EXAMPLES := target/native/file_server target/native/gc_barrier target/native/spin_unmap
+
+# Fuzzing (docs/DEVELOPING.md "Fuzzing"), not part of `make test`, which runs only the
+# committed inputs (fuzz/corpus/, fuzz/regressions/). `make fuzz TARGET=native SECONDS=3600`
+# fuzzes one target for that long; its findings and stats are in fuzz/out/TARGET/ (kept, so a
+# second run resumes). Rust targets: AFL++ through cargo-afl (crates.io; installing it builds
+# AFL++ from the source it ships), per input 1 s at most (-t) and 2 GiB of address space (-m),
+# the harness aborting past 512 MiB of live heap. Python targets: atheris (PyPI), per input
+# 10 s and 2 GiB of RSS.
+FUZZ_RUST_TARGETS := lackey champsim native recorded compile config scenario
+FUZZ_PY_TARGETS := sweep paper
+TARGET ?= native
+SECONDS ?= 300
+CARGO_AFL_VERSION := 0.18.2
+ATHERIS_VERSION := 3.0.0
+
+fuzz-build:
+	@cargo afl --version >/dev/null 2>&1 || cargo install --locked cargo-afl --version $(CARGO_AFL_VERSION)
+	cd fuzz && cargo afl build --release
+
+fuzz:
+	@case " $(FUZZ_RUST_TARGETS) " in *" $(TARGET) "*) $(MAKE) --no-print-directory fuzz-rust;; *) \
+	case " $(FUZZ_PY_TARGETS) " in *" $(TARGET) "*) $(MAKE) --no-print-directory fuzz-py;; *) \
+		echo "make fuzz: unknown TARGET=$(TARGET); targets: $(FUZZ_RUST_TARGETS) $(FUZZ_PY_TARGETS)" >&2; exit 2;; esac;; esac
+
+.PHONY: fuzz-rust fuzz-py
+fuzz-rust: fuzz-build
+	mkdir -p fuzz/out
+	AFL_SKIP_CPUFREQ=1 AFL_NO_AFFINITY=1 AFL_FORKSRV_INIT_TMOUT=60000 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_AUTORESUME=1 \
+		AFL_NO_UI=1 cargo afl fuzz -i fuzz/corpus/$(TARGET) -o fuzz/out/$(TARGET) \
+		-t 1000 -m 2048 -V $(SECONDS) -- fuzz/target/release/tlbsim-fuzz $(TARGET) > fuzz/out/$(TARGET).log 2>&1 \
+		|| { tail -30 fuzz/out/$(TARGET).log; exit 1; }
+	@grep -E '^(run_time|execs_done|execs_per_sec|corpus_count|saved_crashes|saved_hangs) ' fuzz/out/$(TARGET)/default/fuzzer_stats
+	@ls fuzz/out/$(TARGET)/default/crashes fuzz/out/$(TARGET)/default/hangs | grep -v README || true
+
+fuzz-py: develop
+	@$(VPY) -c 'import atheris' 2>/dev/null || $(VPY) -m pip install --quiet --disable-pip-version-check atheris==$(ATHERIS_VERSION)
+	mkdir -p fuzz/out/$(TARGET)/corpus
+	$(VPY) fuzz/atheris_main.py $(TARGET) -max_total_time=$(SECONDS) -timeout=10 -rss_limit_mb=2048 \
+		-print_final_stats=1 -artifact_prefix=fuzz/out/$(TARGET)/ fuzz/out/$(TARGET)/corpus fuzz/corpus/$(TARGET) \
+		> fuzz/out/$(TARGET).log 2>&1 || { tail -40 fuzz/out/$(TARGET).log; exit 1; }
+	@grep -E '^(stat::|Done )' fuzz/out/$(TARGET).log; echo "corpus: $$(ls fuzz/out/$(TARGET)/corpus | wc -l) files"
 
 demo: develop
 	$(VENV)/bin/tlbsim demo

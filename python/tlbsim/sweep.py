@@ -132,6 +132,8 @@ def _read_spec(spec: SpecLike) -> tuple[dict[str, Any], Path, Path | None]:
             data = tomllib.load(f)
     except tomllib.TOMLDecodeError as err:
         raise SpecError(f"{path}: invalid TOML: {err}") from None
+    except UnicodeDecodeError as err:  # TOML is UTF-8; tomllib decodes before it parses
+        raise SpecError(f"{path}: invalid TOML: not UTF-8 text (byte offset {err.start})") from None
     return data, path.resolve().parent, path
 
 

@@ -136,6 +136,38 @@ fn bad_recordings_are_config_errors_that_name_the_problem() {
     assert!(e.contains("offset"), "{e}");
 }
 
+/// Found by the `compile` fuzz target (fuzz/regressions/compile/mremap-to-range-overflows):
+/// a successful mremap whose result plus its new length passed 2^64 overflowed in the
+/// compiler. Calls whose ranges are not page-aligned user ranges (as mm/mmap.c and
+/// mm/mremap.c accept) are refused with the call named; a length near 2^64 that page
+/// rounding would overflow is one of them.
+#[test]
+fn calls_with_ranges_outside_user_space_are_refused_not_overflowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, Vec<TraceEvent>); 4] = [
+        ("mremap", vec![syscall(9, &[0, 4096, 3, 0x22, u64::MAX, 0], HEAP as i64), syscall(25, &[HEAP, 4096, 8192, 1], -4096i64 & !0xfff)]),
+        ("mremap", vec![syscall(9, &[0, 4096, 3, 0x22, u64::MAX, 0], HEAP as i64), syscall(25, &[HEAP, 4096, u64::MAX - 10, 1], HEAP as i64)]),
+        ("mmap", vec![syscall(9, &[0, u64::MAX - 100, 3, 0x22, u64::MAX, 0], HEAP as i64)]),
+        ("brk", vec![syscall(12, &[0], 0x10_0000), syscall(12, &[0], i64::MAX)]),
+    ];
+    for (i, (call, events)) in cases.into_iter().enumerate() {
+        let path = dir.path().join(format!("bad{i}.tlbsim"));
+        let mut w = NativeWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
+        w.write_batch(&[TraceEvent::Thread { tid: MAIN }, fetch(CODE)]).unwrap();
+        w.write_batch(&events).unwrap();
+        w.finish().unwrap();
+        let e = build_from(&path, true, 2).unwrap_err().to_string();
+        assert!(e.contains(&format!("{call} ")) && e.contains("user"), "case {i}: {e}");
+    }
+    // A munmap of such a range fails in the kernel (EINVAL): recorded with its error, it is
+    // skipped, as before.
+    let path = dir.path().join("munmap.tlbsim");
+    let mut w = NativeWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
+    w.write_batch(&[TraceEvent::Thread { tid: MAIN }, fetch(CODE), syscall(11, &[HEAP, u64::MAX - 5], -22), syscall(231, &[0], 0)]).unwrap();
+    w.finish().unwrap();
+    build_from(&path, true, 2).unwrap();
+}
+
 #[test]
 fn a_woken_futex_wait_sleeps_until_the_wake_that_ended_it() {
     // Main clones a worker (CLONE_CHILD_CLEARTID at CTID), then joins it: its futex wait on

@@ -17,6 +17,7 @@ mod control;
 mod didi;
 mod engine;
 mod fpr;
+mod fuzz_regressions;
 mod golden;
 mod hierarchy;
 mod hooks;

@@ -349,9 +349,11 @@ def load(folder: Path, name: str | None = None) -> Paper:
     if not path.is_file():
         raise PaperError(f"{path}: not found (a paper folder holds {PAPER_FILE}; see docs/REPRODUCE.md)")
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
     except tomllib.TOMLDecodeError as err:
         raise PaperError(f"{path}: invalid TOML: {err}") from None
+    except UnicodeDecodeError as err:  # TOML is UTF-8
+        raise PaperError(f"{path}: invalid TOML: not UTF-8 text (byte offset {err.start})") from None
     top = _Reader(path, "", data, PAPER_KEYS)
     title = top.get("title", str, required=True)
     full_run_minutes, full_run_measured = None, ""

@@ -245,6 +245,18 @@ fn align_up(v: u64) -> u64 {
     v.div_ceil(PAGE) * PAGE
 }
 
+/// The end of x86-64 user space with 4-level paging (TASK_SIZE_MAX, 2^47 less a guard page;
+/// arch/x86/include/asm/page_64_types.h): no recorded call's range goes past it.
+const USER_END: u64 = 1 << 47;
+
+/// `[va, va + len)` with `len` rounded up to whole pages (PAGE_ALIGN, as the kernel's calls
+/// do), when `va` is page-aligned and the range lies in user space; `None` otherwise (a
+/// length near 2^64 included, which rounding up would overflow).
+fn user_range(va: u64, len: u64) -> Option<(u64, u64)> {
+    let len = len.checked_next_multiple_of(PAGE)?;
+    (va.is_multiple_of(PAGE) && va.checked_add(len)? <= USER_END).then_some((va, len))
+}
+
 impl Builder {
     fn new_thread(&mut self, tid: u32) -> usize {
         let i = self.threads.len();
@@ -669,10 +681,9 @@ impl Builder {
         match nr {
             // mmap(addr, len, prot, flags, fd, offset)
             9 if !failed => {
-                let (va, len) = (ret as u64, align_up(a[1]));
-                if va % PAGE != 0 || len == 0 || va.checked_add(len).is_none_or(|e| e > 1 << 47) {
-                    return Err(format!("thread {}: mmap result {va:#x}+{len:#x} is not a page-aligned user range", self.threads[t].tid));
-                }
+                let Some((va, len)) = user_range(ret as u64, a[1]).filter(|&(_, len)| len > 0) else {
+                    return Err(format!("thread {}: mmap result {:#x}+{:#x} is not a page-aligned user range", self.threads[t].tid, ret as u64, a[1]));
+                };
                 let backing = match file {
                     Some(key) if a[3] & MAP_ANONYMOUS == 0 => {
                         let offset_pages = a[5] / PAGE;
@@ -685,7 +696,7 @@ impl Builder {
                 self.map(t, va, len, info, a[3] & MAP_POPULATE != 0);
             }
             // munmap, mprotect, madvise and msync of an unaligned address fail (EINVAL).
-            10 | 11 | 26 | 28 if !a[0].is_multiple_of(PAGE) || a[1] == 0 || a[0].checked_add(a[1]).is_none_or(|e| e > 1 << 47) => {}
+            10 | 11 | 26 | 28 if a[1] == 0 || user_range(a[0], a[1]).is_none() => {}
             // munmap(addr, len)
             11 if !failed => self.unmap(t, a[0], align_up(a[1])),
             // mprotect(addr, len, prot)
@@ -706,6 +717,9 @@ impl Builder {
             12 if ret > 0 => {
                 let pi = self.threads[t].process.expect("attached");
                 let new = align_up(ret as u64);
+                if new > USER_END {
+                    return Err(format!("thread {}: brk result {ret:#x} is past user space", self.threads[t].tid));
+                }
                 match self.procs[pi].brk {
                     None => self.procs[pi].brk = Some(new),
                     Some(old) if new > old => {
@@ -722,7 +736,14 @@ impl Builder {
             }
             // mremap(old, old_size, new_size, flags, new_addr)
             25 if !failed => {
-                let (old, old_len, new_len, to) = (a[0], align_up(a[1]), align_up(a[2]), ret as u64);
+                // Both ranges in user space, the new one not empty (mm/mremap.c refuses
+                // anything else with EINVAL; an old length of 0 duplicates a shared mapping).
+                let (Some((old, old_len)), Some((to, new_len))) = (user_range(a[0], a[1]), user_range(ret as u64, a[2]).filter(|&(_, len)| len > 0)) else {
+                    return Err(format!(
+                        "thread {}: mremap of {:#x}+{:#x} to {:#x}+{:#x} is not of page-aligned user ranges",
+                        self.threads[t].tid, a[0], a[1], ret as u64, a[2]
+                    ));
+                };
                 let pi = self.threads[t].process.expect("attached");
                 let info = self.procs[pi].live.range(..=old).next_back().filter(|(_, &(end, _))| end > old).map(|(&s, &(_, i))| (s, i));
                 let Some((start, info)) = info else {
