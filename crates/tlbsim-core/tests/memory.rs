@@ -22,8 +22,11 @@ fn mem(v: &Value, key: &str) -> u64 {
 
 #[test]
 fn dram_latency_follows_where_the_data_lives() {
+    // One miss at a time (no memory-level parallelism): each DRAM read at its latency.
+    let mut serial = machine(2, 1);
+    serial["memory"]["mshrs"] = json!(0);
     for (placement, latency) in [("fixed:0", 280.0), ("fixed:1", 580.0)] {
-        let v = run(json!({"machine": machine(2, 1), "os": {"data_placement": placement},
+        let v = run(json!({"machine": serial, "os": {"data_placement": placement},
                            "workload": {"kind": "synthetic", "threads": 1, "accesses": 20000, "region_bytes": 64 << 20}}));
         let dram = mem(&v, "dram_local") + mem(&v, "dram_remote");
         assert!(dram > 15000, "{}", v["totals"]["memory"]);
