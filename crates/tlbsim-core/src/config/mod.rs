@@ -166,9 +166,9 @@ pub struct MemoryConfig {
     /// At most 64. `crate::memsys`.
     pub mshrs: u32,
     /// The out-of-order window (model = "cache", `mshrs` > 0): reorder-buffer entries, read
-    /// as `rob_entries` × `base_cpi` cycles of the core's work. A data miss issued more than
-    /// this after an earlier one that is still in flight waits for that one to complete
-    /// (the earlier one blocks retirement and the window fills).
+    /// as `rob_entries` × `base_cpi` cycles of the core's work. A data miss overlaps with
+    /// the misses in flight only if one of them is at most this much work before it (it
+    /// fits in the window behind that miss); otherwise it pays its full latency.
     pub rob_entries: u32,
 }
 
