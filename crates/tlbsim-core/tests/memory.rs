@@ -72,6 +72,10 @@ fn worker_with_corunner(corunner: Option<u32>) -> Value {
     // Memory bandwidth a single stream can saturate (Mitosis §8: 28 / 11 GB/s).
     m["memory"]["bandwidth_gbps_local"] = json!(28.0);
     m["memory"]["bandwidth_gbps_remote"] = json!(11.0);
+    // Serial misses (the model before memory-level parallelism): with fill buffers the
+    // worker's own lines queue behind each other and its wait alone is no longer ~0, which
+    // the thresholds below assume (issue 46: a variant with mshrs > 0 is still to write).
+    m["memory"]["mshrs"] = json!(0);
     run(json!({"machine": m, "workload": workload}))
 }
 
