@@ -51,7 +51,7 @@ LINT_RUST := status=0; \
 
 # Native shootdown micro-benchmarks on the real kernel (bench/shootdown.c, patterns in
 # bench/patterns.toml): one JSON line per pattern.
-NATIVE_BENCH := target/native/shootdown target/native/tlb_reach target/native/fpr_munmap target/native/munmap_lock target/native/wake_latency
+NATIVE_BENCH := target/native/shootdown target/native/tlb_reach target/native/fpr_munmap target/native/munmap_lock target/native/wake_latency target/native/stream_bw
 # Example programs to record and replay (examples/record/, `tlbsim record`).
 RECORD_EXAMPLES := target/native/file_server target/native/gc_barrier target/native/spin_unmap
 
@@ -118,6 +118,7 @@ bench-native: $(NATIVE_BENCH)
 	target/native/fpr_munmap
 	target/native/munmap_lock
 	target/native/wake_latency
+	target/native/stream_bw
 
 # This host as a machine preset (host-calibrated.toml + .json), and the simulator against it.
 # Not part of `make test`, whose python/tests run `tlbsim calibrate --quick` once.

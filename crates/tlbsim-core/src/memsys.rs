@@ -14,13 +14,47 @@
 //! skew (a batch in trace mode, a quantum in OS mode).
 //!
 //! A next-line stream prefetcher per core: a last-level miss on the line after the core's
-//! previous miss was fetched ahead, so it costs only its share of the node's bandwidth (its
-//! service time and any wait), not the DRAM latency — which is how a STREAM-like sweep
-//! saturates a node's bandwidth while a pointer chase or a page walk pays full latency.
+//! previous miss was fetched ahead (below, for what that costs).
 //!
-//! Simplified: no writebacks (a dirty line's eviction costs no bandwidth), no prefetchers,
-//! no MSHR limits (misses are serial, each paying its full latency); coherence between the
-//! private caches is not modelled (a line may sit in several).
+//! Memory-level parallelism (`machine.memory.mshrs` = N > 0, issue 46): a core keeps up to
+//! N data misses in flight (its L1D fill buffers / MSHRs), within its out-of-order window
+//! (`rob_entries` instructions of `base_cpi` cycles each). The rule is interval analysis'
+//! (Karkhanis and Smith, "A first-order superscalar processor model", ISCA 2004; Eyerman,
+//! Eeckhout, Karkhanis and Smith, "A mechanistic performance model for superscalar
+//! out-of-order processors", ACM TOCS 27(2), 2009, §4.4): a long-latency miss blocks
+//! retirement, the front end keeps dispatching behind it until the reorder buffer is full,
+//! and independent misses dispatched meanwhile overlap with it. Here: the core's clock is its
+//! retirement; its work other than data-miss stalls (base CPI, TLB and walk cycles, faults,
+//! kernel time) is its front end's progress P. A data miss dispatches at d: (1) where the
+//! front end reaches it, the previous data miss's dispatch plus the work since, if (2) a
+//! miss still in flight then was issued at most W = `rob_entries` × `base_cpi` cycles of
+//! work before it (it fits in the window behind that miss); otherwise it begins a new
+//! interval and dispatches at its own time, paying its full latency (interval analysis'
+//! isolated miss); (3) no earlier than a fill buffer is free: if all N hold misses in flight
+//! at d, the earliest to complete frees one. It completes at d + latency + the bandwidth
+//! wait at d, and the core pays only what is left of that at its clock (the rest was hidden
+//! under earlier misses).
+//! N independent misses back to back so cost latency + (N − 1) × service, not N × latency;
+//! a core's stream is bounded by N lines per latency (Little's law), and every line still
+//! queues for the node's bandwidth, so co-runners keep N requests each in the node's queue
+//! and a page walk reading that node waits behind them. A line the prefetcher fetched ahead
+//! needs a fill buffer too, but no room in the window: it dispatches as early as a fill
+//! buffer frees, at most one latency before the access (a timely prefetch).
+//! What is independent: every data miss of a core is taken as independent of the data
+//! misses before it (the workloads do not mark pointer chases; a dependent chain longer
+//! than the window is still serialised by (2), a short one is not). Dependent reads stay
+//! serial: a page walk's steps (`table_read`, each at its full latency in the walker), the
+//! kernel's lines (`kernel_access`), and a data access after its own walk (the walk is
+//! progress before it). Last-level hits (`llc_latency`) are not overlapped.
+//!
+//! `mshrs = 0` is the model before issue 46: misses serial, each paying its full latency,
+//! and a prefetched line costing only its share of the node's bandwidth (its service time
+//! and any wait), not the DRAM latency, with no limit on lines in flight.
+//!
+//! Simplified: no writebacks (a dirty line's eviction costs no bandwidth); coherence between
+//! the private caches is not modelled (a line may sit in several); one retirement-blocking
+//! miss at a time (interval analysis' first-order view: work retired behind a miss costs its
+//! base CPI afterwards, as before).
 
 use crate::config::{Config, MemoryModel};
 use crate::error::{Error, Result};
@@ -35,6 +69,8 @@ const RING: usize = 1024;
 /// Fixed-point shift of service times (1/1024 cycle), so that a fraction of a cycle per
 /// line accumulates exactly.
 const FIX: u32 = 10;
+/// Upper bound of `machine.memory.mshrs` (the per-core arrays are this long).
+pub const MAX_MSHRS: usize = 64;
 
 /// Per-core memory counters (stats.json `per_core[i].memory`, summed in `totals.memory`).
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -117,6 +153,32 @@ pub struct MemSys {
     pub counters: Vec<MemCounters>,
     /// Per core: the last line that missed the last-level cache (the prefetcher's stream).
     last_miss: Vec<u64>,
+    /// Per core: the misses in flight (`mshrs` > 0).
+    mlp: Vec<Mlp>,
+    /// `machine.memory.mshrs` (0: no overlap).
+    mshrs: usize,
+    /// The out-of-order window in cycles of progress (`rob_entries` × `base_cpi`).
+    window: u64,
+}
+
+/// One core's fill buffers: the misses in flight and where its front end is.
+#[derive(Clone)]
+struct Mlp {
+    /// Per fill buffer: the cycle its miss completes, and the core's progress when it was
+    /// issued (only the first `mshrs` are used).
+    done: [u64; MAX_MSHRS],
+    progress: [u64; MAX_MSHRS],
+    /// The previous demand miss's dispatch cycle and the progress at it.
+    last_dispatch: u64,
+    last_progress: u64,
+    /// Cycles this core stalled on data misses (its clock less its progress).
+    stalled: u64,
+}
+
+impl Mlp {
+    fn new() -> Mlp {
+        Mlp { done: [0; MAX_MSHRS], progress: [0; MAX_MSHRS], last_dispatch: 0, last_progress: 0, stalled: 0 }
+    }
 }
 
 /// The key a socket's shared cache (the LLC, or the flat model's page-table-line cache)
@@ -156,6 +218,9 @@ impl MemSys {
             },
             counters: vec![MemCounters::default(); cfg.cores() as usize],
             last_miss: vec![u64::MAX - 1; cfg.cores() as usize],
+            mlp: vec![Mlp::new(); if m.mshrs > 0 { cfg.cores() as usize } else { 0 }],
+            mshrs: m.mshrs as usize,
+            window: (m.rob_entries as f64 * cfg.machine.base_cpi).round() as u64,
         }))
     }
 
@@ -171,7 +236,7 @@ impl MemSys {
     #[inline]
     pub fn data_access(&mut self, core: usize, socket: u32, line: u64, now: u64, llc: Option<&mut LineCache>, latency: &[u32]) -> u64 {
         self.counters[core].data_accesses += 1;
-        let cycles = self.line_access(core, socket, line, now, llc, latency);
+        let cycles = self.line_access(core, socket, line, now, llc, latency, self.mshrs > 0);
         self.counters[core].data_cycles += cycles;
         cycles
     }
@@ -180,13 +245,15 @@ impl MemSys {
     /// copy's entry): through the same private cache, last-level cache and DRAM as data.
     pub fn kernel_access(&mut self, core: usize, socket: u32, line: u64, now: u64, llc: Option<&mut LineCache>, latency: &[u32]) -> u64 {
         self.counters[core].kernel_accesses += 1;
-        let cycles = self.line_access(core, socket, line, now, llc, latency);
+        let cycles = self.line_access(core, socket, line, now, llc, latency, false);
         self.counters[core].kernel_cycles += cycles;
         cycles
     }
 
+    /// A line access; `overlap`: a data miss that may overlap with the core's misses in flight.
     #[inline]
-    fn line_access(&mut self, core: usize, socket: u32, line: u64, now: u64, llc: Option<&mut LineCache>, latency: &[u32]) -> u64 {
+    #[allow(clippy::too_many_arguments)]
+    fn line_access(&mut self, core: usize, socket: u32, line: u64, now: u64, llc: Option<&mut LineCache>, latency: &[u32], overlap: bool) -> u64 {
         let c = &mut self.counters[core];
         if self.private[core].access(line) {
             c.private_hits += 1;
@@ -207,17 +274,68 @@ impl MemSys {
         }
         let prefetched = line == self.last_miss[core].wrapping_add(1);
         self.last_miss[core] = line;
-        let wait = self.dram.read(node as usize, now, local);
-        let c = &mut self.counters[core];
-        c.bandwidth_wait_cycles += wait;
-
         if prefetched {
-            c.prefetched += 1;
+            self.counters[core].prefetched += 1;
+        }
+        let lat = latency[node as usize] as u64;
+        if overlap {
+            return self.overlapped_miss(core, node as usize, local, now, lat, prefetched);
+        }
+        let wait = self.dram.read(node as usize, now, local);
+        self.counters[core].bandwidth_wait_cycles += wait;
+        if prefetched {
             let service = if local { self.dram.service_local } else { self.dram.service_remote };
             wait + (service >> FIX).max(1)
         } else {
-            latency[node as usize] as u64 + wait
+            lat + wait
         }
+    }
+
+    /// A data miss of `core` at its clock `now` with up to `mshrs` in flight (the header's
+    /// rule): the cycles the core stalls for it.
+    #[inline]
+    fn overlapped_miss(&mut self, core: usize, node: usize, local: bool, now: u64, lat: u64, prefetched: bool) -> u64 {
+        let n = self.mshrs;
+        let m = &mut self.mlp[core];
+        let progress = now.saturating_sub(m.stalled);
+        // (3) the fill buffer that frees first.
+        let mut slot = 0;
+        for i in 1..n {
+            if m.done[i] < m.done[slot] {
+                slot = i;
+            }
+        }
+        let d = if prefetched {
+            // Fetched ahead by the prefetcher: as early as one latency before the access.
+            now.saturating_sub(lat)
+        } else {
+            // (1) the front end: behind the previous demand miss, at the pace of the work since.
+            let d = m.last_dispatch + progress.saturating_sub(m.last_progress);
+            // (2) the window: it overlaps only if a miss still in flight when it dispatches
+            // is at most W cycles of work before it; else it begins a new interval and
+            // pays its full latency from its own time.
+            let overlaps = (0..n).any(|i| m.done[i] > d && progress.saturating_sub(m.progress[i]) <= self.window);
+            if overlaps {
+                d
+            } else {
+                now
+            }
+        };
+        // Never later than the access itself, nor further back than the bandwidth windows
+        // reach (half the ring).
+        let d = d.max(m.done[slot]).min(now).max(now.saturating_sub(WINDOW * (RING as u64 / 2)));
+        let wait = self.dram.read(node, d, local);
+        let done = d + lat + wait;
+        let cost = done.saturating_sub(now);
+        m.done[slot] = done;
+        m.progress[slot] = progress;
+        if !prefetched {
+            m.last_dispatch = d;
+            m.last_progress = progress;
+        }
+        m.stalled += cost;
+        self.counters[core].bandwidth_wait_cycles += wait;
+        cost
     }
 
     /// A page-table line read by the walker missed the last-level cache: the bandwidth wait.
@@ -226,5 +344,121 @@ impl MemSys {
         let wait = self.dram.read(node as usize, now, node == socket);
         self.counters[core].bandwidth_wait_cycles += wait;
         wait
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::MemoryModel;
+
+    const LAT: u64 = 280;
+    /// 19.2 GB/s at 3 GHz: a 64-byte line occupies the channel 10 cycles.
+    const SERVICE: u64 = 10;
+
+    fn memsys(mshrs: u32, rob_entries: u32) -> MemSys {
+        let mut cfg = Config::default();
+        cfg.machine.frequency_ghz = 3.0;
+        cfg.machine.base_cpi = 1.0;
+        let m = &mut cfg.machine.memory;
+        m.model = MemoryModel::Cache;
+        m.bandwidth_gbps_local = 19.2;
+        m.bandwidth_gbps_remote = 19.2;
+        m.mshrs = mshrs;
+        m.rob_entries = rob_entries;
+        let ms = MemSys::new(&cfg).unwrap().unwrap();
+        assert_eq!(ms.dram.service_local >> FIX, SERVICE);
+        ms
+    }
+
+    /// Line `i` of a stream no prefetcher follows: a line in frame 2i + 1 (node 0).
+    fn scattered(i: u64) -> u64 {
+        (2 * i + 1) << 6
+    }
+
+    /// `n` data misses, each issued `gap` cycles of work after the previous one completed on
+    /// the core's clock: the clock at the end (the core's time for them).
+    fn run(ms: &mut MemSys, lines: impl Iterator<Item = u64>, gap: u64) -> u64 {
+        let mut clock = 0;
+        for line in lines {
+            clock += ms.data_access(0, 0, line, clock, None, &[LAT as u32]);
+            clock += gap;
+        }
+        clock
+    }
+
+    #[test]
+    fn independent_misses_overlap_up_to_the_fill_buffers() {
+        for n in [2u64, 5, 10] {
+            let mut ms = memsys(n as u32, 192);
+            let t = run(&mut ms, (0..n).map(scattered), 0);
+            // Back to back on an idle channel: the first pays the latency, each of the
+            // others only its turn on the channel.
+            assert_eq!(t, LAT + (n - 1) * SERVICE, "{n} fill buffers");
+            assert!(t < n * LAT);
+        }
+    }
+
+    #[test]
+    fn zero_fill_buffers_is_the_serial_model() {
+        let n = 10;
+        let mut ms = memsys(0, 192);
+        assert_eq!(run(&mut ms, (0..n).map(scattered), 0), n * LAT);
+        // One fill buffer: one miss at a time, each at its full latency.
+        let mut ms = memsys(1, 192);
+        assert_eq!(run(&mut ms, (0..n).map(scattered), 0), n * LAT);
+        // mshrs = 0 keeps the prefetcher's old cost: a line after the previous miss costs
+        // its service time only.
+        let mut ms = memsys(0, 192);
+        assert_eq!(run(&mut ms, (0..n).map(|i| 64 + i), 0), LAT + (n - 1) * SERVICE);
+    }
+
+    #[test]
+    fn a_full_set_of_fill_buffers_waits_for_the_first_to_free() {
+        // Little's law: a long stream of independent misses with N in flight completes N
+        // lines per latency (the channel is fast enough: N × service < latency).
+        let n = 4;
+        let k = 400;
+        let mut ms = memsys(n as u32, 100_000);
+        let t = run(&mut ms, (0..k).map(scattered), 0);
+        let expect = k * LAT / n;
+        assert!(t.abs_diff(expect) <= LAT + n * SERVICE, "{t} cycles, Little's law {expect}");
+    }
+
+    #[test]
+    fn bandwidth_still_bounds_the_throughput() {
+        // 64 in flight against a 10-cycle channel: the channel, not the fill buffers, is the
+        // limit, k lines take k × service (plus one latency).
+        let k = 2000;
+        let mut ms = memsys(64, 100_000);
+        let t = run(&mut ms, (0..k).map(scattered), 0);
+        assert!(t >= k * SERVICE, "{t} cycles for {k} lines at {SERVICE} cycles each");
+        assert!(t <= k * SERVICE + 2 * LAT, "{t}");
+        // Two cores sharing the node's channel each get about half of it.
+        let mut ms = memsys(64, 100_000);
+        let mut clock = [0u64; 2];
+        for i in 0..k {
+            for (c, clk) in clock.iter_mut().enumerate() {
+                *clk += ms.data_access(c, 0, scattered(2 * i + c as u64), *clk, None, &[LAT as u32]);
+            }
+        }
+        assert!(clock.iter().all(|&t| t >= 2 * k * SERVICE * 9 / 10), "{clock:?}");
+    }
+
+    #[test]
+    fn the_window_bounds_the_overlap() {
+        // 100 cycles of work between misses: a 64-entry window cannot reach the next miss
+        // while the previous one is in flight (each pays its latency, as with no fill
+        // buffers); a 192-entry one can, and the work hides the latency.
+        let n = 8;
+        let gap = 100;
+        let serial = run(&mut memsys(0, 64), (0..n).map(scattered), gap);
+        assert_eq!(serial, n * (LAT + gap));
+        assert_eq!(run(&mut memsys(10, 64), (0..n).map(scattered), gap), serial);
+        let wide = run(&mut memsys(10, 192), (0..n).map(scattered), gap);
+        assert_eq!(wide, LAT + n * gap, "all but the first latency hidden under the work");
+        // Work longer than the latency: the miss before has completed, nothing overlaps.
+        let gap = 2 * LAT;
+        assert_eq!(run(&mut memsys(10, 100_000), (0..n).map(scattered), gap), n * (LAT + gap));
     }
 }

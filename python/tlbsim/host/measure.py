@@ -27,7 +27,7 @@ import tlbsim
 from tlbsim.host import fit, tlb_geometry
 from tlbsim.progress import ProgressBar
 
-BENCHMARKS = ("shootdown", "tlb_reach", "fpr_munmap", "munmap_lock", "wake_latency")
+BENCHMARKS = ("shootdown", "tlb_reach", "fpr_munmap", "munmap_lock", "wake_latency", "stream_bw")
 
 
 class CalibrateError(tlbsim.TlbsimError):

@@ -157,6 +157,19 @@ pub struct MemoryConfig {
     pub bandwidth_gbps_local: f64,
     /// DRAM bandwidth in GB/s a socket gets from another socket's node (see `bandwidth_gbps_local`).
     pub bandwidth_gbps_remote: f64,
+    /// Memory-level parallelism (model = "cache"): last-level misses a core keeps in flight
+    /// (its L1 data cache's fill buffers / miss-status holding registers; from each preset's
+    /// vendor manual). Independent data misses within `rob_entries` of each other overlap up
+    /// to this deep, each still taking its share of the node's bandwidth; page-walk reads
+    /// and the kernel's lines stay serial. 0: no overlap, every miss pays its full latency
+    /// and the stream prefetcher's lines only their bandwidth (the model before issue 46).
+    /// At most 64. `crate::memsys`.
+    pub mshrs: u32,
+    /// The out-of-order window (model = "cache", `mshrs` > 0): reorder-buffer entries, read
+    /// as `rob_entries` × `base_cpi` cycles of the core's work. A data miss overlaps with
+    /// the misses in flight only if one of them is at most this much work before it (it
+    /// fits in the window behind that miss); otherwise it pays its full latency.
+    pub rob_entries: u32,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -682,6 +695,10 @@ impl Config {
             }
             positive("machine.memory.bandwidth_gbps_local", mem.bandwidth_gbps_local)?;
             positive("machine.memory.bandwidth_gbps_remote", mem.bandwidth_gbps_remote)?;
+            range("machine.memory.mshrs", mem.mshrs as u64, 0, crate::memsys::MAX_MSHRS as u64)?;
+            if mem.mshrs > 0 {
+                range("machine.memory.rob_entries", mem.rob_entries as u64, 1, 1 << 16)?;
+            }
         }
         if t.tagging == Tagging::Cr3 {
             range("machine.tlb.tmt_entries", t.tmt_entries as u64, 1, 4096)?;

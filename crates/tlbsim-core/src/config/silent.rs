@@ -56,6 +56,8 @@ const CACHE_ONLY: &[&str] = &[
     "machine.memory.private_ways",
     "machine.memory.bandwidth_gbps_local",
     "machine.memory.bandwidth_gbps_remote",
+    "machine.memory.mshrs",
+    "machine.memory.rob_entries",
 ];
 
 /// The plug-in tables and the switch that selects one of their entries.

@@ -12,6 +12,10 @@
 //! as 30-way × 16,384 sets (power-of-two sets; the real L3 is 20-way); 40 cycles as
 //! mitosis-4s. Private L2 256 KiB 8-way (Intel optimisation manual, Haswell).
 //! Bandwidth: not stated; Mitosis §8's 28 / 11 GB/s on the same generation, assumed.
+//! Memory-level parallelism: 10 L1D fill buffers (misses in flight) and a 192-entry
+//! reorder buffer per Haswell core (Intel 64 and IA-32 Architectures Optimization Reference
+//! Manual, §2.4 "Haswell microarchitecture": its out-of-order engine table gives 192 ROB
+//! entries; the L1 DCU keeps the 10 fill buffers of Sandy Bridge, §2.3.5).
 //! Idle CPUs: bare metal under intel_idle, whose Haswell table (hsw_cstates) gives C1 an
 //! exit latency of 2 µs; the deeper states the menu governor picks for longer idle
 //! periods (C1E 10 µs, C6 133 µs) are not modelled.
@@ -34,7 +38,8 @@ impl super::Preset for AbisHaswell2s {
             "memory": {"local_latency": 280, "remote_latency": 580,
                        "llc_bytes": 30u64 << 20, "llc_ways": 30, "llc_latency": 40,
                        "private_bytes": 256 << 10, "private_ways": 8,
-                       "bandwidth_gbps_local": 28.0, "bandwidth_gbps_remote": 11.0},
+                       "bandwidth_gbps_local": 28.0, "bandwidth_gbps_remote": 11.0,
+                       "mshrs": 10, "rob_entries": 192},
             "tlb": {
                 "tagging": "none",
                 "l1d": {"entries": 64, "ways": 4, "replacement": "lru", "latency": 0},

@@ -8,6 +8,8 @@
 //! 8-way, 22 cycles (the LLC); 4 controllers × 2 channels of DDR3-800 = 8 × 6.4 GB/s
 //! = 51.2 GB/s (one chip: local and remote alike). DRAM latency: not stated; the
 //! built-in 280 cycles (Mitosis §8) assumed.
+//! Memory-level parallelism: Table I states no miss-handling resources; `mshrs = 0`
+//! (misses serial, the model before issue 46) is kept, assumed.
 //! Idle CPUs: DiDi's simulator models no idle states (none stated): waking costs nothing
 //! beyond the context switch.
 
@@ -26,7 +28,8 @@ impl super::Preset for DidiCmp {
             "idle": {"exit_ns": 0.0, "poll_ns": 0.0, "wake_ipi_ns": 0.0},
             "memory": {"llc_bytes": 8u64 << 20, "llc_ways": 8, "llc_latency": 22,
                        "private_bytes": 32 << 10, "private_ways": 4,
-                       "bandwidth_gbps_local": 51.2, "bandwidth_gbps_remote": 51.2},
+                       "bandwidth_gbps_local": 51.2, "bandwidth_gbps_remote": 51.2,
+                       "mshrs": 0},
             "tlb": {
                 "l1d": {"entries": 128, "ways": 4, "replacement": "lru", "latency": 2},
                 "l2": {"entries": 0}

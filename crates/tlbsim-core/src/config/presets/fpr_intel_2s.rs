@@ -7,6 +7,9 @@
 //! 4-way (Ice Lake-SP / Sapphire Rapids, the Xeons of that era, Intel optimisation
 //! manual); PCIDs on (Linux 5.15). Frequency not stated: 2.4 GHz assumed. Memory
 //! latencies and caches: the built-in defaults (not stated).
+//! Memory-level parallelism (used when `memory.model = "cache"`): Ice Lake-SP's 12 L1D
+//! fill buffers and 352-entry reorder buffer (Intel optimisation manual, §2.2 "Ice Lake
+//! client / Sunny Cove microarchitecture"), the earlier of the two Xeons named above.
 //! Idle CPUs: bare metal under intel_idle, whose Ice Lake-SP and Sapphire Rapids tables
 //! (icx_cstates, spr_cstates) give C1 an exit latency of 1 µs (deeper states not
 //! modelled).
@@ -26,6 +29,7 @@ impl super::Preset for FprIntel2s {
         json!({
             "sockets": 2, "cores_per_socket": 48, "frequency_ghz": 2.4,
             "idle": {"exit_ns": 1000.0, "poll_ns": 0.0, "wake_ipi_ns": 0.0},
+            "memory": {"mshrs": 12, "rob_entries": 352},
             "tlb": {
                 "tagging": "pcid",
                 "l1d": {"entries": 64, "ways": 4, "replacement": "lru", "latency": 0},

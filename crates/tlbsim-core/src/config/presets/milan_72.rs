@@ -14,6 +14,8 @@
 //! Frequency not stated: 2.45 GHz assumed (an EPYC 7763's base clock).
 //! Idle CPUs: bare metal; C1 (MWAIT) at 1 µs exit, as the `fpr-amd-2s` preset (AMD does
 //! not publish its _CST latencies; assumed), no reschedule IPI to a CPU idle in MWAIT.
+//! Memory-level parallelism (used when `memory.model = "cache"`): Zen 3's 22 outstanding
+//! L1D misses and 256-entry retire queue, as the built-in machine.
 //! INVLPGB's costs are the `linux-invlpgb` policy's parameters (assumed: no public
 //! measurement), not the preset's.
 
@@ -30,6 +32,7 @@ impl super::Preset for Milan72 {
         json!({
             "sockets": 1, "cores_per_socket": 72, "frequency_ghz": 2.45,
             "idle": {"exit_ns": 1000.0, "poll_ns": 0.0, "wake_ipi_ns": 0.0},
+            "memory": {"mshrs": 22, "rob_entries": 256},
             "tlb": {
                 "tagging": "pcid",
                 "l1d": {"entries": 64, "ways": 64, "replacement": "lru", "latency": 0},

@@ -8,6 +8,10 @@
 //! × 16,384 sets (the simulator needs power-of-two sets; Haswell-EP's L3 is 20-way
 //! per slice: the capacity is the paper's, the associativity an approximation);
 //! private L2 256 KiB 8-way (Intel optimisation manual, Haswell); 28 / 11 GB/s (§8).
+//! Memory-level parallelism: 10 L1D fill buffers (misses in flight) and a 192-entry
+//! reorder buffer per Haswell core (Intel 64 and IA-32 Architectures Optimization Reference
+//! Manual, §2.4 "Haswell microarchitecture": its out-of-order engine table gives 192 ROB
+//! entries; the L1 DCU keeps the 10 fill buffers of Sandy Bridge, §2.3.5).
 //! Idle CPUs: bare metal under intel_idle, whose Haswell table (hsw_cstates) gives C1 an
 //! exit latency of 2 µs (deeper states not modelled).
 //! The waker sends no reschedule IPI: a CPU idle in MWAIT monitors its thread flags, and
@@ -29,7 +33,8 @@ impl super::Preset for Mitosis4s {
             "memory": {"local_latency": 280, "remote_latency": 580, "model": "cache",
                        "llc_bytes": 35u64 << 20, "llc_ways": 35, "llc_latency": 40,
                        "private_bytes": 256 << 10, "private_ways": 8,
-                       "bandwidth_gbps_local": 28.0, "bandwidth_gbps_remote": 11.0},
+                       "bandwidth_gbps_local": 28.0, "bandwidth_gbps_remote": 11.0,
+                       "mshrs": 10, "rob_entries": 192},
             "tlb": {
                 "l1d": {"entries": 64, "ways": 4, "replacement": "lru", "latency": 0},
                 "l2": {"entries": 1024, "ways": 8, "replacement": "lru", "latency": 7}

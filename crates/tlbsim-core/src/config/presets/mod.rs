@@ -98,6 +98,13 @@ pub fn builtin_machine() -> MachineConfig {
             // Mitosis §8 measured 28 GB/s local and 11 GB/s remote on its E7-4850v3.
             bandwidth_gbps_local: 28.0,
             bandwidth_gbps_remote: 11.0,
+            // Memory-level parallelism of this workplace's hosts (AMD EPYC, family 19h, Zen 3
+            // by CPUID here): 22 outstanding L1 data-cache misses (AMD's Software
+            // Optimization Guide for family 17h, §2.6 "L1 data cache", 22 MABs; the family
+            // 19h guide keeps the figure) and a 256-entry retire queue (AMD's Software
+            // Optimization Guide for family 19h, §2.10 "Retire control unit").
+            mshrs: 22,
+            rob_entries: 256,
         },
         // 2 MiB of page-table lines per socket, 16-way; 40 cycles is a last-level-cache hit
         // on current Intel and AMD parts (vendor optimisation manuals: ~40-50 cycles).
