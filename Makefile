@@ -53,7 +53,7 @@ LINT_RUST := status=0; \
 # bench/patterns.toml): one JSON line per pattern.
 NATIVE_BENCH := target/native/shootdown target/native/tlb_reach target/native/fpr_munmap target/native/munmap_lock target/native/wake_latency
 # Example programs to record and replay (examples/record/, `tlbsim record`).
-RECORD_EXAMPLES := target/native/file_server target/native/gc_barrier target/native/spin_unmap
+RECORD_EXAMPLES := target/native/file_server target/native/gc_barrier target/native/spin_unmap target/native/sleep_read target/native/prefork_threads
 
 demo: develop
 	$(VENV)/bin/tlbsim demo
