@@ -202,15 +202,24 @@ impl<P: Coherence> Os<P> {
     }
 
     /// `Op::Clone`: pthread_create's clone in a process with no declared threads (a forked
-    /// child's): a new thread of the caller's process runs `program`, queued on the
-    /// caller's core (as a forked child is; newidle balancing may pull it elsewhere), with
-    /// the caller's region slots.
+    /// child's): a new thread of the caller's process runs `program`, with the caller's
+    /// region slots, queued where wake_up_new_task puts it (select_task_rq_fair with
+    /// SD_BALANCE_FORK, kernel/sched/fair.c: find_idlest_cpu): an idle core of the
+    /// caller's socket, the first after the caller's, else the caller's core. Under a
+    /// hypervisor: the caller's VCPU.
     pub(super) fn clone_thread(&mut self, core: usize, thread: usize, program: usize) {
         self.advance(thread);
         self.stats[core].syscalls += 1;
         self.charge(core, self.settings.costs().syscall);
+        let mut target = self.threads[thread].core;
+        if self.virt.is_none() {
+            let (n, socket) = (self.cores.len(), self.m.cores[core].socket);
+            if let Some(c) = (1..n).map(|i| (core + i) % n).find(|&c| self.m.cores[c].socket == socket && self.core_idle(c)) {
+                target = c;
+            }
+        }
         let t = &self.threads[thread];
-        let (pid, slots, class, target) = (t.pid, t.slots.clone(), t.class.clone(), t.core);
+        let (pid, slots, class) = (t.pid, t.slots.clone(), t.class.clone());
         let name = format!("{}-thread{program}", t.name);
         let now = self.clock(core);
         self.spawn_thread(pid, name, class, false, program, target, false, slots, now, false);

@@ -115,8 +115,8 @@ pub enum Op {
     },
     /// clone(CLONE_VM | CLONE_THREAD) in a process that has no declared threads to spawn (a
     /// forked child's pthread_create, `crate::workload::recorded`): a new thread of the
-    /// caller's process runs `programs[program]`, queued on the caller's core as `Fork`'s
-    /// child is.
+    /// caller's process runs `programs[program]`, queued on an idle core of the caller's
+    /// socket if there is one (fork balancing), else on the caller's.
     Clone {
         program: usize,
     },

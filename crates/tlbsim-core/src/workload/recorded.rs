@@ -52,8 +52,8 @@
 //!   thread is assumed, as glibc's pthread_create uses it); QEMU 7.2 refuses clone3, so
 //!   glibc falls back to clone, whose flags are recorded;
 //! - a forked process's threads (prefork servers with threads, PostgreSQL's backends and
-//!   background workers) are created by their clone in the child (`Op::Clone`), queued on
-//!   the creator's core as a forked child is; the root process's are declared threads;
+//!   background workers) are created by their clone in the child (`Op::Clone`), placed
+//!   on an idle core as fork balancing does; the root process's are declared threads;
 //! - spin loops: a loop whose body stores (test-and-set, a counter it bumps while waiting)
 //!   or makes an untracked system call (sched_yield) is not a spin, its iterations replay as
 //!   recorded; so is a loop still spinning when the recording ended. Stores are released
