@@ -200,8 +200,6 @@ fn a_wait_woken_from_outside_takes_its_recorded_time_and_one_woken_by_a_writer_s
     assert!(makespan(&s) < 1_000_000, "{}", makespan(&s));
     // A write entered before the poll began did not wake it: outside again.
     let before = dir.path().join("before.tlbsim");
-    let text = std::fs::read(&inside).unwrap();
-    drop(text);
     let mut ev = vec![on(MAIN), fetch(CODE), syscall(56, &[CLONE_THREAD_FLAGS, 0, 0, 0, 0], WORKER as i64)];
     ev.push(syscall(1, &[5, 0x7fff_2000, 1, 500], 0));
     ev.push(on(WORKER));
