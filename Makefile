@@ -53,7 +53,7 @@ LINT_RUST := status=0; \
 # bench/patterns.toml): one JSON line per pattern.
 NATIVE_BENCH := target/native/shootdown target/native/tlb_reach target/native/fpr_munmap target/native/munmap_lock target/native/wake_latency target/native/stream_bw
 # Example programs to record and replay (examples/record/, `tlbsim record`).
-RECORD_EXAMPLES := target/native/file_server target/native/gc_barrier target/native/spin_unmap
+RECORD_EXAMPLES := target/native/file_server target/native/gc_barrier target/native/spin_unmap target/native/sleep_read target/native/prefork_threads
 
 # Fuzzing (docs/DEVELOPING.md "Fuzzing"), not part of `make test`, which runs only the
 # committed inputs (fuzz/corpus/, fuzz/regressions/). `make fuzz TARGET=native SECONDS=3600`

@@ -16,6 +16,24 @@
  * it is read from guest memory and recorded as an extra argument: sched_setaffinity's mask
  * (its first 64 CPUs, a fourth argument) and clone3's clone_args.flags (a third).
  *
+ * Blocking calls, with what replay needs (extra arguments after the call's own, each read
+ * or measured here; layouts documented in crates/tlbsim-core/src/trace/native.rs):
+ * - read/write/readv/writev/pread64/pwrite64/preadv/pwritev of a regular file: a File
+ *   record, then (fd, buf or iov, count, file offset) as the call returns (the offset at
+ *   entry: lseek(fd, 0, SEEK_CUR), the file's size for an O_APPEND write, or the call's
+ *   own for the p-variants); the result is the bytes moved;
+ * - a call that can end another thread's wait (write/writev to a pipe, socket or other
+ *   non-regular file, sendto, sendmsg, sendmmsg, connect, shutdown): (its first three
+ *   arguments, CLOCK_MONOTONIC ns) as it enters (result 0), so it comes before the
+ *   return of the wait it ends;
+ * - a blocking wait (poll, select, pselect6, ppoll, epoll_wait, epoll_pwait, epoll_pwait2,
+ *   accept, accept4, recvfrom, recvmsg, recvmmsg, and read/readv of a non-regular file):
+ *   (its first four arguments, the CLOCK_MONOTONIC ns it entered at, the ns it was
+ *   blocked) as it returns;
+ * - nanosleep (req, rem, requested ns, blocked ns) and clock_nanosleep (clock, flags,
+ *   req, rem, requested ns, blocked ns): the request read from the guest's timespec (an
+ *   absolute deadline, TIMER_ABSTIME, made relative to the clock at entry).
+ *
  * Simplifies: one process-wide lock and buffer, so the file's order is the order in which
  * the callbacks ran (a consistent global order: an access that happens after a syscall in
  * real time comes after it in the file); x86-64 guests only (syscall numbers);
@@ -39,6 +57,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- The QEMU plugin API entry points used (API version 1, QEMU 7.2). ---- */
@@ -107,8 +126,40 @@ static int tracked_nargs(int64_t nr)
     case 218: return 1; /* set_tid_address */
     case 231: return 1; /* exit_group */
     case 435: return 2; /* clone3 */
+    /* File I/O, waits, wakes and sleeps: their recorded layouts are fixed (see above). */
+    case 0: case 1: case 17: case 18: case 19: case 20: case 295: case 296: return 3;
+    case 42: case 44: case 46: case 48: case 307: return 3;
+    case 7: case 23: case 43: case 45: case 47: case 232: case 270: case 271: case 281:
+    case 288: case 299: case 441: return 4;
+    case 35: return 2;  /* nanosleep */
+    case 230: return 4; /* clock_nanosleep */
     default: return -1;
     }
+}
+
+enum call_class { CALL_OTHER, CALL_FILE_IO, CALL_WAKER, CALL_WAIT, CALL_SLEEP };
+
+/* What a tracked call is for replay; `fd_regular` says whether its fd (first argument) is
+ * a regular file, for the calls that act on one. */
+static enum call_class class_of(int64_t nr, bool fd_regular)
+{
+    switch (nr) {
+    case 17: case 18: case 295: case 296: return fd_regular ? CALL_FILE_IO : CALL_OTHER;
+    case 0: case 19: return fd_regular ? CALL_FILE_IO : CALL_WAIT;
+    case 1: case 20: return fd_regular ? CALL_FILE_IO : CALL_WAKER;
+    case 42: case 44: case 46: case 48: case 307: return CALL_WAKER;
+    case 7: case 23: case 43: case 45: case 47: case 232: case 270: case 271: case 281:
+    case 288: case 299: case 441: return CALL_WAIT;
+    case 35: case 230: return CALL_SLEEP;
+    default: return CALL_OTHER;
+    }
+}
+
+static uint64_t mono_ns(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 #define BUF_SIZE (1 << 20)
@@ -129,6 +180,8 @@ static __thread uint64_t sys_args[8];       /* arguments of the pending system c
 static __thread struct stat sys_file;        /* file of a pending file mmap */
 static __thread bool sys_has_file;
 static __thread int sys_nargs;               /* arguments recorded for the pending call */
+static __thread enum call_class sys_class;   /* what the pending call is for replay */
+static __thread uint64_t sys_entered;        /* CLOCK_MONOTONIC ns at its entry */
 
 /* Read 8 bytes of the guest at `addr` (QEMU user mode on an x86-64 host maps guest
  * addresses 1:1 when it can, guest_base 0): process_vm_readv fails cleanly (EFAULT) where a
@@ -137,6 +190,25 @@ static bool read_guest_u64(uint64_t addr, uint64_t *out)
 {
     struct iovec local = {out, sizeof *out}, remote = {(void *)(uintptr_t)addr, sizeof *out};
     return addr != 0 && process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof *out;
+}
+
+/* The request of a nanosleep-family call: the timespec at `addr`, relative ns; an
+ * absolute deadline (`abs_clock` >= 0) made relative to that clock now. */
+static bool read_request(uint64_t addr, int abs_clock, uint64_t *ns)
+{
+    struct timespec ts;
+    struct iovec local = {&ts, sizeof ts}, remote = {(void *)(uintptr_t)addr, sizeof ts};
+    if (addr == 0 || process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof ts)
+        return false;
+    if (ts.tv_sec < 0 || ts.tv_nsec < 0)
+        return false;
+    uint64_t v = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (abs_clock >= 0) {
+        uint64_t now = mono_ns((clockid_t)abs_clock);
+        v = v > now ? v - now : 0;
+    }
+    *ns = v;
+    return true;
 }
 
 static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
@@ -296,6 +368,44 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t nr, uint6
     memcpy(sys_args, a, sizeof a);
     sys_has_file = false;
     sys_nargs = tracked_nargs(nr);
+    sys_class = CALL_OTHER;
+    switch (nr) {
+    case 0: case 1: case 17: case 18: case 19: case 20: case 295: case 296:
+        sys_has_file = fstat((int)a1, &sys_file) == 0 && S_ISREG(sys_file.st_mode);
+        sys_class = class_of(nr, sys_has_file);
+        break;
+    default:
+        sys_class = class_of(nr, false);
+    }
+    if ((nr == 17 || nr == 18 || nr == 295 || nr == 296) && !sys_has_file) {
+        /* pread/pwrite of a non-regular file: not a blocking call replay models. */
+        sys_has_file = false;
+        sys_nargs = -1;
+        return;
+    }
+    sys_entered = mono_ns(CLOCK_MONOTONIC);
+    if (sys_class == CALL_FILE_IO) {
+        /* The file offset the call starts at: its own for the p-variants (preadv's is
+         * split in two words on 32-bit only; x86-64 passes it whole in the fourth). */
+        if (nr == 17 || nr == 18 || nr == 295 || nr == 296) {
+            sys_args[3] = a4;
+        } else {
+            int fl = fcntl((int)a1, F_GETFL);
+            off_t pos = lseek((int)a1, 0, SEEK_CUR);
+            sys_args[3] = (fl >= 0 && (fl & O_APPEND) && (nr == 1 || nr == 20)) ? (uint64_t)sys_file.st_size
+                                                                                  : (uint64_t)(pos < 0 ? 0 : pos);
+        }
+        sys_nargs = 4;
+        return; /* recorded as it returns */
+    }
+    if (sys_class == CALL_WAKER) {
+        sys_args[3] = sys_entered;
+        sys_nargs = 4;
+        write_syscall(nr, 0);
+        return;
+    }
+    if (sys_class == CALL_WAIT || sys_class == CALL_SLEEP)
+        return; /* recorded as it returns, with the time blocked */
     /* Arguments passed by pointer that replay needs: sched_setaffinity's mask (its first
      * 64 CPUs, as a fourth argument) and clone3's clone_args.flags (as a third). */
     if (nr == 203 && read_guest_u64(a3, &sys_args[3]))
@@ -327,8 +437,30 @@ static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t nr, i
 {
     (void)id;
     (void)vcpu;
-    if (tracked_nargs(nr) < 0 || nr == 60 || nr == 231)
+    if (tracked_nargs(nr) < 0 || nr == 60 || nr == 231 || sys_nargs < 0)
         return;
+    if (sys_class == CALL_WAKER)
+        return; /* recorded as it entered */
+    if (sys_class == CALL_WAIT || sys_class == CALL_SLEEP) {
+        uint64_t blocked = mono_ns(CLOCK_MONOTONIC) - sys_entered;
+        if (sys_class == CALL_WAIT) {
+            sys_args[4] = sys_entered;
+            sys_args[5] = blocked;
+            sys_nargs = 6;
+        } else {
+            /* nanosleep(req, rem); clock_nanosleep(clock, flags, req, rem): TIMER_ABSTIME 1. */
+            bool clock = nr == 230;
+            uint64_t req = clock ? sys_args[2] : sys_args[0];
+            int abs_clock = clock && (sys_args[1] & 1) ? (int)sys_args[0] : -1;
+            uint64_t requested;
+            if (!read_request(req, abs_clock, &requested))
+                requested = blocked;
+            int at = clock ? 4 : 2;
+            sys_args[at] = requested;
+            sys_args[at + 1] = blocked;
+            sys_nargs = at + 2;
+        }
+    }
     if (nr == 202 && (sys_args[1] & 0x7f) != 0 && (sys_args[1] & 0x7f) != 9)
         return; /* only futex waits are recorded at their return */
     /* The child side of fork/clone returns 0 here (a forked process): the parent's record

@@ -207,6 +207,57 @@ def test_replayed_gc_barrier_flushes_at_each_protection_change(tmp_path: Path) -
     assert 0.9 * (mprotects - 10) <= linux["shootdowns_sent"] <= mprotects, (linux, mprotects)
 
 
+@NEEDS_QEMU
+def test_replayed_sleeper_sleeps_reads_through_the_page_cache_and_is_not_interrupted(tmp_path: Path) -> None:
+    # A reader thread nanosleeps 200 us and preads a page, over and over, while main maps,
+    # touches and unmaps memory OPS times. Replayed, each sleep takes its requested time
+    # with the reader's CPU idle and lazy, so main's munmaps rarely interrupt it (natively:
+    # under 0.05 IPIs per operation); if the sleeps took no time the reader would be in
+    # the address space at nearly every munmap.
+    ops = 200
+    out = tmp_path / "sleep.tlbsim"
+    s = rec.record([str(NATIVE / "sleep_read"), str(ops), "200", "16"], out, progress=False)
+    assert s["exit_code"] == 0
+    # glibc's nanosleep is the clock_nanosleep call; the loader preads libc's headers too.
+    sleeps = s["by_kind"].get("syscall:clock_nanosleep", 0) + s["by_kind"].get("syscall:nanosleep", 0)
+    assert sleeps >= 1 and s["by_kind"]["syscall:pread64"] >= sleeps
+    assert s["by_kind"]["syscall:munmap"] >= ops
+    cfg = {
+        "machine": {"sockets": 1, "cores_per_socket": 2},
+        "workload": {"kind": "recorded", "paths": [str(out)]},
+        "os": {"checker": True, "coherence": "linux"},
+    }
+    stats = tlbsim.run(cfg).stats
+    linux = stats["totals"]
+    assert linux["segv_signals"] == 0
+    assert linux["violations_security"] == 0 and linux["violations_consistency"] == 0
+    assert linux["instructions"] == s["instructions"]
+    # Every sleep's 200 us, in simulated time.
+    assert stats["run"]["seconds"] >= sleeps * 200e-6, (stats["run"], sleeps)
+    assert linux["shootdown_ipis_received"] / ops < 0.5, linux
+
+
+@NEEDS_QEMU
+def test_replayed_forked_child_runs_its_own_threads(tmp_path: Path) -> None:
+    # A prefork server's worker process with threads: the parent forks a child, the child
+    # creates two threads that each map, touch and unmap memory OPS times.
+    ops = 60
+    out = tmp_path / "prefork.tlbsim"
+    s = rec.record([str(NATIVE / "prefork_threads"), "1", "2", str(ops)], out, progress=False)
+    assert s["exit_code"] == 0
+    assert s["by_kind"]["syscall:munmap"] >= 2 * ops
+    info = rec.info(out)
+    assert len(info["threads"]) == 4  # the parent, the child and its two threads
+    linux = _run(out)
+    assert linux["segv_signals"] == 0
+    assert linux["violations_security"] == 0 and linux["violations_consistency"] == 0
+    assert linux["instructions"] == s["instructions"]
+    # The child's two threads run on the two cores in the child's address space: each
+    # one's munmap finds the other there some of the time (one IPI at most per munmap).
+    assert 0 < linux["shootdown_ipis_sent"] <= s["by_kind"]["syscall:munmap"], linux
+    assert _run(out, "oracle")["shootdown_ipis_sent"] == 0
+
+
 def _steal_ticks() -> int | None:
     """Time this (virtual) machine's CPUs were runnable but not run by the host, in ticks:
     the `steal` field of /proc/stat's `cpu` line."""

@@ -73,7 +73,7 @@ fn a_recording_compiles_to_threads_spawns_fixed_mappings_and_ordering() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("two.tlbsim");
     recording(&path, 40);
-    let w = build_from(&path, true, 2).unwrap();
+    let w = build_from(&path, true, 2, 3.0).unwrap();
     w.check(2).unwrap();
     assert_eq!(w.processes.len(), 1);
     assert_eq!(w.processes[0].threads.len(), 2);
@@ -124,7 +124,7 @@ fn bad_recordings_are_config_errors_that_name_the_problem() {
     let mut w = NativeWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
     w.write_batch(&[TraceEvent::Thread { tid: 1 }, fetch(CODE), TraceEvent::Thread { tid: 2 }, fetch(CODE)]).unwrap();
     w.finish().unwrap();
-    let e = build_from(&path, true, 2).unwrap_err().to_string();
+    let e = build_from(&path, true, 2, 3.0).unwrap_err().to_string();
     assert!(e.contains("thread 2") && e.contains("no recorded clone"), "{e}");
     // Truncated: the byte offset is named.
     let good = dir.path().join("two.tlbsim");
@@ -132,7 +132,7 @@ fn bad_recordings_are_config_errors_that_name_the_problem() {
     let bytes = std::fs::read(&good).unwrap();
     let cut = dir.path().join("cut.tlbsim");
     std::fs::write(&cut, &bytes[..bytes.len() - 3]).unwrap();
-    let e = build_from(&cut, true, 2).unwrap_err().to_string();
+    let e = build_from(&cut, true, 2, 3.0).unwrap_err().to_string();
     assert!(e.contains("offset"), "{e}");
 }
 
@@ -198,7 +198,7 @@ fn a_woken_futex_wait_sleeps_until_the_wake_that_ended_it() {
     ev.push(syscall(231, &[0], 0));
     w.write_batch(&ev).unwrap();
     w.finish().unwrap();
-    let wl = build_from(&path, true, 2).unwrap();
+    let wl = build_from(&path, true, 2, 3.0).unwrap();
     wl.check(2).unwrap();
     let worker_exit = wl.programs[1].iter().rev().find_map(|op| if let Op::Post { token } = op { Some(*token) } else { None }).unwrap();
     assert!(wl.programs[0].contains(&Op::Sleep { token: worker_exit, count: 1 }), "{:?}", wl.programs[0]);

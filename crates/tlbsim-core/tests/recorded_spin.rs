@@ -126,7 +126,7 @@ fn a_spinner_runs_until_the_releasing_store_and_receives_the_shootdown() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spin.tlbsim");
     spinner(&path, FLAG);
-    let w = build_from(&path, true, 2).unwrap();
+    let w = build_from(&path, true, 2, 3.0).unwrap();
     w.check(2).unwrap();
     assert_eq!(spins(&w.programs[1]).len(), 1, "{:?}", w.programs[1]);
     assert!(spins(&w.programs[0]).is_empty());
@@ -136,7 +136,7 @@ fn a_spinner_runs_until_the_releasing_store_and_receives_the_shootdown() {
     // released by it, so it replays as recorded.
     let control = dir.path().join("control.tlbsim");
     spinner(&control, FLAG2);
-    let c = build_from(&control, true, 2).unwrap();
+    let c = build_from(&control, true, 2, 3.0).unwrap();
     c.check(2).unwrap();
     assert!(c.programs.iter().all(|p| spins(p).is_empty()), "{:?}", c.programs[1]);
 
@@ -185,7 +185,7 @@ fn a_ping_pong_of_two_flags_alternates_in_the_recorded_order() {
     ev.extend([on(MAIN), fetch(CODE + 0x30), syscall(231, &[0], 0)]);
     write(&path, &ev);
 
-    let w = build_from(&path, true, 2).unwrap();
+    let w = build_from(&path, true, 2, 3.0).unwrap();
     w.check(2).unwrap();
     assert_eq!(spins(&w.programs[0]).len(), ROUNDS, "{:?}", w.programs[0]);
     assert_eq!(spins(&w.programs[1]).len(), ROUNDS, "{:?}", w.programs[1]);

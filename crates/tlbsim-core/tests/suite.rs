@@ -34,6 +34,7 @@ mod os_property;
 mod parsec;
 mod rar_arm;
 mod recorded;
+mod recorded_block;
 mod recorded_spin;
 mod registry;
 mod storage;

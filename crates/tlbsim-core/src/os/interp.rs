@@ -184,12 +184,14 @@ impl<P: Coherence> Os<P> {
                 self.advance(thread);
             }
             Op::Spawn { thread: declared } => self.spawn_held(core, thread, declared),
+            Op::Clone { program } => self.clone_thread(core, thread, program),
             Op::Post { token } => self.post(core, thread, token),
             Op::Wait { token, count } => self.wait_token(core, thread, token, count, until)?,
             Op::Sleep { token, count } => self.sleep_token(core, thread, token, count),
             Op::Spin { token, count, stream, start, len } => self.exec_spin(core, thread, token, count, stream as usize, start, len, until)?,
             Op::Take { token } => self.take_token(core, thread, token),
             Op::Serve => self.serve(core, thread),
+            Op::FileIo { file, offset, len, write } => self.file_io(core, thread, file, offset, len, write)?,
             Op::Block { cycles } => {
                 self.advance(thread);
                 let now = self.clock(core);

@@ -13,7 +13,17 @@
 //! `Serve` in its program.
 //!
 //! Also the storage reads a demand fault sleeps for (`machine.storage`: a device whose
-//! reads sleep, the SSDs): counted here, the thread blocked by os/access.rs.
+//! reads sleep, the SSDs): counted here, the thread blocked by os/access.rs; and a
+//! recorded program's read/write/pread/pwrite of a file (`Op::FileIo`), through the page
+//! cache as filemap_read and generic_perform_write go (mm/filemap.c): each page of the
+//! range is looked up in the page cache, a miss allocates a page and reads it from the
+//! device (a write that overwrites a whole page does not read it), and the bytes are
+//! copied to or from the user's buffer (`costs.copy_page` per 4 KiB, pro rata); where the
+//! device's reads sleep the thread blocks for them, its core free to run others or idle.
+//! Simplified there: no readahead (each page the call covers is read, no more); written
+//! pages are not marked dirty nor written back (writeback is asynchronous in Linux, and
+//! balance_dirty_pages' throttling is not modelled); the copy's accesses to the user's
+//! buffer do not go through the TLB (the recording has only the program's own accesses).
 //!
 //! Simplified: one queue per back-end thread, served in arrival order; the device has no
 //! queueing of its own (requests overlap freely); notifications cost nothing beyond the
@@ -50,7 +60,8 @@ impl Io {
         self.completions
     }
 
-    /// A demand fault starts (`true`) or the fault being handled ends (`false`).
+    /// A demand fault starts (`true`) or the fault being handled ends (`false`); also a
+    /// file read or write of a thread (`Op::FileIo`), whose device reads sleep likewise.
     pub(crate) fn set_in_demand_fault(&mut self, demand: bool) {
         self.in_demand_fault = demand;
     }
@@ -112,6 +123,43 @@ impl<P: Coherence> Os<P> {
                 }
             }
         }
+    }
+
+    /// `Op::FileIo`: `thread` on `core` reads (or writes) `len` bytes of `file` from byte
+    /// `offset` through the page cache (read(2)/pread(2)/write(2)/pwrite(2) on a regular
+    /// file: filemap_read, generic_perform_write).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn file_io(&mut self, core: usize, thread: usize, file: u32, offset: u64, len: u64, write: bool) -> crate::error::Result<()> {
+        const PAGE: u64 = 4096;
+        self.advance(thread);
+        self.stats[core].syscalls += 1;
+        self.charge(core, self.settings.costs().syscall);
+        if len == 0 {
+            return Ok(());
+        }
+        let pid = self.threads[thread].pid;
+        let end = offset + len;
+        self.io.set_in_demand_fault(true);
+        let mut result = Ok(());
+        for index in offset / PAGE..end.div_ceil(PAGE) {
+            let whole = write && index * PAGE >= offset && (index + 1) * PAGE <= end;
+            if let Err(e) = self.cache_page_filled(core, pid, file, index, !whole) {
+                result = Err(e);
+                break;
+            }
+        }
+        self.io.set_in_demand_fault(false);
+        result?;
+        // copy_page_to_iter / copy_page_from_iter: the bytes, at copy_page's rate.
+        self.charge(core, (self.settings.costs().copy_page * len).div_ceil(PAGE));
+        let wait = self.io.take_wait();
+        if wait > 0 {
+            // The device's reads sleep: the thread blocks until they complete.
+            self.stats[core].io_sleeps += 1;
+            let now = self.clock(core);
+            self.block(core, thread, now + wait);
+        }
+        Ok(())
     }
 
     /// The device completed `client`'s request at `at`: back to `server`'s queue.

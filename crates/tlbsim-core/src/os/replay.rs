@@ -14,9 +14,13 @@
 //! (`Op::Spin`) runs its body's accesses over and over until the store that released it
 //! has been replayed.
 //!
-//! Simplified: the recording has no timing of its own, so the cycles between events are
-//! the model's; system calls that block (futex, read, nanosleep) were not recorded and take
-//! no time.
+//! Blocking calls: a woken futex wait or a wait another recorded thread's call ended is an
+//! `Op::Sleep` (below); a nanosleep, or a wait woken from outside the recording, is an
+//! `Op::Block` of the recorded duration; file reads and writes are `Op::FileIo` (os/io.rs).
+//! The thread leaves its core in each, which runs another thread or idles, lazy.
+//!
+//! Simplified: the recording has no timing of its own but those durations, so the cycles
+//! between events are the model's.
 
 use super::{Os, ThreadState};
 use crate::coherence::Coherence;
@@ -195,6 +199,30 @@ impl<P: Coherence> Os<P> {
         self.threads[id].start_cycle = now;
         let target = self.threads[id].core;
         self.enqueue(id, target, now);
+    }
+
+    /// `Op::Clone`: pthread_create's clone in a process with no declared threads (a forked
+    /// child's): a new thread of the caller's process runs `program`, with the caller's
+    /// region slots, queued where wake_up_new_task puts it (select_task_rq_fair with
+    /// SD_BALANCE_FORK, kernel/sched/fair.c: find_idlest_cpu): an idle core of the
+    /// caller's socket, the first after the caller's, else the caller's core. Under a
+    /// hypervisor: the caller's VCPU.
+    pub(super) fn clone_thread(&mut self, core: usize, thread: usize, program: usize) {
+        self.advance(thread);
+        self.stats[core].syscalls += 1;
+        self.charge(core, self.settings.costs().syscall);
+        let mut target = self.threads[thread].core;
+        if self.virt.is_none() {
+            let (n, socket) = (self.cores.len(), self.m.cores[core].socket);
+            if let Some(c) = (1..n).map(|i| (core + i) % n).find(|&c| self.m.cores[c].socket == socket && self.core_idle(c)) {
+                target = c;
+            }
+        }
+        let t = &self.threads[thread];
+        let (pid, slots, class) = (t.pid, t.slots.clone(), t.class.clone());
+        let name = format!("{}-thread{program}", t.name);
+        let now = self.clock(core);
+        self.spawn_thread(pid, name, class, false, program, target, false, slots, now, false);
     }
 
     /// `Op::Post`: one more posting of `token`; the threads asleep on it in a `Sleep` check

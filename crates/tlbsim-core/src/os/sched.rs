@@ -173,7 +173,7 @@ impl<P: Coherence> Os<P> {
         Ok(())
     }
 
-    fn core_idle(&self, c: usize) -> bool {
+    pub(super) fn core_idle(&self, c: usize) -> bool {
         let core = &self.cores[c];
         core.current.is_none() && core.runq.is_empty() && core.waiting == 0
     }

@@ -30,6 +30,22 @@
 //! `exit`/`exit_group`, `sched_setaffinity`), with x86-64 Linux system-call numbers, their
 //! arguments as the program passed them and the kernel's result (negative errno on
 //! failure). A version-1 file is read as before; in it tags 0x24 and 0x25 are reserved.
+//! The blocking calls (issue 47) are `Syscall` records of the same version, with extra
+//! arguments after the call's own (older recordings have none of these numbers, and a
+//! reader that does not know a number skips it):
+//! - file I/O (`read` 0, `write` 1, `pread64` 17, `pwrite64` 18, `readv` 19, `writev` 20,
+//!   `preadv` 295, `pwritev` 296) on a regular file: preceded by a `File` record, 4
+//!   arguments (fd, buffer or iovec, count, the file offset the call started at), the
+//!   result the bytes moved;
+//! - a call that may end another thread's wait (`write`/`writev` of a non-regular file,
+//!   `connect` 42, `sendto` 44, `sendmsg` 46, `shutdown` 48, `sendmmsg` 307): recorded as it
+//!   enters (result 0), 4 arguments (its first three, CLOCK_MONOTONIC ns at entry);
+//! - a blocking wait (`read`/`readv` of a non-regular file, `poll` 7, `select` 23, `accept`
+//!   43, `recvfrom` 45, `recvmsg` 47, `epoll_wait` 232, `pselect6` 270, `ppoll` 271,
+//!   `epoll_pwait` 281, `accept4` 288, `recvmmsg` 299, `epoll_pwait2` 441): recorded as it
+//!   returns, 6 arguments (its first four, CLOCK_MONOTONIC ns at entry, ns blocked);
+//! - `nanosleep` 35 (req, rem, requested ns, ns blocked) and `clock_nanosleep` 230 (clock,
+//!   flags, req, rem, requested ns made relative, ns blocked).
 //! A recording in progress has no end record: [`NativeReader::open_unfinished`] reads it,
 //! taking the end of the stream at a record boundary as its end.
 //!

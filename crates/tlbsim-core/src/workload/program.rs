@@ -113,6 +113,13 @@ pub enum Op {
         program: usize,
         core: Option<u32>,
     },
+    /// clone(CLONE_VM | CLONE_THREAD) in a process that has no declared threads to spawn (a
+    /// forked child's pthread_create, `crate::workload::recorded`): a new thread of the
+    /// caller's process runs `programs[program]`, queued on an idle core of the caller's
+    /// socket if there is one (fork balancing), else on the caller's.
+    Clone {
+        program: usize,
+    },
     /// The thread ends; the process ends with its last thread.
     Exit,
     /// Blocked in the kernel (I/O, sleep) for this many cycles; the core runs something
@@ -209,6 +216,17 @@ pub enum Op {
     Sleep {
         token: u32,
         count: u32,
+    },
+    /// read/pread/write/pwrite of `len` bytes of file `file` from byte `offset` through the
+    /// page cache (a recorded program's file I/O, `crate::workload::recorded`): each page
+    /// of the range is looked up in the page cache and, on a miss, read from the storage
+    /// device (the thread sleeps for it where the device's reads sleep, its core free),
+    /// and the bytes are copied to or from the user's buffer.
+    FileIo {
+        file: u32,
+        offset: u64,
+        len: u64,
+        write: bool,
     },
     /// Take one post of `token` that no `Take` has taken yet, sleeping until there is one:
     /// a counting semaphore's wait (a worker waiting on its queue's condition variable, a
@@ -497,6 +515,7 @@ impl Workload {
                             return Err(format!("{}: core {} does not exist", at(), core.unwrap()));
                         }
                     }
+                    Op::Clone { program } if *program >= self.programs.len() => return Err(format!("{}: no program {program}", at())),
                     Op::MigrateThread { core } if *core >= cores => return Err(format!("{}: core {core} does not exist (the machine has {cores})", at())),
                     Op::Replay { stream, start, len } => {
                         let n = self.recorded.get(*stream as usize).map(|s| s.len() as u64);
@@ -530,6 +549,13 @@ impl Workload {
                     Op::Post { token } | Op::Wait { token, .. } | Op::Sleep { token, .. } | Op::Take { token } if *token >= self.tokens => {
                         return Err(format!("{}: no token {token} (the workload has {})", at(), self.tokens))
                     }
+                    Op::FileIo { file, offset, len, .. } => match self.files.get(*file as usize) {
+                        None => return Err(format!("{}: no file {file} (the workload has {})", at(), self.files.len())),
+                        Some(f) if offset.saturating_add(*len).div_ceil(4096) > f.pages => {
+                            return Err(format!("{}: bytes {offset:#x}+{len:#x} run past the end of file {file} ({} pages)", at(), f.pages))
+                        }
+                        Some(_) => {}
+                    },
                     Op::Io { server, .. } => match declared.get(*server as usize) {
                         None => return Err(format!("{}: no thread {server} to serve the request ({} declared)", at(), declared.len())),
                         Some(t) if !self.programs[t.program].contains(&Op::Serve) => {
@@ -584,7 +610,7 @@ impl Workload {
                                 started[prog] = true;
                             }
                         }
-                        Op::Fork { program, .. } => started[program] = true,
+                        Op::Fork { program, .. } | Op::Clone { program } => started[program] = true,
                         _ => {}
                     }
                     pc[p] += 1;
@@ -615,6 +641,11 @@ impl Workload {
         for op in self.programs.iter().flatten() {
             if let Op::Fork { program, .. } = op {
                 if *program < must_end.len() && !self.daemon_programs.contains(program) {
+                    must_end[*program] = true;
+                }
+            }
+            if let Op::Clone { program } = op {
+                if *program < must_end.len() {
                     must_end[*program] = true;
                 }
             }

@@ -51,7 +51,9 @@
 //! - clone3's flags are read from the program's memory by the plugin when it can (else a
 //!   thread is assumed, as glibc's pthread_create uses it); QEMU 7.2 refuses clone3, so
 //!   glibc falls back to clone, whose flags are recorded;
-//! - a forked process's own threads are not replayed (an error says so);
+//! - a forked process's threads (prefork servers with threads, PostgreSQL's backends and
+//!   background workers) are created by their clone in the child (`Op::Clone`), placed
+//!   on an idle core as fork balancing does; the root process's are declared threads;
 //! - spin loops: a loop whose body stores (test-and-set, a counter it bumps while waiting)
 //!   or makes an untracked system call (sched_yield) is not a spin, its iterations replay as
 //!   recorded; so is a loop still spinning when the recording ended. Stores are released
@@ -66,9 +68,36 @@
 //!
 //! Sleeps: a futex wait that was woken (pthread_join, a mutex or condition variable) sleeps
 //! until the last wake recorded on its word before it returned (a futex wake, or the exit of
-//! the thread whose clear_child_tid it is): `Op::Sleep`, the core free meanwhile. Waits that
-//! timed out or were interrupted, and other blocking calls (read, poll, nanosleep), take no
-//! time.
+//! the thread whose clear_child_tid it is): `Op::Sleep`, the core free meanwhile. Futex
+//! waits that timed out or were interrupted take no time.
+//!
+//! Blocking calls (issue 47; what the plugin records is in `crate::trace::native`): the
+//! thread leaves its core, which runs another thread or idles (lazy-TLB, so Linux's flushes
+//! skip it unless page tables were freed), and it wakes when the call would have returned:
+//! - nanosleep and clock_nanosleep sleep for the requested duration (`Op::Block`); an
+//!   absolute deadline is made relative by the plugin at the call; one cut short by a
+//!   signal (-EINTR) for the time it slept;
+//! - a wait (poll, select, pselect6, ppoll, epoll_wait, epoll_pwait(2), accept(4),
+//!   recvfrom, recvmsg, recvmmsg, and read/readv of a pipe, socket or terminal) sleeps
+//!   until the call that woke it, when that call is another recorded thread's, of any
+//!   process: the last write/writev to a non-regular file, send*, connect or shutdown of
+//!   another thread recorded before the wait returned and entered after it began (the
+//!   plugin's monotonic clock): `Op::Sleep` on the token that call posts. A wait no
+//!   recorded call ended (its waker is outside the recording — a network client, a
+//!   terminal — or it timed out) sleeps for the time it was blocked in the recording
+//!   (`Op::Block`): real time under QEMU, which the program's slowed-down execution does not
+//!   stretch, but the peer's speed, the network's and a timeout's are as recorded;
+//! - read, write, pread64, pwrite64, readv, writev, preadv and pwritev of a regular file
+//!   go through the page cache and the storage model (`Op::FileIo`, os/io.rs): the bytes
+//!   the call moved, from the offset it started at (the plugin's lseek at entry).
+//!
+//! Simplified there: the waker is matched by time and kind, not by file: a write to
+//! another pipe or socket than the one waited on, made by another thread while the wait
+//! was blocked, is taken for its waker (the replayed wait then ends no earlier than that
+//! write, which ran meanwhile in the recording too). A close that ends a wait (EOF on a
+//! pipe) and signals are not wakers: such a wait takes its recorded time. The waiting
+//! call's own work (copying the received bytes, the socket's protocol processing) costs a
+//! system call's entry and exit, no more.
 
 use super::program::{Backing, MapSpec, Op, ProcessSpec, Recorded, ThreadSpec, Workload};
 use crate::config::Config;
@@ -100,6 +129,13 @@ const PROT_WRITE: u64 = 0x2;
 const MADV_DONTNEED: u64 = 4;
 const MADV_FREE: u64 = 8;
 const NO_PAGE: u64 = u64::MAX;
+/// -EINTR: a sleep cut short by a signal (include/uapi/asm-generic/errno-base.h).
+const EINTR: i64 = 4;
+/// How far (ns) a waker's recorded timestamp may run behind the file's order (the
+/// plugin's records of different threads are written in the order of its lock, each
+/// timestamped just before): a wait's waker search stops at the first waker call this far
+/// before the wait began. Assumed: far above a lock hand-over, far below a blocking wait.
+const WAKER_SLACK_NS: u64 = 1_000_000_000;
 /// Cache lines: a spin loop's flag and the store that releases it meet on a line.
 const LINE_SHIFT: u32 = 6;
 /// The longest loop body (stream entries: fetches, loads, instruction counts) spin
@@ -113,15 +149,16 @@ const RECENT: usize = 64;
 pub fn build(cfg: &Config) -> Result<Workload> {
     let p: super::kind::RecordedParams = super::kind::params(cfg)?;
     let path = p.paths.first().ok_or_else(|| Error::config("workload.paths", "a recorded workload needs the recording's path"))?;
-    build_from(path, cfg.workload.fetches, cfg.cores())
+    build_from(path, cfg.workload.fetches, cfg.cores(), cfg.machine.frequency_ghz)
 }
 
 /// Compile the recording at `path`: `fetches` false turns instruction fetches into plain
 /// instruction counts (the ITLB is not simulated); `cores` bounds the CPUs a thread may pin
-/// itself to.
-pub fn build_from(path: &Path, fetches: bool, cores: u32) -> Result<Workload> {
+/// itself to; `ghz` (the machine's clock) turns recorded durations (a nanosleep's request,
+/// a wait's time blocked) into cycles.
+pub fn build_from(path: &Path, fetches: bool, cores: u32, ghz: f64) -> Result<Workload> {
     let mut reader = NativeReader::open(path)?;
-    let mut b = Builder { fetches, cores: cores.max(1), ..Default::default() };
+    let mut b = Builder { fetches, cores: cores.max(1), ghz, ..Default::default() };
     let mut batch = Vec::with_capacity(DEFAULT_BATCH);
     while reader.next_batch(&mut batch, DEFAULT_BATCH)? > 0 {
         for ev in &batch {
@@ -239,6 +276,12 @@ struct Builder {
     /// Releases of spin loops: (thread, stream index, token) — the thread posts the token
     /// after the entry before that index (the releasing store), placed by `place_releases`.
     releases: Vec<(usize, u64, u32)>,
+    /// The machine's clock (GHz): a recorded duration in ns is this many cycles per ns.
+    ghz: f64,
+    /// Calls that can end another thread's blocking wait (a write or send to a pipe or
+    /// socket, a connect), in the file's order, of every process: (the monotonic ns at
+    /// which it entered, the token it posts, its thread).
+    wakers: Vec<(u64, u32, usize)>,
 }
 
 fn align_up(v: u64) -> u64 {
@@ -833,9 +876,78 @@ impl Builder {
                     self.push_op(u, Op::MigrateThread { core });
                 }
             }
+            // read, write, readv, writev, pread64, pwrite64, preadv, pwritev of a regular file
+            // (a File record names it; the plugin adds the file offset as the fourth
+            // argument): through the page cache, the result being the bytes moved.
+            0 | 1 | 17 | 18 | 19 | 20 | 295 | 296 if file.is_some() && nargs == 4 => {
+                if ret > 0 {
+                    let (offset, len) = (a[3], ret as u64);
+                    let end = offset
+                        .checked_add(len)
+                        .filter(|&e| e <= 1 << 52)
+                        .ok_or_else(|| format!("thread {}: file I/O at offset {offset:#x} of {len:#x} bytes is past any file's size", self.threads[t].tid))?;
+                    let id = self.file_id(file.expect("matched"), end.div_ceil(PAGE));
+                    let write = matches!(nr, 1 | 18 | 20 | 296);
+                    self.push_op(t, Op::FileIo { file: id, offset, len, write });
+                }
+            }
+            // A call that can end another thread's wait (write, writev to a pipe or socket;
+            // sendto, sendmsg, sendmmsg, connect, shutdown): recorded as it enters, its
+            // monotonic time as the fourth argument.
+            1 | 20 | 42 | 44 | 46 | 48 | 307 if nargs == 4 => {
+                let tok = self.token();
+                self.push_op(t, Op::Post { token: tok });
+                self.wakers.push((a[3], tok, t));
+            }
+            // nanosleep(req, rem) [+ requested ns, blocked ns]; clock_nanosleep(clock, flags,
+            // req, rem) [+ requested ns (relative, an absolute deadline made relative by the
+            // plugin), blocked ns]: the thread sleeps for what it asked, or for the time it
+            // slept if a signal cut it short.
+            35 | 230 if nargs >= 2 && (nargs == 4 || nargs == 6) => {
+                let (requested, blocked) = (a[nargs as usize - 2], a[nargs as usize - 1]);
+                let ns = if ret == -EINTR { blocked } else { requested };
+                self.block_for(t, ns);
+            }
+            // A blocking wait (poll, select, pselect6, ppoll, epoll_wait, epoll_pwait,
+            // epoll_pwait2, accept, accept4, recvfrom, recvmsg, recvmmsg; read and readv of
+            // a pipe, socket or terminal): recorded as it returns with its first four
+            // arguments, the monotonic ns it entered at and the ns it was blocked.
+            0 | 7 | 19 | 23 | 43 | 45 | 47 | 232 | 270 | 271 | 281 | 288 | 299 | 441 if nargs == 6 => {
+                let (entered, blocked) = (a[4], a[5]);
+                match self.waker_of(t, entered) {
+                    // Another recorded thread's call ended it: sleep until that call.
+                    Some(tok) => self.push_op(t, Op::Sleep { token: tok, count: 1 }),
+                    // Woken from outside the recording (a network client, a timeout): the
+                    // time it was blocked.
+                    None => self.block_for(t, blocked),
+                }
+            }
             _ => {}
         }
         Ok(())
+    }
+
+    /// Thread `t` sleeps `ns` nanoseconds (its core free): `Op::Block`.
+    fn block_for(&mut self, t: usize, ns: u64) {
+        let cycles = (ns as f64 * self.ghz).round() as u64;
+        if cycles > 0 {
+            self.push_op(t, Op::Block { cycles });
+        }
+    }
+
+    /// The token of the call that ended thread `t`'s wait that began at `entered` (ns): the
+    /// last call of another thread that can wake a waiter, recorded before the wait's
+    /// return and entered after the wait began.
+    fn waker_of(&self, t: usize, entered: u64) -> Option<u32> {
+        for &(at, tok, u) in self.wakers.iter().rev() {
+            if at.saturating_add(WAKER_SLACK_NS) < entered {
+                break;
+            }
+            if u != t && at >= entered {
+                return Some(tok);
+            }
+        }
+        None
     }
 
     /// Thread `t` created `tid`: a thread of its process (`thread`) or a forked process.
@@ -847,19 +959,20 @@ impl Builder {
         };
         let pi = self.threads[t].process.expect("attached");
         if thread {
-            if pi != 0 {
-                return Err(format!(
-                    "thread {tid} is created by thread {} of a forked process: threads of forked processes are not replayed",
-                    self.threads[t].tid
-                ));
-            }
             self.attach(child, pi);
             if nr_flags & CLONE_CHILD_CLEARTID != 0 {
                 self.threads[child].clear_tid = Some(ctid);
             }
-            self.threads[child].declared = Some(self.declared);
-            self.push_op(t, Op::Spawn { thread: self.declared });
-            self.declared += 1;
+            if pi == 0 {
+                // The root process's threads are declared, held until their creator's clone.
+                self.threads[child].declared = Some(self.declared);
+                self.push_op(t, Op::Spawn { thread: self.declared });
+                self.declared += 1;
+            } else {
+                // A forked process exists only once its fork has run: its threads are
+                // created by the clone itself (its program is the builder thread's index).
+                self.push_op(t, Op::Clone { program: child });
+            }
             // It runs after everything its creator did before the clone.
             let mut seen = self.threads[t].seen.clone();
             if let Some(k) = self.threads[t].last_done {

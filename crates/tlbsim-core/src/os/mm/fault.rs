@@ -164,14 +164,23 @@ impl<P: Coherence> Os<P> {
     }
 
     /// The page-cache page `index` of `file`, read in on a miss.
-    pub(super) fn cache_page(&mut self, core: usize, pid: u32, file: u32, index: u64) -> Result<Pfn> {
+    pub(crate) fn cache_page(&mut self, core: usize, pid: u32, file: u32, index: u64) -> Result<Pfn> {
+        self.cache_page_filled(core, pid, file, index, true)
+    }
+
+    /// The page-cache page `index` of `file`; on a miss a new page, read from the device if
+    /// `read` (a write(2) that overwrites the whole page does not read it:
+    /// generic_perform_write's write_begin reads only a partial page that is not uptodate).
+    pub(crate) fn cache_page_filled(&mut self, core: usize, pid: u32, file: u32, index: u64, read: bool) -> Result<Pfn> {
         if let Some(&pfn) = self.page_cache.get(&(file, index)) {
             return Ok(pfn);
         }
         self.stats[core].page_cache_misses += 1;
         let pfn = self.alloc_data(core, pid, Some(file), index)?;
         self.m.mem.set_owner(pfn, PAGE_CACHE_OWNER);
-        self.read_from_device(core);
+        if read {
+            self.read_from_device(core);
+        }
         self.page_cache.insert((file, index), pfn);
         Ok(pfn)
     }
