@@ -176,7 +176,7 @@ fn compile_target(data: &[u8]) {
     std::fs::write(&path, rest).expect("writing the scratch file");
     let fetches = mode & 1 == 1;
     let cores = 1 + u32::from((mode >> 1) & 7);
-    match tlbsim_core::workload::recorded::build_from(&path, fetches, cores) {
+    match tlbsim_core::workload::recorded::build_from(&path, fetches, cores, 3.0) {
         // The engine checks a workload before it runs one: that check must not panic either.
         Ok(w) => drop(w.check(cores)),
         Err(e) => clean(&e),

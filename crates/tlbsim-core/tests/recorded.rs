@@ -156,7 +156,7 @@ fn calls_with_ranges_outside_user_space_are_refused_not_overflowed() {
         w.write_batch(&[TraceEvent::Thread { tid: MAIN }, fetch(CODE)]).unwrap();
         w.write_batch(&events).unwrap();
         w.finish().unwrap();
-        let e = build_from(&path, true, 2).unwrap_err().to_string();
+        let e = build_from(&path, true, 2, 3.0).unwrap_err().to_string();
         assert!(e.contains(&format!("{call} ")) && e.contains("user"), "case {i}: {e}");
     }
     // A munmap of such a range fails in the kernel (EINVAL): recorded with its error, it is
@@ -165,7 +165,7 @@ fn calls_with_ranges_outside_user_space_are_refused_not_overflowed() {
     let mut w = NativeWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
     w.write_batch(&[TraceEvent::Thread { tid: MAIN }, fetch(CODE), syscall(11, &[HEAP, u64::MAX - 5], -22), syscall(231, &[0], 0)]).unwrap();
     w.finish().unwrap();
-    build_from(&path, true, 2).unwrap();
+    build_from(&path, true, 2, 3.0).unwrap();
 }
 
 #[test]
