@@ -70,7 +70,7 @@ const RING: usize = 1024;
 /// line accumulates exactly.
 const FIX: u32 = 10;
 /// Upper bound of `machine.memory.mshrs` (the per-core arrays are this long).
-pub const MAX_MSHRS: usize = 64;
+pub use crate::config::MAX_MSHRS;
 
 /// Per-core memory counters (stats.json `per_core[i].memory`, summed in `totals.memory`).
 #[derive(Clone, Copy, Debug, Default, Serialize)]

@@ -5,6 +5,9 @@
 //! Every key has a default; the effective config ([`Config::to_json`]) writes every key
 //! out, so a run can be repeated anywhere from its `config.json` alone.
 
+/// Upper bound of `machine.memory.mshrs`: memsys keeps per-core arrays this long.
+pub const MAX_MSHRS: usize = 64;
+
 pub mod costs;
 pub mod host;
 pub mod presets;
@@ -695,7 +698,7 @@ impl Config {
             }
             positive("machine.memory.bandwidth_gbps_local", mem.bandwidth_gbps_local)?;
             positive("machine.memory.bandwidth_gbps_remote", mem.bandwidth_gbps_remote)?;
-            range("machine.memory.mshrs", mem.mshrs as u64, 0, crate::memsys::MAX_MSHRS as u64)?;
+            range("machine.memory.mshrs", mem.mshrs as u64, 0, MAX_MSHRS as u64)?;
             if mem.mshrs > 0 {
                 range("machine.memory.rob_entries", mem.rob_entries as u64, 1, 1 << 16)?;
             }

@@ -879,6 +879,9 @@ impl Builder {
             // read, write, readv, writev, pread64, pwrite64, preadv, pwritev of a regular file
             // (a File record names it; the plugin adds the file offset as the fourth
             // argument): through the page cache, the result being the bytes moved.
+            // Not collapsed into the guard: a failed file write must not fall through to the
+            // waker arm below.
+            #[allow(clippy::collapsible_match)]
             0 | 1 | 17 | 18 | 19 | 20 | 295 | 296 if file.is_some() && nargs == 4 => {
                 if ret > 0 {
                     let (offset, len) = (a[3], ret as u64);
