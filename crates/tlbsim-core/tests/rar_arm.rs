@@ -75,8 +75,8 @@ fn reclaim_s_batched_flush_waits_for_one_dsb_per_batch() {
     let c = |v: &Value, k: &str| v["totals"]["coherence"][k].as_u64().unwrap();
     assert!(c(&batched, "dsbs") < c(&per_page, "dsbs"), "{} {}", batched["totals"]["coherence"], per_page["totals"]["coherence"]);
     // Batched: one DSB per flush; before Linux 6.5, one per page of reclaim's batch. (Not
-    // compared: the initiator's total wait, which on this workload is dominated by waits
-    // common to every policy, `oracle` aside, and moves with the reclaim's interleaving.)
+    // compared: the initiator's total wait, which moves with the reclaim's interleaving and
+    // with targets acking at their next tick, docs/OS_MODEL.md.)
     assert_eq!(c(&batched, "dsbs"), c(&batched, "flushes"));
     assert!(c(&per_page, "dsbs") > c(&per_page, "flushes"));
 }
