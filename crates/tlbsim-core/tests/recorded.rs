@@ -4,31 +4,13 @@
 //! kept around system calls (a munmap waits for the other thread's reads of the range;
 //! a read waits for the other thread's mmap of its page).
 
+use crate::common::recording::*;
 use serde_json::json;
 use std::path::Path;
 use tlbsim_core::trace::{NativeWriter, TraceEvent};
-use tlbsim_core::types::AccessKind;
+
 use tlbsim_core::workload::program::Op;
 use tlbsim_core::workload::recorded::build_from;
-
-const MAIN: u32 = 100;
-const WORKER: u32 = 101;
-const HEAP: u64 = 0x7000_0000_0000;
-const CODE: u64 = 0x40_0000;
-
-fn syscall(nr: u16, args: &[u64], ret: i64) -> TraceEvent {
-    let mut a = [0u64; 6];
-    a[..args.len()].copy_from_slice(args);
-    TraceEvent::Syscall { nr, nargs: args.len() as u8, args: a, ret }
-}
-
-fn load(va: u64) -> TraceEvent {
-    TraceEvent::Access { va, kind: AccessKind::Load, size: 8 }
-}
-
-fn fetch(va: u64) -> TraceEvent {
-    TraceEvent::Access { va, kind: AccessKind::Fetch, size: 4 }
-}
 
 /// Main clones a worker (CLONE_VM) and maps 8 pages, both read the region `rounds` times,
 /// interleaved as the recording saw them; then main unmaps it and both exit. The worker's

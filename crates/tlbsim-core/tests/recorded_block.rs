@@ -5,39 +5,18 @@
 //! write sleeps until that write; a sleeping thread's CPU idles and, lazy, gets no
 //! shootdown IPI; file reads and writes go through the page cache and the storage model.
 
+use crate::common::recording::*;
 use serde_json::{json, Value};
 use std::path::Path;
-use tlbsim_core::trace::{NativeWriter, TraceEvent};
-use tlbsim_core::types::AccessKind;
+use tlbsim_core::trace::TraceEvent;
+
 use tlbsim_core::workload::program::Op;
 use tlbsim_core::workload::recorded::build_from;
 
-const MAIN: u32 = 100;
-const WORKER: u32 = 101;
-const HEAP: u64 = 0x7000_0000_0000;
-const CODE: u64 = 0x40_0000;
 /// The machine's clock in these runs (GHz) and what build_from is told.
 const GHZ: f64 = 3.0;
 /// A clone of a thread (CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | ...).
 const CLONE_THREAD_FLAGS: u64 = 0x3d0f00;
-
-fn syscall(nr: u16, args: &[u64], ret: i64) -> TraceEvent {
-    let mut a = [0u64; 6];
-    a[..args.len()].copy_from_slice(args);
-    TraceEvent::Syscall { nr, nargs: args.len() as u8, args: a, ret }
-}
-
-fn fetch(va: u64) -> TraceEvent {
-    TraceEvent::Access { va, kind: AccessKind::Fetch, size: 4 }
-}
-
-fn load(va: u64) -> TraceEvent {
-    TraceEvent::Access { va, kind: AccessKind::Load, size: 8 }
-}
-
-fn on(tid: u32) -> TraceEvent {
-    TraceEvent::Thread { tid }
-}
 
 /// nanosleep(req, rem) as the plugin records it: requested and blocked ns added.
 fn nanosleep(requested_ns: u64, blocked_ns: u64) -> TraceEvent {
@@ -54,12 +33,6 @@ fn work(ev: &mut Vec<TraceEvent>, n: u64) {
     for i in 0..n {
         ev.push(fetch(CODE + 4 * (i % 1024)));
     }
-}
-
-fn write(path: &Path, ev: &[TraceEvent]) {
-    let mut w = NativeWriter::new(std::fs::File::create(path).unwrap()).unwrap();
-    w.write_batch(ev).unwrap();
-    w.finish().unwrap();
 }
 
 fn run(path: &Path, cores: u32, extra: Value) -> Value {

@@ -4,37 +4,20 @@
 //! QEMU. Synthetic recordings: a spinner that must run until a store (and so receives the
 //! other thread's munmap shootdown), and a ping-pong of two flags.
 
+use crate::common::recording::*;
 use serde_json::json;
 use std::path::Path;
-use tlbsim_core::trace::{NativeWriter, TraceEvent};
+use tlbsim_core::trace::TraceEvent;
 use tlbsim_core::types::AccessKind;
 use tlbsim_core::workload::program::{Op, Recorded, Workload};
 use tlbsim_core::workload::recorded::build_from;
 
-const MAIN: u32 = 100;
-const WORKER: u32 = 101;
-const HEAP: u64 = 0x7000_0000_0000;
-const CODE: u64 = 0x40_0000;
 /// Flags in the program's data (mapped before the recording began), on two lines.
 const FLAG: u64 = 0x60_0000;
 const FLAG2: u64 = 0x60_0040;
 
-fn syscall(nr: u16, args: &[u64], ret: i64) -> TraceEvent {
-    let mut a = [0u64; 6];
-    a[..args.len()].copy_from_slice(args);
-    TraceEvent::Syscall { nr, nargs: args.len() as u8, args: a, ret }
-}
-
 fn access(va: u64, kind: AccessKind) -> TraceEvent {
     TraceEvent::Access { va, kind, size: 8 }
-}
-
-fn fetch(va: u64) -> TraceEvent {
-    TraceEvent::Access { va, kind: AccessKind::Fetch, size: 4 }
-}
-
-fn on(tid: u32) -> TraceEvent {
-    TraceEvent::Thread { tid }
 }
 
 /// One iteration of `while (!*flag) ;` at code address `pc`.
@@ -45,12 +28,6 @@ fn spin_iteration(ev: &mut Vec<TraceEvent>, pc: u64, flag: u64) {
 /// The loop's last pass: it loads the flag, sees it set and leaves.
 fn spin_exit(ev: &mut Vec<TraceEvent>, pc: u64, flag: u64) {
     ev.extend([fetch(pc), access(flag, AccessKind::Load), fetch(pc + 8)]);
-}
-
-fn write(path: &Path, ev: &[TraceEvent]) {
-    let mut w = NativeWriter::new(std::fs::File::create(path).unwrap()).unwrap();
-    w.write_batch(ev).unwrap();
-    w.finish().unwrap();
 }
 
 /// Main clones a worker, which spins on FLAG; main maps 8 pages, writes them, unmaps them

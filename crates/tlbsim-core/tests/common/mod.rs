@@ -1,5 +1,7 @@
 //! Workloads shared by several test files.
 
+pub mod recording;
+
 use tlbsim_core::workload::program::*;
 
 /// Thread 0 (core 0) unmaps `region` (slot 0) and maps a new one like it, 50 times, writing
