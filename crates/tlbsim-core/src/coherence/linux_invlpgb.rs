@@ -154,6 +154,8 @@ pub struct GlobalAsids {
     max: u32,
     /// Rollovers done (each with its broadcast flush of every non-global entry).
     pub rollovers: u64,
+    /// ASIDs handed out again while freed and not yet flushed (only after `free_now`).
+    pub reused_before_rollover: u64,
 }
 
 impl GlobalAsids {
@@ -166,6 +168,7 @@ impl GlobalAsids {
             available: max.saturating_sub(TLB_NR_DYN_ASIDS + 1),
             max,
             rollovers: 0,
+            reused_before_rollover: 0,
         }
     }
 
@@ -200,6 +203,9 @@ impl GlobalAsids {
         }
         let asid = (self.last..self.max).find(|&a| !self.used[a as usize])?;
         self.used[asid as usize] = true;
+        if std::mem::take(&mut self.freed[asid as usize]) {
+            self.reused_before_rollover += 1;
+        }
         self.last = asid;
         self.available -= 1;
         Some(asid)
@@ -215,6 +221,7 @@ impl GlobalAsids {
     /// `linux-invlpgb-early-asid-reuse`): `asid` may be handed out again at once.
     pub fn free_now(&mut self, asid: u32) {
         self.used[asid as usize] = false;
+        self.freed[asid as usize] = true;
         self.available += 1;
     }
 
@@ -255,7 +262,6 @@ pub struct LinuxInvlpgb<const UNSAFE: u8 = SAFE> {
     /// Per process, the exited process whose global ASID (and PCID entries) it inherited.
     inherited: Vec<Option<u32>>,
     /// Per global ASID: freed at a process's exit since the last rollover's flush.
-    freed_unflushed: Vec<bool>,
     asids: GlobalAsids,
     mms: Vec<MmState>,
     /// Per CPU: the process it loaded with its global ASID (switched over).
@@ -272,8 +278,6 @@ pub struct LinuxInvlpgb<const UNSAFE: u8 = SAFE> {
     reclaim_all_broadcasts: u64,
     global_asids_assigned: u64,
     global_asids_freed: u64,
-    /// Global ASIDs handed out again before a rollover's flush (only the early-reuse variant).
-    reused_before_rollover: u64,
     considered: u64,
     switch_flushes_global: u64,
 }
@@ -299,7 +303,6 @@ impl<const UNSAFE: u8> Policy for LinuxInvlpgb<UNSAFE> {
             asids: GlobalAsids::new(params.asid_space),
             asid_owner: vec![None; params.asid_space as usize],
             inherited: Vec::new(),
-            freed_unflushed: vec![false; params.asid_space as usize],
             params,
             mms: Vec::new(),
             on_global: vec![None; cfg.cores() as usize],
@@ -312,7 +315,6 @@ impl<const UNSAFE: u8> Policy for LinuxInvlpgb<UNSAFE> {
             reclaim_all_broadcasts: 0,
             global_asids_assigned: 0,
             global_asids_freed: 0,
-            reused_before_rollover: 0,
             considered: 0,
             switch_flushes_global: 0,
         })
@@ -390,9 +392,6 @@ impl<const UNSAFE: u8> LinuxInvlpgb<UNSAFE> {
             return;
         }
         if let Some(a) = self.asids.allocate() {
-            if std::mem::take(&mut self.freed_unflushed[a as usize]) {
-                self.reused_before_rollover += 1;
-            }
             // The process that held this ASID before: its entries may still be cached
             // under the same PCID (only until the rollover's flush, in Linux).
             // Linux hands an ASID out again only after the rollover's flush (and its
@@ -523,7 +522,6 @@ impl<const UNSAFE: u8> Coherence for LinuxInvlpgb<UNSAFE> {
             self.rollover_due = false;
             fx.push(Effect::Flush { initiator: core, mm: None, pages: Vec::new(), full: true });
             self.asids.rollover();
-            self.freed_unflushed.iter_mut().for_each(|f| *f = false);
             // The inherited entries are gone with every non-global one.
             self.inherited.iter_mut().for_each(|i| *i = None);
         }
@@ -541,7 +539,6 @@ impl<const UNSAFE: u8> Coherence for LinuxInvlpgb<UNSAFE> {
                 self.asids.free(a);
             }
             self.global_asids_freed += 1;
-            self.freed_unflushed[a as usize] = true;
             let s = self.mm(mm);
             s.global_asid = None;
             s.transition = false;
@@ -559,7 +556,7 @@ impl<const UNSAFE: u8> Coherence for LinuxInvlpgb<UNSAFE> {
             "global_asid_checks": self.considered,
             "global_asids_assigned": self.global_asids_assigned,
             "global_asids_freed": self.global_asids_freed,
-            "global_asids_reused_before_rollover": self.reused_before_rollover,
+            "global_asids_reused_before_rollover": self.asids.reused_before_rollover,
             "global_asid_rollovers": self.asids.rollovers,
             "switch_flushes_global": self.switch_flushes_global,
         })
