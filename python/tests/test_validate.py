@@ -271,13 +271,15 @@ def _wait_for_a_quiet_machine(limit_s: float = 120.0, load: float = 0.7) -> None
 def test_validate_end_to_end(tmp_path: Path) -> None:
     _wait_for_a_quiet_machine()
     preset = tmp_path / "host-calibrated.toml"
-    subprocess.run(
+    cal = subprocess.run(
         [sys.executable, "-m", "tlbsim.cli", "calibrate", "--quick", "--out", str(preset)],
-        check=True,
+        check=False,
         capture_output=True,
         text=True,
         timeout=300,
     )
+    # calibrate's own message says which measurement or key failed on this machine
+    assert cal.returncode == 0, f"calibrate exited {cal.returncode}:\n{cal.stderr[-4000:]}"
     warnings = json.loads(preset.with_suffix(".json").read_text())["warnings"]
     r = subprocess.run(
         [
