@@ -14,8 +14,9 @@
 //! Bandwidth: not stated; Mitosis §8's 28 / 11 GB/s on the same generation, assumed.
 //! Memory-level parallelism: 10 L1D fill buffers (misses in flight) and a 192-entry
 //! reorder buffer per Haswell core (Intel 64 and IA-32 Architectures Optimization Reference
-//! Manual, §2.4 "Haswell microarchitecture": its out-of-order engine table gives 192 ROB
-//! entries; the L1 DCU keeps the 10 fill buffers of Sandy Bridge, §2.3.5).
+//! Manual, its Haswell microarchitecture section (§2.2 in revision 031, September 2015;
+//! the numbering moves between revisions): 192 ROB entries, and the L1 DCU's 10 line fill
+//! buffers, as in Sandy Bridge; the section numbers were not re-checked against a PDF here).
 //! Idle CPUs: bare metal under intel_idle, whose Haswell table (hsw_cstates) gives C1 an
 //! exit latency of 2 µs; the deeper states the menu governor picks for longer idle
 //! periods (C1E 10 µs, C6 133 µs) are not modelled.

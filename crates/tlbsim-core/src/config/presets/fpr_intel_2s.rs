@@ -8,8 +8,9 @@
 //! manual); PCIDs on (Linux 5.15). Frequency not stated: 2.4 GHz assumed. Memory
 //! latencies and caches: the built-in defaults (not stated).
 //! Memory-level parallelism (used when `memory.model = "cache"`): Ice Lake-SP's 12 L1D
-//! fill buffers and 352-entry reorder buffer (Intel optimisation manual, §2.2 "Ice Lake
-//! client / Sunny Cove microarchitecture"), the earlier of the two Xeons named above.
+//! fill buffers and 352-entry reorder buffer (Intel optimisation manual, its Ice Lake
+//! client / Sunny Cove microarchitecture section; the section number is not given, as it
+//! moves between revisions and was not checked here), the earlier of the two Xeons named above.
 //! Idle CPUs: bare metal under intel_idle, whose Ice Lake-SP and Sapphire Rapids tables
 //! (icx_cstates, spr_cstates) give C1 an exit latency of 1 µs (deeper states not
 //! modelled).

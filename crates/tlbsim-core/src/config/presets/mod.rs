@@ -100,9 +100,11 @@ pub fn builtin_machine() -> MachineConfig {
             bandwidth_gbps_remote: 11.0,
             // Memory-level parallelism of this workplace's hosts (AMD EPYC, family 19h, Zen 3
             // by CPUID here): 22 outstanding L1 data-cache misses (AMD's Software
-            // Optimization Guide for family 17h, §2.6 "L1 data cache", 22 MABs; the family
-            // 19h guide keeps the figure) and a 256-entry retire queue (AMD's Software
-            // Optimization Guide for family 19h, §2.10 "Retire control unit").
+            // Optimization Guide for family 17h, its L1 data cache section: 22 miss address
+            // buffers; whether the family 19h guide changes the figure was not checked here)
+            // and a 256-entry retire queue (AMD's Software Optimization Guide for family 19h,
+            // its retire control unit section). Section numbers are left out: they were
+            // written from memory and could not be checked against the PDFs here.
             mshrs: 22,
             rob_entries: 256,
         },
