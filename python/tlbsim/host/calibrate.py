@@ -803,7 +803,7 @@ def calibrate(
         details["closed_loop"] = loop
         notes.setdefault("costs", []).append(
             f"Shootdown costs: the formulas' values stand; {loop['error']}."
-            if "error" in loop
+            if isinstance(loop.get("error"), str)  # a fitted loop's "error" is its log-error
             else f"Shootdown costs: the closed loop replaced the formulas' values ({loop['evaluations']} simulated points)."
         )
         out.write_text(render_toml(entries, header, notes))
