@@ -10,6 +10,7 @@
 mod common;
 
 mod abis;
+mod affinity;
 mod agreement;
 mod architecture;
 mod config;

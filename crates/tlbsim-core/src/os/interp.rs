@@ -202,20 +202,17 @@ impl<P: Coherence> Os<P> {
                 self.advance(thread);
                 self.exit_thread(core, thread);
             }
+            Op::SetAffinity { set } => {
+                self.advance(thread);
+                self.set_affinity(core, thread, set)?;
+            }
             Op::MigrateThread { core: to } => {
                 self.advance(thread);
                 let to = self.cpu_index(thread, to as usize);
+                self.threads[thread].allowed = None;
+                self.threads[thread].pinned = true;
                 if to != self.threads[thread].core {
-                    self.threads[thread].pinned = true;
-                    self.cores[core].current = None;
-                    let now = self.clock(core);
-                    self.enqueue(thread, to, now);
-                    let socket = self.m.cores[self.home_cpu(to)].socket;
-                    // A guest does not see sockets: its page tables stay where they are.
-                    if socket != self.m.cores[core].socket && self.virt.is_none() {
-                        let pid = self.threads[thread].pid;
-                        self.migrate_page_tables(core, thread, pid, socket)?;
-                    }
+                    self.move_thread(core, thread, to)?;
                 }
             }
             Op::Fork { program, core: child_core } => {

@@ -472,6 +472,7 @@ impl<P: Coherence> Os<P> {
             state: ThreadState::Runnable,
             core,
             pinned,
+            allowed: None,
             queued_at: 0,
             ops_completed: 0,
             start_cycle: start,

@@ -123,6 +123,10 @@ pub(crate) struct Thread {
     pub state: ThreadState,
     pub core: usize,
     pub pinned: bool,
+    /// The CPU set of its last sched_setaffinity to more than one CPU (an index into
+    /// `Workload::cpu_sets`; None: every CPU, or the one it is pinned to). Threads and
+    /// forked children inherit it (fork copies `cpus_mask`).
+    pub allowed: Option<u32>,
     /// When the thread last joined a run queue (`os.balance`: a core may pull it only from
     /// then on).
     pub queued_at: u64,

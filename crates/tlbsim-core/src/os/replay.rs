@@ -214,7 +214,7 @@ impl<P: Coherence> Os<P> {
         let mut target = self.threads[thread].core;
         if self.virt.is_none() {
             let (n, socket) = (self.cores.len(), self.m.cores[core].socket);
-            if let Some(c) = (1..n).map(|i| (core + i) % n).find(|&c| self.m.cores[c].socket == socket && self.core_idle(c)) {
+            if let Some(c) = (1..n).map(|i| (core + i) % n).find(|&c| self.m.cores[c].socket == socket && self.core_idle(c) && self.may_run_on(thread, c)) {
                 target = c;
             }
         }
@@ -222,7 +222,9 @@ impl<P: Coherence> Os<P> {
         let (pid, slots, class) = (t.pid, t.slots.clone(), t.class.clone());
         let name = format!("{}-thread{program}", t.name);
         let now = self.clock(core);
-        self.spawn_thread(pid, name, class, false, program, target, false, slots, now, false);
+        let allowed = self.threads[thread].allowed;
+        let id = self.spawn_thread(pid, name, class, false, program, target, false, slots, now, false);
+        self.threads[id].allowed = allowed;
     }
 
     /// `Op::Post`: one more posting of `token`; the threads asleep on it in a `Sleep` check

@@ -180,7 +180,8 @@ impl<P: Coherence> Os<P> {
 
     /// The core a woken thread is queued on (`os.balance`): its previous one, or under
     /// `linux` select_idle_sibling's choice: the previous core if it is idle, else the first
-    /// idle core of its socket after it. Linux's wake_affine choice between the waker's core
+    /// idle core of its socket after it that its CPU set allows (select_idle_cpu scans the
+    /// LLC domain and `p->cpus_ptr`). Linux's wake_affine choice between the waker's core
     /// and the previous one is not modelled.
     fn wake_core(&self, thread: usize) -> usize {
         let t = &self.threads[thread];
@@ -190,7 +191,63 @@ impl<P: Coherence> Os<P> {
         }
         let socket = self.m.cores[prev].socket;
         let n = self.cores.len();
-        (1..n).map(|i| (prev + i) % n).find(|&c| self.m.cores[c].socket == socket && self.core_idle(c)).unwrap_or(prev)
+        (1..n).map(|i| (prev + i) % n).find(|&c| self.m.cores[c].socket == socket && self.core_idle(c) && self.may_run_on(thread, c)).unwrap_or(prev)
+    }
+
+    /// Whether `thread` may be moved to `core` by the scheduler: not pinned to one CPU, and
+    /// `core` in its CPU set if it has one.
+    pub(super) fn may_run_on(&self, thread: usize, core: usize) -> bool {
+        let t = &self.threads[thread];
+        !t.pinned && t.allowed.is_none_or(|s| crate::workload::program::cpu_set_has(&self.w.cpu_sets[s as usize], core))
+    }
+
+    /// Take `thread` off `core` (it runs there now) and queue it on `to`; its page tables
+    /// follow it across sockets as they do for a migrate-thread.
+    pub(super) fn move_thread(&mut self, core: usize, thread: usize, to: usize) -> Result<()> {
+        self.cores[core].current = None;
+        let now = self.clock(core);
+        self.enqueue(thread, to, now);
+        let socket = self.m.cores[self.home_cpu(to)].socket;
+        // A guest does not see sockets: its page tables stay where they are.
+        if socket != self.m.cores[core].socket && self.virt.is_none() {
+            let pid = self.threads[thread].pid;
+            self.migrate_page_tables(core, thread, pid, socket)?;
+        }
+        Ok(())
+    }
+
+    /// `Op::SetAffinity`: sched_setaffinity to the CPU set `set` (kernel/sched/core.c
+    /// `__set_cpus_allowed_ptr_locked`). A set of one CPU pins the thread there, as a
+    /// migrate-thread does. Otherwise the thread stays where it is if its CPU is in the set,
+    /// else it moves to a CPU of the set: Linux's `cpumask_any_and_distribute` takes the
+    /// next one after the last it handed out; here the first idle one after its CPU, or the
+    /// first after it (simplified).
+    pub(super) fn set_affinity(&mut self, core: usize, thread: usize, set: u32) -> Result<()> {
+        let members: Vec<usize> = crate::workload::program::cpu_set_members(&self.w.cpu_sets[set as usize]).map(|c| self.cpu_index(thread, c)).collect();
+        if let [only] = members[..] {
+            self.threads[thread].allowed = None;
+            self.threads[thread].pinned = true;
+            if only != self.threads[thread].core {
+                self.move_thread(core, thread, only)?;
+            }
+            return Ok(());
+        }
+        self.threads[thread].pinned = false;
+        self.threads[thread].allowed = Some(set);
+        let here = self.threads[thread].core;
+        if members.contains(&here) {
+            return Ok(());
+        }
+        // the first after `here`, cyclically; natively an idle one if there is one (under a
+        // hypervisor these are VCPUs, whose idleness the guest's scheduler sees otherwise)
+        let first_after = |ok: &dyn Fn(usize) -> bool| {
+            let mut c: Vec<usize> = members.iter().copied().filter(|&c| ok(c)).collect();
+            c.sort_unstable();
+            c.iter().copied().find(|&c| c > here).or_else(|| c.first().copied())
+        };
+        let native = self.virt.is_none();
+        let to = first_after(&|c| native && self.core_idle(c)).or_else(|| first_after(&|_| true));
+        self.move_thread(core, thread, to.expect("a checked CPU set is not empty"))
     }
 
     /// `os.balance = "linux"`: `core` is about to go idle; it takes a thread waiting in the
@@ -209,7 +266,7 @@ impl<P: Coherence> Os<P> {
                 continue;
             }
             let q = &self.cores[victim].runq;
-            if let Some(i) = (0..q.len()).rev().find(|&i| !self.threads[q[i]].pinned && self.threads[q[i]].queued_at <= now) {
+            if let Some(i) = (0..q.len()).rev().find(|&i| self.may_run_on(q[i], core) && self.threads[q[i]].queued_at <= now) {
                 let t = self.cores[victim].runq.remove(i).unwrap();
                 self.threads[t].core = core;
                 self.mark_dirty(victim);

@@ -127,9 +127,14 @@ pub enum Op {
     Block {
         cycles: u64,
     },
-    /// Move this thread to `core` (sched_setaffinity).
+    /// Move this thread to `core` (sched_setaffinity to one CPU).
     MigrateThread {
         core: u32,
+    },
+    /// sched_setaffinity to a set of CPUs (`Workload::cpu_sets[set]`): the thread may run,
+    /// be woken and be pulled only there; it moves at once if its core is not in the set.
+    SetAffinity {
+        set: u32,
     },
     /// Move the region's pages to NUMA node `node` (move_pages / NUMA balancing).
     MigratePages {
@@ -373,6 +378,20 @@ pub struct Workload {
     pub fixed_regions: Vec<(usize, u64, MapSpec)>,
     /// Completion tokens `Op::Post`/`Op::Wait` name (0..tokens).
     pub tokens: u32,
+    /// CPU sets `Op::SetAffinity` names: bit `c % 64` of word `c / 64` is CPU `c` (a core
+    /// natively, a VCPU of the thread's VM under a hypervisor). Empty (the default): none.
+    pub cpu_sets: Vec<Vec<u64>>,
+}
+
+/// Whether CPU `cpu` is in the set `set` (bit `cpu % 64` of word `cpu / 64`).
+#[inline]
+pub fn cpu_set_has(set: &[u64], cpu: usize) -> bool {
+    set.get(cpu / 64).is_some_and(|w| w >> (cpu % 64) & 1 == 1)
+}
+
+/// The CPUs of `set`, in increasing order.
+pub fn cpu_set_members(set: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    set.iter().enumerate().flat_map(|(i, &w)| (0..64).filter(move |b| w >> b & 1 == 1).map(move |b| i * 64 + b))
 }
 
 /// A virtual machine (domain): its VCPUs, scheduler weight and cap, the physical CPU each
@@ -490,6 +509,13 @@ impl Workload {
                 return Err(format!("vm[{vi}].processes: process {p} does not exist or belongs to another VM"));
             }
         }
+        for (i, set) in self.cpu_sets.iter().enumerate() {
+            match cpu_set_members(set).last() {
+                None => return Err(format!("cpu_sets[{i}]: an empty CPU set (sched_setaffinity refuses one: EINVAL)")),
+                Some(c) if c >= cores as usize => return Err(format!("cpu_sets[{i}]: core {c} does not exist (the machine has {cores})")),
+                Some(_) => {}
+            }
+        }
         // Programs are not tied to a VM: their CPU numbers (fork, migrate-thread) are
         // checked against the machine's cores, and wrap around the VCPUs of the VM that runs
         // them (os/virt.rs `cpu_index`).
@@ -517,6 +543,9 @@ impl Workload {
                     }
                     Op::Clone { program } if *program >= self.programs.len() => return Err(format!("{}: no program {program}", at())),
                     Op::MigrateThread { core } if *core >= cores => return Err(format!("{}: core {core} does not exist (the machine has {cores})", at())),
+                    Op::SetAffinity { set } if *set as usize >= self.cpu_sets.len() => {
+                        return Err(format!("{}: no CPU set {set} (the workload has {})", at(), self.cpu_sets.len()))
+                    }
                     Op::Replay { stream, start, len } => {
                         let n = self.recorded.get(*stream as usize).map(|s| s.len() as u64);
                         if n.is_none_or(|n| start.saturating_add(*len) > n) {

@@ -7,7 +7,9 @@
 //! clone without it, fork and vfork a process), each thread's accesses and instruction
 //! counts in its own order (`Op::Replay`), and its system calls at their recorded addresses
 //! (x86-64 Linux semantics: mmap, munmap, mprotect, madvise(MADV_DONTNEED/MADV_FREE),
-//! msync, brk, mremap, exit, exit_group, sched_setaffinity to one CPU).
+//! msync, brk, mremap, exit, exit_group, sched_setaffinity: to one CPU a migrate-thread, to
+//! several a CPU set (the mask's first word, that is CPUs 0..63; a CPU the machine does not
+//! have wraps around its cores, as a single one does).
 //!
 //! Order between threads. The recording's global order is the real one; replay keeps what
 //! the address space depends on and lets the rest run at the model's speed:
@@ -266,6 +268,8 @@ struct Builder {
     tids: FastMap<u32, usize>,
     cur: Option<usize>,
     procs: Vec<ProcB>,
+    /// CPU sets of sched_setaffinity calls to more than one CPU (`Workload::cpu_sets`).
+    cpu_sets: Vec<Vec<u64>>,
     tokens: u32,
     files: Vec<((u64, u64), u64)>,
     pending_file: Option<(u64, u64)>,
@@ -869,11 +873,25 @@ impl Builder {
                 }
             }
             // sched_setaffinity(pid, len, mask): the plugin adds the mask's first word.
-            203 if !failed && nargs >= 4 && a[3].count_ones() == 1 => {
+            203 if !failed && nargs >= 4 && a[3] != 0 => {
                 let target = if a[0] == 0 { Some(t) } else { self.tids.get(&(a[0] as u32)).copied() };
-                let core = a[3].trailing_zeros() % self.cores;
+                let cores = self.cores as usize;
+                let mut set = vec![0u64; cores.div_ceil(64)];
+                for bit in (0..64).filter(|b| a[3] >> b & 1 == 1) {
+                    let core = bit % cores;
+                    set[core / 64] |= 1 << (core % 64);
+                }
+                let op = if set.iter().map(|w| w.count_ones()).sum::<u32>() == 1 {
+                    Op::MigrateThread { core: a[3].trailing_zeros() % self.cores }
+                } else {
+                    let index = self.cpu_sets.iter().position(|s| *s == set).unwrap_or_else(|| {
+                        self.cpu_sets.push(set);
+                        self.cpu_sets.len() - 1
+                    });
+                    Op::SetAffinity { set: index as u32 }
+                };
                 if let Some(u) = target.filter(|&u| self.threads[u].process.is_some() && self.threads[u].exit_token.is_none()) {
-                    self.push_op(u, Op::MigrateThread { core });
+                    self.push_op(u, op);
                 }
             }
             // read, write, readv, writev, pread64, pwrite64, preadv, pwritev of a regular file
@@ -1049,6 +1067,7 @@ impl Builder {
             held_threads,
             fixed_regions,
             tokens: self.tokens,
+            cpu_sets: self.cpu_sets,
             ..Default::default()
         };
         for th in self.threads {

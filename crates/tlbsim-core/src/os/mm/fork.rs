@@ -125,7 +125,8 @@ impl<P: Coherence> Os<P> {
         // A child whose program the workload marks as a daemon (it sleeps or spins
         // forever) does not keep the run going.
         let daemon = self.w.daemon_programs.contains(&program);
-        self.spawn_thread(child, name, class, daemon, program, target, child_core.is_some(), slots, now, false);
+        let id = self.spawn_thread(child, name, class, daemon, program, target, child_core.is_some(), slots, now, false);
+        self.threads[id].allowed = self.threads[thread].allowed;
         // flush_tlb_mm(parent): a full flush of the parent's address space.
         if !gather.pages.is_empty() {
             self.flush(core, parent, FlushReason::Fork, true, gather);

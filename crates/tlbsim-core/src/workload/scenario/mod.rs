@@ -85,8 +85,16 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
     for (n, t) in all.iter().flat_map(|(_, p, _)| &p.thread).enumerate() {
         thread_index.entry(t.name.as_str()).or_default().push(n as u32);
     }
-    let mut c =
-        Compiler { cores, nodes, files: &files, file_index: &file_index, thread_index: &thread_index, programs: Vec::new(), daemon_programs: Vec::new() };
+    let mut c = Compiler {
+        cores,
+        nodes,
+        files: &files,
+        file_index: &file_index,
+        thread_index: &thread_index,
+        programs: Vec::new(),
+        daemon_programs: Vec::new(),
+        cpu_sets: Vec::new(),
+    };
     let mut processes = Vec::new();
     let mut slots = 0;
     let mut process_names = HashSet::new();
@@ -153,8 +161,8 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
         let page_tables = p.page_tables.resolve(&format!("{pkey}.page_tables"), nodes)?;
         processes.push(ProcessSpec { name: p.name.clone(), group, regions, threads, page_tables });
     }
-    let Compiler { programs, daemon_programs, .. } = c;
-    let workload = Workload { groups, files, processes, programs, slots, daemon_programs, vms, ..Default::default() };
+    let Compiler { programs, daemon_programs, cpu_sets, .. } = c;
+    let workload = Workload { groups, files, processes, programs, slots, daemon_programs, vms, cpu_sets, ..Default::default() };
     workload.check(cores).map_err(|m| Error::config(KEY, m))?;
     Ok(workload)
 }
@@ -173,6 +181,8 @@ struct Compiler<'a> {
     thread_index: &'a HashMap<&'a str, Vec<u32>>,
     programs: Vec<Vec<Op>>,
     daemon_programs: Vec<usize>,
+    /// The CPU sets of the `set-affinity` operations, one per distinct set.
+    cpu_sets: Vec<Vec<u64>>,
 }
 
 impl Compiler<'_> {
@@ -352,6 +362,23 @@ impl Compiler<'_> {
                 let core = o.core.unwrap();
                 check_core(&format!("{at}.core"), core, self.cores)?;
                 out.push(Op::MigrateThread { core });
+            }
+            OpName::SetAffinity => {
+                need(o.cores.is_some(), "cores")?;
+                let cores = o.cores.as_ref().unwrap();
+                if cores.is_empty() {
+                    return Err(Error::config(format!("{at}.cores"), "an empty CPU set (sched_setaffinity refuses one: EINVAL)"));
+                }
+                let mut set = vec![0u64; (self.cores as usize).div_ceil(64)];
+                for (j, &core) in cores.iter().enumerate() {
+                    check_core(&format!("{at}.cores[{j}]"), core, self.cores)?;
+                    set[core as usize / 64] |= 1 << (core % 64);
+                }
+                let index = self.cpu_sets.iter().position(|s| *s == set).unwrap_or_else(|| {
+                    self.cpu_sets.push(set);
+                    self.cpu_sets.len() - 1
+                });
+                out.push(Op::SetAffinity { set: index as u32 });
             }
             OpName::MigratePages => {
                 let slot = slot(o)?;

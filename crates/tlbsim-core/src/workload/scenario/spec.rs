@@ -155,6 +155,7 @@ pub enum OpName {
     Exit,
     Block,
     MigrateThread,
+    SetAffinity,
     MigratePages,
     Loop,
     Count,
@@ -237,6 +238,9 @@ pub struct ScenarioOp {
     pub advice: Option<Advice>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub core: Option<u32>,
+    /// set-affinity: the CPUs the thread may run on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<Vec<u32>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -282,6 +286,7 @@ impl OpName {
             OpName::Exit => "exit",
             OpName::Block => "block",
             OpName::MigrateThread => "migrate-thread",
+            OpName::SetAffinity => "set-affinity",
             OpName::MigratePages => "migrate-pages",
             OpName::Loop => "loop",
             OpName::Count => "count",
@@ -304,6 +309,7 @@ impl OpName {
             OpName::Exit | OpName::Count | OpName::Barrier | OpName::Serve => &[],
             OpName::Io => &["server", "cycles"],
             OpName::MigrateThread => &["core"],
+            OpName::SetAffinity => &["cores"],
             OpName::MigratePages => &["region", "node"],
             OpName::Loop => &["count", "body"],
         }
@@ -339,6 +345,7 @@ impl ScenarioOp {
         add(self.writable.is_some(), "writable");
         add(self.advice.is_some(), "advice");
         add(self.core.is_some(), "core");
+        add(self.cores.is_some(), "cores");
         add(self.node.is_some(), "node");
         add(self.daemon.is_some(), "daemon");
         add(self.body.is_some(), "body");
