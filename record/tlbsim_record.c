@@ -34,6 +34,18 @@
  *   req, rem, requested ns, blocked ns): the request read from the guest's timespec (an
  *   absolute deadline, TIMER_ABSTIME, made relative to the clock at entry).
  *
+ * Calls that change the address space (mmap, mprotect, munmap, brk, mremap, madvise) hold a
+ * second lock from their entry to their record at return, so they are recorded in the order
+ * in which they took effect: the kernel applies each under mmap_lock held for writing
+ * (mm/mprotect.c do_mprotect_pkey, mm/mmap.c), so they are serialized anyway, but a call
+ * entered later may return first (a barrier fault's handler unprotecting a page the
+ * collector's heap-wide mprotect has just protected, while that mprotect is still sending
+ * its shootdown), and replay reads the file's order as the order of their effects. An access
+ * is recorded just after it ran (QEMU calls memory callbacks after the access): a store that
+ * ran before another thread's mprotect took effect can still be recorded after it, but only
+ * as its thread's first record after that call (replay reads that as the evidence it is:
+ * crates/tlbsim-core/src/workload/recorded.rs).
+ *
  * Simplifies: one process-wide lock and buffer, so the file's order is the order in which
  * the callbacks ran (a consistent global order: an access that happens after a syscall in
  * real time comes after it in the file); x86-64 guests only (syscall numbers);
@@ -166,6 +178,9 @@ static uint64_t mono_ns(clockid_t clock)
 #define REC_MAX 96
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* Held by a thread from the entry of an address-space call to its record (see above);
+ * always taken before `lock`, never while holding it. */
+static pthread_mutex_t as_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t buf[BUF_SIZE + REC_MAX];
 static size_t buf_len;
 static int64_t cur_tid = -1; /* thread of the last record in the buffer, -1: none yet */
@@ -182,6 +197,13 @@ static __thread bool sys_has_file;
 static __thread int sys_nargs;               /* arguments recorded for the pending call */
 static __thread enum call_class sys_class;   /* what the pending call is for replay */
 static __thread uint64_t sys_entered;        /* CLOCK_MONOTONIC ns at its entry */
+static __thread bool sys_as_locked;          /* this thread holds as_lock (pending call) */
+
+/* The calls that change the address space: mmap, mprotect, munmap, brk, mremap, madvise. */
+static bool changes_address_space(int64_t nr)
+{
+    return nr == 9 || nr == 10 || nr == 11 || nr == 12 || nr == 25 || nr == 28;
+}
 
 /* Read 8 bytes of the guest at `addr` (QEMU user mode on an x86-64 host maps guest
  * addresses 1:1 when it can, guest_base 0): process_vm_readv fails cleanly (EFAULT) where a
@@ -364,6 +386,10 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t nr, uint6
     (void)vcpu;
     if (tracked_nargs(nr) < 0)
         return;
+    if (changes_address_space(nr) && !sys_as_locked) {
+        pthread_mutex_lock(&as_lock);
+        sys_as_locked = true;
+    }
     uint64_t a[8] = {a1, a2, a3, a4, a5, a6, a7, a8};
     memcpy(sys_args, a, sizeof a);
     sys_has_file = false;
@@ -433,10 +459,21 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t nr, uint6
     }
 }
 
+static void record_return(int64_t nr, int64_t ret);
+
 static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t nr, int64_t ret)
 {
     (void)id;
     (void)vcpu;
+    record_return(nr, ret);
+    if (sys_as_locked) {
+        sys_as_locked = false;
+        pthread_mutex_unlock(&as_lock);
+    }
+}
+
+static void record_return(int64_t nr, int64_t ret)
+{
     if (tracked_nargs(nr) < 0 || nr == 60 || nr == 231 || sys_nargs < 0)
         return;
     if (sys_class == CALL_WAKER)
@@ -474,13 +511,20 @@ static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t nr, i
  * new thread id with a fresh delta base (as the reader starts one). */
 static void before_fork(void)
 {
+    pthread_mutex_lock(&as_lock);
     pthread_mutex_lock(&lock);
     flush_locked();
 }
-static void after_fork_parent(void) { pthread_mutex_unlock(&lock); }
+static void after_fork_parent(void)
+{
+    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&as_lock);
+}
 static void after_fork_child(void)
 {
     pthread_mutex_init(&lock, NULL);
+    pthread_mutex_init(&as_lock, NULL);
+    sys_as_locked = false;
     buf_len = 0;
     cur_tid = -1;
     my_tid = -1;
