@@ -34,16 +34,18 @@
  *   req, rem, requested ns, blocked ns): the request read from the guest's timespec (an
  *   absolute deadline, TIMER_ABSTIME, made relative to the clock at entry).
  *
- * Calls that change the address space (mmap, mprotect, munmap, brk, mremap, madvise) hold a
- * second lock from their entry to their record at return, so they are recorded in the order
- * in which they took effect: the kernel applies each under mmap_lock held for writing
- * (mm/mprotect.c do_mprotect_pkey, mm/mmap.c), so they are serialized anyway, but a call
- * entered later may return first (a barrier fault's handler unprotecting a page the
- * collector's heap-wide mprotect has just protected, while that mprotect is still sending
- * its shootdown), and replay reads the file's order as the order of their effects. An access
- * is recorded just after it ran (QEMU calls memory callbacks after the access): a store that
- * ran before another thread's mprotect took effect can still be recorded after it, but only
- * as its thread's first record after that call (replay reads that as the evidence it is:
+ * Calls that change the address space (mmap, mprotect, munmap, brk, mremap, madvise) hold
+ * the recording's lock from their entry to their record at return: no other thread records
+ * meanwhile, so the file orders them against every access as they took effect. Recorded
+ * only at the return, a call that un-protected a page came after the stores other threads
+ * made to it between its effect and its return (many, when the caller was preempted
+ * there), and a barrier fault's handler unprotecting a page could come before the
+ * collector's heap-wide mprotect that caused the fault (still sending its shootdown). The
+ * kernel applies each under mmap_lock held for writing (mm/mprotect.c do_mprotect_pkey,
+ * mm/mmap.c); the other threads stall only at their next record. An access is recorded just
+ * after it ran (QEMU calls memory callbacks after the access): a store that ran before
+ * another thread's mprotect took effect can still be recorded after it, but only as its
+ * thread's first record after that call (replay reads that as the evidence it is:
  * crates/tlbsim-core/src/workload/recorded.rs).
  *
  * Simplifies: one process-wide lock and buffer, so the file's order is the order in which
@@ -178,9 +180,6 @@ static uint64_t mono_ns(clockid_t clock)
 #define REC_MAX 96
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-/* Held by a thread from the entry of an address-space call to its record (see above);
- * always taken before `lock`, never while holding it. */
-static pthread_mutex_t as_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t buf[BUF_SIZE + REC_MAX];
 static size_t buf_len;
 static int64_t cur_tid = -1; /* thread of the last record in the buffer, -1: none yet */
@@ -197,7 +196,7 @@ static __thread bool sys_has_file;
 static __thread int sys_nargs;               /* arguments recorded for the pending call */
 static __thread enum call_class sys_class;   /* what the pending call is for replay */
 static __thread uint64_t sys_entered;        /* CLOCK_MONOTONIC ns at its entry */
-static __thread bool sys_as_locked;          /* this thread holds as_lock (pending call) */
+static __thread bool sys_holds_lock;         /* holds `lock` through its pending call */
 
 /* The calls that change the address space: mmap, mprotect, munmap, brk, mremap, madvise. */
 static bool changes_address_space(int64_t nr)
@@ -269,7 +268,8 @@ static inline uint8_t *begin(void)
 {
     if (my_tid < 0)
         my_tid = syscall(SYS_gettid);
-    pthread_mutex_lock(&lock);
+    if (!sys_holds_lock)
+        pthread_mutex_lock(&lock);
     uint8_t *p = buf + buf_len;
     if (cur_tid != my_tid) {
         *p++ = TAG_THREAD;
@@ -284,7 +284,8 @@ static inline void end(uint8_t *p)
     buf_len = (size_t)(p - buf);
     if (buf_len >= BUF_SIZE)
         flush_locked();
-    pthread_mutex_unlock(&lock);
+    if (!sys_holds_lock)
+        pthread_mutex_unlock(&lock);
 }
 
 static inline void record_access(int kind, unsigned size_code, uint64_t va)
@@ -386,9 +387,9 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t nr, uint6
     (void)vcpu;
     if (tracked_nargs(nr) < 0)
         return;
-    if (changes_address_space(nr) && !sys_as_locked) {
-        pthread_mutex_lock(&as_lock);
-        sys_as_locked = true;
+    if (changes_address_space(nr) && !sys_holds_lock) {
+        pthread_mutex_lock(&lock);
+        sys_holds_lock = true;
     }
     uint64_t a[8] = {a1, a2, a3, a4, a5, a6, a7, a8};
     memcpy(sys_args, a, sizeof a);
@@ -466,9 +467,9 @@ static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t nr, i
     (void)id;
     (void)vcpu;
     record_return(nr, ret);
-    if (sys_as_locked) {
-        sys_as_locked = false;
-        pthread_mutex_unlock(&as_lock);
+    if (sys_holds_lock) {
+        sys_holds_lock = false;
+        pthread_mutex_unlock(&lock);
     }
 }
 
@@ -511,20 +512,17 @@ static void record_return(int64_t nr, int64_t ret)
  * new thread id with a fresh delta base (as the reader starts one). */
 static void before_fork(void)
 {
-    pthread_mutex_lock(&as_lock);
     pthread_mutex_lock(&lock);
     flush_locked();
 }
 static void after_fork_parent(void)
 {
     pthread_mutex_unlock(&lock);
-    pthread_mutex_unlock(&as_lock);
 }
 static void after_fork_child(void)
 {
     pthread_mutex_init(&lock, NULL);
-    pthread_mutex_init(&as_lock, NULL);
-    sys_as_locked = false;
+    sys_holds_lock = false;
     buf_len = 0;
     cur_tid = -1;
     my_tid = -1;

@@ -58,11 +58,8 @@
 //!   recording shows on a page another thread's call had made read-only, recorded after
 //!   other events of its thread since that call, replays as recorded (a SIGSEGV the program
 //!   did not see: natively the page was writable, by a change the recording does not show).
-//!   Recordings of gc_barrier made on a loaded machine still hold such stores: a mutator
-//!   writes for a whole collection cycle to pages the collector's arming mprotect covered,
-//!   with no barrier fault and no un-protect recorded (issue 47: 0 to 196,488 replayed
-//!   SIGSEGVs for `gc_barrier 2 20 256`, varying from recording to recording); not
-//!   explained yet (QEMU user mode's handling of the guest's mprotect is the next suspect).
+//!   Measured (issue 47): of six recordings of gc_barrier (2 mutators) made on a loaded
+//!   machine, one replayed 2 such SIGSEGVs, the others none; their cause is not found.
 //!   Accesses that are not stores, and other threads' calls that do not remove write
 //!   permission, keep the order of the file, in which a call is placed at its return;
 //! - mremap that moves a mapping is an munmap and a fresh mapping (the pages fault in again
