@@ -34,6 +34,20 @@
  *   req, rem, requested ns, blocked ns): the request read from the guest's timespec (an
  *   absolute deadline, TIMER_ABSTIME, made relative to the clock at entry).
  *
+ * Calls that change the address space (mmap, mprotect, munmap, brk, mremap, madvise) hold
+ * the recording's lock from their entry to their record at return: no other thread records
+ * meanwhile, so the file orders them against every access as they took effect. Recorded
+ * only at the return, a call that un-protected a page came after the stores other threads
+ * made to it between its effect and its return (many, when the caller was preempted
+ * there), and a barrier fault's handler unprotecting a page could come before the
+ * collector's heap-wide mprotect that caused the fault (still sending its shootdown). The
+ * kernel applies each under mmap_lock held for writing (mm/mprotect.c do_mprotect_pkey,
+ * mm/mmap.c); the other threads stall only at their next record. An access is recorded just
+ * after it ran (QEMU calls memory callbacks after the access): a store that ran before
+ * another thread's mprotect took effect can still be recorded after it, but only as its
+ * thread's first record after that call (replay reads that as the evidence it is:
+ * crates/tlbsim-core/src/workload/recorded.rs).
+ *
  * Simplifies: one process-wide lock and buffer, so the file's order is the order in which
  * the callbacks ran (a consistent global order: an access that happens after a syscall in
  * real time comes after it in the file); x86-64 guests only (syscall numbers);
@@ -182,6 +196,13 @@ static __thread bool sys_has_file;
 static __thread int sys_nargs;               /* arguments recorded for the pending call */
 static __thread enum call_class sys_class;   /* what the pending call is for replay */
 static __thread uint64_t sys_entered;        /* CLOCK_MONOTONIC ns at its entry */
+static __thread bool sys_holds_lock;         /* holds `lock` through its pending call */
+
+/* The calls that change the address space: mmap, mprotect, munmap, brk, mremap, madvise. */
+static bool changes_address_space(int64_t nr)
+{
+    return nr == 9 || nr == 10 || nr == 11 || nr == 12 || nr == 25 || nr == 28;
+}
 
 /* Read 8 bytes of the guest at `addr` (QEMU user mode on an x86-64 host maps guest
  * addresses 1:1 when it can, guest_base 0): process_vm_readv fails cleanly (EFAULT) where a
@@ -247,7 +268,8 @@ static inline uint8_t *begin(void)
 {
     if (my_tid < 0)
         my_tid = syscall(SYS_gettid);
-    pthread_mutex_lock(&lock);
+    if (!sys_holds_lock)
+        pthread_mutex_lock(&lock);
     uint8_t *p = buf + buf_len;
     if (cur_tid != my_tid) {
         *p++ = TAG_THREAD;
@@ -262,7 +284,8 @@ static inline void end(uint8_t *p)
     buf_len = (size_t)(p - buf);
     if (buf_len >= BUF_SIZE)
         flush_locked();
-    pthread_mutex_unlock(&lock);
+    if (!sys_holds_lock)
+        pthread_mutex_unlock(&lock);
 }
 
 static inline void record_access(int kind, unsigned size_code, uint64_t va)
@@ -364,6 +387,10 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t nr, uint6
     (void)vcpu;
     if (tracked_nargs(nr) < 0)
         return;
+    if (changes_address_space(nr) && !sys_holds_lock) {
+        pthread_mutex_lock(&lock);
+        sys_holds_lock = true;
+    }
     uint64_t a[8] = {a1, a2, a3, a4, a5, a6, a7, a8};
     memcpy(sys_args, a, sizeof a);
     sys_has_file = false;
@@ -433,10 +460,21 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t nr, uint6
     }
 }
 
+static void record_return(int64_t nr, int64_t ret);
+
 static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t nr, int64_t ret)
 {
     (void)id;
     (void)vcpu;
+    record_return(nr, ret);
+    if (sys_holds_lock) {
+        sys_holds_lock = false;
+        pthread_mutex_unlock(&lock);
+    }
+}
+
+static void record_return(int64_t nr, int64_t ret)
+{
     if (tracked_nargs(nr) < 0 || nr == 60 || nr == 231 || sys_nargs < 0)
         return;
     if (sys_class == CALL_WAKER)
@@ -477,10 +515,14 @@ static void before_fork(void)
     pthread_mutex_lock(&lock);
     flush_locked();
 }
-static void after_fork_parent(void) { pthread_mutex_unlock(&lock); }
+static void after_fork_parent(void)
+{
+    pthread_mutex_unlock(&lock);
+}
 static void after_fork_child(void)
 {
     pthread_mutex_init(&lock, NULL);
+    sys_holds_lock = false;
     buf_len = 0;
     cur_tid = -1;
     my_tid = -1;

@@ -36,6 +36,7 @@ mod parsec;
 mod rar_arm;
 mod recorded;
 mod recorded_block;
+mod recorded_prot;
 mod recorded_spin;
 mod registry;
 mod storage;

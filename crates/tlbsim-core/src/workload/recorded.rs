@@ -22,6 +22,14 @@
 //! - a system call waits for the other threads that touched its range since the last call
 //!   over it to reach the point where the call was recorded (e.g. a munmap waits for the
 //!   readers of the range).
+//! - a store that is its thread's first event after another thread's call that left the
+//!   page mapped but not writable (an mprotect(PROT_READ): a collector arming its write
+//!   barrier) ran before that call took effect — it did not fault, and the plugin records an
+//!   access just after it ran, so the call's record can come between the two — and the call
+//!   waits for it instead (store evidence, `Builder::store_evidence`). The plugin records the
+//!   address-space calls in the order they took effect (record/tlbsim_record.c), so a store
+//!   recorded after a call that made its page writable again (a barrier fault's handler, the
+//!   collector's un-protect) replays after it (the wait for the last call over its page).
 //! These are completion tokens (`Op::Post`, `Op::Wait`) compiled in here; the engine knows
 //! nothing of recordings. A waiting thread spins on its core (it was running at that point
 //! of the recording), so its CPU stays in its address space and gets its shootdowns.
@@ -48,6 +56,14 @@
 //!   addresses, covering the pages the program touched there (`Workload::fixed_regions`);
 //! - PROT_NONE is read-only (a program that touches it faulted; the faulting access is not in
 //!   the recording, QEMU delivers the signal before the plugin sees the access);
+//! - protection changes: only a store is ordered against them by evidence; a store the
+//!   recording shows on a page another thread's call had made read-only, recorded after
+//!   other events of its thread since that call, replays as recorded (a SIGSEGV the program
+//!   did not see: natively the page was writable, by a change the recording does not show).
+//!   Measured (issue 47): of six recordings of gc_barrier (2 mutators) made on a loaded
+//!   machine, one replayed 2 such SIGSEGVs, the others none; their cause is not found.
+//!   Accesses that are not stores, and other threads' calls that do not remove write
+//!   permission, keep the order of the file, in which a call is placed at its return;
 //! - mremap that moves a mapping is an munmap and a fresh mapping (the pages fault in again
 //!   instead of moving with their page tables);
 //! - clone3's flags are read from the program's memory by the plugin when it can (else a
@@ -205,6 +221,8 @@ struct ThreadB {
     /// from the start of its process rather than being spawned.
     first: bool,
     spin: SpinDetect,
+    /// Index (in the file, `Builder::events`) of its last event so far.
+    last_event: Option<u64>,
 }
 
 /// A thread's busy-wait detection over its own stream: a run of entries that repeats the
@@ -286,6 +304,13 @@ struct Builder {
     /// socket, a connect), in the file's order, of every process: (the monotonic ns at
     /// which it entered, the token it posts, its thread).
     wakers: Vec<(u64, u32, usize)>,
+    /// Per range call (its completion token): where its program's ops for it begin (the
+    /// index in its thread's `ops` of its first wait) and its event's index in the file.
+    call_sites: FastMap<u32, (usize, u64)>,
+    /// Waits to insert before a range call, for a store that ran before it (store
+    /// evidence, `Builder::store_evidence`): (the call's thread, the index in its ops where
+    /// its ops begin, the token the storing thread posts after the store).
+    early_stores: Vec<(usize, usize, u32)>,
 }
 
 fn align_up(v: u64) -> u64 {
@@ -323,6 +348,7 @@ impl Builder {
             declared: None,
             first: false,
             spin: SpinDetect::default(),
+            last_event: None,
         });
         self.tids.insert(tid, i);
         i
@@ -398,6 +424,12 @@ impl Builder {
     }
 
     fn thread_event(&mut self, t: usize, ev: TraceEvent) -> Result<(), String> {
+        let r = self.thread_event_inner(t, ev);
+        self.threads[t].last_event = Some(self.events);
+        r
+    }
+
+    fn thread_event_inner(&mut self, t: usize, ev: TraceEvent) -> Result<(), String> {
         match ev {
             TraceEvent::Access { va, kind, .. } => self.access(t, va, kind),
             TraceEvent::Instructions { n } => {
@@ -445,9 +477,10 @@ impl Builder {
             return Err(format!("thread {}: access to {va:#x}, outside the 47-bit user address space", self.threads[t].tid));
         }
         let page = va >> 12;
-        if page != self.threads[t].last_page {
+        let early = if kind.is_write() { self.store_evidence(t, va) } else { None };
+        if page != self.threads[t].last_page || early.is_some() {
             self.threads[t].last_page = page;
-            self.new_page(t, page);
+            self.new_page(t, page, early.map(|(tok, _)| tok));
         }
         let code = match kind {
             AccessKind::Load => Recorded::LOAD,
@@ -457,7 +490,35 @@ impl Builder {
         };
         self.threads[t].stream.push(code | va);
         self.spin_step(t, code | va);
+        if let Some((_, (by, at))) = early {
+            // The call waits, before everything it does, for this store.
+            let token = self.token();
+            self.push_op(t, Op::Post { token });
+            self.early_stores.push((by, at, token));
+        }
         Ok(())
+    }
+
+    /// Store evidence: thread `t` stores to `va`, which another thread's call (the last
+    /// over the page) left mapped but not writable, and `t` has recorded nothing since that
+    /// call. The store did not fault (a faulting access is not recorded), so it ran before
+    /// the call took effect: it is the access `t` had made but not yet recorded when the
+    /// call was recorded (the plugin records an access just after it runs; see
+    /// record/tlbsim_record.c). Returns the call (its token) and where its ops begin in its
+    /// thread's program (that thread, the index), for the call to wait for the store there.
+    /// A store the call's protection forbids that `t` recorded after other events of its
+    /// own is not such evidence (it replays as recorded: a SIGSEGV).
+    fn store_evidence(&self, t: usize, va: u64) -> Option<(u32, (usize, usize))> {
+        let pi = self.threads[t].process?;
+        let p = &self.procs[pi];
+        let writable = p.live.range(..=va).next_back().filter(|(_, &(end, _))| end > va).map(|(_, &(_, info))| info.writable)?;
+        if writable {
+            return None;
+        }
+        let (tok, by) = p.last_call.range(..=va).next_back().filter(|(_, &(end, _))| end > va).map(|(_, &(_, call))| call)?;
+        let &(at, event) = self.call_sites.get(&tok)?;
+        let after = self.threads[t].last_event.is_some_and(|e| e > event);
+        (by != t && !after).then_some((tok, (by, at)))
     }
 
     /// Spin-loop detection after thread `t` appended `entry` to its stream: extend or end
@@ -564,6 +625,29 @@ impl Builder {
         self.releases.push((u, at + 1, token));
     }
 
+    /// Insert each early store's `Wait` before the ops of the call it ran before.
+    fn place_early_stores(&mut self) {
+        let mut list = std::mem::take(&mut self.early_stores);
+        list.sort_unstable();
+        let mut k = 0;
+        while k < list.len() {
+            let by = list[k].0;
+            let mine = list[k..].iter().take_while(|e| e.0 == by).count();
+            let ops = std::mem::take(&mut self.threads[by].ops);
+            let mut out = Vec::with_capacity(ops.len() + mine);
+            let mut j = k;
+            for (i, op) in ops.into_iter().enumerate() {
+                while j < k + mine && list[j].1 == i {
+                    out.push(Op::Wait { token: list[j].2, count: 1 });
+                    j += 1;
+                }
+                out.push(op);
+            }
+            self.threads[by].ops = out;
+            k += mine;
+        }
+    }
+
     /// Insert each spin release's `Post` into its thread's program right after the store:
     /// split the `Replay` chunk that holds it.
     fn place_releases(&mut self) -> Result<(), String> {
@@ -610,7 +694,8 @@ impl Builder {
     /// Thread `t` touches `page` (first time since its last access elsewhere, or since a
     /// system call of its process): wait for the call that made the page what it is, note
     /// the thread among the page's accessors, and note memory mapped before the recording.
-    fn new_page(&mut self, t: usize, page: u64) {
+    /// `except`: a call not to wait for (one the access ran before: store evidence).
+    fn new_page(&mut self, t: usize, page: u64, except: Option<u32>) {
         let pi = self.threads[t].process.expect("attached");
         let va = page << 12;
         let p = &mut self.procs[pi];
@@ -622,7 +707,7 @@ impl Builder {
             // began. (A forked process's was its root's.)
             self.image.insert(page);
         }
-        if let Some(call) = call {
+        if let Some(call) = call.filter(|c| Some(c.0) != except) {
             self.wait_for(t, call);
         }
     }
@@ -642,6 +727,8 @@ impl Builder {
     fn range_call(&mut self, t: usize, va: u64, len: u64, ops: Vec<Op>) {
         let pi = self.threads[t].process.expect("attached");
         let end = va + len;
+        self.flush_chunk(t);
+        let at = self.threads[t].ops.len();
         // The calls of other threads over any part of the range, in their recorded order.
         let calls: Vec<(u32, usize)> = self.procs[pi].last_call.range(..end).filter(|(_, &(e, _))| e > va).map(|(_, &(_, c))| c).collect();
         for call in calls {
@@ -671,6 +758,7 @@ impl Builder {
             self.push_op(t, op);
         }
         let done = self.finish_call(t);
+        self.call_sites.insert(done, (at, self.events));
         let p = &mut self.procs[pi];
         assign_range(&mut p.last_call, va, end, (done, t));
         for &u in &p.threads {
@@ -1032,6 +1120,7 @@ impl Builder {
             self.threads[t].spin.lines.clear();
             self.flush_chunk(t);
         }
+        self.place_early_stores();
         self.place_releases()?;
         // Memory the program had before the recording: runs of touched pages.
         let mut fixed_regions = Vec::new();

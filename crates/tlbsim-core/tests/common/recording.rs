@@ -33,3 +33,7 @@ pub fn write(path: &Path, ev: &[TraceEvent]) {
     w.write_batch(ev).unwrap();
     w.finish().unwrap();
 }
+
+pub fn store(va: u64) -> TraceEvent {
+    TraceEvent::Access { va, kind: AccessKind::Store, size: 8 }
+}
