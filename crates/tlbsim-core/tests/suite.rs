@@ -21,6 +21,7 @@ mod fuzz_regressions;
 mod golden;
 mod hierarchy;
 mod hooks;
+mod interleave;
 mod invlpgb;
 mod latr;
 mod locks;
