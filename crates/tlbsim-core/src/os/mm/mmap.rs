@@ -249,8 +249,8 @@ impl<P: Coherence> Os<P> {
         force_flush |= full;
         // Empty page-table ranges that follow cost nothing here: skip to the next populated
         // one (zap_pmd_range's pmd_none check), so a step ends where work remains.
-        while next < end && next % HUGE == 0 && self.next_candidate(pid, next, end) > next {
-            next = self.next_candidate(pid, next, end);
+        while next < end && next % HUGE == 0 && self.pmd_none(pid, next) {
+            next = (next + HUGE).min(end);
         }
         if force_flush {
             batch.reset();
@@ -267,6 +267,11 @@ impl<P: Coherence> Os<P> {
             page = self.next_candidate(pid, page, end);
         }
         None
+    }
+
+    /// The PMD entry covering `va` maps nothing (no page-table page, no 2 MiB leaf).
+    pub(super) fn pmd_none(&self, pid: u32, va: u64) -> bool {
+        self.m.pt.pd_entry(self.spaces[pid as usize].root, self.settings.pt_levels(), va) & PTE_PRESENT == 0
     }
 
     /// Next address at or after `page` that may have a leaf (skips unmapped 2 MiB regions).

@@ -75,8 +75,8 @@ impl<P: Coherence> Os<P> {
         // Empty page-table ranges that follow cost nothing here (change_pmd_range's
         // pmd_none check): the next step starts where work remains.
         let mut next = step_end.max(page.min(end));
-        while next < end && next % HUGE == 0 && self.next_candidate(pid, next, end) > next {
-            next = self.next_candidate(pid, next, end);
+        while next < end && next % HUGE == 0 && self.pmd_none(pid, next) {
+            next = (next + HUGE).min(end);
         }
         next
     }
