@@ -22,6 +22,7 @@ mod fuzz_regressions;
 mod golden;
 mod hierarchy;
 mod hooks;
+mod interleave;
 mod invlpgb;
 mod latr;
 mod locks;

@@ -3,6 +3,7 @@
 //! access path, system calls into `mm/`, blocking, migration, fork and exit.
 
 use super::locks::LockMode;
+use super::mm::RangeKind;
 use super::Os;
 use crate::coherence::Coherence;
 use crate::error::{Error, Result};
@@ -242,24 +243,19 @@ impl<P: Coherence> Os<P> {
                     // do_vmi_munmap), under the write lock it holds.
                     let len = spec.bytes.div_ceil(4096) * 4096;
                     if self.overlaps_mapping(pid, va, len) {
-                        self.unmap_range(core, thread, va, len, false)?;
+                        self.unmap_range(core, thread, va, len)?;
                     }
                 }
                 let va = self.mmap_region(core, pid, &spec, fixed_at)?;
                 self.threads[thread].slots[slot] = (va, spec.bytes.div_ceil(4096) * 4096);
                 self.mmap_unlock_after_syscall(core, thread, pid);
             }
-            Op::Munmap { slot } => {
-                // Write-locked to detach the VMAs, downgraded to read for the teardown and
-                // the flush (sys_munmap downgrades).
-                self.region_syscall(core, thread, slot, LockMode::Write, true, |os, (va, len)| os.sys_munmap(core, thread, va, len))?;
-            }
-            Op::Mprotect { slot, writable } => {
-                self.region_syscall(core, thread, slot, LockMode::Write, true, |os, (va, len)| os.sys_mprotect(core, thread, va, len, writable))?;
-            }
-            Op::MadviseDontneed { slot } => {
-                self.region_syscall(core, thread, slot, LockMode::Read, false, |os, (va, len)| os.sys_dontneed(core, thread, va, len))?;
-            }
+            // Write-locked to detach the VMAs, downgraded to read for the teardown and the
+            // flush (munmap's begin downgrades); mprotect holds the write lock throughout,
+            // madvise the read lock.
+            Op::Munmap { slot } => self.range_syscall(core, thread, slot, RangeKind::Munmap)?,
+            Op::Mprotect { slot, writable } => self.range_syscall(core, thread, slot, RangeKind::Mprotect { writable })?,
+            Op::MadviseDontneed { slot } => self.range_syscall(core, thread, slot, RangeKind::Dontneed)?,
             Op::Msync { slot } => {
                 self.paged_syscall(core, thread, slot, |os, (va, len)| os.sys_msync(core, thread, va, len))?;
             }
@@ -270,30 +266,43 @@ impl<P: Coherence> Os<P> {
         Ok(())
     }
 
-    /// A system call on region `slot` of `thread`: take `mmap_lock` in `mode` (or wait and
-    /// run again when granted), write-lock the region's VMAs if `lock_vmas`, run `call` on
-    /// (address, length), release (after the flush, if it left the core waiting).
-    fn region_syscall(
-        &mut self,
-        core: usize,
-        thread: usize,
-        slot: usize,
-        mode: LockMode,
-        lock_vmas: bool,
-        call: impl FnOnce(&mut Self, (u64, u64)) -> Result<()>,
-    ) -> Result<()> {
+    /// A long page-table system call on region `slot` (mm/steps.rs): the first time, take
+    /// `mmap_lock` (or wait and run again when granted), write-lock the region's VMAs for
+    /// munmap and mprotect, and begin; then one page-table page per run, the operation
+    /// staying at its pc (the lock held) until the last step has sent the call's flush;
+    /// then release (after the flush, if it left the core waiting).
+    fn range_syscall(&mut self, core: usize, thread: usize, slot: usize, kind: RangeKind) -> Result<()> {
         let pid = self.threads[thread].pid;
-        if !self.mmap_lock(core, thread, pid, mode) {
-            return Ok(());
+        let resume = self.threads[thread].syscall_resume;
+        let (mut call, from) = match self.threads[thread].range_call.take() {
+            Some(call) if resume != 0 => (call, resume),
+            _ => {
+                let mode = if kind == RangeKind::Dontneed { LockMode::Read } else { LockMode::Write };
+                if !self.mmap_lock(core, thread, pid, mode) {
+                    return Ok(());
+                }
+                self.syscall_prologue(core);
+                let (va, len) = self.threads[thread].slots[slot];
+                if kind != RangeKind::Dontneed {
+                    self.lock_vmas(pid, va, va.saturating_add(len));
+                }
+                let call = Box::new(self.range_call_begin(core, thread, kind, va, len));
+                let from = call.start();
+                (call, from)
+            }
+        };
+        match self.range_call_step(core, thread, &mut call, from)? {
+            Some(next) => {
+                let t = &mut self.threads[thread];
+                t.syscall_resume = next;
+                t.range_call = Some(call);
+            }
+            None => {
+                self.threads[thread].syscall_resume = 0;
+                self.advance(thread);
+                self.mmap_unlock_after_syscall(core, thread, pid);
+            }
         }
-        self.advance(thread);
-        self.syscall_prologue(core);
-        let (va, len) = self.threads[thread].slots[slot];
-        if lock_vmas {
-            self.lock_vmas(pid, va, va.saturating_add(len));
-        }
-        call(self, (va, len))?;
-        self.mmap_unlock_after_syscall(core, thread, pid);
         Ok(())
     }
 

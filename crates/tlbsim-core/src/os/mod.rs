@@ -483,6 +483,7 @@ impl<P: Coherence> Os<P> {
             lock_granted: None,
             unlock_at_resume: None,
             syscall_resume: 0,
+            range_call: None,
             lock_wait_cycles: 0,
             fetches: false,
             lock_contended: false,

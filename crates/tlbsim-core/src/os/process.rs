@@ -146,6 +146,9 @@ pub(crate) struct Thread {
     /// A system call that flushes page by page (msync, migration) and waits for each
     /// flush's acks goes on from this address when its core resumes (0: from its start).
     pub syscall_resume: u64,
+    /// A munmap, mprotect or madvise going one page-table page at a time (mm/steps.rs):
+    /// its state between steps (`syscall_resume` says where the next starts).
+    pub range_call: Option<Box<super::mm::RangeCall>>,
     /// The thread fetches its instructions (`AccessMode::Fetch`): from its first fetch on,
     /// its instructions are counted by its fetches, and its data accesses are their
     /// operands.

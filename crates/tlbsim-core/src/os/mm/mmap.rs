@@ -14,6 +14,54 @@ use crate::page_table::{pte_pfn, PTE_DIRTY, PTE_PRESENT, PTE_WRITABLE};
 use crate::types::{CoreId, PageSize, Pfn, Vpn};
 use crate::workload::program::{Backing, MapSpec};
 
+/// Pages an `mmu_gather` can batch before it must flush (mm/mmu_gather.c,
+/// include/asm-generic/tlb.h): the on-stack bundle (MMU_GATHER_BUNDLE = 8) and up to
+/// MAX_GATHER_BATCH_COUNT = 10000 / MAX_GATHER_BATCH extra batch pages, each holding
+/// MAX_GATHER_BATCH = (PAGE_SIZE - 16) / 8 = 510 page pointers (x86-64); tlb_next_batch
+/// refuses a 20th batch page, and __tlb_remove_page then reports the gather full. Assumed:
+/// the batch pages' GFP_NOWAIT allocations succeed.
+pub(crate) const GATHER_CAPACITY: u64 = 8 + (10_000 / 510) * 510;
+
+/// Slots left in a zap's `mmu_gather` batches.
+pub(crate) struct ZapBatch {
+    used: u64,
+    capacity: u64,
+}
+
+impl ZapBatch {
+    /// A gather that never fills (the all-at-once zaps: exit, MAP_FIXED).
+    pub(crate) fn unbounded() -> ZapBatch {
+        ZapBatch { used: 0, capacity: u64::MAX }
+    }
+
+    /// Linux's gather (`GATHER_CAPACITY`).
+    pub(crate) fn linux() -> ZapBatch {
+        ZapBatch { used: 0, capacity: GATHER_CAPACITY }
+    }
+
+    fn bounded(&self) -> bool {
+        self.capacity != u64::MAX
+    }
+
+    /// One more page batched: whether the batches are now full.
+    fn add(&mut self) -> bool {
+        self.used += 1;
+        self.used >= self.capacity
+    }
+
+    fn reset(&mut self) {
+        self.used = 0;
+    }
+}
+
+/// Where a zap step ended.
+pub(crate) struct ZapStepEnd {
+    /// Address the next step starts from (the range's end: done).
+    pub next: u64,
+    /// The gather must be flushed (and its pages freed) before the next step.
+    pub force_flush: bool,
+}
+
 impl<P: Coherence> Os<P> {
     /// mmap: place a new VMA top-down below the lowest gap that fits (Linux's
     /// unmapped_area_topdown), or at `fixed_at` (MAP_FIXED), populate it if asked. Returns
@@ -114,18 +162,47 @@ impl<P: Coherence> Os<P> {
     }
 
     /// Clear the leaf entries of `[va, va+len)` (zap_pte_range), gathering pages to flush
-    /// and frames to free. Huge pages partly in the range are split first.
+    /// and frames to free, all at once (exit's teardown and MAP_FIXED's replacement; the
+    /// system calls go one page-table page at a time, `zap_step`). Huge pages partly in the
+    /// range are split first.
     pub(super) fn zap(&mut self, core: usize, pid: u32, va: u64, len: u64, gather: &mut Gather) -> Result<()> {
         let end = va + len;
-        let mut page = va;
+        let mut at = va;
+        while at < end {
+            at = self.zap_step(core, pid, at, end, gather, &mut ZapBatch::unbounded())?.next;
+        }
+        self.forget_swapped(pid, va, end);
+        Ok(())
+    }
+
+    /// Swap entries of `[va, end)` go with the range.
+    pub(super) fn forget_swapped(&mut self, pid: u32, va: u64, end: u64) {
+        let swapped = &mut self.spaces[pid as usize].swapped;
+        if !swapped.is_empty() {
+            swapped.retain(|&v| v < va >> 12 || v >= end >> 12);
+        }
+    }
+
+    /// One step of a zap: the leaf entries of `[from, end)` in the page-table page that
+    /// holds `from` (zap_pte_range over one PMD's range, under that table's PTE lock;
+    /// mm/memory.c zap_pmd_range calls it once per PMD, with cond_resched() between). A
+    /// 2 MiB leaf is one PMD range (zap_huge_pmd). The step stops early when the gather's
+    /// batches are full (`__tlb_remove_page` returned true: zap_pte_range breaks out with
+    /// `force_flush`), and asks for a flush at its end when it removed a dirty page-cache
+    /// page (`delay_rmap`: the rmap removal waits for the flush, which zap_pte_range then
+    /// does before dropping the PTE lock).
+    pub(in crate::os) fn zap_step(&mut self, core: usize, pid: u32, from: u64, end: u64, gather: &mut Gather, batch: &mut ZapBatch) -> Result<ZapStepEnd> {
+        let step_end = ((from & !(HUGE - 1)) + HUGE).min(end);
+        let mut page = from;
         let mut ptl = PtlCursor::default();
-        while let Some((at, leaf)) = self.next_leaf(pid, page, end) {
+        let (mut force_flush, mut full) = (false, false);
+        while let Some((at, leaf)) = self.next_leaf(pid, page, step_end) {
             page = at;
             let pfn = pte_pfn(leaf.pte);
             self.ptl_at(core, &mut ptl, pid, page);
             if leaf.level == 2 {
                 let base = page & !(HUGE - 1);
-                if base < va || base + HUGE > end {
+                if base < from || base + HUGE > end {
                     self.split_huge(core, pid, base, leaf.pte)?;
                     continue;
                 }
@@ -139,11 +216,16 @@ impl<P: Coherence> Os<P> {
                     gather.frames.push((pfn, 9));
                 }
                 page = base + HUGE;
+                if batch.add() {
+                    full = true;
+                    break;
+                }
                 continue;
             }
             let old_pte = self.pte_write(core, pid, page, &leaf, 0);
             gather.page(Vpn(page >> 12), old_pte);
             self.charge(core, self.settings.costs().per_page);
+            page += PAGE;
             if Some(pfn) != self.zero_page {
                 let mapping = self.m.mem.mapping(pfn);
                 let count = self.m.mem.mapcount(pfn).saturating_sub(1);
@@ -151,15 +233,29 @@ impl<P: Coherence> Os<P> {
                 if count == 0 && mapping == 0 {
                     self.free_after_flush(pfn, gather);
                 }
+                // zap_present_folio_ptes: a dirty file page's rmap removal is delayed until
+                // after the flush (tlb_delay_rmap), which forces one at the end of this
+                // table (mm/memory.c, since Linux 6.3).
+                force_flush |= mapping != 0 && old_pte & PTE_DIRTY != 0 && batch.bounded();
+                // Every normal page (not the zero page) takes a slot of the gather's batches.
+                if batch.add() {
+                    full = true;
+                    break;
+                }
             }
-            page += PAGE;
         }
         self.ptl_release(core, &mut ptl);
-        let swapped = &mut self.spaces[pid as usize].swapped;
-        if !swapped.is_empty() {
-            swapped.retain(|&v| v < va >> 12 || v >= end >> 12);
+        let mut next = if full { page } else { step_end };
+        force_flush |= full;
+        // Empty page-table ranges that follow cost nothing here: skip to the next populated
+        // one (zap_pmd_range's pmd_none check), so a step ends where work remains.
+        while next < end && next % HUGE == 0 && self.pmd_none(pid, next) {
+            next = (next + HUGE).min(end);
         }
-        Ok(())
+        if force_flush {
+            batch.reset();
+        }
+        Ok(ZapStepEnd { next, force_flush })
     }
 
     /// The first page at or after `page` and below `end` that `pid` maps, with its leaf.
@@ -171,6 +267,11 @@ impl<P: Coherence> Os<P> {
             page = self.next_candidate(pid, page, end);
         }
         None
+    }
+
+    /// The PMD entry covering `va` maps nothing (no page-table page, no 2 MiB leaf).
+    pub(super) fn pmd_none(&self, pid: u32, va: u64) -> bool {
+        self.m.pt.pd_entry(self.spaces[pid as usize].root, self.settings.pt_levels(), va) & PTE_PRESENT == 0
     }
 
     /// Next address at or after `page` that may have a leaf (skips unmapped 2 MiB regions).
@@ -226,19 +327,26 @@ impl<P: Coherence> Os<P> {
         }
     }
 
-    /// munmap (__do_munmap → unmap_region: zap, free_pgtables, tlb_finish_mmu).
-    pub(crate) fn sys_munmap(&mut self, core: usize, thread: usize, va: u64, len: u64) -> Result<()> {
-        self.unmap_range(core, thread, va, len, true)
-    }
-
-    /// Unmap `[va, va+len)` of `thread`'s process: munmap's work, which MAP_FIXED also does
-    /// to whatever its range overlaps (there without downgrading `mmap_lock`).
-    pub(crate) fn unmap_range(&mut self, core: usize, thread: usize, va: u64, len: u64, downgrade: bool) -> Result<()> {
+    /// Unmap `[va, va+len)` of `thread`'s process all at once: what MAP_FIXED does to
+    /// whatever its range overlaps, under the write lock it holds (munmap itself goes one
+    /// page-table page at a time, `steps.rs`).
+    pub(crate) fn unmap_range(&mut self, core: usize, thread: usize, va: u64, len: u64) -> Result<()> {
         let pid = self.threads[thread].pid;
         if len == 0 {
             return Ok(());
         }
         let mut gather = Gather::default();
+        let contexts = self.unmap_begin(core, thread, va, len, false);
+        self.zap(core, pid, va, len, &mut gather)?;
+        self.unmap_finish(core, pid, va, va + len, &contexts, gather);
+        Ok(())
+    }
+
+    /// munmap's work before its zap: the recycling contexts of the VMAs in the range
+    /// (returned), the VMAs detached (`mmap_lock` downgraded to read after, for munmap),
+    /// and unmap_region's lru_add_drain().
+    pub(super) fn unmap_begin(&mut self, core: usize, thread: usize, va: u64, len: u64, downgrade: bool) -> Vec<(u64, u64, u32)> {
+        let pid = self.threads[thread].pid;
         // Recycling contexts of the VMAs in the range, before they go.
         let contexts: Vec<(u64, u64, u32)> = if self.settings.recycling_on() {
             let vmas = &self.spaces[pid as usize].vmas;
@@ -254,17 +362,20 @@ impl<P: Coherence> Os<P> {
         }
         // unmap_region's (vms_clear_ptes') lru_add_drain(), unless the kernel removed it.
         self.lru_drain_on_unmap(core);
-        self.zap(core, pid, va, len, &mut gather)?;
-        gather.tables = self.pte_free_tables(pid, va, va + len);
+        contexts
+    }
+
+    /// munmap's end after its zap (unmap_region: free_pgtables, then tlb_finish_mmu).
+    pub(super) fn unmap_finish(&mut self, core: usize, pid: u32, va: u64, end: u64, contexts: &[(u64, u64, u32)], mut gather: Gather) {
+        gather.tables = self.pte_free_tables(pid, va, end);
         if !contexts.is_empty() {
-            self.skip_recycled_flushes(core, pid, &contexts, &mut gather);
+            self.skip_recycled_flushes(core, pid, contexts, &mut gather);
         }
-        if self.policy.on_range_unmapped(CoreId(core as u32), pid, va, va + len, &mut self.fx) {
-            self.spaces[pid as usize].held.insert(va, va + len);
+        if self.policy.on_range_unmapped(CoreId(core as u32), pid, va, end, &mut self.fx) {
+            self.spaces[pid as usize].held.insert(va, end);
         }
         self.apply_effects();
         self.flush(core, pid, FlushReason::Munmap, false, gather);
-        Ok(())
     }
 
     /// The recycling axis may skip the remote flush of unmapped pages that stay in their

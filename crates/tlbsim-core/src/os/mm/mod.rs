@@ -15,7 +15,8 @@
 //! reads sleep (`machine.storage`: the SSDs), where the thread blocks for it.
 //!
 //! One file per path: `fault.rs` (demand faults), `fork.rs` (fork, copy-on-write, exit),
-//! `mmap.rs` (mmap, munmap, zap), `protect.rs` (madvise, mprotect, msync), `migrate.rs`,
+//! `mmap.rs` (mmap, munmap, zap), `protect.rs` (madvise, mprotect, msync), `steps.rs`
+//! (munmap, mprotect and madvise one page-table page at a time), `migrate.rs`,
 //! `rmap.rs`, `reclaim.rs`, and `frames.rs` (allocating and freeing frames); this file
 //! holds what they share.
 
@@ -27,8 +28,10 @@ mod mmap;
 mod protect;
 mod reclaim;
 mod rmap;
+mod steps;
 
 pub(crate) use reclaim::MemGroups;
+pub(crate) use steps::{RangeCall, RangeKind};
 
 use crate::coherence::Coherence;
 use crate::error::{Error, Result};

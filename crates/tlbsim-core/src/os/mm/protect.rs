@@ -16,23 +16,10 @@ use crate::types::Vpn;
 use crate::workload::program::Backing;
 
 impl<P: Coherence> Os<P> {
-    /// madvise(MADV_DONTNEED): zap the range, keep the VMA and the page tables.
-    pub(crate) fn sys_dontneed(&mut self, core: usize, thread: usize, va: u64, len: u64) -> Result<()> {
-        let pid = self.threads[thread].pid;
-        let mut gather = Gather::default();
-        // zap_page_range_single's lru_add_drain(), unless the kernel removed it.
-        self.lru_drain_on_unmap(core);
-        self.zap(core, pid, va, len, &mut gather)?;
-        self.flush(core, pid, FlushReason::MadviseDontneed, false, gather);
-        Ok(())
-    }
-
-    /// mprotect (change_protection): every present PTE of the range is rewritten; any
-    /// rewrite means a flush of the range (Linux flushes for RW→RO and RO→RW alike).
-    pub(crate) fn sys_mprotect(&mut self, core: usize, thread: usize, va: u64, len: u64, writable: bool) -> Result<()> {
-        let pid = self.threads[thread].pid;
+    /// mprotect's work before it rewrites PTEs: split VMAs at the range's ends and set
+    /// the new protection (mprotect_fixup).
+    pub(super) fn mprotect_vmas(&mut self, pid: u32, va: u64, len: u64, writable: bool) {
         let end = va + len;
-        // Split VMAs at the range's ends and set the new protection.
         let vmas = &mut self.spaces[pid as usize].vmas;
         let hit: Vec<u64> = vmas.range(..end).filter(|(_, v)| v.end > va && !v.reserved).map(|(&s, _)| s).collect();
         for s in hit {
@@ -51,10 +38,20 @@ impl<P: Coherence> Os<P> {
                 vmas.insert(end, Vma { backing: offset_of(end), ..v.clone() });
             }
         }
-        let mut gather = Gather::default();
-        let mut page = va;
+    }
+
+    /// One step of mprotect (change_protection → change_pte_range over one PMD's range,
+    /// under that table's PTE lock; mm/mprotect.c change_pmd_range goes PMD by PMD, with
+    /// cond_resched() between): every present PTE of `[from, end)` in the page-table page
+    /// holding `from` is rewritten and joins the gather (tlb_flush_pte_range; Linux
+    /// flushes for RW→RO and RO→RW alike). change_pte_range never forces a flush: the
+    /// range is flushed once, by tlb_finish_mmu at the call's end. Returns where the next
+    /// step starts (`end`: done).
+    pub(super) fn change_step(&mut self, core: usize, pid: u32, from: u64, end: u64, writable: bool, gather: &mut Gather) -> u64 {
+        let step_end = ((from & !(HUGE - 1)) + HUGE).min(end);
+        let mut page = from;
         let mut ptl = PtlCursor::default();
-        while let Some((at, leaf)) = self.next_leaf(pid, page, end) {
+        while let Some((at, leaf)) = self.next_leaf(pid, page, step_end) {
             page = at;
             self.ptl_at(core, &mut ptl, pid, page);
             let pfn = pte_pfn(leaf.pte);
@@ -75,8 +72,13 @@ impl<P: Coherence> Os<P> {
             page = (page & !(step - 1)) + step;
         }
         self.ptl_release(core, &mut ptl);
-        self.flush(core, pid, FlushReason::Mprotect, false, gather);
-        Ok(())
+        // Empty page-table ranges that follow cost nothing here (change_pmd_range's
+        // pmd_none check): the next step starts where work remains.
+        let mut next = step_end.max(page.min(end));
+        while next < end && next % HUGE == 0 && self.pmd_none(pid, next) {
+            next = (next + HUGE).min(end);
+        }
+        next
     }
 
     /// msync(MS_SYNC) of a shared file mapping: write back dirty pages, cleaning and
