@@ -249,7 +249,7 @@ impl<P: Coherence> Os<P> {
         force_flush |= full;
         // Empty page-table ranges that follow cost nothing here: skip to the next populated
         // one (zap_pmd_range's pmd_none check), so a step ends where work remains.
-        while next < end && next % HUGE == 0 && self.pmd_none(pid, next) {
+        while next < end && next.is_multiple_of(HUGE) && self.pmd_none(pid, next) {
             next = (next + HUGE).min(end);
         }
         if force_flush {

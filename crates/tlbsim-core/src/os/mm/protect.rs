@@ -75,7 +75,7 @@ impl<P: Coherence> Os<P> {
         // Empty page-table ranges that follow cost nothing here (change_pmd_range's
         // pmd_none check): the next step starts where work remains.
         let mut next = step_end.max(page.min(end));
-        while next < end && next % HUGE == 0 && self.pmd_none(pid, next) {
+        while next < end && next.is_multiple_of(HUGE) && self.pmd_none(pid, next) {
             next = (next + HUGE).min(end);
         }
         next
