@@ -152,7 +152,7 @@ fn writer(name: &str, core: Option<u32>, loops: u64) -> Value {
     t
 }
 
-/// Two threads of one process, pinned one per socket, writing the same 4 MiB heap (first
+/// Four threads of one process, pinned two per socket, writing the same 4 MiB heap (first
 /// touched on node 0), scanned every 0.1 ms or more; `os` adds to the scanner's keys.
 fn shared_heap(os: Value) -> Value {
     // A fixed period (min = max): both runs scan as often whatever their faults.
@@ -165,17 +165,19 @@ fn shared_heap(os: Value) -> Value {
         "os": o,
         "workload": {"kind": "scenario", "scenario": {"process": [
             {"name": "app", "region": [{"name": "heap", "bytes": 4 << 20, "populate": true}],
-             "thread": [{"name": "init", "core": 0, "program": [{"op": "exit"}]}, writer("a", Some(1), 400), writer("b", Some(2), 400)]}]}},
+             "thread": [{"name": "init", "core": 0, "program": [{"op": "exit"}]}, writer("a0", Some(0), 400), writer("a1", Some(1), 400), writer("b0", Some(2), 400), writer("b1", Some(3), 400)]}]}},
     }))
 }
 
-/// NUMA groups (task_numa_group, should_numa_migrate_memory): two threads sharing every
-/// page from two nodes. Without groups the two-stage filter alone lets a page move each
-/// time two faults in a row come from the node it is not on, so pages ping-pong for as
-/// long as the run scans. With groups the threads join one group (one join: the second
-/// thread joins the first's), and a shared page moves only toward a node whose share of
-/// the group's CPU use beats its share of the group's memory by 4/3: with one thread per
-/// node the memory settles once it is about evenly split, so the moves stop.
+/// NUMA groups (task_numa_group, should_numa_migrate_memory): four threads, two per node,
+/// sharing every page. Without groups the two-stage filter alone lets a page move each
+/// time two hinting faults in a row come from the node it is not on, so pages ping-pong
+/// for as long as the run scans. With groups the threads join one group (at least three
+/// joins), and a shared fault (the other thread of the same node) moves a page only toward
+/// a node whose share of the group's CPU use beats its share of the group's memory by 4/3:
+/// with as many threads per node, never once the memory is about evenly split. Private
+/// faults (the same thread twice in a row, half of the same-node pairs here) still move
+/// pages, as in Linux, so the moves drop by about half rather than stop.
 #[test]
 fn shared_pages_stop_ping_ponging_with_numa_groups() {
     let off = shared_heap(json!({"numa_groups": false}));
@@ -185,15 +187,15 @@ fn shared_pages_stop_ping_ponging_with_numa_groups() {
     clean(&on);
     let pages = 1024;
     assert_eq!(u(&no["group_joins"]), 0);
-    assert_eq!(u(&n["group_joins"]), 1, "{n}");
+    assert!(u(&n["group_joins"]) >= 3, "{n}");
     // Both runs take about as many hinting faults (the scan runs as long).
     assert!(u(&no["hint_faults"]) > 10 * pages, "{no}");
     assert!(u(&n["hint_faults"]) > 10 * pages, "{n}");
     // Off: pages move back and forth, several times each.
     assert!(u(&no["pages_migrated"]) > 3 * pages, "{no}");
-    // On: a page moves at most about once or twice (the early private moves, then toward
-    // the balance), not each pass.
-    assert!(u(&n["pages_migrated"]) * 4 < u(&no["pages_migrated"]), "on {n} off {no}");
+    // On: the shared half of the same-node pairs no longer moves pages (a quarter fewer
+    // moves at least; about half fewer expected).
+    assert!(u(&n["pages_migrated"]) * 4 < u(&no["pages_migrated"]) * 3, "on {n} off {no}");
     // The memory ends split between the nodes, each with at least a quarter.
     let nodes = &on["totals"]["memory_per_node"];
     let (d0, d1) = (u(&nodes[0]["data_pages"]), u(&nodes[1]["data_pages"]));
