@@ -731,12 +731,10 @@ impl<P: Coherence> Os<P> {
         let (mut best, mut best_imp) = (None, 0i64);
         for c in (0..self.cores.len()).filter(|&c| self.m.cores[c].socket as usize == dst && !chosen.contains(&c)) {
             match self.cores[c].current {
-                None if self.core_idle(c) => {
-                    // The first idle core (a later one would only tie).
-                    if maymove && base >= best_imp && !matches!(best, Some((_, None))) {
-                        best = Some((c, None));
-                        best_imp = base;
-                    }
+                // The first idle core (a later one would only tie).
+                None if self.core_idle(c) && maymove && base >= best_imp && !matches!(best, Some((_, None))) => {
+                    best = Some((c, None));
+                    best_imp = base;
                 }
                 None => {}
                 Some(cur) => {
