@@ -326,6 +326,21 @@ pub struct OsConfig {
     /// unmaps it with ptep_clear_flush, which flushes an accessible PTE: a shootdown per page
     /// moved).
     pub numa_hint_order: String,
+    /// NUMA groups (Linux ≥ 3.13's `task_numa_group`, kernel/sched/fair.c): a hinting fault
+    /// on a page another running thread of the process faulted on last puts both threads
+    /// in one group, whose fault counts per node then decide whether a shared page moves
+    /// (`should_numa_migrate_memory`: only toward a node whose share of the group's CPU
+    /// use beats its share of the group's memory by 4/3). Off: a shared page moves on any
+    /// second fault from the same node (the two-stage filter alone), as no released
+    /// kernel since 3.13 does; every paper here ran a kernel with groups (ABIS: 4.5,
+    /// Mitosis: 4.17). Default true.
+    pub numa_groups: bool,
+    /// NUMA task placement (kernel/sched/fair.c `task_numa_placement`,
+    /// `numa_migrate_preferred`, `task_numa_migrate`): each thread's preferred node is the
+    /// one with most of its (or its group's) decayed hinting faults, and a thread not
+    /// running there moves to an idle core of that node, or swaps with a thread running
+    /// there when both gain. Pinned threads never move. Default true (Linux's, since 3.13).
+    pub numa_task_placement: bool,
     /// Where data frames come from: `first-touch` (the faulting core's node), `interleave`
     /// (round-robin over the nodes) or `fixed:N` (node N; Mitosis' remote-data setups).
     pub data_placement: String,
@@ -388,6 +403,8 @@ impl Default for OsConfig {
             numa_balancing: false,
             numa_scan_delay_ms: 1000.0,
             numa_hint_order: "migrate-first".into(),
+            numa_groups: true,
+            numa_task_placement: true,
             numa_scan_period_ms: 1000.0,
             numa_scan_period_max_ms: 60000.0,
             numa_scan_size_mb: 256,

@@ -33,6 +33,8 @@ const OS_ONLY: &[&str] = &[
     "os.numa_scan_period_max_ms",
     "os.numa_scan_size_mb",
     "os.numa_hint_order",
+    "os.numa_groups",
+    "os.numa_task_placement",
     // `[costs]` is not here: it describes the machine, like a preset, and a calibrated
     // preset (`tlbsim calibrate`) sets it whatever workload the run names.
     "coherence",

@@ -35,6 +35,10 @@ impl<P: Coherence> Os<P> {
                 self.exit_thread(core, thread);
                 return Ok(());
             }
+            // NUMA task placement chose another core for this thread: it leaves this one.
+            if self.numa.is_some() && self.threads[thread].syscall_resume == 0 && self.numa_move_due(core, thread) {
+                return Ok(());
+            }
             if self.numa.is_some() && self.threads[thread].syscall_resume == 0 && self.numa_scan_due(core, thread) {
                 // AutoNUMA's task work, on the way back to user space: it changes page
                 // tables, so it waits as a system call does for cores behind it.

@@ -150,6 +150,9 @@ impl<P: Coherence> Os<P> {
                 "hint_faults_local": n.hint_faults_local,
                 "pages_migrated": n.pages_migrated,
                 "migrations_flushed": n.migrations_flushed,
+                "task_migrations": n.task_migrations,
+                "task_swaps": n.task_swaps,
+                "group_joins": n.group_joins,
             });
         }
         if let Some(dump) = &self.ptdump {

@@ -523,6 +523,9 @@ impl<P: Coherence> Os<P> {
         }
         let pid = t.pid;
         self.cores[core].current = None;
+        if let Some(numa) = self.numa.as_mut() {
+            numa.thread_exited(thread);
+        }
         // One party fewer: the others may all be waiting now.
         self.release_barrier(pid as usize, now);
         let p = &mut self.spaces[pid as usize];
