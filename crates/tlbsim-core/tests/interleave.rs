@@ -47,22 +47,28 @@ fn run(coherence: &str, call: Op, write: bool) -> Value {
     let region = anon(4 * TABLE, true).populated();
     let caller = vec![Op::Compute { cycles: 1000 }, call, Op::CountOp];
     let reader = vec![Op::Compute { cycles: 70_000_000 }, touch(3, write), Op::CountOp, touch(0, write), Op::CountOp];
-    let w = Workload {
+    tlbsim_core::os::run(&cfg(coherence), caller_and(region, caller, ("reader", reader, false))).unwrap()
+}
+
+/// One process with one region: "caller" on core 0 runs `caller`; the other thread (name,
+/// program, daemon) runs on core 1.
+fn caller_and(region: MapSpec, caller: Vec<Op>, other: (&str, Vec<Op>, bool)) -> Workload {
+    let (name, program, daemon) = other;
+    Workload {
         processes: vec![ProcessSpec {
             name: "p".into(),
             group: 0,
             regions: vec![region],
             threads: vec![
                 ThreadSpec { name: "caller".into(), class: "caller".into(), core: Some(0), program: 0, daemon: false },
-                ThreadSpec { name: "reader".into(), class: "reader".into(), core: Some(1), program: 1, daemon: false },
+                ThreadSpec { name: name.into(), class: name.into(), core: Some(1), program: 1, daemon },
             ],
             page_tables: Default::default(),
         }],
-        programs: vec![caller, reader],
+        programs: vec![caller, program],
         slots: 1,
         ..Default::default()
-    };
-    tlbsim_core::os::run(&cfg(coherence), w).unwrap()
+    }
 }
 
 fn total(v: &Value, k: &str) -> u64 {
@@ -105,21 +111,7 @@ fn a_writer_sees_mprotect_reach_the_first_table_before_the_last() {
 fn munmap_flushes(pages: u64) -> u64 {
     let region = anon(pages * 4096, true).populated();
     let spin = vec![Op::Loop { count: 0, body: 1 }, Op::Compute { cycles: 1000 }];
-    let w = Workload {
-        processes: vec![ProcessSpec {
-            name: "p".into(),
-            group: 0,
-            regions: vec![region],
-            threads: vec![
-                ThreadSpec { name: "caller".into(), class: "caller".into(), core: Some(0), program: 0, daemon: false },
-                ThreadSpec { name: "spin".into(), class: "spin".into(), core: Some(1), program: 1, daemon: true },
-            ],
-            page_tables: Default::default(),
-        }],
-        programs: vec![vec![Op::Compute { cycles: 1000 }, Op::Munmap { slot: 0 }, Op::CountOp], spin],
-        slots: 1,
-        ..Default::default()
-    };
+    let w = caller_and(region, vec![Op::Compute { cycles: 1000 }, Op::Munmap { slot: 0 }, Op::CountOp], ("spin", spin, true));
     let tree = serde_json::json!({"machine": {"sockets": 1, "cores_per_socket": 2}, "os": {"coherence": "linux", "thp": false}});
     let v = tlbsim_core::os::run(&Config::resolve(tree, &[], std::path::Path::new(".")).unwrap(), w).unwrap();
     assert_eq!((total(&v, "violations_security"), total(&v, "violations_consistency")), (0, 0), "{}", v["violations"]);

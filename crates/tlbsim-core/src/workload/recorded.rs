@@ -629,22 +629,18 @@ impl Builder {
     fn place_early_stores(&mut self) {
         let mut list = std::mem::take(&mut self.early_stores);
         list.sort_unstable();
-        let mut k = 0;
-        while k < list.len() {
-            let by = list[k].0;
-            let mine = list[k..].iter().take_while(|e| e.0 == by).count();
+        for mine in list.chunk_by(|a, b| a.0 == b.0) {
+            let by = mine[0].0;
             let ops = std::mem::take(&mut self.threads[by].ops);
-            let mut out = Vec::with_capacity(ops.len() + mine);
-            let mut j = k;
+            let mut out = Vec::with_capacity(ops.len() + mine.len());
+            let mut waits = mine.iter().peekable();
             for (i, op) in ops.into_iter().enumerate() {
-                while j < k + mine && list[j].1 == i {
-                    out.push(Op::Wait { token: list[j].2, count: 1 });
-                    j += 1;
+                while let Some(&(_, _, token)) = waits.next_if(|e| e.1 == i) {
+                    out.push(Op::Wait { token, count: 1 });
                 }
                 out.push(op);
             }
             self.threads[by].ops = out;
-            k += mine;
         }
     }
 
