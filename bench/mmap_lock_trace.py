@@ -19,12 +19,17 @@ def quantiles(v: list[float]) -> str:
 
 
 def main(path: str) -> None:
-    ev = [(m[1], int(m[2]), float(m[4]), m[5], m[6]) for m in map(LINE.match, open(path)) if m]
+    with open(path) as f:
+        ev = [(m[1], int(m[2]), float(m[4]), m[5], m[6]) for m in map(LINE.match, f) if m]
     writes = collections.Counter(
-        pid for comm, pid, _, name, rest in ev if comm == "munmap_lock" and name == "mmap_lock_acquire_returned" and "write=true" in rest
+        pid
+        for comm, pid, _, name, rest in ev
+        if comm == "munmap_lock" and name == "mmap_lock_acquire_returned" and "write=true" in rest
     )
     workers = [p for p, _ in writes.most_common(2)]
-    mms = collections.Counter(re.search(r"mm=(\w+)", r)[1] for _, p, _, n, r in ev if p in workers and n.startswith("mmap_lock"))
+    mms = collections.Counter(
+        re.search(r"mm=(\w+)", r)[1] for _, p, _, n, r in ev if p in workers and n.startswith("mmap_lock")
+    )
     mm = "mm=" + mms.most_common(1)[0][0]
     waking: dict[int, float] = {}
     woken: set[int] = set()
