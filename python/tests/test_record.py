@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -149,6 +150,29 @@ def test_record_without_qemu_names_the_package(tmp_path: Path, monkeypatch) -> N
     monkeypatch.setattr(rec, "QEMU", "qemu-x86_64-not-installed")
     with pytest.raises(rec.RecordError, match="qemu-user"):
         rec.record(["true"], tmp_path / "x.tlbsim", progress=False)
+
+
+def test_bare_program_name_is_looked_up_in_path(tmp_path: Path, monkeypatch) -> None:
+    # QEMU user mode loads the file it is given (no $PATH search): a bare name is resolved
+    # first, as the shell would, and one not found is an error naming it.
+    exe = tmp_path / "bin" / "myprog"
+    exe.parent.mkdir()
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", str(exe.parent))
+    assert rec.resolve("myprog") == str(exe)
+    assert rec.resolve("./myprog") == "./myprog"  # a path is left as given
+    with pytest.raises(rec.RecordError, match="no-such-program: not found"):
+        rec.resolve("no-such-program")
+
+
+@NEEDS
+def test_record_by_bare_name_reports_the_qemu_process(tiny: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", f"{tiny.parent}:{os.environ['PATH']}")
+    seen = []
+    s = rec.record([tiny.name], tmp_path / "t.tlbsim", fetches=False, progress=False, on_start=seen.append)
+    assert s["exit_code"] == 0 and len(s["threads"]) == 2
+    assert len(seen) == 1 and seen[0].returncode == 0  # the QEMU process, waited for
 
 
 # ---- Replay (`workload.kind = "recorded"`) ----
