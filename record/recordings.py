@@ -546,9 +546,7 @@ def measure_native(p: Program, repeats: int) -> dict:
         "ipis_min": min(ipis),
         "ipis_max": max(ipis),
         "ipis_per_op": statistics.median(r["tlb_ipis"] / r["ops"] for r in runs),
-        "requests_median": statistics.median(r["flush_requests"] for r in runs)
-        if "flush_requests" in runs[0]
-        else None,
+        "requests": sorted(r["flush_requests"] for r in runs) if "flush_requests" in runs[0] else None,
     }
 
 
@@ -638,10 +636,18 @@ def fmt(x: float | None, digits: int = 2) -> str:
     return "—" if x is None else f"{x:,.{digits}f}"
 
 
+def spread(values: list[int] | None) -> str:
+    """A sorted list of per-run counts as "median [min–max]"."""
+    if not values:
+        return "—"
+    return f"{statistics.median(values):,.0f} [{values[0]:,}–{values[-1]:,}]"
+
+
 def table(results: list[dict]) -> str:
     rows = [
         (
-            "| program | operations | real flush requests | real IPIs: median [min–max] | real IPIs / op "
+            "| program | operations | real flush requests: median [min–max] | real IPIs: median [min–max] "
+            "| real IPIs / op "
             "| replayed IPIs (by cause) | replayed IPIs / op | recording | record time | replay time |"
         ),
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -652,7 +658,7 @@ def table(results: list[dict]) -> str:
         rc = r.get("recording", {})
         rp = r.get("replay", {})
         ops = rc.get("ops") or (n["runs"][0]["ops"] if n else None)
-        real = f"{fmt(n['ipis_median'], 0)} [{n['ipis_min']}–{n['ipis_max']}]" if n else "—"
+        real = spread(sorted(r["tlb_ipis"] for r in n["runs"])) if n else "—"
         if rp:
             causes = ", ".join(f"{k} {v}" for k, v in rp["shootdowns_by_reason"].items())
             replayed = f"{rp['ipis_sent']} ({causes})" if causes else str(rp["ipis_sent"])
@@ -661,7 +667,7 @@ def table(results: list[dict]) -> str:
         size = f"{rc['bytes'] / 1e6:,.1f} MB" if "bytes" in rc else "—"
         rows.append(
             f"| `{r['command']}` | {ops if ops is not None else '—'} {r['unit']}s | "
-            f"{fmt(n.get('requests_median'), 0)} | {real} | "
+            f"{spread(n.get('requests'))} | {real} | "
             f"{fmt(n.get('ipis_per_op'), 3)} | {replayed} | "
             f"{fmt(rp['ipis_sent'] / ops, 3) if rp and ops else '—'} | {size} | "
             f"{fmt(rc.get('seconds'), 0)} s | {fmt(rp.get('seconds'), 0)} s |"
@@ -678,7 +684,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", help="programs to run (default: all)")
     ap.add_argument("--cores", type=int, default=os.cpu_count() or 1, help="replay's cores (default: this machine's)")
     ap.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="threads of each program")
-    ap.add_argument("--repeats", type=int, default=5, help="native runs per program (median)")
+    ap.add_argument("--repeats", type=int, default=9, help="native runs per program (median)")
     ap.add_argument("--no-install", action="store_true", help="do not apt-get install missing packages")
     args = ap.parse_args(argv)
     out = Path(args.out).resolve()
