@@ -464,18 +464,24 @@ class IpiTracer:
         self._w("events/ipi/enable", "0")
         self._w("events/tlb/tlb_flush/enable", "0")
         self.dir.rmdir()
-        tlb = other = requests = 0
-        for line in text.splitlines():
-            if "reason:remote IPI send" in line:
-                requests += 1
-            if "ipi_send_cpu" not in line:
-                continue
-            if "callsite=on_each_cpu_cond_mask" in line or "callback=flush_tlb_func" in line:
-                m = re.search(r"cpumask=(\S+)", line)
-                tlb += cpulist_len(m.group(1)) if m else 1
-            else:
-                other += 1
-        return {"tlb_ipis": tlb, "flush_requests": requests, "other_ipis": other, "lost_events": overrun}
+        return {**count_trace(text), "lost_events": overrun}
+
+
+def count_trace(text: str) -> dict:
+    """The TLB-shootdown IPIs, flush requests and other IPIs in a trace's text (see
+    IpiTracer)."""
+    tlb = other = requests = 0
+    for line in text.splitlines():
+        if "reason:remote IPI send" in line:
+            requests += 1
+        if "ipi_send_cpu" not in line:
+            continue
+        if "callsite=on_each_cpu_cond_mask" in line or "callback=flush_tlb_func" in line:
+            m = re.search(r"cpumask=(\S+)", line)
+            tlb += cpulist_len(m.group(1)) if m else 1
+        else:
+            other += 1
+    return {"tlb_ipis": tlb, "flush_requests": requests, "other_ipis": other}
 
 
 def cpulist_len(text: str) -> int:
