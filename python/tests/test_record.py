@@ -309,6 +309,31 @@ def test_replayed_forked_child_runs_its_own_threads(tmp_path: Path) -> None:
     assert _run(out, "oracle")["shootdown_ipis_sent"] == 0
 
 
+@NEEDS_QEMU
+def test_fork_is_recorded_before_the_childs_events(tmp_path: Path) -> None:
+    # The parent blocks in waitpid (no recorded call) until the child has exited: its fork
+    # record must still reach the file before the child's events (the child's exit flushes
+    # them), else replay meets the child's mappings before the process exists.
+    exe = tmp_path / "fork_wait"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(HERE / "data/record_fork_wait.c")], check=True)
+    out = tmp_path / "fork.tlbsim"
+    s = rec.record([str(exe)], out, progress=False)
+    assert s["exit_code"] == 0
+    info = rec.info(out, syscalls=True)
+    calls = info["syscalls"]
+    parent = info["threads"][0]["tid"]
+    fork = next(
+        k for k, c in enumerate(calls) if c["tid"] == parent and c["name"] in ("clone", "fork") and c["ret"] > 0
+    )
+    child = calls[fork]["ret"]
+    child_calls = [k for k, c in enumerate(calls) if c["tid"] == child]
+    assert len(child_calls) >= 40  # its 20 mmaps and munmaps (and exit_group)
+    assert fork < child_calls[0], (fork, child_calls[0])
+    linux = _run(out)
+    assert linux["segv_signals"] == 0
+    assert linux["instructions"] == s["instructions"]
+
+
 def _steal_ticks() -> int | None:
     """Time this (virtual) machine's CPUs were runnable but not run by the host, in ticks:
     the `steal` field of /proc/stat's `cpu` line."""
