@@ -135,6 +135,8 @@ class Program:
     user: str | None = None
     server: bool = False
     stop_signal: int = signal.SIGTERM
+    # Environment of QEMU while recording (QEMU_SET_ENV: the guest's environment).
+    qemu_env: dict[str, str] = field(default_factory=dict)
 
     def prepare(self) -> None:
         pass
@@ -298,6 +300,7 @@ class ApacheOneProcess(Apache):
 
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
+HERE = Path(__file__).resolve().parent
 
 
 class Postgres(Program):
@@ -305,6 +308,13 @@ class Postgres(Program):
         return str(PG_BIN / tool)
 
     def prepare(self) -> None:
+        # Under QEMU 7.2 its signal handlers need a realigned stack: record/realign_signals.c.
+        shim = self.work / "realign_signals.so"
+        subprocess.run(
+            ["gcc", "-O2", "-shared", "-fPIC", "-o", str(shim), str(HERE / "realign_signals.c"), "-ldl"], check=True
+        )
+        shim.chmod(0o755)
+        self.qemu_env = {"QEMU_SET_ENV": f"LD_PRELOAD={shim}"}
         d = self.work / "pg"
         if (d / "data" / "PG_VERSION").exists():
             return
@@ -572,7 +582,15 @@ def record_program(p: Program, out: Path) -> dict:
 
     def on_start(proc: subprocess.Popen) -> None:
         holder["proc"] = proc
+        restore()
         started.set()
+
+    def restore() -> None:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
     # A server under QEMU as its own user writes its raw file next to the recording: it
     # records into its work directory (which that user can write), and the file moves.
@@ -588,6 +606,8 @@ def record_program(p: Program, out: Path) -> dict:
             started.set()
 
     t = threading.Thread(target=target, daemon=True)
+    saved = {k: os.environ.get(k) for k in p.qemu_env}
+    os.environ.update(p.qemu_env)  # QEMU reads it as it starts (on_start restores it)
     t.start()
     ops = None
     if p.server:
@@ -604,6 +624,7 @@ def record_program(p: Program, out: Path) -> dict:
             if proc is not None and proc.poll() is None:
                 proc.send_signal(p.stop_signal)
             t.join()
+            restore()
             if proc is not None:
                 holder["exit_code"] = proc.returncode
             for f in (where, out):
@@ -615,6 +636,7 @@ def record_program(p: Program, out: Path) -> dict:
     else:
         ops = p.ops()
     t.join()
+    restore()
     if "error" in holder:
         raise holder["error"]
     summary = holder["summary"]
