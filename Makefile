@@ -47,7 +47,7 @@ LINT_RUST := status=0; \
 	cargo clippy --workspace --all-targets --quiet -- -D warnings || status=1; \
 	exit $$status
 
-.PHONY: fuzz fuzz-build demo test bench bench-native calibrate validate develop rust-test py-test lint-py lint-rust chromium qemu-user record-plugin clean
+.PHONY: fuzz fuzz-build demo test bench bench-native calibrate validate develop rust-test py-test lint-py lint-rust chromium qemu-user record-plugin recordings clean
 
 # Native shootdown micro-benchmarks on the real kernel (bench/shootdown.c, patterns in
 # bench/patterns.toml): one JSON line per pattern.
@@ -149,6 +149,15 @@ lint-rust:
 # plugin record/tlbsim_record.c. Debian ships no qemu-plugin.h: the plugin declares the
 # API entry points it uses itself.
 record-plugin: qemu-user target/native/tlbsim_record.so $(RECORD_EXAMPLES)
+
+# A library of real programs, recorded and replayed (docs/GUIDE.md "A library of real
+# programs"; not part of `make test`): record/recordings.py installs pbzip2, memcached,
+# PostgreSQL, apache2 and xz from Debian's packages when missing (apt-get, as root), runs each
+# natively counting its TLB-shootdown IPIs, records it under `tlbsim record` (a server under
+# QEMU, its load generator native), replays it, and writes out/recordings/ (the recordings,
+# results.json, table.md). About 10 minutes on 2 CPUs.
+recordings: develop
+	nice -n 10 $(VPY) record/recordings.py --out out/recordings
 
 target/native/%: examples/record/%.c bench/proc_interrupts.h
 	@mkdir -p $(dir $@)

@@ -54,7 +54,10 @@
  * read-modify-write instructions appear as a load then a store; writes no end record: the
  * raw file is finished by `tlbsim record` (compressed, end record appended). Forked
  * children append to the same file (O_APPEND); each buffer flush starts with a Thread
- * record, so chunks of different processes interleave safely.
+ * record, so chunks of different processes interleave safely. Between processes the file's
+ * order is that of their flushes; the parent flushes right after recording a fork, so that
+ * the fork comes before the child's events (issue 47: an Apache parent asleep in its
+ * select loop otherwise held its fork record until its exit).
  *
  * Arguments: out=PATH (the raw file, already holding the 8-byte magic), fetches=on|off,
  * status=PATH (optional: the instruction count is written there at each flush).
@@ -506,6 +509,20 @@ static void record_return(int64_t nr, int64_t ret)
     if ((nr == 56 || nr == 57 || nr == 58 || nr == 435) && ret == 0)
         return;
     write_syscall(nr, ret);
+    /* A new process (fork, vfork, clone without CLONE_VM): its record, in the parent's
+     * buffer, must reach the file before the child's first chunk, which the child writes
+     * when its own buffer fills or it exits. Left in the buffer, it would wait for the
+     * parent's next flush: a server's parent that then sleeps in its accept or select loop
+     * flushes at its exit, and every event of its children came before their fork. */
+    bool new_process = nr == 57 || nr == 58 || (nr == 56 && !(sys_args[0] & 0x100)) ||
+                       (nr == 435 && sys_nargs >= 3 && !(sys_args[2] & 0x100)); /* CLONE_VM */
+    if (new_process && ret > 0) {
+        if (!sys_holds_lock)
+            pthread_mutex_lock(&lock);
+        flush_locked();
+        if (!sys_holds_lock)
+            pthread_mutex_unlock(&lock);
+    }
 }
 
 /* fork(): flush in the parent so the child starts with an empty buffer; the child is a

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -151,6 +152,29 @@ def test_record_without_qemu_names_the_package(tmp_path: Path, monkeypatch) -> N
         rec.record(["true"], tmp_path / "x.tlbsim", progress=False)
 
 
+def test_bare_program_name_is_looked_up_in_path(tmp_path: Path, monkeypatch) -> None:
+    # QEMU user mode loads the file it is given (no $PATH search): a bare name is resolved
+    # first, as the shell would, and one not found is an error naming it.
+    exe = tmp_path / "bin" / "myprog"
+    exe.parent.mkdir()
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", str(exe.parent))
+    assert rec.resolve("myprog") == str(exe)
+    assert rec.resolve("./myprog") == "./myprog"  # a path is left as given
+    with pytest.raises(rec.RecordError, match="no-such-program: not found"):
+        rec.resolve("no-such-program")
+
+
+@NEEDS
+def test_record_by_bare_name_reports_the_qemu_process(tiny: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", f"{tiny.parent}:{os.environ['PATH']}")
+    seen = []
+    s = rec.record([tiny.name], tmp_path / "t.tlbsim", fetches=False, progress=False, on_start=seen.append)
+    assert s["exit_code"] == 0 and len(s["threads"]) == 2
+    assert len(seen) == 1 and seen[0].returncode == 0  # the QEMU process, waited for
+
+
 # ---- Replay (`workload.kind = "recorded"`) ----
 
 NATIVE = Path(__file__).resolve().parents[2] / "target" / "native"
@@ -283,6 +307,31 @@ def test_replayed_forked_child_runs_its_own_threads(tmp_path: Path) -> None:
     # one's munmap finds the other there some of the time (one IPI at most per munmap).
     assert 0 < linux["shootdown_ipis_sent"] <= s["by_kind"]["syscall:munmap"], linux
     assert _run(out, "oracle")["shootdown_ipis_sent"] == 0
+
+
+@NEEDS_QEMU
+def test_fork_is_recorded_before_the_childs_events(tmp_path: Path) -> None:
+    # The parent blocks in waitpid (no recorded call) until the child has exited: its fork
+    # record must still reach the file before the child's events (the child's exit flushes
+    # them), else replay meets the child's mappings before the process exists.
+    exe = tmp_path / "fork_wait"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(HERE / "data/record_fork_wait.c")], check=True)
+    out = tmp_path / "fork.tlbsim"
+    s = rec.record([str(exe)], out, progress=False)
+    assert s["exit_code"] == 0
+    info = rec.info(out, syscalls=True)
+    calls = info["syscalls"]
+    parent = info["threads"][0]["tid"]
+    fork = next(
+        k for k, c in enumerate(calls) if c["tid"] == parent and c["name"] in ("clone", "fork") and c["ret"] > 0
+    )
+    child = calls[fork]["ret"]
+    child_calls = [k for k, c in enumerate(calls) if c["tid"] == child]
+    assert len(child_calls) >= 40  # its 20 mmaps and munmaps (and exit_group)
+    assert fork < child_calls[0], (fork, child_calls[0])
+    linux = _run(out)
+    assert linux["segv_signals"] == 0
+    assert linux["instructions"] == s["instructions"]
 
 
 def _steal_ticks() -> int | None:

@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from . import _tlbsim
@@ -38,10 +39,34 @@ def plugin_path() -> Path:
     return Path(__file__).resolve().parents[2] / "target" / "native" / "tlbsim_record.so"
 
 
-def record(cmd: list[str], out: str | os.PathLike, fetches: bool = True, progress: bool = True) -> dict:
-    """Record ``cmd`` into ``out``; returns the summary (plus ``exit_code``, ``seconds``)."""
+def resolve(program: str) -> str:
+    """``program`` as QEMU must be given it: a path. QEMU user mode loads the file it is
+    given and does not search $PATH, as the shell and execvp do; a bare name is looked up
+    here."""
+    if os.sep in program:
+        return program
+    found = shutil.which(program)
+    if found is None:
+        raise RecordError(f"tlbsim record: {program}: not found in $PATH")
+    return found
+
+
+def record(
+    cmd: list[str],
+    out: str | os.PathLike,
+    fetches: bool = True,
+    progress: bool = True,
+    user: str | None = None,
+    on_start: Callable[[subprocess.Popen], None] | None = None,
+) -> dict:
+    """Record ``cmd`` into ``out``; returns the summary (plus ``exit_code``, ``seconds``).
+    ``user``: run QEMU (and so the program) as that user (a server that refuses root, as
+    PostgreSQL does; the program itself cannot switch, as QEMU runs an execve'd program
+    natively). ``on_start``: called with the QEMU process once it runs (its pid is the
+    program's, e.g. to signal a server)."""
     if not cmd:
         raise RecordError("tlbsim record: no command given (usage: tlbsim record -- CMD ARGS...)")
+    cmd = [resolve(cmd[0]), *cmd[1:]]
     qemu = shutil.which(QEMU)
     if qemu is None:
         raise RecordError(
@@ -56,10 +81,15 @@ def record(cmd: list[str], out: str | os.PathLike, fetches: bool = True, progres
     status = out.with_name(out.name + ".status")
     raw.write_bytes(MAGIC_V2)
     status.write_bytes(b"\0" * 8)
+    if user is not None:
+        for f in (raw, status):
+            shutil.chown(f, user=user)
     arg = f"{plugin},out={raw},status={status},fetches={'on' if fetches else 'off'}"
     t0 = time.monotonic()
     line = StatusLine()
-    proc = subprocess.Popen([qemu, "-plugin", arg, *cmd])
+    proc = subprocess.Popen([qemu, "-plugin", arg, *cmd], user=user)
+    if on_start is not None:
+        on_start(proc)
     try:
         while True:
             try:
