@@ -1015,3 +1015,24 @@ def test_idle_entries_from_wake_latency_rows() -> None:
     assert got["machine.idle.poll_ns"] >= 0
     none = {e.key: e for e in cal.idle_entries([], ghz, d)}
     assert none["machine.idle.exit_ns"].value is None and "not measurable here" in none["machine.idle.exit_ns"].comment
+
+
+def test_idle_exit_curve_from_wake_latency_percentiles() -> None:
+    """With bench/wake_latency's p10 and p90 at every gap, the preset gets the whole curve
+    (each less the modelled context switch, in increasing idle time) instead of exit_ns,
+    and the preset it makes resolves (exit_ns beside a curve would be refused)."""
+    d = tlbsim.resolve({})
+    ghz = 2.0
+    switch_ns = d["costs"]["context_switch"] / ghz
+    rows = [
+        {"gap_us": 20, "median_ns": 46000, "p10_ns": 38000, "p90_ns": 61000, "waker_median_ns": 11000},
+        {"gap_us": 2, "median_ns": 21000, "p10_ns": 6000, "p90_ns": 27000, "waker_median_ns": 8000},
+    ]
+    got = {e.key: e for e in cal.idle_entries(rows, ghz, d)}
+    assert got["machine.idle.exit_ns"].value is None and "exit_curve" in got["machine.idle.exit_ns"].comment
+    curve = got["machine.idle.exit_curve"].value
+    assert [p[0] for p in curve] == [2000, 20000]
+    assert curve[0][1:] == [round(6000 - switch_ns), round(21000 - switch_ns), round(27000 - switch_ns)]
+    machine = {"idle": {k.rpartition(".")[2]: e.value for k, e in got.items() if e.value is not None}}
+    resolved = tlbsim.resolve({"machine": machine})
+    assert resolved["machine"]["idle"]["exit_curve"][1] == [float(v) for v in curve[1]]

@@ -235,3 +235,84 @@ fn a_starved_writer_gets_the_lock_handed_off_after_4_ms() {
         assert_eq!(t["ops_completed"].as_u64().unwrap(), 2000, "{t}");
     }
 }
+
+/// `run_tree` on 4 cores with `machine.idle` = `idle` (poll 0, no wake IPI) and a slow
+/// shootdown handler.
+fn run_idle_with(idle: Value, seed: u64, programs: Vec<Vec<Op>>, slots: usize) -> Value {
+    let mut idle = idle;
+    idle["poll_ns"] = serde_json::json!(0.0);
+    idle["wake_ipi_ns"] = serde_json::json!(0.0);
+    let tree = serde_json::json!({
+        "machine": {"sockets": 1, "cores_per_socket": 4, "idle": idle},
+        "os": {"coherence": "linux", "locks": true},
+        "costs": {"interrupt": 60_000},
+        "seed": seed,
+    });
+    run_tree(tree, programs, vec![], slots)
+}
+
+fn exits(v: &Value) -> (u64, u64) {
+    (v["totals"]["idle_exits"].as_u64().unwrap(), v["totals"]["idle_exit_cycles"].as_u64().unwrap())
+}
+
+#[test]
+fn a_one_point_exit_curve_without_spread_is_exit_ns() {
+    let worker = |slot| looped(300, vec![Op::Mmap { slot, spec: populated(1) }, touch(slot, 1), Op::Munmap { slot }, Op::CountOp]);
+    let flat = run_idle_with(serde_json::json!({"exit_ns": 20_000.0}), 1, vec![worker(0), worker(1)], 2);
+    let curve = run_idle_with(serde_json::json!({"exit_curve": [[0.0, 20_000.0, 20_000.0, 20_000.0]]}), 1, vec![worker(0), worker(1)], 2);
+    assert!(exits(&flat).0 > 0);
+    assert_eq!(flat["totals"], curve["totals"]);
+    assert_eq!(flat["per_thread"], curve["per_thread"]);
+}
+
+#[test]
+fn a_wake_exit_grows_with_the_idle_time_along_the_curve() {
+    // A thread that sleeps `cycles` at a time on an otherwise idle machine: its CPU halts
+    // for that long each time. The curve: 5 µs after 1 µs idle, 50 µs after 100 µs (at
+    // 3 GHz: 15,000 cycles after 3,000; 150,000 after 300,000), no spread.
+    let curve = serde_json::json!({"exit_curve": [[1_000.0, 5_000.0, 5_000.0, 5_000.0], [100_000.0, 50_000.0, 50_000.0, 50_000.0]]});
+    let sleeper = |cycles| looped(50, vec![Op::Block { cycles }, Op::CountOp]);
+    let per_exit = |cycles: u64| {
+        let v = run_idle_with(curve.clone(), 1, vec![sleeper(cycles)], 0);
+        let (n, c) = exits(&v);
+        assert!(n >= 50, "{n} exits");
+        c as f64 / n as f64
+    };
+    // Below the first point and past the last: flat.
+    assert!((per_exit(1_500) - 15_000.0).abs() < 1.0, "{}", per_exit(1_500));
+    assert!((per_exit(900_000) - 150_000.0).abs() < 1.0, "{}", per_exit(900_000));
+    // Halfway (in idle time) between the points: about halfway in latency (the idle time
+    // is the sleep, give or take the context switch).
+    let mid = per_exit(151_500);
+    assert!((mid - 82_500.0).abs() < 2_000.0, "{mid}");
+}
+
+#[test]
+fn each_wake_draws_its_exit_from_the_curves_quantiles() {
+    // One point, p10 3 µs, median 6 µs, p90 30 µs: the quantile function is flat below
+    // p10 and above p90 and linear between the three, so the mean exit is
+    // 0.3 p10 + 0.4 median + 0.3 p90 = 12.3 µs (36,900 cycles at 3 GHz).
+    let curve = serde_json::json!({"exit_curve": [[0.0, 3_000.0, 6_000.0, 30_000.0]]});
+    let sleeper = looped(400, vec![Op::Block { cycles: 30_000 }, Op::CountOp]);
+    let a = run_idle_with(curve.clone(), 1, vec![sleeper.clone()], 0);
+    let (n, c) = exits(&a);
+    let mean = c as f64 / n as f64;
+    assert!((mean - 36_900.0).abs() < 0.1 * 36_900.0, "mean exit {mean} cycles over {n}");
+    // The draws come from the run's seed: the same seed repeats them, another does not.
+    assert_eq!(a["totals"], run_idle_with(curve.clone(), 1, vec![sleeper.clone()], 0)["totals"]);
+    assert_ne!(exits(&a).1, exits(&run_idle_with(curve, 2, vec![sleeper], 0)).1);
+}
+
+#[test]
+fn a_bad_exit_curve_is_refused_naming_the_point() {
+    for (curve, what) in [
+        (serde_json::json!([[0.0, 5.0, 4.0, 6.0]]), "p10 <= median <= p90"),
+        (serde_json::json!([[10.0, 1.0, 2.0, 3.0], [10.0, 1.0, 2.0, 3.0]]), "must increase"),
+        (serde_json::json!([[0.0, -1.0, 2.0, 3.0]]), ">= 0"),
+    ] {
+        let bad = serde_json::json!({"machine": {"idle": {"exit_curve": curve}}});
+        let err = Config::resolve(bad, &[], std::path::Path::new(".")).err().expect("refused").to_string();
+        assert!(err.contains("machine.idle.exit_curve[") && err.contains(what), "{err}");
+    }
+    // (exit_ns beside a curve cannot matter: tests/config.rs, the silent settings.)
+}

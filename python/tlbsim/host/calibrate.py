@@ -231,14 +231,40 @@ def idle_entries(wake: Sequence[Mapping[str, Any]], ghz: float, defaults: Mappin
     exit_ns = max(0.0, float(r["median_ns"]) - switch_ns)
     ipi_ns = max(0.0, float(r.get("waker_median_ns", 0.0)) - syscall_ns)
     others = ", ".join(f"{x['median_ns'] / 1000:.1f} µs after {x['gap_us']} µs" for x in rows[1:])
-    out.append(
-        Entry(
-            "machine.idle.exit_ns",
-            round(exit_ns),
-            f"bench/wake_latency: wake-to-run {r['median_ns'] / 1000:.1f} µs (median) after {r['gap_us']} µs idle, "
-            f"less the modelled context switch ({switch_ns / 1000:.1f} µs)" + (f"; {others}" if others else ""),
-        )
+    how = (
+        f"bench/wake_latency: wake-to-run {r['median_ns'] / 1000:.1f} µs (median) after {r['gap_us']} µs idle, "
+        f"less the modelled context switch ({switch_ns / 1000:.1f} µs)" + (f"; {others}" if others else "")
     )
+    gaps = [float(x["gap_us"]) for x in rows]
+    if all(x.get("p10_ns") and x.get("p90_ns") for x in rows) and len(set(gaps)) == len(gaps):
+        # The whole distribution by idle time: each wake draws from it (the spread keeps a
+        # woken thread from landing at the same point of its waker's loop every time).
+        def less_switch(ns: Any) -> float:
+            return round(max(0.0, float(ns) - switch_ns))
+
+        curve = [
+            [
+                round(float(x["gap_us"]) * 1000),
+                less_switch(x["p10_ns"]),
+                less_switch(x["median_ns"]),
+                less_switch(x["p90_ns"]),
+            ]
+            for x in rows
+        ]
+        for point in curve:  # p10 <= median <= p90 (medians and percentiles of one sample set)
+            point[1] = min(point[1], point[2])
+            point[3] = max(point[3], point[2])
+        out.append(Entry("machine.idle.exit_ns", None, "replaced by machine.idle.exit_curve: " + how))
+        out.append(
+            Entry(
+                "machine.idle.exit_curve",
+                curve,
+                "bench/wake_latency: [idle ns, p10, median, p90] of the wake-to-run latency after each idle gap, "
+                f"less the modelled context switch ({switch_ns / 1000:.1f} µs)",
+            )
+        )
+    else:
+        out.append(Entry("machine.idle.exit_ns", round(exit_ns), how))
     out.append(
         Entry(
             "machine.idle.wake_ipi_ns",

@@ -109,6 +109,15 @@ pub struct IdleConfig {
     /// (an x2APIC ICR write; on a KVM guest without posted-interrupt virtualisation it
     /// exits to the host, which wakes the vCPU's thread). A CPU that polls needs none.
     pub wake_ipi_ns: f64,
+    /// The exit latency as a distribution that depends on how long the CPU was idle:
+    /// points `[idle_ns, p10_ns, median_ns, p90_ns]`, in increasing `idle_ns`. Each wake of
+    /// a halted CPU draws its latency from the point's quantiles (interpolated in the idle
+    /// time, flat beyond the first and last point). Empty: every wake costs `exit_ns`. On
+    /// a KVM guest the host's own idle deepens with the vCPU's halt (KVM's halt-polling,
+    /// then the host scheduler), and the spread keeps a woken thread from arriving at the
+    /// same point of its waker's loop every time; `tlbsim calibrate` measures it
+    /// (bench/wake_latency; docs/OS_MODEL.md "Idle CPUs").
+    pub exit_curve: Vec<[f64; 4]>,
 }
 
 impl Default for IdleConfig {
@@ -684,6 +693,18 @@ impl Config {
         {
             if !(ns >= 0.0 && ns.is_finite()) {
                 return Err(Error::config(key, format!("{ns}: must be a time in nanoseconds >= 0")));
+            }
+        }
+        for (i, p) in m.idle.exit_curve.iter().enumerate() {
+            let key = format!("machine.idle.exit_curve[{i}]");
+            if p.iter().any(|v| !(*v >= 0.0 && v.is_finite())) {
+                return Err(Error::config(&key, format!("{p:?}: every value must be a time in nanoseconds >= 0")));
+            }
+            if !(p[1] <= p[2] && p[2] <= p[3]) {
+                return Err(Error::config(&key, format!("{p:?}: must be [idle_ns, p10_ns, median_ns, p90_ns] with p10 <= median <= p90")));
+            }
+            if i > 0 && p[0] <= m.idle.exit_curve[i - 1][0] {
+                return Err(Error::config(&key, format!("{p:?}: idle_ns must increase from one point to the next")));
             }
         }
         range("machine.memory.node_mib", m.memory.node_mib, 1, 1 << 30)?;

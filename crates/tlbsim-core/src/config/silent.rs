@@ -152,6 +152,11 @@ pub(super) fn refuse_silent_settings(cfg: &Config, user: &Value, base: &Value) -
             }
         }
     }
+    if !m.idle.exit_curve.is_empty() {
+        if let Some((key, v)) = set("machine.idle.exit_ns") {
+            return Err(Error::config(key, format!("{v} cannot matter: machine.idle.exit_curve is set and gives every wake's exit latency")));
+        }
+    }
     let t = &m.tlb;
     if t.tagging != Tagging::Cr3 {
         if let Some((key, v)) = set("machine.tlb.tmt_entries") {

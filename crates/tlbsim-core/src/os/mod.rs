@@ -274,7 +274,7 @@ impl<P: Coherence> Os<P> {
             spaces: process::AddressSpaces::default(),
             threads: Vec::new(),
             cores,
-            sched: sched::Sched::new(ncores),
+            sched: sched::Sched::new(ncores, cfg.seed),
             stats: vec![OsCoreStats { targets_hist: vec![0; 65], ..Default::default() }; ncores],
             violations: Vec::new(),
             shootdowns: shootdown::InFlight::new(ncores),

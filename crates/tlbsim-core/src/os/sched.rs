@@ -63,8 +63,11 @@ impl<P: Coherence> Os<P> {
             // A CPU idle for longer than it polls has halted: the woken thread waits for
             // the idle state's exit (machine.idle; on a KVM guest the host wakes the vCPU).
             // It stays idle, and lazy, until then.
-            let exit = self.settings.idle_exit();
-            let halted = now.saturating_sub(idle_from) > self.settings.idle_poll();
+            let idle = now.saturating_sub(idle_from);
+            let halted = idle > self.settings.idle_poll();
+            // One draw per wake of a halted CPU, from the run's own stream (runs without a
+            // curve draw nothing, so their numbers are unchanged).
+            let exit = if halted { self.settings.idle_exit_after(idle, self.sched.idle_rng.next_u64()) } else { 0 };
             if halted && exit > 0 {
                 now += exit;
                 self.stats[core].idle_exits += 1;
@@ -594,11 +597,13 @@ pub(super) struct Sched {
     yield_core: bool,
     /// An interrupt handler just gave a spinning initiator its last ack.
     initiator_resumed: bool,
+    /// Draws for `machine.idle.exit_curve` (wakes of halted CPUs).
+    pub(super) idle_rng: crate::rng::SplitMix64,
 }
 
 impl Sched {
     /// Nothing scheduled; every core's key stale.
-    pub(super) fn new(ncores: usize) -> Sched {
+    pub(super) fn new(ncores: usize, seed: u64) -> Sched {
         Sched {
             events: BinaryHeap::new(),
             event_seq: 0,
@@ -611,6 +616,7 @@ impl Sched {
             partial: false,
             yield_core: false,
             initiator_resumed: false,
+            idle_rng: crate::rng::SplitMix64::derive(seed, 0x6964_6c65_5f65_7869),
         }
     }
 

@@ -48,6 +48,8 @@ pub(crate) struct Settings {
     idle_exit: u64,
     idle_poll: u64,
     idle_wake_ipi: u64,
+    /// `machine.idle.exit_curve` in cycles: `[idle, p10, median, p90]` points.
+    idle_exit_curve: Vec<[u64; 4]>,
     /// Cycles per microsecond (`machine.frequency_ghz` × 1,000): the kernel's own time
     /// limits (rwsem's spinning and hand-off) are in nanoseconds and jiffies.
     cycles_per_us: f64,
@@ -102,6 +104,7 @@ impl Settings {
             idle_exit: (cfg.machine.idle.exit_ns * cfg.machine.frequency_ghz).round() as u64,
             idle_poll: (cfg.machine.idle.poll_ns * cfg.machine.frequency_ghz).round() as u64,
             idle_wake_ipi: (cfg.machine.idle.wake_ipi_ns * cfg.machine.frequency_ghz).round() as u64,
+            idle_exit_curve: cfg.machine.idle.exit_curve.iter().map(|p| p.map(|ns| (ns * cfg.machine.frequency_ghz).round() as u64)).collect(),
             cycles_per_us: cfg.machine.frequency_ghz * 1_000.0,
         })
     }
@@ -110,10 +113,35 @@ impl Settings {
     pub(crate) fn costs(&self) -> &CostsConfig {
         &self.costs
     }
-    /// A halted CPU's exit latency (`machine.idle.exit_ns`), in cycles.
-    #[inline]
-    pub(crate) fn idle_exit(&self) -> u64 {
-        self.idle_exit
+    /// The exit latency of a CPU halted for `idle` cycles, `draw` a uniform random number:
+    /// `exit_ns`, or with `machine.idle.exit_curve` the draw's quantile of the curve's
+    /// distribution at that idle time (p10, median and p90 interpolated linearly between
+    /// the points; the quantile function linear between them and flat below p10 and above
+    /// p90, as nothing outside them is measured).
+    pub(crate) fn idle_exit_after(&self, idle: u64, draw: u64) -> u64 {
+        let c = &self.idle_exit_curve;
+        let Some(last) = c.last() else { return self.idle_exit };
+        let lerp = |x: u64, y: u64, f: f64| (x as f64 + f * (y as f64 - x as f64)).round() as u64;
+        // [p10, median, p90] at this idle time.
+        let at = match c.iter().position(|p| p[0] >= idle) {
+            None => [last[1], last[2], last[3]],
+            Some(0) => [c[0][1], c[0][2], c[0][3]],
+            Some(i) => {
+                let (a, b) = (c[i - 1], c[i]);
+                let f = (idle - a[0]) as f64 / (b[0] - a[0]) as f64;
+                [lerp(a[1], b[1], f), lerp(a[2], b[2], f), lerp(a[3], b[3], f)]
+            }
+        };
+        let q = (draw >> 11) as f64 / (1u64 << 53) as f64;
+        if q <= 0.1 {
+            at[0]
+        } else if q <= 0.5 {
+            lerp(at[0], at[1], (q - 0.1) / 0.4)
+        } else if q <= 0.9 {
+            lerp(at[1], at[2], (q - 0.5) / 0.4)
+        } else {
+            at[2]
+        }
     }
     /// How long an idle CPU polls before it halts (`machine.idle.poll_ns`), in cycles.
     #[inline]
