@@ -117,10 +117,13 @@ fn a_free_by_another_thread_trims_the_allocating_threads_arena() {
     assert!(expected >= 3, "the hand model trims {expected} times");
     assert_eq!(calls(&s["totals"], "madvise"), expected, "{}", s["totals"]["syscalls_by_call"]);
     // Every trim is the consumer's system call (core 1), in the producer's arena: its
-    // pages are in core 0's TLB, so each trim is a shootdown of core 0.
+    // pages are in core 0's TLB. The producer sleeps meanwhile (core 0 idle in lazy TLB
+    // mode), so each trim's flush of core 0 is an IPI or deferred to its lazy switch.
     assert_eq!(calls(&s["per_core"][1], "madvise"), expected);
     assert_eq!(calls(&s["per_core"][0], "madvise"), 0);
-    assert_eq!(s["totals"]["shootdowns_sent_by_reason"]["madvise_dontneed"].as_u64().unwrap(), expected, "{}", s["totals"]);
+    let t = &s["totals"];
+    let flushed = t["shootdowns_sent_by_reason"]["madvise_dontneed"].as_u64().unwrap() + t["shootdowns_deferred_lazy"].as_u64().unwrap();
+    assert!(flushed >= expected, "{t}");
     // Two arenas? No: only the producer mallocs, so the one heap is its arena's (an mmap).
     assert_eq!(calls(&s["totals"], "mmap"), 1);
 }
