@@ -67,10 +67,10 @@ fn calls(stats: &Value, call: &str) -> u64 {
 /// bytes allocated before the buffers (glibc 2.26+'s tcache, a 656-byte chunk).
 fn hand_model(n: u64, bytes: u64, order: &[u64], head: u64) -> u64 {
     let page = 4096;
-    let pad = 128 << 10;
+    let pad: u64 = 128 << 10;
     let chunk = (bytes + 8).div_ceil(16) * 16;
     let header = 0x8b0 + head;
-    let mut size = (header + pad as u64).div_ceil(page) * page;
+    let mut size = (header + pad).div_ceil(page) * page;
     for i in 0..n {
         let end = header + (i + 1) * chunk + 32;
         if end > size {
