@@ -50,8 +50,9 @@ LINT_RUST := status=0; \
 .PHONY: fuzz fuzz-build demo test bench bench-native calibrate validate develop rust-test py-test lint-py lint-rust chromium qemu-user record-plugin recordings clean
 
 # Native shootdown micro-benchmarks on the real kernel (bench/shootdown.c, patterns in
-# bench/patterns.toml): one JSON line per pattern.
-NATIVE_BENCH := target/native/shootdown target/native/tlb_reach target/native/fpr_munmap target/native/munmap_lock target/native/wake_latency target/native/stream_bw
+# bench/patterns.toml): one JSON line per pattern. malloc_handoff is built, not run: it is
+# run under strace (its header).
+NATIVE_BENCH := target/native/shootdown target/native/tlb_reach target/native/fpr_munmap target/native/munmap_lock target/native/wake_latency target/native/stream_bw target/native/malloc_handoff
 # Example programs to record and replay (examples/record/, `tlbsim record`).
 RECORD_EXAMPLES := target/native/file_server target/native/gc_barrier target/native/spin_unmap target/native/sleep_read target/native/prefork_threads
 

@@ -1,5 +1,5 @@
 //! `workload.kind = "parsec-like"` (workload/parsec.rs) over the glibc malloc model
-//! (workload/ptmalloc.rs): dedup's shootdowns are its compressors' heap trims, every unique
+//! (workload/ptmalloc.rs, run by the engine: os/alloc.rs): dedup's shootdowns are its compressors' heap trims, every unique
 //! chunk is compressed once, the trimmed pages fault in again, and no policy uses a stale
 //! translation.
 
@@ -49,9 +49,12 @@ fn dedup_does_the_same_work_under_every_policy_and_abis_flushes_private_trims_lo
     let ops = |s: &serde_json::Value| s["per_class"]["compress"]["ops_completed"].as_u64().unwrap();
     assert_eq!(ops(&linux), ops(&abis));
     assert_eq!(ops(&linux), ops(&oracle));
-    // The allocator's decisions do not depend on the policy: the same trims.
-    let trims = |s: &serde_json::Value| s["totals"]["syscalls_by_call"]["madvise"]["calls"].as_u64();
-    assert_eq!(trims(&linux), trims(&abis));
+    // The allocator runs at run time (os/alloc.rs): where the writer's frees fall among a
+    // compressor's own calls depends on the run's timing, which the policy moves, so the
+    // trims differ a little between policies (they were equal while the allocator ran when
+    // the programs were built, in an assumed order); the work they follow is the same.
+    let trims = |s: &serde_json::Value| s["totals"]["syscalls_by_call"]["madvise"]["calls"].as_u64().unwrap() as f64;
+    assert!((trims(&linux) / trims(&abis) - 1.0).abs() < 0.05, "{} {}", trims(&linux), trims(&abis));
     // A compressor's zlib buffers are touched by its own core only.
     assert!(total(&abis, "shootdowns_sent") * 10 < total(&linux, "shootdowns_sent"));
     for s in [&abis, &oracle] {

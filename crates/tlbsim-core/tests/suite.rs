@@ -27,6 +27,7 @@ mod invlpgb;
 mod latr;
 mod locks;
 mod lru_lock;
+mod malloc;
 mod memory;
 mod mitosis;
 mod numa_balancing;

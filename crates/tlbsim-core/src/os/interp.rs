@@ -14,6 +14,11 @@ impl<P: Coherence> Os<P> {
     /// Step one thread on `core` until `until` (or it blocks, exits, or waits).
     pub(super) fn step_thread(&mut self, core: usize, thread: usize, until: u64) -> Result<()> {
         while self.clock(core) < until && self.cores[core].current == Some(thread) && self.cores[core].waiting == 0 && !self.sched.yield_requested() {
+            // A system call an allocator operation asked for runs first (os/alloc.rs).
+            if let Some(op) = self.threads[thread].pending.clone() {
+                self.exec_op(core, thread, op, until)?;
+                continue;
+            }
             let prog = self.threads[thread].program;
             let pc = self.threads[thread].pc;
             // End of a loop body: go round again or leave the loop.
@@ -56,8 +61,13 @@ impl<P: Coherence> Os<P> {
         Ok(())
     }
 
+    /// The operation the thread runs is done: the pending one (os/alloc.rs) if any, else
+    /// the one at its pc.
     pub(super) fn advance(&mut self, thread: usize) {
-        self.threads[thread].pc += 1;
+        let t = &mut self.threads[thread];
+        if t.pending.take().is_none() {
+            t.pc += 1;
+        }
     }
 
     fn exec_op(&mut self, core: usize, thread: usize, op: Op, until: u64) -> Result<()> {
@@ -75,7 +85,10 @@ impl<P: Coherence> Os<P> {
                 | Op::Msync { .. }
                 | Op::MigratePages { .. }
         );
-        if system_call && self.ahead_of_others(core) {
+        // Allocator calls change state other threads' calls read (os/alloc.rs): ordered as
+        // system calls are.
+        let allocator_call = matches!(op, Op::Malloc { .. } | Op::Free { .. } | Op::Realloc { .. });
+        if (system_call || allocator_call) && self.ahead_of_others(core) {
             self.sched.request_yield();
             return Ok(());
         }
@@ -95,9 +108,10 @@ impl<P: Coherence> Os<P> {
             _ => 6,
         };
         let pc = self.threads[thread].pc;
+        let was_pending = self.threads[thread].pending.is_some();
         let resuming = self.threads[thread].syscall_resume != 0;
         self.exec_user_op(core, thread, op, until)?;
-        let finished = self.threads[thread].pc != pc;
+        let finished = self.threads[thread].pc != pc || (was_pending && self.threads[thread].pending.is_none());
         if finished {
             self.stats[core].syscall_calls[call] += 1;
         }
@@ -195,6 +209,10 @@ impl<P: Coherence> Os<P> {
             Op::Sleep { token, count } => self.sleep_token(core, thread, token, count),
             Op::Spin { token, count, stream, start, len } => self.exec_spin(core, thread, token, count, stream as usize, start, len, until)?,
             Op::Take { token } => self.take_token(core, thread, token),
+            Op::Malloc { ptr, bytes, slot } => self.exec_malloc(core, thread, ptr, bytes, slot)?,
+            Op::Free { ptr } => self.exec_free(core, thread, ptr, None)?,
+            Op::Realloc { ptr, bytes } => self.exec_free(core, thread, ptr, Some(bytes))?,
+            Op::UsePtr { slot, ptr } => self.exec_use_ptr(thread, slot, ptr)?,
             Op::Serve => self.serve(core, thread),
             Op::FileIo { file, offset, len, write } => self.file_io(core, thread, file, offset, len, write)?,
             Op::Block { cycles } => {
@@ -352,7 +370,12 @@ impl<P: Coherence> Os<P> {
     /// Run the `Access` op at the thread's pc until it is done or `until`.
     pub(super) fn exec_access(&mut self, core: usize, thread: usize, op: &Op, until: u64) -> Result<()> {
         let Op::Access { slot, pattern, mode, count, offset, len, stride } = *op else { unreachable!() };
+        let (base, region_len) = self.threads[thread].slots[slot];
+        let start = base + offset.min(region_len);
+        let window = if len == 0 { region_len.saturating_sub(offset) } else { len.min(region_len.saturating_sub(offset)) };
         if self.threads[thread].access_left == 0 {
+            // `Pages`: one access per page the window's bytes span.
+            let count = if pattern == Pattern::Pages { (start + window.max(1)).div_ceil(4096) - start / 4096 } else { count };
             if count == 0 {
                 self.advance(thread);
                 return Ok(());
@@ -360,9 +383,6 @@ impl<P: Coherence> Os<P> {
             self.threads[thread].access_left = count;
             self.threads[thread].access_cursor = 0;
         }
-        let (base, region_len) = self.threads[thread].slots[slot];
-        let start = base + offset.min(region_len);
-        let window = if len == 0 { region_len.saturating_sub(offset) } else { len.min(region_len.saturating_sub(offset)) };
         let words = (window / 8).max(1);
         let pid = self.threads[thread].pid;
         let stride = stride.max(8);
@@ -391,6 +411,12 @@ impl<P: Coherence> Os<P> {
                     o
                 }
                 Pattern::Random => t.rng.below(words) * 8,
+                Pattern::Pages => {
+                    // The window's first byte, then the start of each page after it.
+                    let o = if t.access_cursor == 0 { 0 } else { (start / 4096 + t.access_cursor) * 4096 - start };
+                    t.access_cursor += 1;
+                    o
+                }
                 Pattern::Zipf { .. } => {
                     let cdf = &t.zipf.as_ref().expect("built above").2;
                     let u = (t.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;

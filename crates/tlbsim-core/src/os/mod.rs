@@ -55,6 +55,7 @@
 //! natively every process is in VM 0.
 
 mod access;
+mod alloc;
 mod asid;
 mod checker;
 mod counters;
@@ -310,7 +311,8 @@ impl<P: Coherence> Os<P> {
             let setup_core = os.home_cpu(first_core);
             let pid = os.create_process(spec.group, None, setup_core, spec.page_tables.clone())?;
             os.spaces[pid as usize].vm = vm as u32;
-            let mut slots: Vec<(u64, u64)> = vec![(0, 0); os.w.slots];
+            // The workload's slots, then the engine's own (os/alloc.rs `ALLOC_SLOT`).
+            let mut slots: Vec<(u64, u64)> = vec![(0, 0); os.w.slots + 1];
             for (ri, r) in spec.regions.iter().enumerate() {
                 let va = os.mmap_region(setup_core, pid, r, None)?;
                 slots[ri] = (va, r.bytes.div_ceil(4096) * 4096);
@@ -434,6 +436,7 @@ impl<P: Coherence> Os<P> {
             swapped: Default::default(),
             mmap_lock: Default::default(),
             barrier_waiting: Vec::new(),
+            alloc: None,
         });
         let now = self.clock(core);
         if let Some(numa) = self.numa.as_mut() {
@@ -489,6 +492,7 @@ impl<P: Coherence> Os<P> {
             lock_contended: false,
             io_queue: VecDeque::new(),
             serving: false,
+            pending: None,
         });
         self.spaces[pid as usize].threads_alive += 1;
         if !daemon {

@@ -50,6 +50,9 @@ pub(crate) struct Process {
     pub barrier_waiting: Vec<usize>,
     /// Its VM (domain id; 0 natively).
     pub vm: u32,
+    /// Its malloc (`Op::Malloc`, os/alloc.rs), made at its first call. A forked child
+    /// starts without one (its parent's heap is not carried over).
+    pub alloc: Option<Box<crate::workload::ptmalloc::Allocator>>,
 }
 
 /// Every process the run created, indexed by pid. Pids are never reused: an exited
@@ -161,4 +164,8 @@ pub(crate) struct Thread {
     /// waiting for some.
     pub io_queue: VecDeque<io::IoItem>,
     pub serving: bool,
+    /// A system call an allocator operation asked for (a free's heap trim or munmap,
+    /// os/alloc.rs): it runs before the program's next operation, on the engine's own
+    /// region slot.
+    pub pending: Option<crate::workload::program::Op>,
 }

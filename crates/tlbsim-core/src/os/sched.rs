@@ -529,6 +529,7 @@ impl<P: Coherence> Os<P> {
         if let Some(numa) = self.numa.as_mut() {
             numa.thread_exited(thread);
         }
+        self.alloc_thread_exited(thread);
         // One party fewer: the others may all be waiting now.
         self.release_barrier(pid as usize, now);
         let p = &mut self.spaces[pid as usize];

@@ -52,6 +52,11 @@ impl Builder {
         let regions = self.w.processes.iter().map(|p| p.regions.len()).max().unwrap_or(0);
         let used = self.w.programs.iter().flatten().filter_map(Op::slot).map(|s| s + 1).max().unwrap_or(0);
         self.w.slots = regions.max(used);
+        let pointers = self.w.programs.iter().flatten().filter_map(|op| match op {
+            Op::Malloc { ptr, .. } | Op::Free { ptr } | Op::Realloc { ptr, .. } | Op::UsePtr { ptr, .. } => Some(ptr + 1),
+            _ => None,
+        });
+        self.w.pointers = self.w.pointers.max(pointers.max().unwrap_or(0));
         self.w
     }
 }

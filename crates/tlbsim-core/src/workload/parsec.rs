@@ -6,7 +6,8 @@
 //!   `-t threads` pipeline Fragment → FragmentRefine → Deduplicate → Compress → Reorder,
 //!   one thread at each end and `threads` in each middle stage):
 //!   - *Fragment* reads the input `region_bytes` (native: 672 MB) into buffers of
-//!     MAXBUF = 128 MB (each a malloc above the mmap threshold: a mapping of its own) and
+//!     MAXBUF = 128 MB (each a malloc above the mmap threshold: a mapping of its own, made
+//!     when Fragment reaches it) and
 //!     cuts them into coarse chunks ANCHOR_JUMP = 2 MB apart.
 //!   - *Refine* reads each coarse chunk (Rabin fingerprints) and cuts it into fine chunks at
 //!     anchors: a 32-byte window whose fingerprint has its low 12 bits clear (rabin.h's
@@ -30,24 +31,22 @@
 //!   - *Reorder* writes the chunks out in input order (write_file: three write() calls a
 //!     chunk, the last reading the compressed bytes or the SHA-1 of a duplicate) and frees
 //!     each output buffer: a free into the compressing thread's arena, from another thread.
-//!   - Every malloc and free goes through [`super::ptmalloc`] (glibc 2.23: one arena per
-//!     thread, heap_trim giving back the top beyond 128 KiB with madvise(MADV_DONTNEED)).
-//!     So the shootdowns are heap trims, and the faults are the trimmed pages used again.
+//!   - Every malloc and free is an operation the engine runs (`Op::Malloc`, `Op::Free`,
+//!     `Op::Realloc`; os/alloc.rs over [`super::ptmalloc`]: one arena per thread, heap_trim
+//!     giving back the top beyond 128 KiB with madvise(MADV_DONTNEED)), in the order the run
+//!     makes them: the writer's frees land in each compressor's arena whenever the writer
+//!     gets to them, between that compressor's own calls. So the shootdowns are heap trims,
+//!     and the faults are the trimmed pages used again. `glibc` picks the library: "2.23"
+//!     (the ABIS setup, `reproduce/abis`) or "2.36" (the default).
 //!   - Pipeline order: the program's queues. Each stage has `ceil(threads / 4)` queues of up
 //!     to MAX_THREADS_PER_QUEUE = 4 threads. Fragment sends coarse chunk `c` to refine queue
 //!     `c % queues`; that queue's fine chunks go on in groups of 20 (ITEM_PER_FETCH and
 //!     friends) to the same-numbered deduplication, compression and reorder queues. A queue's
 //!     threads take its units in turn here (in the program, whichever thread asks first),
 //!     and a thread with nothing to take sleeps (a completion token: `Op::Sleep`/`Op::Post`).
-//!   - The allocator model needs each arena's calls in one order, fixed when the programs
-//!     are built: here a compressor's group `j + 2` is compressed after the writer has freed
-//!     the outputs of its group `j`, and those are freed after its group `j + 1` is
-//!     compressed. The writer writes in input order, so it frees a group soon after its
-//!     compressor finished it when every compressor keeps the same pace; the order is
-//!     assumed, not enforced (enforcing it would make the compressors wait for the writer,
-//!     which the program's unbounded queues never do). When the run's order differs, the
-//!     addresses reused are the model's, not the run's; each call's page faults and flushes
-//!     are still the kernel's answer to what the program touches and gives back.
+//!   - Until issue 46 item 6 the allocator ran when the programs were built, in an assumed
+//!     order (a compressor's group `j + 2` compressed after the writer freed group `j`);
+//!     that mode is gone: no paper's setup needs it.
 //!   - One operation (`ops_completed`, per class): fragment, a coarse chunk handed out;
 //!     refine, a coarse chunk cut; dedup, a group looked up; compress, a unique fine chunk
 //!     compressed; reorder, a group written.
@@ -62,12 +61,11 @@
 //! the cycles), so that the run stays affordable.
 //!
 //! Simplified: the hash table and its locks; the output file's page cache; a group never
-//! spans two coarse chunks (the program's send buffers fill across them); the input is
-//! mapped as whole 128 MB buffers from the start (the malloc's mmap is not timed).
+//! spans two coarse chunks (the program's send buffers fill across them).
 
 use super::builder::{anon, check_range, times, Builder, PAGE};
 use super::program::{AccessMode, Op, Pattern, Workload};
-use super::ptmalloc::{Arena, Released, HEAP_BYTES};
+use super::ptmalloc::Glibc;
 use crate::config::Config;
 use crate::error::{Error, Result};
 
@@ -84,6 +82,9 @@ crate::params! {
         pub stride: u64 = 64,
         /// canneal: annealing steps; 0 = 5.
         pub ops: u64 = 0,
+        /// dedup: the C library whose malloc runs, "2.23" (the ABIS paper's, Linux 4.5 era)
+        /// or "2.36" (any 2.26 or later: heap_trim tests the trim threshold); "" = 2.36.
+        pub glibc: String = String::new(),
     }
 }
 
@@ -140,24 +141,31 @@ pub fn parsec_like(cfg: &Config, w: &ParsecLikeParams) -> Result<Workload> {
     }
 }
 
-/// Region slots of the dedup process: compressor arenas, refiner arenas, then the read buffers.
+/// Region slots of a dedup thread (its own table: the same slot means the same buffer
+/// role in every thread) and the process's pointer names (workload/program.rs `Op::Malloc`).
 struct Slots {
     n: usize,
+    buffers: usize,
 }
 
+/// Slots: the read buffer, the output buffer, zlib's five, a chunk_t.
+const SLOT_BUFFER: usize = 0;
+const SLOT_OUT: usize = 1;
+const SLOT_DEFLATE: usize = 2;
+const SLOT_CHUNK_T: usize = 7;
+
 impl Slots {
-    fn compress_arena(&self, k: usize) -> usize {
-        k
+    /// Pointer of read buffer `b`.
+    fn buffer(&self, b: usize) -> u32 {
+        b as u32
     }
-    fn refine_arena(&self, r: usize) -> usize {
-        self.n + r
+    /// Pointer of compressor `k`'s zlib allocation `i` (state, window, prev, head, pending).
+    fn deflate(&self, k: usize, i: usize) -> u32 {
+        (self.buffers + 5 * k + i) as u32
     }
-    fn buffer(&self, b: usize) -> usize {
-        2 * self.n + b
-    }
-    /// A scratch slot for madvise ranges (per thread, so any thread may use the same one).
-    fn scratch(&self, buffers: usize) -> usize {
-        2 * self.n + buffers
+    /// Pointer of the output of the `u`th unique chunk compressed (all compressors).
+    fn out(&self, u: usize) -> u32 {
+        (self.buffers + 5 * self.n + u) as u32
     }
 }
 
@@ -186,10 +194,10 @@ fn dedup(cfg: &Config, w: &ParsecLikeParams) -> Result<Workload> {
     check_range("workload.region_bytes", input, COARSE, 1 << 36)?;
     check_range("workload.stride", w.stride, 1, 1 << 20)?;
     let stride = w.stride;
+    let glibc = Glibc::parse("workload.glibc", &w.glibc)?;
     let buffers = input.div_ceil(READ_BUFFER) as usize;
     let coarse_chunks = input.div_ceil(COARSE) as usize;
-    let slots = Slots { n };
-    let scratch = slots.scratch(buffers);
+    let slots = Slots { n, buffers };
 
     // Tokens: coarse chunks read (in order), and per thread of the middle stages its units
     // done.
@@ -253,17 +261,15 @@ fn dedup(cfg: &Config, w: &ParsecLikeParams) -> Result<Workload> {
         len,
         stride,
     };
-    // Touch [offset, offset + len) of an arena once per page it spans.
-    let touch = |slot: usize, offset: u64, len: u64| {
-        let first = offset / PAGE * PAGE;
-        let end = (offset + len).div_ceil(PAGE) * PAGE;
-        pass(slot, AccessMode::Write, first, end - first, PAGE)
-    };
-    let madvise = |ops: &mut Vec<Op>, arena: usize, released: Released| {
-        if let Some((offset, len)) = released {
-            ops.push(Op::SubRange { slot: scratch, of: arena, offset, len });
-            ops.push(Op::MadviseDontneed { slot: scratch });
-        }
+    // Write bytes [offset, offset + len) of a malloc'd buffer, once per page they span.
+    let touch = |slot: usize, offset: u64, len: u64| Op::Access {
+        slot,
+        pattern: Pattern::Pages,
+        mode: AccessMode::Write,
+        count: 1,
+        offset,
+        len: len.max(1),
+        stride: PAGE,
     };
     let compute = |cycles: u64| Op::Compute { cycles: cycles.max(1) };
 
@@ -276,9 +282,12 @@ fn dedup(cfg: &Config, w: &ParsecLikeParams) -> Result<Workload> {
     // Fragment: read each buffer whole, then hand out its coarse chunks. (The bucket lock is
     // made free first: pthread_mutex_init.)
     fragment.push(Op::Post { token: zero_bucket });
+    let buffer_len = |b: usize| (input - b as u64 * READ_BUFFER).min(READ_BUFFER);
     for b in 0..buffers {
-        let len = (input - b as u64 * READ_BUFFER).min(READ_BUFFER);
-        fragment.push(pass(slots.buffer(b), AccessMode::Write, 0, len, stride));
+        let len = buffer_len(b);
+        // malloc(MAXBUF): above the mmap threshold, a mapping of its own.
+        fragment.push(Op::Malloc { ptr: slots.buffer(b), bytes: len, slot: SLOT_BUFFER });
+        fragment.push(pass(SLOT_BUFFER, AccessMode::Write, 0, len, stride));
         fragment.push(compute(len * READ_CPB));
         for _ in (b as u64 * READ_BUFFER / COARSE)..((b as u64 * READ_BUFFER + len).div_ceil(COARSE)) {
             fragment.push(Op::Post { token: fragmented });
@@ -319,24 +328,25 @@ fn dedup(cfg: &Config, w: &ParsecLikeParams) -> Result<Workload> {
         grouped_by[group.thread].push(g);
     }
 
-    // Refine: whole coarse chunks; one chunk_t per fine chunk in the refiner's arena.
-    let mut refine_arenas: Vec<Arena> = (0..n).map(|_| Arena::new()).collect();
+    // Refine: whole coarse chunks; one chunk_t per fine chunk in the refiner's arena (never
+    // freed here). Their pointer names follow the output buffers'.
+    let unique: usize = fine.iter().flatten().filter(|f| !f.duplicate).count();
+    let mut next_chunk_t = slots.out(unique);
     for r in 0..n {
         for &c in &refined_by[r] {
             let chunks = &fine[c];
-            let buffer = slots.buffer(buffer_of(c));
             let start = c as u64 * COARSE % READ_BUFFER;
             let len: u64 = chunks.iter().map(|f| f.len).sum();
             let ops = &mut refine[r];
             ops.push(Op::Sleep { token: fragmented, count: c as u32 + 1 });
-            ops.push(pass(buffer, AccessMode::Read, start, len, stride));
+            ops.push(Op::UsePtr { slot: SLOT_BUFFER, ptr: slots.buffer(buffer_of(c)) });
+            ops.push(pass(SLOT_BUFFER, AccessMode::Read, start, len, stride));
             ops.push(compute(len * RABIN_CPB));
-            let arena = &mut refine_arenas[r];
-            let first = arena.malloc(CHUNK_T).ok_or_else(|| heap_full("refine"))?;
-            for _ in 1..chunks.len() {
-                arena.malloc(CHUNK_T).ok_or_else(|| heap_full("refine"))?;
+            for _ in chunks {
+                ops.push(Op::Malloc { ptr: next_chunk_t, bytes: CHUNK_T, slot: SLOT_CHUNK_T });
+                ops.push(touch(SLOT_CHUNK_T, 0, CHUNK_T));
+                next_chunk_t += 1;
             }
-            ops.push(touch(slots.refine_arena(r), first, chunks.len() as u64 * (CHUNK_T + 16)));
             ops.push(Op::Post { token: refined(r) });
             ops.push(Op::CountOp);
         }
@@ -351,7 +361,8 @@ fn dedup(cfg: &Config, w: &ParsecLikeParams) -> Result<Workload> {
             ops.push(Op::Sleep { token: refined(refiner_of[c]), count: refine_place[c] as u32 + 1 });
             let chunks = &fine[c][group.first..group.first + group.len];
             let len: u64 = chunks.iter().map(|f| f.len).sum();
-            ops.push(pass(slots.buffer(buffer_of(c)), AccessMode::Read, chunks[0].offset, len, stride));
+            ops.push(Op::UsePtr { slot: SLOT_BUFFER, ptr: slots.buffer(buffer_of(c)) });
+            ops.push(pass(SLOT_BUFFER, AccessMode::Read, chunks[0].offset, len, stride));
             // SHA-1 works in 64-byte blocks; each lookup holds its bucket's lock.
             let hashed: u64 = chunks.iter().map(|f| f.len.div_ceil(64) * 64).sum();
             ops.push(compute(hashed * SHA1_CPB + chunks.iter().filter(|f| !f.zero).count() as u64 * LOOKUP_CYCLES));
@@ -366,83 +377,64 @@ fn dedup(cfg: &Config, w: &ParsecLikeParams) -> Result<Workload> {
         dedupe[d].push(Op::Exit);
     }
 
-    // Compress, and the writer's frees: each compressor's arena is worked out for the order
-    // compress(0), compress(1), free(0), compress(2), free(1), ... of its own groups
-    // (module header); the writer's ops are kept per group and put in its program in the
-    // input's order.
+    // Compress, and the writer's frees, run by the engine's allocator (os/alloc.rs) in the
+    // order the run makes them: the writer frees a group's outputs once its compressor has
+    // posted it, whenever the writer gets there.
     let mut write_ops: Vec<Vec<Op>> = vec![Vec::new(); groups.len()];
     let mut last_group_of_buffer = vec![0usize; buffers];
     for (g, group) in groups.iter().enumerate() {
         last_group_of_buffer[buffer_of(group.coarse)] = g;
     }
+    // Output pointers: the unique chunks in input order.
+    let mut out_of: Vec<Vec<Option<u32>>> = Vec::with_capacity(coarse_chunks);
+    let mut u = 0;
+    for chunks in &fine {
+        out_of.push(
+            chunks
+                .iter()
+                .map(|f| {
+                    (!f.duplicate).then(|| {
+                        u += 1;
+                        slots.out(u - 1)
+                    })
+                })
+                .collect(),
+        );
+    }
     for k in 0..n {
-        let mut arena = Arena::new();
-        let slot = slots.compress_arena(k);
         let mine = &grouped_by[k];
-        let mut outputs: Vec<Vec<Option<(u64, u64)>>> = vec![Vec::new(); mine.len()];
-        let mut free_outputs = |j: usize, arena: &mut Arena, outputs: &mut Vec<Vec<Option<(u64, u64)>>>| {
-            let g = mine[j];
-            let ops = &mut write_ops[g];
-            ops.push(Op::Sleep { token: compressed(k), count: j as u32 + 1 });
-            let mut bytes = 0;
-            let chunks = outputs[j].len() as u64;
-            for out in std::mem::take(&mut outputs[j]) {
-                match out {
-                    Some((offset, packed)) => {
-                        ops.push(pass(slot, AccessMode::Read, offset + 16, packed, stride));
-                        bytes += packed;
-                        let released = arena.free(offset);
-                        madvise(ops, slot, released);
-                    }
-                    // A duplicate: its SHA-1 is written instead.
-                    None => bytes += 20,
-                }
-            }
-            // write_file: three write() calls a chunk (type, length, content).
-            ops.push(compute(bytes * WRITE_CPB + 3 * chunks * WRITE_CALL_CYCLES));
-            ops.push(Op::CountOp);
-        };
         for (j, &g) in mine.iter().enumerate() {
-            if j >= 2 {
-                free_outputs(j - 2, &mut arena, &mut outputs);
-            }
             let group = &groups[g];
             let c = group.coarse;
-            let buffer = slots.buffer(buffer_of(c));
+            let range = group.first..group.first + group.len;
             let ops = &mut compress[k];
             ops.push(Op::Sleep { token: deduped(k), count: j as u32 + 1 });
-            for f in &fine[c][group.first..group.first + group.len] {
-                if f.duplicate {
-                    outputs[j].push(None);
-                    continue;
-                }
-                let full = |a: &mut Arena, bytes: u64| a.malloc(bytes).ok_or_else(|| heap_full("compress"));
-                let out = full(&mut arena, f.len + f.len / 512 + 12)?;
-                let state = full(&mut arena, DEFLATE_STATE)?;
-                let window = full(&mut arena, DEFLATE_BUFFER)?;
-                let prev = full(&mut arena, DEFLATE_BUFFER)?;
-                let head = full(&mut arena, DEFLATE_BUFFER)?;
-                let pending = full(&mut arena, DEFLATE_BUFFER)?;
+            ops.push(Op::UsePtr { slot: SLOT_BUFFER, ptr: slots.buffer(buffer_of(c)) });
+            for (f, out) in fine[c][range.clone()].iter().zip(&out_of[c][range.clone()]) {
+                let Some(out) = *out else { continue };
                 let packed = (f.len * COMPRESSED_PERCENT / 100).max(1);
                 let symbols = (f.len.min(D_BUF - 1) / 2).max(1);
-                ops.push(touch(slot, state, DEFLATE_STATE));
-                ops.push(touch(slot, head, DEFLATE_BUFFER));
-                ops.push(pass(buffer, AccessMode::Read, f.offset, f.len, stride));
-                ops.push(touch(slot, window, f.len.min(DEFLATE_BUFFER)));
-                ops.push(touch(slot, prev, (2 * f.len).min(DEFLATE_BUFFER)));
-                ops.push(touch(slot, pending, packed.min(D_BUF)));
-                ops.push(touch(slot, pending + D_BUF, 2 * symbols));
-                ops.push(touch(slot, pending + L_BUF, symbols));
-                ops.push(touch(slot, out, packed));
-                ops.push(compute(f.len * DEFLATE_CPB + (DEFLATE_STATE + DEFLATE_BUFFER + f.len) / FILL_BYTES_PER_CYCLE));
-                for chunk in [pending, head, prev, window, state] {
-                    let released = arena.free(chunk);
-                    madvise(ops, slot, released);
+                let [state, window, prev, head, pending] = [0, 1, 2, 3, 4].map(|i| SLOT_DEFLATE + i);
+                ops.push(Op::Malloc { ptr: out, bytes: f.len + f.len / 512 + 12, slot: SLOT_OUT });
+                for (i, bytes) in [DEFLATE_STATE, DEFLATE_BUFFER, DEFLATE_BUFFER, DEFLATE_BUFFER, DEFLATE_BUFFER].into_iter().enumerate() {
+                    ops.push(Op::Malloc { ptr: slots.deflate(k, i), bytes, slot: SLOT_DEFLATE + i });
                 }
-                let released = arena.shrink(out, packed);
-                madvise(ops, slot, released);
+                ops.push(touch(state, 0, DEFLATE_STATE));
+                ops.push(touch(head, 0, DEFLATE_BUFFER));
+                ops.push(pass(SLOT_BUFFER, AccessMode::Read, f.offset, f.len, stride));
+                ops.push(touch(window, 0, f.len.min(DEFLATE_BUFFER)));
+                ops.push(touch(prev, 0, (2 * f.len).min(DEFLATE_BUFFER)));
+                ops.push(touch(pending, 0, packed.min(D_BUF)));
+                ops.push(touch(pending, D_BUF, 2 * symbols));
+                ops.push(touch(pending, L_BUF, symbols));
+                ops.push(touch(SLOT_OUT, 0, packed));
+                ops.push(compute(f.len * DEFLATE_CPB + (DEFLATE_STATE + DEFLATE_BUFFER + f.len) / FILL_BYTES_PER_CYCLE));
+                // deflateEnd's order: pending_buf, head, prev, window, state.
+                for i in [4, 3, 2, 1, 0] {
+                    ops.push(Op::Free { ptr: slots.deflate(k, i) });
+                }
+                ops.push(Op::Realloc { ptr: out, bytes: packed });
                 ops.push(Op::CountOp);
-                outputs[j].push(Some((out, packed)));
             }
             ops.push(Op::Post { token: compressed(k) });
             // The last reference to a read buffer goes with its last group: free (munmap)
@@ -455,11 +447,28 @@ fn dedup(cfg: &Config, w: &ParsecLikeParams) -> Result<Workload> {
                         ops.push(Op::Sleep { token: compressed(other), count: done as u32 });
                     }
                 }
-                ops.push(Op::Munmap { slot: buffer });
+                ops.push(Op::Free { ptr: slots.buffer(b) });
             }
-        }
-        for j in mine.len().saturating_sub(2)..mine.len() {
-            free_outputs(j, &mut arena, &mut outputs);
+            // The writer's part for this group: once compressed, write and free each output.
+            let w = &mut write_ops[g];
+            w.push(Op::Sleep { token: compressed(k), count: j as u32 + 1 });
+            let mut bytes = 0;
+            for (f, out) in fine[c][range.clone()].iter().zip(&out_of[c][range]) {
+                match *out {
+                    Some(out) => {
+                        let packed = (f.len * COMPRESSED_PERCENT / 100).max(1);
+                        w.push(Op::UsePtr { slot: SLOT_OUT, ptr: out });
+                        w.push(pass(SLOT_OUT, AccessMode::Read, 0, packed, stride));
+                        w.push(Op::Free { ptr: out });
+                        bytes += packed;
+                    }
+                    // A duplicate: its SHA-1 is written instead.
+                    None => bytes += 20,
+                }
+            }
+            // write_file: three write() calls a chunk (type, length, content).
+            w.push(compute(bytes * WRITE_CPB + 3 * group.len as u64 * WRITE_CALL_CYCLES));
+            w.push(Op::CountOp);
         }
     }
     for ops in write_ops {
@@ -471,10 +480,9 @@ fn dedup(cfg: &Config, w: &ParsecLikeParams) -> Result<Workload> {
     writer.push(Op::Exit);
 
     let mut b = Builder::default();
+    b.w.glibc = glibc;
     let root = b.group("root", 0);
-    let mut regions = vec![anon(HEAP_BYTES, true); 2 * n];
-    regions.extend((0..buffers).map(|b| anon((input - b as u64 * READ_BUFFER).min(READ_BUFFER), true)));
-    let process = b.process("dedup", root, regions);
+    let process = b.process("dedup", root, Vec::new());
     let mut add = |name: String, class: &str, ops: Vec<Op>| {
         let program = b.program(ops);
         b.thread(process, &name, class, None, program, false);
@@ -492,10 +500,6 @@ fn dedup(cfg: &Config, w: &ParsecLikeParams) -> Result<Workload> {
     add("reorder".into(), "reorder", writer);
     b.w.tokens = 2 + 3 * n as u32;
     Ok(b.finish())
-}
-
-fn heap_full(stage: &str) -> Error {
-    Error::config("workload.region_bytes", format!("dedup's {stage} arena outgrew its 64 MiB heap: use a smaller input"))
 }
 
 // ---- canneal ----

@@ -55,6 +55,11 @@ pub enum Pattern {
     Strided,
     /// Zipf-distributed over the window's pages with exponent `theta` (rank 1 = first page).
     Zipf { theta: f64 },
+    /// One access to each page the window's bytes span, from its first byte's page to its
+    /// last byte's (`count` and `stride` are not used): a program filling a buffer whose
+    /// per-byte cost its `Compute` carries (e.g. a malloc'd buffer at an address known only
+    /// at run time).
+    Pages,
 }
 
 /// Reads, writes, or a mix.
@@ -240,6 +245,31 @@ pub enum Op {
     Take {
         token: u32,
     },
+    /// malloc(bytes) by this thread (glibc's ptmalloc, `crate::workload::ptmalloc`, run
+    /// against its process's arenas): the chunk goes to pointer `ptr` of the process (a
+    /// name any of its threads may free), and region slot `slot` of this thread names its
+    /// bytes. Its system calls (a new arena's heap, a mapping of its own) are the kernel's.
+    Malloc {
+        ptr: u32,
+        bytes: u64,
+        slot: usize,
+    },
+    /// free() of pointer `ptr` by this thread, into the chunk's arena whoever allocated it;
+    /// a heap trim (madvise MADV_DONTNEED) or munmap it asks for follows as a system call.
+    Free {
+        ptr: u32,
+    },
+    /// realloc(ptr, bytes) to at most its size, in place: the tail is freed (and may trim).
+    Realloc {
+        ptr: u32,
+        bytes: u64,
+    },
+    /// Region slot `slot` of this thread names the bytes of pointer `ptr` (a pointer another
+    /// thread handed over: read after the handover's `Post`/`Sleep`).
+    UsePtr {
+        slot: usize,
+        ptr: u32,
+    },
 }
 
 /// Entries of a recorded stream (`Op::Replay`): the kind in the top two bits, the virtual
@@ -292,7 +322,9 @@ impl Op {
             | Op::MadviseDontneed { slot }
             | Op::Msync { slot }
             | Op::MigratePages { slot, .. }
-            | Op::SetRange { slot, .. } => Some(*slot),
+            | Op::SetRange { slot, .. }
+            | Op::Malloc { slot, .. }
+            | Op::UsePtr { slot, .. } => Some(*slot),
             // Both slots must exist: the higher one counts.
             Op::SubRange { slot, of, .. } => Some((*slot).max(*of)),
             _ => None,
@@ -378,6 +410,11 @@ pub struct Workload {
     pub fixed_regions: Vec<(usize, u64, MapSpec)>,
     /// Completion tokens `Op::Post`/`Op::Wait` name (0..tokens).
     pub tokens: u32,
+    /// Pointer names `Op::Malloc`, `Op::Free`, `Op::Realloc` and `Op::UsePtr` use (0..pointers),
+    /// per process.
+    pub pointers: u32,
+    /// The C library whose malloc the `Op::Malloc` family runs (default: 2.26 and later).
+    pub glibc: super::ptmalloc::Glibc,
     /// CPU sets `Op::SetAffinity` names: bit `c % 64` of word `c / 64` is CPU `c` (a core
     /// natively, a VCPU of the thread's VM under a hypervisor). Empty (the default): none.
     pub cpu_sets: Vec<Vec<u64>>,
@@ -575,6 +612,10 @@ impl Workload {
                     Op::Spawn { thread } if !self.held_threads.contains(thread) => {
                         return Err(format!("{}: thread {thread} is not held (only a held thread is spawned)", at()))
                     }
+                    Op::Malloc { ptr, .. } | Op::Free { ptr } | Op::Realloc { ptr, .. } | Op::UsePtr { ptr, .. } if *ptr >= self.pointers => {
+                        return Err(format!("{}: no pointer {ptr} (the workload has {})", at(), self.pointers))
+                    }
+                    Op::Malloc { bytes: 0, .. } => return Err(format!("{}: malloc of 0 bytes", at())),
                     Op::Post { token } | Op::Wait { token, .. } | Op::Sleep { token, .. } | Op::Take { token } if *token >= self.tokens => {
                         return Err(format!("{}: no token {token} (the workload has {})", at(), self.tokens))
                     }
