@@ -222,7 +222,7 @@ impl<P: Coherence> Os<P> {
         let llc_size = self.m.cores.iter().filter(|c| c.socket == socket).count() as u64;
         let (a, b) = (self.threads[waker].wakee_flips as u64, self.threads[wakee].wakee_flips as u64);
         let (master, slave) = (a.max(b), a.min(b));
-        !(slave < llc_size || master < slave * llc_size)
+        slave >= llc_size && master >= slave * llc_size
     }
 
     /// Runnable threads of `core` (rq->nr_running: the running one and the queued ones).
