@@ -46,6 +46,7 @@ mod tlb_structures;
 mod trace_readers;
 mod unsafe_hw;
 mod vms;
+mod wake_affine;
 mod walk;
 mod will_it_scale;
 mod workload_build;

@@ -176,16 +176,21 @@ fn apache_mpm_event_has_listeners_workers_and_a_load_generator_on_its_own_cores(
         assert_eq!(p.threads.iter().filter(|t| t.class == "listener").count(), 1);
         assert!(p.threads.iter().all(|t| t.daemon && t.core.is_some_and(|c| c < 8)));
         let worker = &w.programs[p.threads[1].program];
-        // Idle, take a connection off the queue, serve it with a mapping of the file.
-        assert!(matches!(worker[1], Op::Post { .. }) && matches!(worker[2], Op::Take { .. }), "{worker:?}");
+        // Onto the server's set of cores (ABIS §5.2), then: idle, take a connection off the
+        // queue, serve it with a mapping of the file.
+        assert!(p.threads.iter().all(|t| w.programs[t.program][0] == Op::SetAffinity { set: 0 }));
+        assert!(matches!(worker[2], Op::Post { .. }) && matches!(worker[3], Op::Take { .. }), "{worker:?}");
         assert_eq!(worker.iter().filter(|op| matches!(op, Op::Mmap { .. })).count(), 1);
         assert_eq!(worker.iter().filter(|op| matches!(op, Op::Munmap { .. })).count(), 1);
     }
     let wrk = &w.processes[3];
     let cores: Vec<u32> = wrk.threads.iter().map(|t| t.core.unwrap()).collect();
     assert_eq!(cores, vec![8, 9, 10, 11, 12, 13]);
+    // "isolate each one on a set of cores": the server on cores 0-7, wrk on 8-13.
+    assert_eq!(w.cpu_sets, vec![vec![0xff], vec![0x3f00]]);
     for t in &wrk.threads {
         assert!(!t.daemon);
+        assert_eq!(w.programs[t.program][0], Op::SetAffinity { set: 1 });
         assert_eq!(counted_ops(&w.programs[t.program]), Some(100), "each wrk thread makes `ops` requests");
     }
 }

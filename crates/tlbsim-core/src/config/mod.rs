@@ -375,11 +375,13 @@ pub struct OsConfig {
     pub kernel_interrupts: String,
     /// How threads move between cores: `none` (the default, which every result before this
     /// switch used): a thread stays on the core it was placed on, and a woken one goes back
-    /// to it; or `linux`, CFS's two moves within a socket (the last-level cache domain): a
-    /// woken thread goes to its previous core if that is idle, else to the first idle core
-    /// of the socket after it (select_task_rq_fair → select_idle_sibling), and a core about
-    /// to go idle pulls a waiting thread from a run queue of its socket (newidle
-    /// load_balance). Pinned threads and VCPUs stay where they are.
+    /// to it; or `linux`, CFS's wake-up placement and newidle pulls: a thread woken by
+    /// another goes to the waker's core or stays with its previous one as wake_affine's
+    /// load comparison decides (unless wake_wide spreads them), then to an idle core of
+    /// that core's socket (the last-level cache) if the chosen one is busy
+    /// (select_task_rq_fair → wake_affine → select_idle_sibling); a core about to go idle
+    /// pulls a waiting thread from a run queue of its socket (newidle load_balance). Both
+    /// within a thread's CPU set; pinned threads and VCPUs stay where they are.
     pub balance: String,
     /// Scheduler time slice in cycles (assumed: 3 ms at 3 GHz, CFS's order of magnitude).
     pub time_slice: u64,

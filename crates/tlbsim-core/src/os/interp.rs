@@ -155,7 +155,7 @@ impl<P: Coherence> Os<P> {
                 let pid = self.threads[thread].pid as usize;
                 self.spaces[pid].barrier_waiting.push(thread);
                 let now = self.clock(core);
-                if !self.release_barrier(pid, now) {
+                if !self.release_barrier(pid, now, (thread, core)) {
                     // Asleep without a wake-up time: the last to arrive wakes it.
                     self.park(core, thread);
                 }

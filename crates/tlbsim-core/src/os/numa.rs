@@ -729,7 +729,9 @@ impl<P: Coherence> Os<P> {
         let maymove = imb(load[0] - 1, load[1] + 1) <= imb(load[0], load[1]);
         let chosen: Vec<usize> = numa.tasks.iter().filter_map(|t| t.move_to).collect();
         let (mut best, mut best_imp) = (None, 0i64);
-        for c in (0..self.cores.len()).filter(|&c| self.m.cores[c].socket as usize == dst && !chosen.contains(&c)) {
+        // task_numa_find_cpu: only the CPUs of the node in the thread's `cpus_ptr`; a swap
+        // only with a thread whose `cpus_ptr` has this one's CPU (task_numa_compare).
+        for c in (0..self.cores.len()).filter(|&c| self.m.cores[c].socket as usize == dst && !chosen.contains(&c) && self.may_run_on(thread, c)) {
             match self.cores[c].current {
                 // The first idle core (a later one would only tie).
                 None if self.core_idle(c) && maymove && base >= best_imp && !matches!(best, Some((_, None))) => {
@@ -738,7 +740,7 @@ impl<P: Coherence> Os<P> {
                 }
                 None => {}
                 Some(cur) => {
-                    if cur == thread || self.threads[cur].pinned {
+                    if cur == thread || !self.may_run_on(cur, core) {
                         continue;
                     }
                     let cur_ng = numa.tasks.get(cur).and_then(|t| t.group);

@@ -130,6 +130,12 @@ pub(crate) struct Thread {
     /// `Workload::cpu_sets`; None: every CPU, or the one it is pinned to). Threads and
     /// forked children inherit it (fork copies `cpus_mask`).
     pub allowed: Option<u32>,
+    /// `os.balance = "linux"`: record_wakee's state (kernel/sched/fair.c): the thread this
+    /// one last woke (usize::MAX: none yet), how often the thread it wakes changed
+    /// (`wakee_flips`), and when those were last halved (`wakee_flip_decay_ts`, cycles).
+    pub last_wakee: usize,
+    pub wakee_flips: u32,
+    pub wakee_flip_decay: u64,
     /// When the thread last joined a run queue (`os.balance`: a core may pull it only from
     /// then on).
     pub queued_at: u64,

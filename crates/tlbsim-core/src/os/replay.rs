@@ -238,13 +238,13 @@ impl<P: Coherence> Os<P> {
         // the queue already.
         if let Some(w) = taker {
             if self.threads[w].state == ThreadState::Blocked {
-                self.schedule_wake(w, now);
+                self.schedule_wake_by(w, now, thread, core);
             }
         }
         if let Some(sleepers) = sleepers {
             for w in sleepers {
                 if self.threads[w].state == ThreadState::Blocked {
-                    self.schedule_wake(w, now);
+                    self.schedule_wake_by(w, now, thread, core);
                 }
             }
         }

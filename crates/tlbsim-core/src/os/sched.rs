@@ -13,21 +13,16 @@ use std::collections::BinaryHeap;
 pub(super) enum Event {
     Wake {
         thread: usize,
+        /// The thread that woke it and the core it ran on (a post, a barrier's release);
+        /// None for a timer (its own sleep's end) or a device.
+        by: Option<(usize, usize)>,
     },
     /// A lock released (in host order) before its waiters reached this time is theirs now.
-    LockFree {
-        pid: u32,
-    },
+    LockFree { pid: u32 },
     /// A writer spinning on a reader-owned lock reaches its limit (rwsem_rspin_threshold).
-    SpinLimit {
-        pid: u32,
-        thread: usize,
-    },
+    SpinLimit { pid: u32, thread: usize },
     /// The device finished a split-driver request of `client` that `server` sent it.
-    IoDone {
-        server: usize,
-        client: usize,
-    },
+    IoDone { server: usize, client: usize },
 }
 
 impl<P: Coherence> Os<P> {
@@ -163,9 +158,9 @@ impl<P: Coherence> Os<P> {
     fn process_event(&mut self) -> Result<()> {
         let (at, ev) = self.sched.pop_event();
         match ev {
-            Event::Wake { thread } => {
+            Event::Wake { thread, by } => {
                 if self.threads[thread].state == ThreadState::Blocked {
-                    let core = self.wake_core(thread);
+                    let core = self.wake_core(thread, by, at);
                     self.enqueue(thread, core, at);
                 }
             }
@@ -181,20 +176,108 @@ impl<P: Coherence> Os<P> {
         core.current.is_none() && core.runq.is_empty() && core.waiting == 0
     }
 
-    /// The core a woken thread is queued on (`os.balance`): its previous one, or under
-    /// `linux` select_idle_sibling's choice: the previous core if it is idle, else the first
-    /// idle core of its socket after it that its CPU set allows (select_idle_cpu scans the
-    /// LLC domain and `p->cpus_ptr`). Linux's wake_affine choice between the waker's core
-    /// and the previous one is not modelled.
-    fn wake_core(&self, thread: usize) -> usize {
+    /// The core a woken thread is queued on (`os.balance`): under `none` its previous one;
+    /// under `linux` select_task_rq_fair's wake-up fast path (kernel/sched/fair.c as of
+    /// torvalds/linux commit 000619680c37, the v5.7 cycle): a wake-up by a thread
+    /// (`by`: the waker and its core, this_cpu) may be affine (`want_affine`: not wake_wide,
+    /// and the waker's core is in the wakee's CPU set), and then wake_affine chooses between
+    /// the waker's core and the wakee's previous one; select_idle_sibling then looks for an
+    /// idle core in the last-level cache (the socket) of that choice. A wake-up by a timer
+    /// or a device has this_cpu = prev_cpu (the timer fires on the CPU the sleeper armed it
+    /// on, assumed): select_idle_sibling around the previous core only.
+    fn wake_core(&mut self, thread: usize, by: Option<(usize, usize)>, at: u64) -> usize {
         let t = &self.threads[thread];
         let prev = t.core;
-        if !self.settings.balance() || t.pinned || self.virt.is_some() || self.core_idle(prev) {
+        if !self.settings.balance() || t.pinned || self.virt.is_some() {
             return prev;
         }
-        let socket = self.m.cores[prev].socket;
+        let mut target = prev;
+        if let Some((waker, this)) = by {
+            self.record_wakee(waker, thread, at);
+            let want_affine = !self.wake_wide(waker, thread, this) && self.may_run_on(thread, this);
+            if want_affine && this != prev {
+                target = self.wake_affine(waker, this, prev);
+            }
+        }
+        self.select_idle_sibling(thread, prev, target)
+    }
+
+    /// record_wakee: the waker's `wakee_flips` count the times the thread it wakes changes,
+    /// halved once when a second (HZ jiffies) has passed since they last were.
+    fn record_wakee(&mut self, waker: usize, wakee: usize, now: u64) {
+        let second = self.settings.us(1e6);
+        let w = &mut self.threads[waker];
+        if now > w.wakee_flip_decay.saturating_add(second) {
+            w.wakee_flips >>= 1;
+            w.wakee_flip_decay = now;
+        }
+        if w.last_wakee != wakee {
+            w.last_wakee = wakee;
+            w.wakee_flips += 1;
+        }
+    }
+
+    /// wake_wide: a waker and wakee in an M:N relation wider than the last-level cache
+    /// (both flip counts at least `sd_llc_size`, the larger at least `sd_llc_size` times the
+    /// smaller) are spread, not pulled together.
+    fn wake_wide(&self, waker: usize, wakee: usize, this: usize) -> bool {
+        let socket = self.m.cores[this].socket;
+        let llc_size = self.m.cores.iter().filter(|c| c.socket == socket).count() as u64;
+        let (a, b) = (self.threads[waker].wakee_flips as u64, self.threads[wakee].wakee_flips as u64);
+        let (master, slave) = (a.max(b), a.min(b));
+        slave >= llc_size && master >= slave * llc_size
+    }
+
+    /// Runnable threads of `core` (rq->nr_running: the running one and the queued ones).
+    fn nr_running(&self, core: usize) -> u64 {
+        let c = &self.cores[core];
+        c.current.is_some() as u64 + c.runq.len() as u64
+    }
+
+    /// wake_affine between the waker's core `this` and the wakee's previous core `prev`.
+    /// wake_affine_idle never applies here: the waker is a thread, running on `this` as it
+    /// wakes (this_cpu is idle only for a wake-up from an interrupt), and no modelled
+    /// wake-up is WF_SYNC (futexes, barriers and the event channel wake without it; pipes
+    /// and sockets, which set it, are not modelled). So wake_affine_weight decides: `this`
+    /// if its load with the wakee added, ×100, is below `prev`'s load without the wakee,
+    /// ×(100 + (imbalance_pct − 100)/2) (WA_BIAS); imbalance_pct is 117 for the domain of a
+    /// last-level cache and 125 for a NUMA domain (kernel/sched/topology.c sd_init; SD_WAKE_AFFINE
+    /// stays on NUMA domains within RECLAIM_DISTANCE, as on a two-socket machine's SLIT of
+    /// 21: assumed for every machine here). Simplified: a CPU's load is its count of
+    /// runnable threads, each of weight 1 (PELT's decaying averages are not kept), so the
+    /// wakee's blocked load on `prev` and its load added to `this` are both 1; the waker
+    /// counts on `this` even when it has gone on to sleep since (the wake-up is decided
+    /// here, at the wake-up event). Capacities are equal.
+    fn wake_affine(&self, waker: usize, this: usize, prev: usize) -> usize {
+        let same_llc = self.m.cores[this].socket == self.m.cores[prev].socket;
+        let imbalance_pct: u64 = if same_llc { 117 } else { 125 };
+        let waker_gone = self.cores[this].current != Some(waker) && !self.cores[this].runq.contains(&waker);
+        let this_load = self.nr_running(this) + waker_gone as u64;
+        let this_eff = (this_load + 1) * 100;
+        let prev_eff = self.nr_running(prev) * (100 + (imbalance_pct - 100) / 2);
+        if this_eff < prev_eff {
+            this
+        } else {
+            prev
+        }
+    }
+
+    /// select_idle_sibling(p, prev, target): `target` if idle; else `prev` if it is idle and
+    /// shares `target`'s last-level cache; else the first idle core of `target`'s socket
+    /// after it that the thread's CPU set allows (select_idle_cpu: for_each_cpu_wrap over
+    /// the LLC domain and `p->cpus_ptr`); else `target`. Simplified: the scan covers the
+    /// whole LLC (SIS_PROP's limit from the average idle time is not modelled), there is no
+    /// SMT (select_idle_core, select_idle_smt), and `recent_used_cpu` is not kept.
+    fn select_idle_sibling(&self, thread: usize, prev: usize, target: usize) -> usize {
+        if self.core_idle(target) {
+            return target;
+        }
+        let socket = self.m.cores[target].socket;
+        if prev != target && self.m.cores[prev].socket == socket && self.core_idle(prev) {
+            return prev;
+        }
         let n = self.cores.len();
-        (1..n).map(|i| (prev + i) % n).find(|&c| self.m.cores[c].socket == socket && self.core_idle(c) && self.may_run_on(thread, c)).unwrap_or(prev)
+        (1..n).map(|i| (target + i) % n).find(|&c| self.m.cores[c].socket == socket && self.core_idle(c) && self.may_run_on(thread, c)).unwrap_or(target)
     }
 
     /// Whether `thread` may be moved to `core` by the scheduler: not pinned to one CPU, and
@@ -280,7 +363,12 @@ impl<P: Coherence> Os<P> {
     }
 
     pub(crate) fn schedule_wake(&mut self, thread: usize, at: u64) {
-        self.schedule_event(at, Event::Wake { thread });
+        self.schedule_event(at, Event::Wake { thread, by: None });
+    }
+
+    /// Wake `thread` at `at`, woken by thread `waker` running on `core` (`wake_core`).
+    pub(crate) fn schedule_wake_by(&mut self, thread: usize, at: u64, waker: usize, core: usize) {
+        self.schedule_event(at, Event::Wake { thread, by: Some((waker, core)) });
     }
 
     pub(super) fn schedule_event(&mut self, at: u64, ev: Event) {
@@ -499,7 +587,8 @@ impl<P: Coherence> Os<P> {
 
     /// If every non-daemon thread of `pid` still alive waits in a barrier, wake them all at
     /// `now` (the clock of the core the last one arrived or exited on) and return true.
-    pub(super) fn release_barrier(&mut self, pid: usize, now: u64) -> bool {
+    /// `waker` (a thread, and the core it runs on) is the one that arrived or exited last.
+    pub(super) fn release_barrier(&mut self, pid: usize, now: u64, waker: (usize, usize)) -> bool {
         if self.spaces[pid].barrier_waiting.is_empty() {
             return false;
         }
@@ -510,7 +599,7 @@ impl<P: Coherence> Os<P> {
         let waiting = std::mem::take(&mut self.spaces[pid].barrier_waiting);
         for w in waiting {
             if self.threads[w].state == ThreadState::Blocked {
-                self.schedule_wake(w, now);
+                self.schedule_wake_by(w, now, waker.0, waker.1);
             }
         }
         true
@@ -531,7 +620,7 @@ impl<P: Coherence> Os<P> {
         }
         self.alloc_thread_exited(thread);
         // One party fewer: the others may all be waiting now.
-        self.release_barrier(pid as usize, now);
+        self.release_barrier(pid as usize, now, (thread, core));
         let p = &mut self.spaces[pid as usize];
         p.threads_alive -= 1;
         if p.threads_alive == 0 {

@@ -20,8 +20,9 @@ pub(crate) struct Settings {
     /// `os.kernel_interrupts = "arrival"`: an interrupt that arrives during a kernel path is
     /// acknowledged at its arrival (plus the handler), not when the path returns.
     kernel_interrupts_at_arrival: bool,
-    /// `os.balance = "linux"`: a woken thread goes to an idle core of its socket when its own
-    /// is busy (sched.rs `wake_core`), and an idle core pulls a waiting thread (`pull_thread`).
+    /// `os.balance = "linux"`: a woken thread's core is chosen as CFS chooses it (wake_affine,
+    /// select_idle_sibling: sched.rs `wake_core`), and an idle core pulls a waiting thread
+    /// (`pull_thread`).
     balance: bool,
     time_slice: u64,
     /// How far past the next core's clock a core may run in one engine step.

@@ -60,6 +60,13 @@
 //! the allocator's buffers are touched once per page (their memset and fill cost is in
 //! the cycles), so that the run stays affordable.
 //!
+//! Threads (dedup's `3 × threads + 2`, 98 at `-t 32`; canneal's): unpinned, placed
+//! round-robin on every CPU of the machine and free to move wherever the scheduler puts
+//! them (`os.balance = "linux"`: wake-up placement and newidle pulls, os/sched.rs). No CPU
+//! set: ABIS §5.4 states none, and PARSEC's hooks library (pkgs/libs/hooks/src/hooks.c,
+//! `__parsec_bench_begin`) calls sched_setaffinity only when `PARSEC_CPU_NUM` is set, and
+//! then for a range of CPUs for the whole process.
+//!
 //! Simplified: the hash table and its locks; the output file's page cache; a group never
 //! spans two coarse chunks (the program's send buffers fill across them).
 

@@ -116,9 +116,13 @@ const LISTENER_CYCLES: u64 = 2_000;
 /// - `processes` child processes (0 = 3: DEFAULT_START_DAEMON, StartServers), each with
 ///   `threads` worker threads (0 = 25: DEFAULT_THREADS_PER_CHILD, ThreadsPerChild), class
 ///   "worker", and one listener thread, class "listener"; daemons (they serve until the
-///   run ends). They run on the server's cores, the first `cores - client_cores`, placed
-///   round-robin (unpinned: the engine does not move a thread once placed, so restricting
-///   the placement to the server's cores is all an affinity mask would do).
+///   run ends). ABIS §5.2 isolates the server and the generator "each one on a set of
+///   cores": the server's threads start round-robin on the server's cores, the first
+///   `cores - client_cores`, and their first operation is a sched_setaffinity to that set
+///   (`Op::SetAffinity`, as `taskset -c` gives every thread of the server: they inherit
+///   it), so that under `os.balance = "linux"` the scheduler moves them within it (the
+///   wake-up placement and newidle pulls of os/sched.rs); under `none` a thread stays
+///   where it starts.
 /// - The listener sleeps in epoll_wait until a connection of its process is readable (a
 ///   request arrived), waits until a worker is idle (get_worker: the listener blocks in
 ///   ap_queue_info_wait_for_idler for a client connection), computes `LISTENER_CYCLES`
@@ -137,9 +141,9 @@ const LISTENER_CYCLES: u64 = 2_000;
 ///   serves a connection's next request: one connection's requests are served by
 ///   different threads on different cores.
 /// - wrk: one process of 6 threads (`WRK_THREADS`, class "client", not daemons), each
-///   pinned to one of the `client_cores` cores (0 = 6, the machine's last ones: the paper
+///   starting on one of the `client_cores` cores (0 = 6, the machine's last ones: the paper
 ///   isolates the generator on its own cores; the number is not given **[inferred]**: one
-///   core per wrk thread), with 400 keep-alive connections (`WRK_CONNECTIONS`) split evenly
+///   core per wrk thread) and set to that set of cores as the server is to its own, with 400 keep-alive connections (`WRK_CONNECTIONS`) split evenly
 ///   among them. Closed loop: each connection sends its first request, then its next one
 ///   when its response has arrived (`WRK_CYCLES` of wrk's work per response). Each wrk
 ///   thread makes `ops` requests (0 = 1,000) and exits when all its responses are in; one
@@ -182,25 +186,41 @@ fn apache_mpm_event(cfg: &Config, w: &ApacheParams) -> Result<Workload> {
     // workers, the worker queue, responses not yet read by p's wrk threads.
     let (readable, idle, queue, responses) = (|p: u32| 4 * p, |p: u32| 4 * p + 1, |p: u32| 4 * p + 2, |p: u32| 4 * p + 3);
     b.w.tokens = 4 * processes;
+    // The two CPU sets (ABIS §5.2: "isolate each one on a set of cores"): the server's, then
+    // the generator's.
+    let set_of = |cores: std::ops::Range<u32>| {
+        let mut words = vec![0u64; (cfg.cores() as usize).div_ceil(64)];
+        for c in cores {
+            words[c as usize / 64] |= 1 << (c % 64);
+        }
+        words
+    };
+    b.w.cpu_sets = vec![set_of(0..server_cores), set_of(server_cores..cores)];
+    let (server_set, client_set) = (0, 1);
+    let on_set = |set: u32, mut ops: Vec<Op>| {
+        ops.insert(0, Op::SetAffinity { set });
+        ops
+    };
     let mut next_core = 0u32;
     for p in 0..processes {
         let process = b.process(&format!("httpd{p}"), root, vec![]);
-        let listener = b.program(forever(vec![
-            Op::Take { token: readable(p) },
-            Op::Take { token: idle(p) },
-            Op::Compute { cycles: LISTENER_CYCLES },
-            Op::Post { token: queue(p) },
-        ]));
-        let worker = b.program(forever(vec![
-            Op::Post { token: idle(p) },
-            Op::Take { token: queue(p) },
-            Op::Compute { cycles },
-            Op::Mmap { slot, spec: file_map(file, 0, bytes, true, false) },
-            send_file(slot, bytes),
-            Op::Post { token: responses(p) },
-            Op::Munmap { slot },
-            Op::CountOp,
-        ]));
+        let listener = b.program(on_set(
+            server_set,
+            forever(vec![Op::Take { token: readable(p) }, Op::Take { token: idle(p) }, Op::Compute { cycles: LISTENER_CYCLES }, Op::Post { token: queue(p) }]),
+        ));
+        let worker = b.program(on_set(
+            server_set,
+            forever(vec![
+                Op::Post { token: idle(p) },
+                Op::Take { token: queue(p) },
+                Op::Compute { cycles },
+                Op::Mmap { slot, spec: file_map(file, 0, bytes, true, false) },
+                send_file(slot, bytes),
+                Op::Post { token: responses(p) },
+                Op::Munmap { slot },
+                Op::CountOp,
+            ]),
+        ));
         b.thread(process, &format!("listener{p}"), "listener", Some(next_core % server_cores), listener, true);
         next_core += 1;
         for t in 0..per_child {
@@ -219,7 +239,7 @@ fn apache_mpm_event(cfg: &Config, w: &ApacheParams) -> Result<Workload> {
         prog.extend(times(requests - first, [response.clone(), vec![Op::Post { token: readable(p) }]].concat()));
         prog.extend(times(first, response));
         prog.push(Op::Exit);
-        let program = b.program(prog);
+        let program = b.program(on_set(client_set, prog));
         b.thread(wrk, &format!("wrk{t}"), "client", Some(server_cores + t % client_cores), program, false);
     }
     Ok(b.finish())
