@@ -311,7 +311,7 @@ fn a_bad_exit_curve_is_refused_naming_the_point() {
         (serde_json::json!([[0.0, -1.0, 2.0, 3.0]]), ">= 0"),
     ] {
         let bad = serde_json::json!({"machine": {"idle": {"exit_curve": curve}}});
-        let err = Config::resolve(bad, &[], std::path::Path::new(".")).err().expect("refused").to_string();
+        let err = Config::resolve(bad, &[], std::path::Path::new(".")).expect_err("refused").to_string();
         assert!(err.contains("machine.idle.exit_curve[") && err.contains(what), "{err}");
     }
     // (exit_ns beside a curve cannot matter: tests/config.rs, the silent settings.)
