@@ -20,6 +20,29 @@ const READS: u64 = 64;
 /// every time and exited, and the waker's core, going idle, pulled it).
 const SLICE: u64 = 10_000;
 
+/// The waker: `WAKES` times, compute 50,000 cycles, then post the wakee's token.
+fn waker() -> Vec<Op> {
+    vec![Op::Loop { count: WAKES, body: 2 }, Op::Compute { cycles: 50_000 }, Op::Post { token: 0 }, Op::Exit]
+}
+
+/// The wakee: `first`, then `WAKES` times, take the token and read `READS` random words.
+fn wakee(first: Vec<Op>) -> Vec<Op> {
+    let mut p = first;
+    p.extend([
+        Op::Loop { count: WAKES, body: 3 },
+        Op::Take { token: 0 },
+        Op::Access { slot: 0, pattern: Pattern::Random, mode: AccessMode::Read, count: READS, offset: 0, len: 0, stride: 64 },
+        Op::CountOp,
+        Op::Exit,
+    ]);
+    p
+}
+
+/// A daemon that keeps its core busy.
+fn spin() -> Vec<Op> {
+    vec![Op::Loop { count: 0, body: 1 }, Op::Compute { cycles: 5_000 }]
+}
+
 /// `busy`: the cores a computing daemon is pinned to (a core listed twice runs two).
 /// `wakee_at`: the core round-robin placement gives the wakee (threads that exit at once
 /// are placed first to get it there).
@@ -30,16 +53,7 @@ fn run(balance: &str, sockets: u32, cores_per_socket: u32, busy: &[u32], wakee_a
         std::path::Path::new("."),
     )
     .unwrap();
-    let waker = vec![Op::Loop { count: WAKES, body: 2 }, Op::Compute { cycles: 50_000 }, Op::Post { token: 0 }, Op::Exit];
-    let wakee = vec![
-        Op::Loop { count: WAKES, body: 3 },
-        Op::Take { token: 0 },
-        Op::Access { slot: 0, pattern: Pattern::Random, mode: AccessMode::Read, count: READS, offset: 0, len: 0, stride: 64 },
-        Op::CountOp,
-        Op::Exit,
-    ];
-    let spin = vec![Op::Loop { count: 0, body: 1 }, Op::Compute { cycles: 5_000 }];
-    let programs = vec![waker, wakee, spin, vec![Op::Exit]];
+    let programs = vec![waker(), wakee(vec![]), spin(), vec![Op::Exit]];
     let mut threads = vec![ThreadSpec { name: "waker".into(), class: "waker".into(), core: Some(0), program: 0, daemon: false }];
     for i in 0..wakee_at {
         threads.push(ThreadSpec { name: format!("filler{i}"), class: "filler".into(), core: None, program: 3, daemon: false });
@@ -135,16 +149,6 @@ fn no_affine_wake_up_onto_a_core_outside_the_wakees_set() {
         std::path::Path::new("."),
     )
     .unwrap();
-    let waker = vec![Op::Loop { count: WAKES, body: 2 }, Op::Compute { cycles: 50_000 }, Op::Post { token: 0 }, Op::Exit];
-    let wakee = vec![
-        Op::SetAffinity { set: 0 },
-        Op::Loop { count: WAKES, body: 3 },
-        Op::Take { token: 0 },
-        Op::Access { slot: 0, pattern: Pattern::Random, mode: AccessMode::Read, count: READS, offset: 0, len: 0, stride: 64 },
-        Op::CountOp,
-        Op::Exit,
-    ];
-    let spin = vec![Op::Loop { count: 0, body: 1 }, Op::Compute { cycles: 5_000 }];
     let mut threads = vec![
         ThreadSpec { name: "waker".into(), class: "waker".into(), core: Some(0), program: 0, daemon: false },
         ThreadSpec { name: "filler".into(), class: "filler".into(), core: None, program: 3, daemon: false },
@@ -157,7 +161,7 @@ fn no_affine_wake_up_onto_a_core_outside_the_wakees_set() {
     heap.populate = true;
     let w = Workload {
         processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![heap], threads, page_tables: Default::default() }],
-        programs: vec![waker, wakee, spin, vec![Op::Exit]],
+        programs: vec![waker(), wakee(vec![Op::SetAffinity { set: 0 }]), spin(), vec![Op::Exit]],
         slots: 1,
         tokens: 1,
         cpu_sets: vec![vec![0b110]],
