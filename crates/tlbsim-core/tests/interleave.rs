@@ -53,22 +53,7 @@ fn run(coherence: &str, call: Op, write: bool) -> Value {
 /// One process with one region: "caller" on core 0 runs `caller`; the other thread (name,
 /// program, daemon) runs on core 1.
 fn caller_and(region: MapSpec, caller: Vec<Op>, other: (&str, Vec<Op>, bool)) -> Workload {
-    let (name, program, daemon) = other;
-    Workload {
-        processes: vec![ProcessSpec {
-            name: "p".into(),
-            group: 0,
-            regions: vec![region],
-            threads: vec![
-                ThreadSpec { name: "caller".into(), class: "caller".into(), core: Some(0), program: 0, daemon: false },
-                ThreadSpec { name: name.into(), class: name.into(), core: Some(1), program: 1, daemon },
-            ],
-            page_tables: Default::default(),
-        }],
-        programs: vec![caller, program],
-        slots: 1,
-        ..Default::default()
-    }
+    Workload { slots: 1, ..crate::common::two_pinned_threads(vec![region], ("caller", caller, false), other) }
 }
 
 fn total(v: &Value, k: &str) -> u64 {

@@ -30,22 +30,11 @@ fn handoff(n: u32, bytes: u64, order: &[u32], glibc: Glibc) -> Workload {
     }
     consumer.extend([Op::Post { token: 1 }, Op::Exit]);
     Workload {
-        processes: vec![ProcessSpec {
-            name: "p".into(),
-            group: 0,
-            regions: vec![],
-            threads: vec![
-                ThreadSpec { name: "producer".into(), class: "producer".into(), core: Some(0), program: 0, daemon: false },
-                ThreadSpec { name: "consumer".into(), class: "consumer".into(), core: Some(1), program: 1, daemon: false },
-            ],
-            page_tables: Default::default(),
-        }],
-        programs: vec![producer, consumer],
         slots: 1,
         pointers: n,
         tokens: 2,
         glibc,
-        ..Default::default()
+        ..crate::common::two_pinned_threads(vec![], ("producer", producer, false), ("consumer", consumer, false))
     }
 }
 

@@ -63,7 +63,7 @@ impl<P: Coherence> Os<P> {
             // One draw per wake of a halted CPU, from the run's own stream (runs without a
             // curve draw nothing, so their numbers are unchanged).
             let exit = if halted { self.settings.idle_exit_after(idle, self.sched.idle_rng.next_u64()) } else { 0 };
-            if halted && exit > 0 {
+            if exit > 0 {
                 now += exit;
                 self.stats[core].idle_exits += 1;
                 self.stats[core].idle_exit_cycles += exit;

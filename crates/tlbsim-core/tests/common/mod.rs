@@ -26,19 +26,22 @@ pub fn remap_under_a_reader(region: MapSpec) -> Workload {
         Op::CountOp,
     ];
     let reader = vec![Op::Loop { count: 0, body: 2 }, access(false), Op::Compute { cycles: 500 }];
+    Workload { slots: 1, ..two_pinned_threads(vec![region], ("remap", remap, false), ("reader", reader, true)) }
+}
+
+/// One process "p" with `regions` and two threads, each (name, program, daemon): the first
+/// pinned to core 0, the second to core 1. Slots, tokens and pointers are the caller's to set.
+pub fn two_pinned_threads(regions: Vec<MapSpec>, first: (&str, Vec<Op>, bool), second: (&str, Vec<Op>, bool)) -> Workload {
+    let thread = |(name, daemon): (&str, bool), i: usize| ThreadSpec { name: name.into(), class: name.into(), core: Some(i as u32), program: i, daemon };
     Workload {
         processes: vec![ProcessSpec {
             name: "p".into(),
             group: 0,
-            regions: vec![region],
-            threads: vec![
-                ThreadSpec { name: "remap".into(), class: "remap".into(), core: Some(0), program: 0, daemon: false },
-                ThreadSpec { name: "reader".into(), class: "reader".into(), core: Some(1), program: 1, daemon: true },
-            ],
+            regions,
+            threads: vec![thread((first.0, first.2), 0), thread((second.0, second.2), 1)],
             page_tables: Default::default(),
         }],
-        programs: vec![remap, reader],
-        slots: 1,
+        programs: vec![first.1, second.1],
         ..Default::default()
     }
 }
