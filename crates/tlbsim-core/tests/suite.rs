@@ -25,6 +25,7 @@ mod hooks;
 mod interleave;
 mod invlpgb;
 mod latr;
+mod load_balance;
 mod locks;
 mod lru_lock;
 mod malloc;

@@ -375,13 +375,16 @@ pub struct OsConfig {
     pub kernel_interrupts: String,
     /// How threads move between cores: `none` (the default, which every result before this
     /// switch used): a thread stays on the core it was placed on, and a woken one goes back
-    /// to it; or `linux`, CFS's wake-up placement and newidle pulls: a thread woken by
+    /// to it; or `linux`, CFS's wake-up placement and load balancing: a thread woken by
     /// another goes to the waker's core or stays with its previous one as wake_affine's
     /// load comparison decides (unless wake_wide spreads them), then to an idle core of
     /// that core's socket (the last-level cache) if the chosen one is busy
     /// (select_task_rq_fair → wake_affine → select_idle_sibling); a core about to go idle
-    /// pulls a waiting thread from a run queue of its socket (newidle load_balance). Both
-    /// within a thread's CPU set; pinned threads and VCPUs stay where they are.
+    /// pulls a waiting thread from a run queue of its socket (newidle load_balance); and at
+    /// the scheduler tick (HZ = 250) of a core with threads waiting, idle cores whose
+    /// periodic balancing is due take one, from their socket, or from another socket that
+    /// runs more threads than it has cores (nohz idle balancing). All within a thread's CPU
+    /// set; pinned threads and VCPUs stay where they are.
     pub balance: String,
     /// Scheduler time slice in cycles (assumed: 3 ms at 3 GHz, CFS's order of magnitude).
     pub time_slice: u64,

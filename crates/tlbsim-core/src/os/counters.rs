@@ -79,6 +79,9 @@ pub(crate) struct OsCoreStats {
     /// for its exit latency, and the cycles they waited (part of `idle_cycles`).
     pub idle_exits: u64,
     pub idle_exit_cycles: u64,
+    /// Threads this core took from another core's run queue under `os.balance = "linux"`:
+    /// as it went idle (newidle balancing) or in its periodic balancing while idle.
+    pub balance_pulls: u64,
     /// TLB fills a policy made on a demand fault instead of a walk.
     pub direct_fills: u64,
     /// The machine's `stale_pwc_uses` already reported as violations.

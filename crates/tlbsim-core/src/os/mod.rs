@@ -300,6 +300,7 @@ impl<P: Coherence> Os<P> {
         }
         let mut next_core = 0usize;
         let mut declared = 0usize;
+        os.init_balancing();
         for pi in 0..os.w.processes.len() {
             let spec = os.w.processes[pi].clone();
             let vm = os.w.vm_of(pi);

@@ -43,6 +43,7 @@ fn os_fields(s: &OsCoreStats) -> Map<String, Value> {
     put("idle_cycles", s.idle_cycles);
     put("idle_exits", s.idle_exits);
     put("idle_exit_cycles", s.idle_exit_cycles);
+    put("balance_pulls", s.balance_pulls);
     m.insert("full_flushes_by_cause".into(), by_cause(&s.full_flushes_by_cause));
     let names = crate::coherence::FlushReason::NAMES;
     m.insert("shootdowns_sent_by_reason".into(), Value::Object(names.iter().zip(s.shootdowns_sent_by_reason).map(|(n, v)| ((*n).into(), json!(v))).collect()));
@@ -94,7 +95,8 @@ fn sum(all: &[OsCoreStats]) -> OsCoreStats {
             pages_migrated,
             idle_cycles,
             idle_exits,
-            idle_exit_cycles
+            idle_exit_cycles,
+            balance_pulls
         );
         for (a, b) in t.full_flushes_by_cause.iter_mut().zip(s.full_flushes_by_cause) {
             *a += b;

@@ -45,6 +45,15 @@ pub(crate) struct CoreOs {
     pub next_tick: u64,
     /// When the MMU's next involuntary full flush is due (u64::MAX: never).
     pub next_involuntary_flush: u64,
+    /// `os.balance = "linux"`: when this core's next scheduler tick is due (u64::MAX under
+    /// `none`); at it, a core with threads waiting kicks the balancing of idle cores.
+    pub next_sched_tick: u64,
+    /// This core's periodic load balancing while idle, per scheduling domain (0: its socket,
+    /// the last-level cache; 1: the machine, when it has several sockets): the cycle it is
+    /// next due at (`sd->last_balance` + interval) and its interval in ms
+    /// (`sd->balance_interval`). os/sched.rs `idle_balance`.
+    pub balance_due: [u64; 2],
+    pub balance_interval_ms: [u64; 2],
     /// Domain tags: per VM, the address space whose entries its tag holds here.
     pub domain_mm: Vec<(u32, u32)>,
 }
@@ -74,6 +83,9 @@ impl CoreOs {
             idle_since: Some(0),
             next_tick: tick_interval.unwrap_or(u64::MAX),
             next_involuntary_flush: involuntary_period.unwrap_or(u64::MAX),
+            next_sched_tick: u64::MAX,
+            balance_due: [0; 2],
+            balance_interval_ms: [0; 2],
             domain_mm: Vec::new(),
         }
     }

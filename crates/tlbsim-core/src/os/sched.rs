@@ -25,6 +25,11 @@ pub(super) enum Event {
     IoDone { server: usize, client: usize },
 }
 
+/// The scheduler tick's period under `os.balance = "linux"`, in µs: HZ = 250
+/// (CONFIG_HZ_250, Debian's kernels; /proc/config.gz of the KVM guests measured here says
+/// the same).
+const SCHED_TICK_US: f64 = 4_000.0;
+
 impl<P: Coherence> Os<P> {
     /// Make `thread` runnable on `core` at time `at`.
     /// Under a hypervisor `core` is a VCPU: its run queue is on the CPU it runs on, or
@@ -356,10 +361,141 @@ impl<P: Coherence> Os<P> {
                 let t = self.cores[victim].runq.remove(i).unwrap();
                 self.threads[t].core = core;
                 self.mark_dirty(victim);
+                self.stats[core].balance_pulls += 1;
                 return Some(t);
             }
         }
         None
+    }
+
+    /// `os.balance = "linux"` (natively): every core's scheduler tick one period in, and
+    /// each of its domains' balancing due at once, at the interval sd_init starts it at:
+    /// `balance_interval = min_interval = sd_weight` ms.
+    pub(super) fn init_balancing(&mut self) {
+        if !self.settings.balance() || self.virt.is_some() {
+            return;
+        }
+        let tick = self.settings.us(SCHED_TICK_US);
+        for c in 0..self.cores.len() {
+            let weights = self.domain_weights(c);
+            self.cores[c].next_sched_tick = tick;
+            self.cores[c].balance_interval_ms = weights;
+        }
+    }
+
+    /// The CPU counts (sd_weight) of `core`'s scheduling domains: its socket (the
+    /// last-level cache's domain, MC), and the machine (a NUMA domain; 0 on a machine of
+    /// one socket, which has none). No SMT domain: the model has no SMT.
+    fn domain_weights(&self, core: usize) -> [u64; 2] {
+        let socket = self.m.cores[core].socket;
+        let in_socket = self.m.cores.iter().filter(|c| c.socket == socket).count() as u64;
+        let all = self.m.cores.len() as u64;
+        [in_socket, if all > in_socket { all } else { 0 }]
+    }
+
+    /// `core`'s scheduler tick, when due (`os.balance = "linux"`; HZ = 250). With threads
+    /// waiting in its run queue (rq->nr_running ≥ 2) it kicks the balancing of idle cores:
+    /// nohz_balancer_kick wakes the idle load balancer, whose _nohz_idle_balance runs the
+    /// periodic balancing of every idle core whose balancing is due, in order after this
+    /// one (`idle_balance`). An idle core's own tick is stopped (NOHZ): it balances only
+    /// when kicked. Not modelled: the busy core's own periodic balancing (a core running one
+    /// thread pulling from one running three; its interval is ×busy_factor = 16 longer), and
+    /// the idle load balancer's wake-up (an IPI to an idle CPU, whose cost is not charged;
+    /// the core that takes a thread pays its idle state's exit, as any wake-up does).
+    fn sched_tick(&mut self, core: usize) {
+        let now = self.clock(core);
+        let next = self.cores[core].next_sched_tick;
+        if now < next {
+            return;
+        }
+        let tick = self.settings.us(SCHED_TICK_US);
+        // ticks missed while idle are not taken: the next is the first after now
+        self.cores[core].next_sched_tick = next + ((now - next) / tick + 1) * tick;
+        if self.cores[core].current.is_none() || self.cores[core].runq.is_empty() {
+            return;
+        }
+        self.cores[core].leap = None;
+        let n = self.cores.len();
+        for i in (1..n).map(|k| (core + k) % n) {
+            if self.core_idle(i) {
+                self.idle_balance(i, now);
+            }
+        }
+    }
+
+    /// Periodic load balancing of idle core `i` at `now` (sched_balance_domains /
+    /// rebalance_domains with CPU_IDLE; kernel/sched/fair.c and topology.c as of v5.7, the
+    /// version `wake_core` follows): each of its domains whose balancing is due, smallest
+    /// first, runs load_balance (`balance_pull`) until one takes a thread. A domain's
+    /// interval (sd->balance_interval, ms) goes back to sd_weight when it took one and
+    /// doubles, up to 2 × sd_weight, when it found the domain balanced (load_balance's
+    /// out_balanced). Simplified: after a pull the core is busy and its larger domains wait
+    /// for their own due time (Linux balances them at once as a busy CPU, which with one
+    /// thread just pulled finds nothing to take).
+    fn idle_balance(&mut self, i: usize, now: u64) {
+        let weights = self.domain_weights(i);
+        for level in 0..2 {
+            if weights[level] == 0 || now < self.cores[i].balance_due[level] {
+                continue;
+            }
+            let pulled = self.balance_pull(i, level, now);
+            let interval = if pulled { weights[level] } else { (self.cores[i].balance_interval_ms[level] * 2).min(2 * weights[level]) };
+            self.cores[i].balance_interval_ms[level] = interval;
+            self.cores[i].balance_due[level] = now + self.settings.us(interval as f64 * 1_000.0);
+            if pulled {
+                self.stats[i].balance_pulls += 1;
+                return;
+            }
+        }
+    }
+
+    /// load_balance of idle core `i` over its domain `level` at `now`: find the busiest
+    /// group and in it the busiest core, and move one of that core's waiting threads to `i`.
+    /// - Its socket's domain (groups of one core): the core of the socket with the most
+    ///   runnable threads, if it has two or more (a group of one CPU running more than one
+    ///   task is overloaded; `i`, idle, has spare capacity: migrate_task, one thread).
+    /// - The machine's domain (groups are sockets): the socket with the most runnable
+    ///   threads beyond its cores, if one has more than it has cores (group_overloaded
+    ///   against `i`'s socket with spare capacity: migrate_util, a thread). Not modelled:
+    ///   the spreading of running threads between sockets that are not overloaded
+    ///   (prefer_sibling's imbalance, which moves a running task only by active balancing
+    ///   after repeated failures), and NUMA balancing's veto of a move away from a task's
+    ///   preferred node (migrate_degrades_locality).
+    ///
+    /// The thread taken is the first waiting one that may run on `i` and was queued by
+    /// `now` (detach_tasks starts from the end of cfs_tasks the longest since it ran), from
+    /// the busiest core that has one (LBF_ALL_PINNED's retry without a core whose threads
+    /// cannot move). Not modelled: cache hotness (task_hot: a task that ran within
+    /// sysctl_sched_migration_cost, 0.5 ms, is skipped until the domain failed
+    /// cache_nice_tries times). Load is a count of runnable threads, as in `wake_affine`.
+    fn balance_pull(&mut self, i: usize, level: usize, now: u64) -> bool {
+        let socket = self.m.cores[i].socket;
+        let n = self.cores.len();
+        let group = if level == 0 {
+            Some(socket)
+        } else {
+            let sockets = self.m.cores.iter().map(|c| c.socket).max().map_or(0, |s| s + 1);
+            let excess = |s: u32| {
+                let (mut running, mut cpus) = (0u64, 0u64);
+                for c in (0..n).filter(|&c| self.m.cores[c].socket == s) {
+                    running += self.nr_running(c);
+                    cpus += 1;
+                }
+                running.saturating_sub(cpus)
+            };
+            (0..sockets).filter(|&s| s != socket).map(|s| (excess(s), s)).filter(|&(e, _)| e > 0).max_by_key(|&(e, s)| (e, Reverse(s))).map(|(_, s)| s)
+        };
+        let Some(group) = group else { return false };
+        let movable = |os: &Self, c: usize| os.cores[c].runq.iter().position(|&t| os.may_run_on(t, i) && os.threads[t].queued_at <= now);
+        let victim = (0..n)
+            .filter(|&c| c != i && self.m.cores[c].socket == group && self.nr_running(c) >= 2)
+            .filter_map(|c| movable(self, c).map(|k| (self.nr_running(c), Reverse(c), k)))
+            .max();
+        let Some((_, Reverse(v), k)) = victim else { return false };
+        let t = self.cores[v].runq.remove(k).expect("a queued thread");
+        self.mark_dirty(v);
+        self.enqueue(t, i, now);
+        true
     }
 
     pub(crate) fn schedule_wake(&mut self, thread: usize, at: u64) {
@@ -400,6 +536,7 @@ impl<P: Coherence> Os<P> {
                     return Ok(());
                 }
                 self.take_due_ticks(core);
+                self.sched_tick(core);
             }
             let now = self.clock(core);
             let next_irq = self.cores[core].pending.front().map_or(u64::MAX, |i| i.arrival);
@@ -449,7 +586,9 @@ impl<P: Coherence> Os<P> {
                     }
                 },
             };
-            let until = limit.min(next_irq.max(now + 1)).min(self.cores[core].next_tick.max(now + 1)).min(self.hypervisor_deadline(core).max(now + 1));
+            let c = &self.cores[core];
+            let sched_tick = if c.runq.is_empty() { u64::MAX } else { c.next_sched_tick };
+            let until = limit.min(next_irq.max(now + 1)).min(c.next_tick.max(now + 1)).min(sched_tick.max(now + 1)).min(self.hypervisor_deadline(core).max(now + 1));
             self.cores[core].step_start = now;
             self.cores[core].leap_until = self.leap_bound(core, now, next_irq);
             self.step_thread(core, thread, until)?;
@@ -475,8 +614,9 @@ impl<P: Coherence> Os<P> {
         let c = &self.cores[core];
         let mut bound = next_irq.min(c.next_tick).min(c.next_involuntary_flush);
         if !c.runq.is_empty() {
-            // Someone waits: the thread is preempted at the end of its slice.
-            bound = bound.min(c.slice_end);
+            // Someone waits: the thread is preempted at the end of its slice, and the
+            // scheduler tick may have an idle core take the waiter (`sched_tick`).
+            bound = bound.min(c.slice_end).min(c.next_sched_tick);
         }
         bound.min(now.saturating_add(self.m.cores[core].tlbs.instructions_before_epoch())).max(now)
     }
