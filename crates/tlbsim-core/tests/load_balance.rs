@@ -27,7 +27,8 @@ fn run(balance: &str, sockets: u32, cores_per_socket: u32, starts: &[u32]) -> Va
     .unwrap();
     let cores = sockets * cores_per_socket;
     let program = vec![Op::SetAffinity { set: 0 }, Op::Compute { cycles: WORK }, Op::CountOp, Op::Exit];
-    let threads = starts.iter().enumerate().map(|(i, &c)| ThreadSpec { name: format!("t{i}"), class: "t".into(), core: Some(c), program: 0, daemon: false }).collect();
+    let threads =
+        starts.iter().enumerate().map(|(i, &c)| ThreadSpec { name: format!("t{i}"), class: "t".into(), core: Some(c), program: 0, daemon: false }).collect();
     let w = Workload {
         processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads, page_tables: Default::default() }],
         programs: vec![program],
@@ -102,7 +103,8 @@ fn a_thread_is_taken_only_within_its_cpu_set() {
     let cfg = Config::resolve(json!({"machine": {"sockets": 1, "cores_per_socket": 3}, "os": {"balance": "linux"}}), &[], std::path::Path::new(".")).unwrap();
     let widen = vec![Op::SetAffinity { set: 0 }, Op::Compute { cycles: WORK }, Op::CountOp, Op::Exit];
     let pinned = vec![Op::Compute { cycles: 3 * WORK }, Op::CountOp, Op::Exit];
-    let mut threads: Vec<ThreadSpec> = (0..2).map(|i| ThreadSpec { name: format!("t{i}"), class: "t".into(), core: Some(0), program: 0, daemon: false }).collect();
+    let mut threads: Vec<ThreadSpec> =
+        (0..2).map(|i| ThreadSpec { name: format!("t{i}"), class: "t".into(), core: Some(0), program: 0, daemon: false }).collect();
     threads.push(ThreadSpec { name: "busy".into(), class: "busy".into(), core: Some(2), program: 1, daemon: false });
     let w = Workload {
         processes: vec![ProcessSpec { name: "p".into(), group: 0, regions: vec![], threads, page_tables: Default::default() }],

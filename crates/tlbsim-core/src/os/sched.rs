@@ -588,7 +588,8 @@ impl<P: Coherence> Os<P> {
             };
             let c = &self.cores[core];
             let sched_tick = if c.runq.is_empty() { u64::MAX } else { c.next_sched_tick };
-            let until = limit.min(next_irq.max(now + 1)).min(c.next_tick.max(now + 1)).min(sched_tick.max(now + 1)).min(self.hypervisor_deadline(core).max(now + 1));
+            let until =
+                limit.min(next_irq.max(now + 1)).min(c.next_tick.max(now + 1)).min(sched_tick.max(now + 1)).min(self.hypervisor_deadline(core).max(now + 1));
             self.cores[core].step_start = now;
             self.cores[core].leap_until = self.leap_bound(core, now, next_irq);
             self.step_thread(core, thread, until)?;
