@@ -5,10 +5,10 @@ TARGET=x CPU_SECONDS=3600`).
 `make fuzz` bounds a run by wall time (afl-fuzz -V, libFuzzer -max_total_time), which on a
 shared machine is not CPU time: a fuzzer under `nice` on a loaded machine gets a fraction
 of a core. This runs `make fuzz TARGET=... SECONDS=<a wall bound far beyond the budget>` in
-a process group of its own and every 10 s adds up the CPU time of that group: for each of
-its live processes, user + system time of its own and of the children it has reaped (so
+a process group of its own and every 10 s adds up the CPU time of it and its descendants:
+for each live one, user + system time of its own and of the children it has reaped (so
 each process's time is counted once: in itself while it lives, then in the parent that
-reaped it — afl-fuzz's fork server reaps one child per execution). When the sum reaches
+reaped it — afl-fuzz's fork server reaps its children). When the sum reaches
 the budget it stops the fuzzer with SIGINT (afl-fuzz and libFuzzer both stop cleanly on
 it, afl-fuzz writing its final fuzzer_stats), then prints the CPU seconds, the wall time
 and the fuzzer's own counts: AFL++'s fuzzer_stats lines, or libFuzzer's last status line
@@ -33,9 +33,11 @@ TICKS = os.sysconf("SC_CLK_TCK")
 POLL_SECONDS = 10.0
 
 
-def group_cpu_seconds(pgid: int) -> float:
-    """CPU seconds of the live processes of process group `pgid`, with their reaped children."""
-    total = 0
+def tree_cpu_seconds(root: int) -> float:
+    """CPU seconds of `root` and its live descendants, each with the children it has reaped.
+
+    By parentage, not by process group: afl-fuzz's fork server calls setsid()."""
+    procs: dict[int, tuple[int, int]] = {}  # pid: (parent, clock ticks)
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -45,10 +47,17 @@ def group_cpu_seconds(pgid: int) -> float:
             continue  # gone meanwhile: its time is in its parent's once reaped
         # the command is in parentheses and may hold spaces: split after the last ')'
         fields = stat[stat.rindex(")") + 2 :].split()
-        # fields[0] is field 3 (state): pgrp is field 5, utime..cstime fields 14..17
-        if int(fields[2]) != pgid:
-            continue
-        total += sum(int(f) for f in fields[11:15])
+        # fields[0] is field 3 (state): ppid is field 4, utime..cstime fields 14..17
+        procs[int(entry)] = (int(fields[1]), sum(int(f) for f in fields[11:15]))
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in procs.items():
+        children.setdefault(parent, []).append(pid)
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        if pid in procs:
+            total += procs[pid][1]
+        stack.extend(children.get(pid, []))
     return total / TICKS
 
 
@@ -98,7 +107,7 @@ def main(argv: list[str]) -> int:
     try:
         while proc.poll() is None:
             time.sleep(POLL_SECONDS)
-            cpu = max(cpu, group_cpu_seconds(proc.pid))
+            cpu = max(cpu, tree_cpu_seconds(proc.pid))
             if cpu >= budget and not stopped:
                 os.killpg(proc.pid, signal.SIGINT)
                 stopped = True
