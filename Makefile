@@ -47,7 +47,7 @@ LINT_RUST := status=0; \
 	cargo clippy --workspace --all-targets --quiet -- -D warnings || status=1; \
 	exit $$status
 
-.PHONY: fuzz fuzz-cpu fuzz-build demo test bench bench-native calibrate validate develop rust-test py-test lint-py lint-rust chromium qemu-user record-plugin recordings clean
+.PHONY: fuzz fuzz-cpu fuzz-build demo test bench bench-native calibrate validate develop rust-test py-test lint-py lint-rust chromium qemu-user record-plugin recordings generators clean
 
 # Native shootdown micro-benchmarks on the real kernel (bench/shootdown.c, patterns in
 # bench/patterns.toml): one JSON line per pattern. malloc_handoff is built, not run: it is
@@ -165,6 +165,15 @@ record-plugin: qemu-user target/native/tlbsim_record.so $(RECORD_EXAMPLES)
 # results.json, table.md). About 10 minutes on 2 CPUs.
 recordings: develop
 	nice -n 10 $(VPY) record/recordings.py --out out/recordings
+
+# The generators held against the programs they stand for (docs/GUIDE.md "Generators beside
+# the programs they stand for"; not part of `make test`): record/generators.py replays the
+# recordings of `make recordings` (run it first) and runs the apache, reclaim, vm-mix, ycsb
+# and mitosis-bench generators on the same machine (one socket of 2 cores, linux coherence),
+# per operation side by side in out/generators/ (generators.md, generators.json). About 2
+# minutes on 2 CPUs.
+generators: develop
+	nice -n 10 $(VPY) record/generators.py --recordings out/recordings --out out/generators
 
 target/native/%: examples/record/%.c bench/proc_interrupts.h
 	@mkdir -p $(dir $@)

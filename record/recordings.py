@@ -19,7 +19,7 @@ Writes DIR/NAME.tlbsim (not committed: tens of MB each), DIR/results.json and th
 table DIR/table.md (the one in docs/GUIDE.md, "A library of real programs"). A program that
 cannot be installed, run, recorded or replayed gets its error in the table and the others go on.
 
-Usage: python record/recordings.py [--out DIR] [--only NAME ...] [--cores N] [--repeats N]
+Usage: python record/recordings.py [--out DIR] [--only NAME ...] [--cores N] [--repeats N] [--load-scale N]
 """
 
 from __future__ import annotations
@@ -137,6 +137,8 @@ class Program:
     stop_signal: int = signal.SIGTERM
     # Environment of QEMU while recording (QEMU_SET_ENV: the guest's environment).
     qemu_env: dict[str, str] = field(default_factory=dict)
+    # Said after the command in the table (what tells two rows of one command apart).
+    note: str = ""
 
     def prepare(self) -> None:
         pass
@@ -299,6 +301,17 @@ class ApacheOneProcess(Apache):
         return [*super().command(), "-X"]
 
 
+class ApacheKeepAlive(ApacheOneProcess):
+    """apache2 -X under `ab -k`: keep-alive connections, as wrk's in ABIS §5.2 (ab opens a
+    connection per request without -k; Apache closes a kept-alive one after
+    MaxKeepAliveRequests, 100 by default). What record/generators.py holds the apache
+    generator against: a request's own work without a connection's set-up and teardown."""
+
+    def client(self) -> list[str]:
+        cmd = super().client()
+        return [cmd[0], "-k", *cmd[1:]]
+
+
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 HERE = Path(__file__).resolve().parent
 
@@ -410,6 +423,9 @@ def programs(threads: int) -> list[Program]:
         ),
         Apache("apache2", ["apache2", "apache2-utils"], "request", threads, server=True),
         ApacheOneProcess("apache2-X", ["apache2", "apache2-utils"], "request", threads, server=True),
+        ApacheKeepAlive(
+            "apache2-X-k", ["apache2", "apache2-utils"], "request", threads, server=True, note="(under ab -k)"
+        ),
         Xz("xz", ["xz-utils"], "xz block", threads),
     ]
 
@@ -736,7 +752,7 @@ def measure_and_record(p: Program, r: dict, path: Path, work: Path, args: argpar
         p.prepare()
         r["command"] = " ".join(Path(c).name if i == 0 else c for i, c in enumerate(p.command())).replace(
             str(work), "$WORK"
-        )
+        ) + (f" {p.note}" if p.note else "")
         r["native"] = measure_native(p, args.repeats)
         print(f"   native: {r['native']}", flush=True)
     except Exception as e:  # noqa: BLE001 (a failed program is a row of the table)
@@ -767,7 +783,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--replay-only", action="store_true", help="replay the recordings already in --out again (after a model change)"
     )
+    ap.add_argument(
+        "--load-scale",
+        type=int,
+        default=1,
+        help="multiply the servers' client loads (requests, get/sets, transactions) by N: a second, longer "
+        "recording, from which record/generators.py --long takes the work per operation by difference",
+    )
     args = ap.parse_args(argv)
+    if args.load_scale != 1:
+        global MEMCACHED_OPS, APACHE_REQUESTS, PGBENCH_TRANSACTIONS
+        MEMCACHED_OPS *= args.load_scale
+        APACHE_REQUESTS *= args.load_scale
+        PGBENCH_TRANSACTIONS *= args.load_scale
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="tlbsim-recordings-"))

@@ -33,14 +33,31 @@ crate::params! {
         /// Pages of the file every request maps (3: an 11 KB default page).
         pub file_pages: u64 = 3,
         /// Cycles of a request's processing besides the file (parsing, logging, the
-        /// socket) **[inferred]**.
-        pub compute_cycles: u64 = 20_000,
+        /// socket): Apache's worker threads' user-space instructions per request, recorded
+        /// (apache2 -X under ab -k: 37,707; docs/GUIDE.md "Generators beside the programs
+        /// they stand for").
+        pub compute_cycles: u64 = REQUEST_CYCLES,
     }
 }
 
+/// A request's work besides mapping and sending the file, in cycles (at `machine.base_cpi`
+/// = 1, one per instruction): Apache 2.4's worker threads' user-space instructions per
+/// request, measured on its recordings (docs/GUIDE.md "Generators beside the programs they
+/// stand for"). `python record/recordings.py --only apache2-X-k` records Debian's
+/// apache2 2.4.71 (event MPM, `-X`: one process of 4 workers) serving GETs of a 4 KiB static
+/// file to `ab -k -c 4` (keep-alive connections, as wrk's in ABIS §5.2), once with 2,000
+/// requests and once with `--load-scale 3`; `python record/generators.py --long DIR` counts
+/// the instructions of the threads that send the responses (writev): 37,707 per request by
+/// difference of the two (37,732 and 37,751 per request in two recordings of about 2,000;
+/// 39,666 without keep-alive, where a request also opens and closes its connection). It
+/// was 20,000 **[inferred]** until then. A lower bound of what it stands for: the recording
+/// holds no kernel work, and a request's other system calls (per request: read 1.15, writev
+/// 1, futex 0.6, epoll_wait 0.1 besides its mmap and munmap) are not modelled apart from it.
+const REQUEST_CYCLES: u64 = 37_700;
+
 /// The file every request maps (`file_pages`, default 3: the 11 KB default page) and the
-/// rest of a request's work (`compute_cycles`, default 20,000 **[inferred]**): (file,
-/// bytes, cycles).
+/// rest of a request's work (`compute_cycles`, default `REQUEST_CYCLES`): (file, bytes,
+/// cycles).
 fn apache_file(w: &ApacheParams, b: &mut Builder) -> Result<(u32, u64, u64)> {
     check_range("workload.file_pages", w.file_pages, 1, 1 << 20)?;
     let file = b.file("index.html", w.file_pages);
@@ -59,8 +76,8 @@ fn send_file(slot: usize, bytes: u64) -> Op {
 /// "worker". One operation = one request: mmap the `file_pages`-page file (default 3: the
 /// default page of 10,918 bytes **[inferred]**) shared read-only, read it sequentially one
 /// cache line at a time (sending it), munmap, then `compute_cycles` of the rest of the
-/// request's work (default 20,000 **[inferred]**: parsing, logging, the socket). Each
-/// worker serves `ops` requests (default 1,000) and exits. The load generator (wrk) is
+/// request's work (default `REQUEST_CYCLES`, 37,700, as recorded: parsing, logging, the
+/// socket). Each worker serves `ops` requests (default 1,000) and exits. The load generator (wrk) is
 /// not modelled: ABIS isolates it on other cores. `test = "mpm_event"` is the event MPM
 /// with its load generator ([`apache_mpm_event`]).
 pub(super) fn apache(cfg: &Config, w: &ApacheParams) -> Result<Workload> {
@@ -102,8 +119,9 @@ const WRK_CONNECTIONS: u32 = 400;
 /// wrk's work per response, in cycles **[inferred]**: its event loop's read() of the
 /// response (the 11 KB copied out of the socket), http_parser over the headers, the latency
 /// record, and the write() of the next request, whose loopback delivery runs on the sender's
-/// core. Half a worker's `compute_cycles`: wrk is a lean C event loop, Apache runs its
-/// request hooks and filters too.
+/// core. Chosen as half of a worker's former 20,000 **[inferred]** cycles (wrk is a lean C
+/// event loop, Apache runs its request hooks and filters too); Apache's recorded 37,700
+/// (`REQUEST_CYCLES`) did not move it: wrk was not recorded.
 const WRK_CYCLES: u64 = 10_000;
 /// The listener's work per connection handed to a worker, in cycles **[inferred]**: its
 /// share of an epoll_wait returning, get_worker's idle-worker accounting, and
@@ -130,7 +148,7 @@ const LISTENER_CYCLES: u64 = 2_000;
 ///   signalling the queue's condition variable: one sleeping worker wakes).
 /// - A worker marks itself idle (ap_queue_info_set_idle), pops a connection from the queue
 ///   (ap_queue_pop, asleep while it is empty), and serves the request: `compute_cycles`
-///   (0 = 20,000 **[inferred]**, as the default model: reading and parsing the request, the
+///   (default `REQUEST_CYCLES`, as the default model: reading and parsing the request, the
 ///   hooks, opening the file), then the default handler's file bucket is mmapped
 ///   (EnableMMAP defaults on, sendfile off; apr-util's file bucket maps a file of at least
 ///   APR_MMAP_THRESHOLD bytes, 1 on Linux, up to APR_MMAP_LIMIT, 4 MiB): the `file_pages`
