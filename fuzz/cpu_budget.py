@@ -14,6 +14,12 @@ it, afl-fuzz writing its final fuzzer_stats), then prints the CPU seconds, the w
 and the fuzzer's own counts: AFL++'s fuzzer_stats lines, or libFuzzer's last status line
 and the corpus size. Findings are where `make fuzz` puts them (fuzz/out/TARGET/).
 
+Under `nice` on a kernel with autogroup scheduling (`/proc/sys/kernel/sched_autogroup_enabled`
+= 1, the default of most distributions' kernels) the niceness counts only within a
+session, and afl-fuzz's fork server starts a session of its own: the fuzzed program then
+competes with every other session as an equal. To keep a fuzzer in the background, as
+root: `echo 0 > /proc/sys/kernel/sched_autogroup_enabled`.
+
 Linux only (/proc). Exit status: 0, or 1 when the fuzzer stopped on its own before the
 budget (a crash stops neither fuzzer: they keep the input and go on).
 """
@@ -101,7 +107,7 @@ def main(argv: list[str]) -> int:
         return 2
     subprocess.run(["make", "--no-print-directory", "fuzz-build" if rust else "develop"], cwd=ROOT, check=True)
     start = time.monotonic()
-    proc = subprocess.Popen(["make", "--no-print-directory", "fuzz", f"TARGET={target}", f"SECONDS={wall_bound}"], cwd=ROOT, start_new_session=True)
+    proc = subprocess.Popen(["make", "--no-print-directory", "fuzz", f"TARGET={target}", f"SECONDS={wall_bound}"], cwd=ROOT, process_group=0)
     cpu = 0.0
     stopped = False
     try:
