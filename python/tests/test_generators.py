@@ -4,24 +4,9 @@ without the recordings (those are `make recordings`', minutes long and needing r
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "record" / "generators.py"
-
-
-@pytest.fixture(scope="module")
-def generators():
-    spec = importlib.util.spec_from_file_location("generators", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["generators"] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_every_generator_side_runs_and_counts_its_operations(generators) -> None:

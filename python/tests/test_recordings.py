@@ -3,24 +3,9 @@ running the programs (that is `make recordings`, minutes long and needing root).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "record" / "recordings.py"
-
-
-@pytest.fixture(scope="module")
-def recordings():
-    spec = importlib.util.spec_from_file_location("recordings", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["recordings"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
 
 # Lines as this kernel's trace instance prints them (Linux 6.18: a shootdown to one CPU goes
 # out as ipi_send_cpu with the generic single-call handler as its callback).
