@@ -200,6 +200,21 @@ static __thread int sys_nargs;               /* arguments recorded for the pendi
 static __thread enum call_class sys_class;   /* what the pending call is for replay */
 static __thread uint64_t sys_entered;        /* CLOCK_MONOTONIC ns at its entry */
 static __thread bool sys_holds_lock;         /* holds `lock` through its pending call */
+/* The pipe by which a forking thread releases its child once the fork's record is in the
+ * file (`before_fork`); -1 when there is none. Per thread: the thread that forks is the one
+ * whose return callback records the fork. */
+static __thread int fork_gate[2] = {-1, -1};
+
+static void open_fork_gate(void)
+{
+    if (fork_gate[1] >= 0) {
+        char c = 1;
+        while (write(fork_gate[1], &c, 1) < 0 && errno == EINTR) {
+        }
+        close(fork_gate[1]);
+        fork_gate[1] = -1;
+    }
+}
 
 /* The calls that change the address space: mmap, mprotect, munmap, brk, mremap, madvise. */
 static bool changes_address_space(int64_t nr)
@@ -523,21 +538,43 @@ static void record_return(int64_t nr, int64_t ret)
         if (!sys_holds_lock)
             pthread_mutex_unlock(&lock);
     }
+    if (new_process)
+        open_fork_gate();
 }
 
 /* fork(): flush in the parent so the child starts with an empty buffer; the child is a
- * new thread id with a fresh delta base (as the reader starts one). */
+ * new thread id with a fresh delta base (as the reader starts one). The child then waits at
+ * its gate until the parent has flushed its record of the fork (`open_fork_gate`, at the
+ * fork's return in the parent): the parent may be descheduled between the kernel's fork
+ * and its return callback, long enough on a loaded machine for the child to run, exit and
+ * write its events first (python/tests/test_record.py's fork_wait saw it). QEMU's user mode
+ * runs a guest's vfork as a fork, so the parent never waits for a gated child. */
 static void before_fork(void)
 {
     pthread_mutex_lock(&lock);
     flush_locked();
+    if (pipe2(fork_gate, O_CLOEXEC) != 0)
+        fork_gate[0] = fork_gate[1] = -1; /* no gate: the child runs at once, as before */
 }
 static void after_fork_parent(void)
 {
+    if (fork_gate[0] >= 0)
+        close(fork_gate[0]);
+    fork_gate[0] = -1;
     pthread_mutex_unlock(&lock);
 }
 static void after_fork_child(void)
 {
+    if (fork_gate[1] >= 0)
+        close(fork_gate[1]);
+    if (fork_gate[0] >= 0) {
+        /* a byte when the parent has flushed, or end of file if it died first */
+        char c;
+        while (read(fork_gate[0], &c, 1) < 0 && errno == EINTR) {
+        }
+        close(fork_gate[0]);
+    }
+    fork_gate[0] = fork_gate[1] = -1;
     pthread_mutex_init(&lock, NULL);
     sys_holds_lock = false;
     buf_len = 0;
