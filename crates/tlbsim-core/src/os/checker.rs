@@ -42,10 +42,15 @@ impl<P: Coherence> Os<P> {
                 }
             }
             if !tables.is_empty() {
-                let lazy_here = self.cores[core].lazy && self.cores[core].loaded_mm == Some(pid);
+                // Rule 3 looks only at the entries a walk of the lazily loaded address space
+                // can reach: those under its tag. With tagged walk caches (PCID, CR3 tags)
+                // an entry under another tag points to this slot from another address space
+                // or an earlier life of the table (marked stale when that one was freed).
+                let lazy_tag = (self.cores[core].lazy && self.cores[core].loaded_mm == Some(pid)).then(|| self.tag_on(core, pid)).flatten();
                 for &t in tables {
                     let held = self.m.cores[core].tlbs.mark_pwc_stale(t);
-                    if held > 0 && lazy_here && !flushed.contains(&core) {
+                    let reachable = held > 0 && lazy_tag.is_some_and(|tag| self.m.cores[core].tlbs.holds_pwc_to_under(t, tag));
+                    if reachable && !flushed.contains(&core) {
                         self.record_speculative_exposure(core, pid, t);
                     }
                 }

@@ -510,6 +510,12 @@ impl TlbHierarchy {
         [PWC_PML4, PWC_PDPT, PWC_PD].iter().any(|&i| self.present[i] && self.pwcs[i - PWC_PML4].any(|e| e.pfn.0 == slot as u64))
     }
 
+    /// Whether a page-walk cache holds an entry under `tag` pointing to table `slot`: one a
+    /// walk of the address space loaded with that tag may go through.
+    pub fn holds_pwc_to_under(&self, slot: u32, tag: u16) -> bool {
+        [PWC_PML4, PWC_PDPT, PWC_PD].iter().any(|&i| self.present[i] && self.pwcs[i - PWC_PML4].any(|e| e.pfn.0 == slot as u64 && e.tag == tag))
+    }
+
     /// INVLPG of each of `pages` (as `invalidate_page`), the page-walk caches dropped once
     /// for all of them. Returns entries removed from the TLB levels.
     pub fn invalidate_pages<L: TlbListener>(&mut self, pages: &[Vpn], tag: Option<u16>, listener: &mut L) -> u32 {
