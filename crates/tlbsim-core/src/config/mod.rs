@@ -373,9 +373,9 @@ pub struct OsConfig {
     /// as mainline Linux (ABIS' 4.5 included) takes it with interrupts enabled: the
     /// initiator has its ack at arrival plus the handler, whose cycles lengthen the path.
     pub kernel_interrupts: String,
-    /// How threads move between cores: `none` (the default, which every result before this
-    /// switch used): a thread stays on the core it was placed on, and a woken one goes back
-    /// to it; or `linux`, CFS's wake-up placement and load balancing: a thread woken by
+    /// How threads move between cores: `linux` (the default since issue 46), CFS's wake-up
+    /// placement and load balancing, or `none` (every result before it): a thread stays on
+    /// the core it was placed on, and a woken one goes back to it. Under `linux` a thread woken by
     /// another goes to the waker's core or stays with its previous one as wake_affine's
     /// load comparison decides (unless wake_wide spreads them), then to an idle core of
     /// that core's socket (the last-level cache) if the chosen one is busy
@@ -428,7 +428,7 @@ impl Default for OsConfig {
             flush_ceiling: 33,
             migrate_batch: 512,
             kernel_interrupts: "return".into(),
-            balance: "none".into(),
+            balance: "linux".into(),
             time_slice: 9_000_000,
             locks: true,
             lru_drain_on_unmap: true,
