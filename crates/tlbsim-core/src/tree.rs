@@ -99,6 +99,8 @@ pub fn from_tree_at<T: serde::de::DeserializeOwned>(prefix: &str, tree: Value) -
         let inner = e.into_inner().to_string();
         // serde_path_to_error's path already ends with an unknown field's own name.
         let key = match unknown_field(&inner) {
+            // An empty key (`"" = 1` in TOML) is named as TOML spells it.
+            Some("") if path == "." || path.is_empty() => "\"\"".to_owned(),
             Some(field) if path == "." || path.is_empty() => field.to_owned(),
             _ => path,
         };

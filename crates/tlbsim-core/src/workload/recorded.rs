@@ -459,7 +459,7 @@ impl Builder {
         // Merge with the previous count of the same chunk.
         if th.stream.len() as u64 > th.chunk_start {
             if let Some(last) = th.stream.last_mut() {
-                if *last & Recorded::KIND == Recorded::INSTRUCTIONS && (*last & Recorded::VALUE) + n < Recorded::VALUE {
+                if *last & Recorded::KIND == Recorded::INSTRUCTIONS && (*last & Recorded::VALUE).checked_add(n).is_some_and(|sum| sum < Recorded::VALUE) {
                     *last += n;
                     return;
                 }
