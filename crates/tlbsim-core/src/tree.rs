@@ -44,10 +44,12 @@ pub fn parse_toml(text: &str) -> std::result::Result<Value, String> {
 /// (`64`, `true`, `"lru"`, `[1, 2]`); a value that is not one is taken as a bare string,
 /// so `--set os.coherence=linux` works without quotes.
 pub fn apply_override(tree: &mut Value, spec: &str) -> Result<()> {
-    let (key, raw) = spec.split_once('=').ok_or_else(|| Error::config(spec, "an override is dotted.key=value"))?;
+    // An error names the key, or the whole override when its key is blank (`--set ""`).
+    let named = |k: &str| if k.trim().is_empty() { format!("--set {spec:?}") } else { k.to_owned() };
+    let (key, raw) = spec.split_once('=').ok_or_else(|| Error::config(named(spec), "an override is dotted.key=value"))?;
     let key = key.trim();
     if key.is_empty() || key.split('.').any(str::is_empty) {
-        return Err(Error::config(key, "an override's key is dotted names, like machine.tlb.l1d.entries"));
+        return Err(Error::config(named(key), "an override's key is dotted names, like machine.tlb.l1d.entries"));
     }
     let raw = raw.trim();
     let value = match toml::from_str::<toml::Value>(&format!("v = {raw}")) {
