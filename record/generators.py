@@ -207,10 +207,6 @@ def pairings() -> list[Pairing]:
     ]
 
 
-def machine(cores: int) -> dict:
-    return {"sockets": 1, "cores_per_socket": cores}
-
-
 def measures(stats: dict, ops: float) -> dict:
     """Per-operation and per-thousand-instruction figures of a run's stats."""
     totals = stats["totals"]
@@ -317,13 +313,7 @@ def recording_side(name: str, recordings: Path, results: dict, cores: int) -> di
         return {"label": name, "error": f"no recording of {name} in {recordings} (run make recordings)"}
     ops = r["recording"]["ops"]
     t0 = time.monotonic()
-    stats = tlbsim.run(
-        {
-            "machine": machine(cores),
-            "workload": {"kind": "recorded", "paths": [str(path)], "fetches": False},
-            "os": {"coherence": "linux"},
-        }
-    ).stats
+    stats = tlbsim.run(rec.replay_config(path, cores, fetches=False)).stats
     m = measures(stats, ops)
     w = recorded_work(name, path)
     m.update(
@@ -380,7 +370,9 @@ def marginal(name: str, short: Path, long: Path) -> dict | None:
 
 def generator_side(side: Side, cores: int) -> dict:
     t0 = time.monotonic()
-    stats = tlbsim.run({"machine": machine(cores), "workload": side.workload, "os": {"coherence": "linux"}}).stats
+    stats = tlbsim.run(
+        {"machine": {"sockets": 1, "cores_per_socket": cores}, "workload": side.workload, "os": {"coherence": "linux"}}
+    ).stats
     ops = side.ops if side.ops is not None else sum(stats["per_class"][c]["ops_completed"] for c in side.classes)
     m = measures(stats, ops)
     m.update(

@@ -667,13 +667,7 @@ def replay(path: Path, cores: int) -> dict:
     """Replay as `tlbsim record --compare` does: one socket of `cores` cores, Linux's
     coherence, the recording's per-block instruction counts."""
     t0 = time.monotonic()
-    totals = tlbsim.run(
-        {
-            "machine": {"sockets": 1, "cores_per_socket": cores},
-            "workload": {"kind": "recorded", "paths": [str(path)], "fetches": False},
-            "os": {"coherence": "linux"},
-        }
-    ).stats["totals"]
+    totals = tlbsim.run(rec.replay_config(path, cores, fetches=False)).stats["totals"]
     return {
         "ipis_sent": totals["shootdown_ipis_sent"],
         "ipis_received": totals["shootdown_ipis_received"],

@@ -135,6 +135,16 @@ def tlb_ipis() -> int | None:
     return None
 
 
+def replay_config(path: str | os.PathLike, cores: int, fetches: bool = True, coherence: str = "linux") -> dict:
+    """The config `tlbsim record --compare` replays a recording with: one socket of `cores`
+    cores, the recording as the workload, `coherence` as the policy."""
+    return {
+        "machine": {"sockets": 1, "cores_per_socket": cores},
+        "workload": {"kind": "recorded", "paths": [str(path)], "fetches": fetches},
+        "os": {"coherence": coherence},
+    }
+
+
 def compare(
     cmd: list[str],
     out: str | os.PathLike,
@@ -157,13 +167,7 @@ def compare(
     cores = cores or os.cpu_count() or 1
     import tlbsim
 
-    totals = tlbsim.run(
-        {
-            "machine": {"sockets": 1, "cores_per_socket": cores},
-            "workload": {"kind": "recorded", "paths": [str(out)], "fetches": fetches},
-            "os": {"coherence": coherence},
-        }
-    ).stats["totals"]
+    totals = tlbsim.run(replay_config(out, cores, fetches, coherence)).stats["totals"]
     return {
         "real_ipis_received": None if before is None or after is None else after - before,
         "real_exit_code": native.returncode,

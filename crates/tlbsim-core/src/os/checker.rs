@@ -49,7 +49,7 @@ impl<P: Coherence> Os<P> {
                 let lazy_tag = (self.cores[core].lazy && self.cores[core].loaded_mm == Some(pid)).then(|| self.tag_on(core, pid)).flatten();
                 for &t in tables {
                     let held = self.m.cores[core].tlbs.mark_pwc_stale(t);
-                    let reachable = held > 0 && lazy_tag.is_some_and(|tag| self.m.cores[core].tlbs.holds_pwc_to_under(t, tag));
+                    let reachable = held > 0 && lazy_tag.is_some_and(|tag| self.m.cores[core].tlbs.holds_pwc_to(t, Some(tag)));
                     if reachable && !flushed.contains(&core) {
                         self.record_speculative_exposure(core, pid, t);
                     }

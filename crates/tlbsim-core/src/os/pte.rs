@@ -117,7 +117,7 @@ impl<P: Coherence> Os<P> {
             // below reaches it; the flush still carries the IPIs' cost.
             for c in 0..self.cores.len() {
                 let tlbs = &mut self.m.cores[c].tlbs;
-                if migration.freed.iter().any(|&t| tlbs.holds_pwc_to(t)) {
+                if migration.freed.iter().any(|&t| tlbs.holds_pwc_to(t, None)) {
                     tlbs.flush_pwc();
                 }
             }

@@ -226,7 +226,9 @@ impl<P: Coherence> Os<P> {
             let current = self.current_leaves(pid, &req.pages);
             // A core whose page-walk caches point to a table being freed holds a stale
             // translation too.
-            (0..ncores).map(|c| self.holds_stale_with(c, pid, &req.pages, &current) || tables.iter().any(|&t| self.m.cores[c].tlbs.holds_pwc_to(t))).collect()
+            (0..ncores)
+                .map(|c| self.holds_stale_with(c, pid, &req.pages, &current) || tables.iter().any(|&t| self.m.cores[c].tlbs.holds_pwc_to(t, None)))
+                .collect()
         };
         let views: Vec<CoreView> = (0..ncores).map(|c| self.core_view(c)).collect();
         let mut plan = FlushPlan::default();

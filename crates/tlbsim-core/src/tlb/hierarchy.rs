@@ -505,15 +505,11 @@ impl TlbHierarchy {
         }
     }
 
-    /// Whether a page-walk cache holds an entry pointing to table `slot`.
-    pub fn holds_pwc_to(&self, slot: u32) -> bool {
-        [PWC_PML4, PWC_PDPT, PWC_PD].iter().any(|&i| self.present[i] && self.pwcs[i - PWC_PML4].any(|e| e.pfn.0 == slot as u64))
-    }
-
-    /// Whether a page-walk cache holds an entry under `tag` pointing to table `slot`: one a
-    /// walk of the address space loaded with that tag may go through.
-    pub fn holds_pwc_to_under(&self, slot: u32, tag: u16) -> bool {
-        [PWC_PML4, PWC_PDPT, PWC_PD].iter().any(|&i| self.present[i] && self.pwcs[i - PWC_PML4].any(|e| e.pfn.0 == slot as u64 && e.tag == tag))
+    /// Whether a page-walk cache holds an entry pointing to table `slot`: under any tag, or
+    /// under `tag` only (one a walk of the address space loaded with that tag may go through).
+    pub fn holds_pwc_to(&self, slot: u32, tag: Option<u16>) -> bool {
+        let wanted = |e: &TlbEntry| e.pfn.0 == slot as u64 && tag.is_none_or(|t| e.tag == t);
+        [PWC_PML4, PWC_PDPT, PWC_PD].iter().any(|&i| self.present[i] && self.pwcs[i - PWC_PML4].any(wanted))
     }
 
     /// INVLPG of each of `pages` (as `invalidate_page`), the page-walk caches dropped once
