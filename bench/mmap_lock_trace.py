@@ -24,7 +24,7 @@ def main(path: str) -> None:
     writes = collections.Counter(
         pid
         for comm, pid, _, name, rest in ev
-        if comm == "munmap_lock" and name == "mmap_lock_acquire_returned" and "write=true" in rest
+        if comm.startswith("munmap_lock") and name == "mmap_lock_acquire_returned" and "write=true" in rest
     )
     workers = [p for p, _ in writes.most_common(2)]
     mms = collections.Counter(

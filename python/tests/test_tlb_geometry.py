@@ -44,3 +44,17 @@ def test_knee_rows_check_against_the_documented_geometry() -> None:
     # a level whose preset value was taken from the table is not held out
     rows = val.knee_rows(real, {}, {"l1": 64.0, "l2": 2059.0}, "", {"l1": 64, "l2": 2048}, doc, ["l2"])
     assert [r.role for r in rows] == ["check", "fit"]
+
+
+def test_an_intel_model_number_older_than_its_flags_is_the_hypervisors() -> None:
+    # A KVM guest of this workplace: model 0xA7 (Rocket Lake, Sunny Cove's table) with AMX,
+    # which only Sapphire Rapids (Golden Cove) and later have.
+    spr = tg.lookup("GenuineIntel", 6, 0xA7, ["amx_tile"])
+    assert spr is not None and (spr.l1_entries, spr.l1_ways) == (96, 6)
+    assert "0xa7" in spr.microarchitecture and "amx_tile" in spr.microarchitecture
+    rkl = tg.lookup("GenuineIntel", 6, 0xA7)
+    assert rkl is not None and rkl.l1_entries == 64
+    # A number that already names Golden Cove, and an unknown one, are left as they are.
+    assert tg.lookup("GenuineIntel", 6, 0x8F, ["amx_tile"]) == tg.lookup("GenuineIntel", 6, 0x8F)
+    assert tg.lookup("GenuineIntel", 6, 0x01, ["amx_tile"]) is None
+    assert tg.lookup("AuthenticAMD", 25, 1, ["amx_tile"]) == tg.lookup("AuthenticAMD", 25, 1)

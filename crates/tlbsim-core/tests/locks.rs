@@ -316,3 +316,36 @@ fn a_bad_exit_curve_is_refused_naming_the_point() {
     }
     // (exit_ns beside a curve cannot matter: tests/config.rs, the silent settings.)
 }
+
+#[test]
+fn a_fresh_private_mappings_first_write_takes_mmap_lock_for_its_anon_vma() {
+    // bench/munmap_lock's loop: mmap 2 pages, write both, munmap. Only the first write of
+    // each mapping needs its anon_vma (vmf_anon_prepare's mmap_read_trylock).
+    let worker = |slot| looped(200, vec![Op::Mmap { slot, spec: lazy(2) }, touch(slot, 2), Op::Munmap { slot }, Op::CountOp]);
+    let alone = run("linux", true, vec![worker(0)], vec![], 1);
+    assert_eq!(lock(&alone, "anon_vma_trylocks"), 200);
+    assert_eq!(lock(&alone, "fault_fallbacks"), 0, "alone, the trylock always succeeds");
+    let two = run("linux", true, vec![worker(0), worker(1)], vec![], 2);
+    assert_eq!(lock(&two, "anon_vma_trylocks"), 400);
+    // The other thread's mmap or munmap holds the lock, or waits for it, at some first writes.
+    assert!(lock(&two, "fault_fallbacks") > 0, "{}", two["totals"]["locks"]);
+    // A fault that waited runs when the lock is granted: every page is faulted in.
+    assert_eq!(two["totals"]["page_faults"], 2 * 2 * 200, "{}", two["totals"]);
+    // Reads map the zero page, and shared mappings make no private page: no anon_vma.
+    let reader = looped(
+        200,
+        vec![
+            Op::Mmap { slot: 0, spec: lazy(2) },
+            Op::Access { slot: 0, pattern: Pattern::Sequential, mode: AccessMode::Read, count: 2, offset: 0, len: 0, stride: 4096 },
+            Op::Munmap { slot: 0 },
+            Op::CountOp,
+        ],
+    );
+    let shared =
+        looped(200, vec![Op::Mmap { slot: 1, spec: MapSpec { shared: true, ..anon(2 * 4096, true) } }, touch(1, 2), Op::Munmap { slot: 1 }, Op::CountOp]);
+    let none = run("linux", true, vec![reader, shared], vec![], 2);
+    assert_eq!(lock(&none, "anon_vma_trylocks"), 0);
+    assert_eq!(lock(&none, "fault_fallbacks"), 0);
+    // Without kernel locks there is nothing to take.
+    assert_eq!(lock(&run("linux", false, vec![worker(0), worker(1)], vec![], 2), "anon_vma_trylocks"), 0);
+}

@@ -63,6 +63,19 @@ class Entry:
     comment: str
 
 
+def cache_entry(cache_model: bool, key: str, value: Any, comment: str) -> Entry:
+    """A key of the cache memory model: set under ``machine.memory.model = "cache"``, else
+    a comment that gives the value (the flat model refuses the key, as it cannot matter)."""
+    if cache_model:
+        return Entry(key, value, comment)
+    return Entry(
+        key,
+        None,
+        f'{tlbsim.toml_literal(value)}, {comment} (set it with machine.memory.model = "cache"; '
+        "under the flat model it cannot matter)",
+    )
+
+
 def _cycles(ns: float, ghz: float) -> float:
     return ns * ghz
 
@@ -310,7 +323,7 @@ def build_preset(
     m = defaults["machine"]
     an = (reach or {}).get("analysis") or {}
     knees = an.get("knees", [])
-    documented = tlb_geometry.lookup(host.vendor, host.family, host.model_number)
+    documented = tlb_geometry.lookup(host.vendor, host.family, host.model_number, host.cpu_flags)
     flags: list[str] = []
     from_documented: list[str] = []
     entries += tlb_entries(knees, host_cfg["machine"], m, documented, flags, from_documented)
@@ -376,12 +389,17 @@ def build_preset(
                 an.get("not_measurable", {}).get("memory_latency", "not measured here"),
             )
         )
+    # The preset keeps the flat memory model of the defaults, under which the cache keys
+    # cannot take effect and are refused (config/silent.rs): their values go in comments,
+    # ready to be set beside machine.memory.model = "cache".
+    cache_model = m["memory"].get("model") == "cache"
     if an.get("llc_bytes"):
         ways = m["memory"]["llc_ways"]
         size = fit.llc_round(an["llc_bytes"], ways)
         measured = "measured: " if an.get("llc_ns") is not None else ""
         entries.append(
-            Entry(
+            cache_entry(
+                cache_model,
                 "machine.memory.llc_bytes",
                 size,
                 f"{measured}{an['llc_source']}; rounded down to {ways} ways x a power-of-two number of 64-byte sets",
@@ -389,7 +407,8 @@ def build_preset(
         )
         if an.get("llc_ns") is not None:
             entries.append(
-                Entry(
+                cache_entry(
+                    cache_model,
                     "machine.memory.llc_latency",
                     max(1, round(_cycles(an["llc_ns"], ghz))),
                     f"measured: the plateau before the LLC knee, {an['llc_ns']:.1f} ns x {ghz} GHz",
@@ -818,6 +837,33 @@ def calibrate(
     text = render_toml(entries, header, notes)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
+
+    def write_json() -> dict[str, Any]:
+        # Written before the preset is checked, so that no measurement is lost to a failure.
+        data = {
+            "tlbsim_version": tlbsim.__version__,
+            "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "mode": plan.name,
+            "plan": asdict(plan),
+            "elapsed_seconds": elapsed,
+            "host": asdict(host),
+            "load": load,
+            "warnings": [warning] if warning else [],
+            "flags": list(details.get("tlb_geometry", {}).get("flags", [])),
+            "shootdown_patterns": shoot,
+            "shootdown_controls": controls,
+            "tlb_reach": reach,
+            "fpr_munmap": fpr_rows,
+            "munmap_lock": lock_rows,
+            "wake_latency": wake_rows,
+            "fit": details,
+            "preset": {e.key: e.value for e in entries if e.value is not None},
+            "preset_comments": {e.key: e.comment for e in entries},
+        }
+        json_path.write_text(json.dumps(data, indent=1, default=json_default) + "\n")
+        return data
+
+    write_json()
     try:
         tlbsim.resolve(out)
     except tlbsim.ConfigError as err:  # a bug here, not the user's: say so plainly
@@ -834,27 +880,7 @@ def calibrate(
         )
         out.write_text(render_toml(entries, header, notes))
         tlbsim.resolve(out)
-    data = {
-        "tlbsim_version": tlbsim.__version__,
-        "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "mode": plan.name,
-        "plan": asdict(plan),
-        "elapsed_seconds": elapsed,
-        "host": asdict(host),
-        "load": load,
-        "warnings": [warning] if warning else [],
-        "flags": list(details.get("tlb_geometry", {}).get("flags", [])),
-        "shootdown_patterns": shoot,
-        "shootdown_controls": controls,
-        "tlb_reach": reach,
-        "fpr_munmap": fpr_rows,
-        "munmap_lock": lock_rows,
-        "wake_latency": wake_rows,
-        "fit": details,
-        "preset": {e.key: e.value for e in entries if e.value is not None},
-        "preset_comments": {e.key: e.comment for e in entries},
-    }
-    json_path.write_text(json.dumps(data, indent=1, default=json_default) + "\n")
+    data = write_json()
     return CalibrationResult(out, json_path, elapsed, entries, data)
 
 

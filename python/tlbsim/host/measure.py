@@ -83,6 +83,8 @@ class Host:
     llc_bytes: int | None = None  # the last-level cache of CPU 0 (sysfs), None if unknown
     family: int | None = None  # /proc/cpuinfo "cpu family" (for tlb_geometry.lookup)
     model_number: int | None = None  # /proc/cpuinfo "model"
+    # /proc/cpuinfo "flags" that tlb_geometry.lookup reads (a generation's markers)
+    cpu_flags: list[str] = field(default_factory=list)
     data_caches: list[dict[str, int]] = field(default_factory=list)  # {"level", "size", "ways"}, sysfs cpu0
 
 
@@ -220,6 +222,7 @@ def read_host(proc: Path = Path("/proc"), sys_root: Path = Path("/sys")) -> Host
         llc_bytes=llc,
         family=_int("cpu family"),
         model_number=_int("model"),
+        cpu_flags=[f for f in fields.get("flags", "").split() if f in tlb_geometry.FLAGS_READ],
         data_caches=sorted(data_caches, key=lambda c: c["level"]),
     )
 
@@ -675,7 +678,7 @@ def measure_reach(
     # densely around each candidate knee: those the coarse fit found, and where the vendor
     # documents this CPU's TLBs (sampling there cannot bias the fit: a knee that is not
     # there does not appear), each size measured `knee_passes` times (the median counts)
-    documented = tlb_geometry.lookup(host.vendor, host.family, host.model_number)
+    documented = tlb_geometry.lookup(host.vendor, host.family, host.model_number, host.cpu_flags)
     centres = [float(k["entries"]) for k in first.knees]
     if documented:
         centres += [float(documented.l1_entries), float(documented.l2_entries)]

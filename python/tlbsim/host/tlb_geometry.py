@@ -21,7 +21,8 @@ Sources (each row names its own):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -128,14 +129,30 @@ TABLE: tuple[tuple[str, int, frozenset[int], Geometry], ...] = (
 )
 
 
-def lookup(vendor: str, family: int | None, model: int | None) -> Geometry | None:
-    """The documented geometry of this CPU, or None when the table does not know it."""
+# Intel's generations in order, and flags that only a later one has: a KVM guest's CPU
+# model may report another part's model number (a guest of this workplace reports 0xA7,
+# Rocket Lake, with Sapphire Rapids' AMX), so a number that names a generation older than
+# the flags allow is the hypervisor's, not the CPU's. AMX (amx_tile) first shipped with
+# Sapphire Rapids, Golden Cove (Intel's Architecture Instruction Set Extensions reference).
+_INTEL_ORDER = (_HASWELL, _SKYLAKE, _SUNNY, _GOLDEN)
+_INTEL_AT_LEAST = (("amx_tile", _GOLDEN),)
+# The flags the host description keeps (measure.Host.cpu_flags).
+FLAGS_READ = frozenset(flag for flag, _ in _INTEL_AT_LEAST)
+
+
+def lookup(vendor: str, family: int | None, model: int | None, flags: Sequence[str] = ()) -> Geometry | None:
+    """The documented geometry of this CPU, or None when the table does not know it.
+    ``flags``: /proc/cpuinfo's; an Intel model number older than its flags allow gives the
+    geometry of the first generation with them."""
     if family is None or model is None:
         return None
-    for v, f, models, g in TABLE:
-        if v == vendor and f == family and model in models:
-            return g
-    return None
+    found = next((g for v, f, models, g in TABLE if v == vendor and f == family and model in models), None)
+    if vendor == "GenuineIntel" and found in _INTEL_ORDER:
+        for flag, first in _INTEL_AT_LEAST:
+            if flag in flags and _INTEL_ORDER.index(found) < _INTEL_ORDER.index(first):
+                note = f"model {model:#x} names {found.microarchitecture}, but the {flag} flag came with {first.microarchitecture}"
+                return replace(first, microarchitecture=f"{first.microarchitecture}; {note}")
+    return found
 
 
 def documented_entries(g: Geometry, level: str) -> int:

@@ -685,7 +685,7 @@ def validate(
     if documented is None and "tlb_geometry" not in (data.get("fit") or {}):
         # measurements from before the table: look the host up now
         h = data.get("host") or {}
-        g = tlb_geometry.lookup(h.get("vendor", ""), h.get("family"), h.get("model_number"))
+        g = tlb_geometry.lookup(h.get("vendor", ""), h.get("family"), h.get("model_number"), h.get("cpu_flags") or ())
         documented = asdict(g) if g else None
     rows += knee_rows(
         knees,

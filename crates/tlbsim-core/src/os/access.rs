@@ -80,7 +80,9 @@ impl<P: Coherence> AccessEnv for Os<P> {
         *spent = 0;
         let thread = self.cores[core].current.expect("a faulting access has a thread");
         let pid = self.threads[thread].pid;
-        if self.fault_must_wait(core, thread, pid, va) {
+        if self.fault_must_wait(core, thread, pid, va, kind.is_write()) {
+            // The thread sleeps for the lock; the access runs again when it is granted.
+            self.threads[thread].retry_access = Some((va, kind));
             return Ok(FaultOutcome::Done);
         }
         if !present

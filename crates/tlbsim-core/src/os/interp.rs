@@ -14,6 +14,13 @@ impl<P: Coherence> Os<P> {
     /// Step one thread on `core` until `until` (or it blocks, exits, or waits).
     pub(super) fn step_thread(&mut self, core: usize, thread: usize, until: u64) -> Result<()> {
         while self.clock(core) < until && self.cores[core].current == Some(thread) && self.cores[core].waiting == 0 && !self.sched.yield_requested() {
+            // An access whose page fault waited for `mmap_lock` runs again first, its fault
+            // under the lock it was granted (os/locks.rs `fault_must_wait`).
+            if let Some((va, kind)) = self.threads[thread].retry_access.take() {
+                crate::access::access(self, core, va, kind)?;
+                self.threads[thread].fault_lock_granted = false;
+                continue;
+            }
             // A system call an allocator operation asked for runs first (os/alloc.rs).
             if let Some(op) = self.threads[thread].pending.clone() {
                 self.exec_op(core, thread, op, until)?;

@@ -9,7 +9,14 @@
 //! madvise(MADV_DONTNEED), msync and move_pages take it for read. A page fault runs under
 //! the faulting VMA's own lock, so it proceeds while another VMA is being changed; a VMA
 //! write-locked by an mprotect or munmap in progress makes the fault fall back to
-//! `mmap_lock` for read, which waits for the writer.
+//! `mmap_lock` for read, which waits for the writer. So does a fault that makes a private
+//! anonymous page (a write: do_anonymous_page, do_cow_fault, wp_page_copy) in a VMA that
+//! has no `anon_vma` yet, when `mmap_read_trylock` fails (vmf_anon_prepare, mm/memory.c
+//! of the 6.x kernels measured here; the first per-VMA-lock kernels sent every fault on
+//! such a VMA to `mmap_lock`, lock_vma_under_rcu): every fresh private
+//! mapping's first write takes `mmap_lock` for read, which is what makes the faults of
+//! threads that map and unmap wait for each other's mmap and munmap (issue 46 item 1: seen
+//! in `perf record` of bench/munmap_lock on Linux 6.18).
 //!
 //! Waiting (kernel/locking/rwsem.c as of Linux 6.x; issue 46 item 1):
 //! - a lock nobody holds may be taken by anyone, past the waiters (lock stealing: a
@@ -55,8 +62,10 @@
 //! acted on when the handler returns, as here); the optimistic spin queue (osq) is not
 //! modelled (every spinner polls the lock word); a reader at the head of the queue does not
 //! set the hand-off; a fault
-//! that fell back to `mmap_lock` holds it for no time once granted (its handler's work is
-//! charged to the thread as before); a page fault holds its page-table lock for
+//! that fell back to `mmap_lock`, or took it by trylock for its anon_vma, holds it for no
+//! time once granted (its handler's work is charged to the thread as before); VMAs never
+//! merge, so a new mapping never starts with a neighbour's anon_vma (Linux merges two
+//! threads' adjacent anonymous mappings, and its munmap must then split the VMA); a page fault holds its page-table lock for
 //! `costs.per_page` cycles (one PTE's update, rmap and counters, taken out of
 //! `costs.page_fault`), whatever it mapped; the PMD-level lock of a huge page is the
 //! page-table lock of its 2 MiB region.
@@ -132,6 +141,7 @@ impl Locks {
                 "contended": l.contended,
                 "cycles_waited": l.cycles_waited,
                 "fault_fallbacks": l.fault_fallbacks,
+                "anon_vma_trylocks": l.anon_vma_trylocks,
                 "waits_spinning": l.waits_spinning,
                 "waits_asleep": l.waits_asleep,
                 "spin_limits": l.spin_limits,
@@ -224,8 +234,11 @@ pub(crate) struct LockStats {
     pub acquisitions: u64,
     pub contended: u64,
     pub cycles_waited: u64,
-    /// Page faults that found their VMA write-locked and fell back to `mmap_lock`.
+    /// Page faults that fell back to `mmap_lock` (their VMA write-locked, or a failed
+    /// `anon_vma_trylocks`).
     pub fault_fallbacks: u64,
+    /// Page faults that needed their VMA's anon_vma and tried `mmap_read_trylock` for it.
+    pub anon_vma_trylocks: u64,
     /// `mmap_lock` waits begun spinning and begun asleep (a woken writer that fails to
     /// take the lock begins another).
     pub waits_spinning: u64,
@@ -567,6 +580,8 @@ impl<P: Coherence> Os<P> {
         let sem = &mut self.spaces[pid as usize].mmap_lock;
         if w.transient {
             sem.read_free_at = sem.read_free_at.max(at);
+            self.threads[w.thread].fault_lock_granted = true;
+            self.threads[w.thread].lock_contended = false;
         } else {
             match w.mode {
                 LockMode::Write => {
@@ -629,16 +644,48 @@ impl<P: Coherence> Os<P> {
         self.grant_waiters(pid, at);
     }
 
-    /// A page fault of `thread` at `va` in `pid`: if its VMA is write-locked by a writer in
-    /// progress, fall back to `mmap_lock` for read and wait. True: the fault waits (the
-    /// access is retried when the thread runs again).
-    pub(super) fn fault_must_wait(&mut self, core: usize, thread: usize, pid: u32, va: u64) -> bool {
+    /// A page fault of `thread` at `va` in `pid` (`write`: a write access): whether it must
+    /// fall back to `mmap_lock` for read and wait. It must if its VMA is write-locked by a
+    /// writer in progress, or if the fault makes a private anonymous page in a VMA without
+    /// its `anon_vma` and `mmap_read_trylock` fails (vmf_anon_prepare, mm/memory.c: under
+    /// the VMA lock it may allocate the anon_vma only with mmap_lock held, and on a failed
+    /// trylock it returns VM_FAULT_RETRY, and the fault is retried under mmap_lock). True:
+    /// the fault waits (the access is retried when the thread runs again, under the lock).
+    pub(super) fn fault_must_wait(&mut self, core: usize, thread: usize, pid: u32, va: u64, write: bool) -> bool {
         if !self.locks.enabled {
             return false;
         }
-        let sem = &self.spaces[pid as usize].mmap_lock;
-        if sem.writer.is_none_or(|w| w == thread) || !sem.vma_locked.iter().any(|&(s, e)| va >= s && va < e) {
+        if std::mem::take(&mut self.threads[thread].fault_lock_granted) {
             return false;
+        }
+        let sem = &self.spaces[pid as usize].mmap_lock;
+        let vma_locked = sem.writer.is_some_and(|w| w != thread) && sem.vma_locked.iter().any(|&(s, e)| va >= s && va < e);
+        if !vma_locked {
+            let space = &self.spaces[pid as usize];
+            let needs_anon_vma =
+                write && space.vmas.range(..=va).next_back().is_some_and(|(_, v)| va < v.end && !v.reserved && v.writable && !v.shared && !v.anon_vma);
+            if !needs_anon_vma {
+                return false;
+            }
+            self.locks.mmap_stats.anon_vma_trylocks += 1;
+            // The trylock's read hold (the anon_vma's allocation) is taken to last no time,
+            // as a fallback's is.
+            if sem.writer == Some(thread) || sem.read_free(self.clock(core)) {
+                return false;
+            }
+            // VM_FAULT_RETRY: the fault takes mmap_lock for read (lock_mm_and_find_vma), at
+            // once if a reader may (it then lets go at once), else it waits, and the retried
+            // access runs under it.
+            self.locks.mmap_stats.fault_fallbacks += 1;
+            if self.mmap_lock(core, thread, pid, LockMode::Read) {
+                let now = self.clock(core);
+                self.mmap_unlock(thread, pid, now);
+                return false;
+            }
+            if let Some(w) = self.spaces[pid as usize].mmap_lock.waiters.iter_mut().find(|w| w.thread == thread) {
+                w.transient = true;
+            }
+            return true;
         }
         self.locks.mmap_stats.fault_fallbacks += 1;
         self.locks.mmap_stats.contended += 1;

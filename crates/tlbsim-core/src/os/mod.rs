@@ -418,7 +418,15 @@ impl<P: Coherence> Os<P> {
         let mut vmas = BTreeMap::new();
         vmas.insert(
             MMAP_TOP - LIBS_BYTES,
-            Vma { end: MMAP_TOP, writable: false, shared: false, backing: crate::workload::program::Backing::Anonymous, reserved: true, recycling: 0 },
+            Vma {
+                end: MMAP_TOP,
+                writable: false,
+                shared: false,
+                backing: crate::workload::program::Backing::Anonymous,
+                reserved: true,
+                recycling: 0,
+                anon_vma: false,
+            },
         );
         self.spaces.add(Process {
             pid,
@@ -488,6 +496,8 @@ impl<P: Coherence> Os<P> {
             accesses: 0,
             zipf: None,
             lock_granted: None,
+            fault_lock_granted: false,
+            retry_access: None,
             unlock_at_resume: None,
             syscall_resume: 0,
             range_call: None,

@@ -19,6 +19,10 @@ pub(crate) struct Vma {
     pub reserved: bool,
     /// Recycling context of the mapping (the recycling axis; 0: none).
     pub recycling: u32,
+    /// The VMA has its `anon_vma` (mm/rmap.c `__anon_vma_prepare`): set by its first fault
+    /// that makes a private anonymous page; kept by splits, inherited by a fork's copy. A
+    /// fault that needs it while it is missing takes `mmap_lock` (os/locks.rs).
+    pub anon_vma: bool,
 }
 
 pub(crate) struct Process {
@@ -150,6 +154,12 @@ pub(crate) struct Thread {
     pub zipf: Option<(u64, u64, Vec<f64>)>,
     /// A lock this thread waited for was handed to it: its operation goes on.
     pub lock_granted: Option<locks::LockMode>,
+    /// Its page fault fell back to `mmap_lock` and was granted it: the retried fault runs
+    /// under it, without trying the VMA lock again.
+    pub fault_lock_granted: bool,
+    /// An access whose page fault waits for `mmap_lock`: it runs again first when the
+    /// thread runs again.
+    pub retry_access: Option<(u64, crate::types::AccessKind)>,
     /// Release this process's `mmap_lock` when the core resumes after its flush.
     pub unlock_at_resume: Option<u32>,
     /// A system call that flushes page by page (msync, migration) and waits for each

@@ -130,9 +130,10 @@ impl<P: Coherence> Os<P> {
             let pages: Vec<Vpn> = (va >> 12..(va + len) >> 12).map(Vpn).collect();
             self.flush(core, pid, FlushReason::Policy, false, Gather::of_pages(pages));
         }
-        self.spaces[pid as usize]
-            .vmas
-            .insert(va, Vma { end: va + len, writable: spec.writable, shared: spec.shared, backing: spec.backing, reserved: false, recycling });
+        self.spaces[pid as usize].vmas.insert(
+            va,
+            Vma { end: va + len, writable: spec.writable, shared: spec.shared, backing: spec.backing, reserved: false, recycling, anon_vma: false },
+        );
         if spec.populate {
             let mut page = va;
             while page < va + len {
