@@ -257,3 +257,48 @@ fn the_malloc_handoff_bench_shapes_trim_as_the_hand_model_says() {
         assert_eq!(calls(t, "munmap"), 0, "{name}");
     }
 }
+
+/// The scenario of `a_free_by_another_thread_trims_the_allocating_threads_arena` in the
+/// scenario language: the producer mallocs six buffers and writes them; after a barrier
+/// the consumer reads the first through `use-pointer` and frees them from the top down;
+/// the producer lives until a second barrier after the frees (a thread that has exited
+/// leaves its arena free for the next thread that needs one, arena.c get_free_list).
+fn scenario(glibc: &str, extra: Option<Value>) -> tlbsim_core::Result<Value> {
+    let mut producer = Vec::new();
+    for p in 0..6 {
+        producer.push(json!({"op": "malloc", "pointer": format!("b{p}"), "bytes": BUF}));
+        producer.push(json!({"op": "access", "region": format!("b{p}"), "mode": "write", "count": BUF / 4096, "stride": 4096}));
+    }
+    producer.extend([json!({"op": "barrier"}), json!({"op": "barrier"})]);
+    let mut consumer = vec![json!({"op": "barrier"}), json!({"op": "use-pointer", "pointer": "b0"}), json!({"op": "access", "region": "b0", "count": 4})];
+    consumer.extend((0..6).rev().map(|p| json!({"op": "free", "pointer": format!("b{p}")})));
+    if let Some(op) = extra {
+        consumer.push(op);
+    }
+    consumer.push(json!({"op": "barrier"}));
+    let threads = json!([{"name": "producer", "core": 0, "program": producer}, {"name": "consumer", "core": 1, "program": consumer}]);
+    let tree = json!({"machine": {"cores_per_socket": 2}, "workload": {"kind": "scenario", "scenario": {"glibc": glibc, "process": [{"name": "p", "thread": threads}]}}});
+    tlbsim_core::run(tree, &[], std::path::Path::new(".")).map(|r| r.stats)
+}
+
+#[test]
+fn the_scenario_language_runs_the_allocator() {
+    let s = scenario("2.23", None).unwrap();
+    assert_eq!(calls(&s["totals"], "madvise"), hand_model(6, BUF, &[5, 4, 3, 2, 1, 0], 0), "{}", s["totals"]["syscalls_by_call"]);
+    assert_eq!(calls(&s["per_core"][0], "madvise"), 0, "the consumer's frees trim the producer's arena");
+    assert_eq!(calls(&s["totals"], "mmap"), 1, "one arena heap");
+    // 2.36 (any 2.26+): the consumer's first free makes its tcache in an arena of its own.
+    let new = scenario("2.36", None).unwrap();
+    assert_eq!(calls(&new["totals"], "mmap"), 2);
+    assert_eq!(calls(&new["totals"], "madvise"), hand_model(6, BUF, &[5, 4, 3, 2, 1, 0], 656));
+    // A realloc of a freed pointer is the allocator's clean error; bad keys name themselves.
+    let e = scenario("2.36", Some(json!({"op": "realloc", "pointer": "b1", "bytes": 4096}))).unwrap_err().to_string();
+    assert!(e.contains("consumer") && e.contains("pointer"), "{e}");
+    let key = |op: Value| scenario("2.36", Some(op)).unwrap_err().to_string();
+    let at = "workload.scenario.process[0].thread[1].program[9]";
+    assert!(key(json!({"op": "free"})).contains(&format!("{at}.pointer")));
+    assert!(key(json!({"op": "malloc", "pointer": "c"})).contains(&format!("{at}.bytes")));
+    assert!(key(json!({"op": "malloc", "pointer": "c", "bytes": 0})).contains(&format!("{at}.bytes")));
+    assert!(key(json!({"op": "free", "pointer": "c", "bytes": 1})).contains(&format!("{at}.bytes")));
+    assert!(scenario("2.30", None).unwrap_err().to_string().contains("workload.scenario.glibc"));
+}

@@ -5,6 +5,7 @@
 //! the dotted key (`workload.scenario.process[1].thread[0].program[3].count`).
 
 use super::program::{AccessMode, Backing, FileSpec, GroupSpec, MapSpec, Op, Pattern, ProcessSpec, ThreadSpec, Workload};
+use super::ptmalloc::Glibc;
 use crate::error::{Error, Result};
 
 use std::collections::{HashMap, HashSet};
@@ -97,6 +98,7 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
     };
     let mut processes = Vec::new();
     let mut slots = 0;
+    let mut pointers = 0u32;
     let mut process_names = HashSet::new();
     for (pi, (pkey, p, vm)) in all.iter().enumerate() {
         let (pkey, p, vm) = (pkey.as_str(), *p, *vm);
@@ -131,10 +133,15 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
             collect_mmap_names(&t.program, &mut slot_names);
         }
         slots = slots.max(slot_names.len());
+        let mut pointer_names = Vec::new();
+        for t in &p.thread {
+            collect_pointer_names(&t.program, &mut pointer_names);
+        }
+        pointers = pointers.max(pointer_names.len() as u32);
         if p.thread.is_empty() {
             return Err(Error::config(format!("{pkey}.thread"), "a process needs at least one thread ([[workload.scenario.process.thread]])"));
         }
-        let names = SlotNames { names: &slot_names, regions: region_count };
+        let names = SlotNames { names: &slot_names, regions: region_count, pointers: &pointer_names };
         let mut threads = Vec::new();
         for (ti, t) in p.thread.iter().enumerate() {
             let tkey = format!("{pkey}.thread[{ti}]");
@@ -162,7 +169,8 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
         processes.push(ProcessSpec { name: p.name.clone(), group, regions, threads, page_tables });
     }
     let Compiler { programs, daemon_programs, cpu_sets, .. } = c;
-    let workload = Workload { groups, files, processes, programs, slots, daemon_programs, vms, cpu_sets, ..Default::default() };
+    let glibc = Glibc::parse(&format!("{KEY}.glibc"), &spec.glibc)?;
+    let workload = Workload { groups, files, processes, programs, slots, daemon_programs, vms, cpu_sets, pointers, glibc, ..Default::default() };
     workload.check(cores).map_err(|m| Error::config(KEY, m))?;
     Ok(workload)
 }
@@ -171,6 +179,8 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
 struct SlotNames<'a> {
     names: &'a [String],
     regions: usize,
+    /// The process's pointer names: `pointers[i]` is pointer i.
+    pointers: &'a [String],
 }
 
 struct Compiler<'a> {
@@ -392,6 +402,23 @@ impl Compiler<'_> {
                 }
                 out.push(Op::MigratePages { slot, node });
             }
+            OpName::Malloc | OpName::Free | OpName::Realloc | OpName::UsePointer => {
+                need(o.pointer.is_some(), "pointer")?;
+                let name = o.pointer.as_deref().unwrap();
+                let ptr = names.pointers.iter().position(|p| p == name).expect("collected from every program of the process") as u32;
+                let bytes = || -> Result<u64> {
+                    need(o.bytes.is_some(), "bytes")?;
+                    let bytes = o.bytes.unwrap();
+                    check_range(&format!("{at}.bytes"), bytes, 1, 1 << 46)?;
+                    Ok(bytes)
+                };
+                out.push(match o.op {
+                    OpName::Malloc => Op::Malloc { ptr, bytes: bytes()?, slot: resolve_region(name, &format!("{at}.pointer"), visible, names)? },
+                    OpName::Realloc => Op::Realloc { ptr, bytes: bytes()? },
+                    OpName::Free => Op::Free { ptr },
+                    _ => Op::UsePtr { slot: resolve_region(name, &format!("{at}.pointer"), visible, names)?, ptr },
+                });
+            }
             OpName::Loop => {
                 need(o.count.is_some(), "count")?;
                 need(o.body.is_some(), "body")?;
@@ -443,11 +470,9 @@ impl Compiler<'_> {
 /// children (slot allocation).
 fn collect_mmap_names(ops: &[ScenarioOp], names: &mut Vec<String>) {
     for o in ops {
-        if o.op == OpName::Mmap {
-            if let Some(r) = &o.region {
-                if !names.contains(r) {
-                    names.push(r.clone());
-                }
+        if let Some(r) = mapped_name(o) {
+            if !names.contains(r) {
+                names.push(r.clone());
             }
         }
         for inner in [&o.body, &o.program].into_iter().flatten() {
@@ -460,15 +485,38 @@ fn collect_mmap_names(ops: &[ScenarioOp], names: &mut Vec<String>) {
 /// children: a child's mappings are its own).
 fn collect_mmap_names_shallow(ops: &[ScenarioOp], names: &mut Vec<String>) {
     for o in ops {
-        if o.op == OpName::Mmap {
-            if let Some(r) = &o.region {
-                names.push(r.clone());
-            }
+        if let Some(r) = mapped_name(o) {
+            names.push(r.clone());
         }
         if o.op == OpName::Loop {
             if let Some(body) = &o.body {
                 collect_mmap_names_shallow(body, names);
             }
+        }
+    }
+}
+
+/// The region name an operation gives bytes to: an mmap's region, or the pointer of a
+/// malloc or use-pointer (the allocation's bytes, in this thread).
+fn mapped_name(o: &ScenarioOp) -> Option<&String> {
+    match o.op {
+        OpName::Mmap => o.region.as_ref(),
+        OpName::Malloc | OpName::UsePointer => o.pointer.as_ref(),
+        _ => None,
+    }
+}
+
+/// Pointer names the operations use, in first-mention order, through loop bodies and
+/// fork children.
+fn collect_pointer_names(ops: &[ScenarioOp], names: &mut Vec<String>) {
+    for o in ops {
+        if let Some(p) = &o.pointer {
+            if !names.contains(p) {
+                names.push(p.clone());
+            }
+        }
+        for inner in [&o.body, &o.program].into_iter().flatten() {
+            collect_pointer_names(inner, names);
         }
     }
 }

@@ -25,6 +25,11 @@ pub struct ScenarioSpec {
     /// dom0's; a thread's `core` names a VCPU of its VM.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub vm: Vec<ScenarioVm>,
+    /// The C library whose malloc the `malloc`, `free`, `realloc` and `use-pointer`
+    /// operations run: "2.23" (heap trims on every free that leaves the top chunk above a
+    /// page) or "2.36" (any 2.26 or later, the default when empty).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub glibc: String,
 }
 
 /// `[[workload.scenario.vm]]`: a domain under the hypervisor (`crate::hypervisor`).
@@ -162,6 +167,10 @@ pub enum OpName {
     Barrier,
     Io,
     Serve,
+    Malloc,
+    Free,
+    Realloc,
+    UsePointer,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -254,6 +263,11 @@ pub struct ScenarioOp {
     /// io: the name of the thread that serves the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
+    /// malloc, free, realloc, use-pointer: the pointer's name (one namespace per process;
+    /// also the region that names the allocation's bytes in the thread that allocated it
+    /// or used it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pointer: Option<String>,
 }
 
 fn yes() -> bool {
@@ -293,6 +307,10 @@ impl OpName {
             OpName::Barrier => "barrier",
             OpName::Io => "io",
             OpName::Serve => "serve",
+            OpName::Malloc => "malloc",
+            OpName::Free => "free",
+            OpName::Realloc => "realloc",
+            OpName::UsePointer => "use-pointer",
         }
     }
 
@@ -312,6 +330,8 @@ impl OpName {
             OpName::SetAffinity => &["cores"],
             OpName::MigratePages => &["region", "node"],
             OpName::Loop => &["count", "body"],
+            OpName::Malloc | OpName::Realloc => &["pointer", "bytes"],
+            OpName::Free | OpName::UsePointer => &["pointer"],
         }
     }
 }
@@ -351,6 +371,7 @@ impl ScenarioOp {
         add(self.body.is_some(), "body");
         add(self.program.is_some(), "program");
         add(self.server.is_some(), "server");
+        add(self.pointer.is_some(), "pointer");
         g
     }
 }
