@@ -113,3 +113,30 @@ fn a_munmap_flushes_in_mid_call_when_its_gather_is_full() {
     assert_eq!(munmap_flushes(capacity + 1), 2, "one page more: a flush in mid-call and one at the end");
     assert_eq!(munmap_flushes(2 * capacity + 1), 3);
 }
+
+/// Core 0 touches every page of a 3-table shared file mapping (writing them: dirty, or
+/// reading them: clean), then munmaps it, while core 1 spins in the same address space:
+/// the flush requests core 0 sent.
+fn file_munmap_flushes(write: bool) -> u64 {
+    let pages = 3 * 512;
+    let region = tlbsim_core::workload::builder::file_map(0, 0, pages * 4096, true, true);
+    let mode = if write { AccessMode::Write } else { AccessMode::Read };
+    let touch = Op::Access { slot: 0, pattern: Pattern::Sequential, mode, count: pages, offset: 0, len: 0, stride: 4096 };
+    let spin = vec![Op::Loop { count: 0, body: 1 }, Op::Compute { cycles: 1000 }];
+    let mut w = caller_and(region, vec![touch, Op::Munmap { slot: 0 }, Op::CountOp], ("spin", spin, true));
+    w.files = vec![FileSpec { name: "data".into(), pages }];
+    let tree = serde_json::json!({"machine": {"sockets": 1, "cores_per_socket": 2}, "os": {"coherence": "linux", "thp": false}});
+    let v = tlbsim_core::os::run(&Config::resolve(tree, &[], std::path::Path::new(".")).unwrap(), w).unwrap();
+    assert_eq!((total(&v, "violations_security"), total(&v, "violations_consistency")), (0, 0), "{}", v["violations"]);
+    total(&v, "shootdowns_sent")
+}
+
+#[test]
+fn a_munmap_flushes_at_the_end_of_each_table_that_held_a_dirty_page_cache_page() {
+    // zap_present_folio_ptes: a dirty file page's rmap removal waits for the flush
+    // (tlb_delay_rmap), which zap_pte_range forces before it leaves the table: one flush
+    // per table, then the call's own at its end (tlb_finish_mmu), for the page-table
+    // pages free_pgtables freed after the zap. Clean pages: that one flush alone.
+    assert_eq!(file_munmap_flushes(false), 1);
+    assert_eq!(file_munmap_flushes(true), 3 + 1);
+}
