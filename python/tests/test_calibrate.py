@@ -1011,7 +1011,11 @@ def test_idle_entries_from_wake_latency_rows() -> None:
     switch_ns = d["costs"]["context_switch"] / ghz
     syscall_ns = d["costs"]["syscall"] / ghz
     assert got["machine.idle.exit_ns"] == round(17000 - switch_ns)
-    assert got["machine.idle.wake_ipi_ns"] == round(7000 - syscall_ns)
+    # The waker's cost at every gap: a curve by idle time, in increasing idle time.
+    assert got["machine.idle.wake_ipi_ns"] is None
+    assert got["machine.idle.wake_ipi_curve"] == [[5000, round(7000 - syscall_ns)], [100000, round(11000 - syscall_ns)]]
+    one = {e.key: e.value for e in cal.idle_entries(rows[1:], ghz, d)}
+    assert one["machine.idle.wake_ipi_ns"] == round(7000 - syscall_ns) and "machine.idle.wake_ipi_curve" not in one
     assert got["machine.idle.poll_ns"] >= 0
     none = {e.key: e for e in cal.idle_entries([], ghz, d)}
     assert none["machine.idle.exit_ns"].value is None and "not measurable here" in none["machine.idle.exit_ns"].comment
@@ -1036,3 +1040,5 @@ def test_idle_exit_curve_from_wake_latency_percentiles() -> None:
     machine = {"idle": {k.rpartition(".")[2]: e.value for k, e in got.items() if e.value is not None}}
     resolved = tlbsim.resolve({"machine": machine})
     assert resolved["machine"]["idle"]["exit_curve"][1] == [float(v) for v in curve[1]]
+    ipi_curve = got["machine.idle.wake_ipi_curve"].value
+    assert resolved["machine"]["idle"]["wake_ipi_curve"] == [[float(v) for v in p] for p in ipi_curve]

@@ -189,6 +189,12 @@ fn settings_that_cannot_matter_are_refused() {
         ),
         // A wake's exit latency from the curve, when there is one.
         (json!({"machine": {"idle": {"exit_curve": [[0.0, 1.0, 2.0, 3.0]]}}}), &["machine.idle.exit_ns=1000"], "machine.idle.exit_ns", "exit_curve is set"),
+        (
+            json!({"machine": {"idle": {"wake_ipi_curve": [[0.0, 2.0]]}}}),
+            &["machine.idle.wake_ipi_ns=1000"],
+            "machine.idle.wake_ipi_ns",
+            "wake_ipi_curve is set",
+        ),
         // TLB switches and their sub-keys.
         (json!({}), &["machine.tlb.tmt_entries=8"], "machine.tlb.tmt_entries", "tagging = \"cr3\""),
         (json!({}), &["machine.tlb.partition_epoch_instructions=5000"], "machine.tlb.partition_epoch_instructions", "partition_controller = \"utility\""),

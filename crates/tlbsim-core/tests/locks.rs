@@ -303,6 +303,44 @@ fn each_wake_draws_its_exit_from_the_curves_quantiles() {
     assert_ne!(exits(&a).1, exits(&run_idle_with(curve, 2, vec![sleeper], 0)).1);
 }
 
+/// bench/munmap_lock's two workers on 4 cores under `linux`, with `machine.idle` = `idle`
+/// (poll 0, exit 20 µs) and a slow shootdown handler.
+fn run_wake_ipi(idle: Value) -> Value {
+    let mut idle = idle;
+    idle["poll_ns"] = serde_json::json!(0.0);
+    idle["exit_ns"] = serde_json::json!(20_000.0);
+    let worker = |slot| looped(300, vec![Op::Mmap { slot, spec: populated(1) }, touch(slot, 1), Op::Munmap { slot }, Op::CountOp]);
+    let tree = serde_json::json!({
+        "machine": {"sockets": 1, "cores_per_socket": 4, "idle": idle},
+        "os": {"coherence": "linux", "locks": true},
+        "costs": {"interrupt": 60_000},
+    });
+    run_tree(tree, vec![worker(0), worker(1)], vec![], 2)
+}
+
+#[test]
+fn the_wakers_ipi_follows_the_curve_by_the_woken_cpus_idle_time() {
+    // A curve that is one value from 1 ns of idle on (a halted CPU has idled at least
+    // that, poll_ns being 0) is that value for every wake: byte for byte `wake_ipi_ns`.
+    let flat = run_wake_ipi(serde_json::json!({"wake_ipi_ns": 30_000.0}));
+    let curve = run_wake_ipi(serde_json::json!({"wake_ipi_curve": [[0.0, 0.0], [1.0, 30_000.0]]}));
+    assert!(flat["totals"]["idle_exits"].as_u64().unwrap() > 0);
+    assert_eq!(flat["totals"], curve["totals"]);
+    assert_eq!(flat["per_thread"], curve["per_thread"]);
+    // A curve that reaches 30 µs only after a second of idle charges these wakes (tens of
+    // µs idle) almost nothing: the run is the one without wake IPIs, give or take.
+    let free = run_wake_ipi(serde_json::json!({"wake_ipi_ns": 0.0}));
+    let late = run_wake_ipi(serde_json::json!({"wake_ipi_curve": [[0.0, 0.0], [1e9, 30_000.0]]}));
+    let makespan = |v: &Value| v["run"]["makespan_cycles"].as_u64().unwrap() as f64;
+    assert!((makespan(&late) / makespan(&free) - 1.0).abs() < 0.02, "{} vs {}", makespan(&late), makespan(&free));
+    assert!(makespan(&flat) > makespan(&free) * 1.05, "{} vs {}", makespan(&flat), makespan(&free));
+    // Points out of order are refused, naming the point (wake_ipi_ns beside a curve cannot
+    // matter: tests/config.rs, the silent settings).
+    let bad = serde_json::json!({"machine": {"idle": {"wake_ipi_curve": [[10.0, 1.0], [10.0, 2.0]]}}});
+    let err = Config::resolve(bad, &[], std::path::Path::new(".")).expect_err("refused").to_string();
+    assert!(err.contains("machine.idle.wake_ipi_curve[1]") && err.contains("must increase"), "{err}");
+}
+
 #[test]
 fn a_bad_exit_curve_is_refused_naming_the_point() {
     for (curve, what) in [

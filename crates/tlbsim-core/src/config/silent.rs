@@ -157,6 +157,11 @@ pub(super) fn refuse_silent_settings(cfg: &Config, user: &Value, base: &Value) -
             return Err(Error::config(key, format!("{v} cannot matter: machine.idle.exit_curve is set and gives every wake's exit latency")));
         }
     }
+    if !m.idle.wake_ipi_curve.is_empty() {
+        if let Some((key, v)) = set("machine.idle.wake_ipi_ns") {
+            return Err(Error::config(key, format!("{v} cannot matter: machine.idle.wake_ipi_curve is set and gives every wake's IPI cost")));
+        }
+    }
     let t = &m.tlb;
     if t.tagging != Tagging::Cr3 {
         if let Some((key, v)) = set("machine.tlb.tmt_entries") {

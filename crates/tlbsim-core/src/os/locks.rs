@@ -97,8 +97,8 @@ pub(crate) struct Locks {
     zone: Vec<SpinLock>,
     /// Lruvec locks by node.
     lruvec: Vec<SpinLock>,
-    /// Halted CPUs the release in progress woke (its waker pays their reschedule IPIs).
-    halted_woken: u32,
+    /// The reschedule IPIs the release in progress owes the halted CPUs it woke, in cycles.
+    halted_wake_cost: u64,
 }
 
 impl Locks {
@@ -121,7 +121,7 @@ impl Locks {
             page_table: HashMap::default(),
             zone: Vec::new(),
             lruvec: Vec::new(),
-            halted_woken: 0,
+            halted_wake_cost: 0,
         }
     }
 
@@ -197,6 +197,8 @@ pub(crate) struct RwSem {
     /// Address ranges whose VMAs the writer has write-locked (vma_start_write): faults
     /// there fall back to this semaphore.
     pub vma_locked: Vec<(u64, u64)>,
+    /// The thread that released it last (it pays the wake-ups of that release).
+    released_by: Option<usize>,
 }
 
 impl RwSem {
@@ -431,16 +433,32 @@ impl<P: Coherence> Os<P> {
             sem.readers.swap_remove(i);
             sem.read_free_at = sem.read_free_at.max(at);
         }
-        self.locks.halted_woken = 0;
+        sem.released_by = Some(thread);
+        self.grant_waiters_charging(pid, at);
+    }
+
+    /// `grant_waiters`, the releaser paying the reschedule IPIs of the halted CPUs it
+    /// woke (rwsem_wake's wake_up_q sends them before the release returns; on a KVM guest
+    /// each is an exit to the host). A release the other cores meet later in simulated
+    /// time (`lock_free_at`) wakes its waiters then, and its releaser pays then, if it
+    /// is still on its CPU.
+    fn grant_waiters_charging(&mut self, pid: u32, at: u64) {
+        self.locks.halted_wake_cost = 0;
         self.grant_waiters(pid, at);
-        // The releaser wakes the sleepers it handed the lock to or woke (rwsem_wake's
-        // wake_up_q): a halted CPU needs a reschedule IPI, which the releaser sends before
-        // it goes on (on a KVM guest, an exit to the host).
-        let woken = std::mem::take(&mut self.locks.halted_woken) as u64;
-        if woken > 0 {
-            if let Some(core) = self.cpu_now(self.threads[thread].core).filter(|&c| self.cores[c].current == Some(thread)) {
-                self.charge(core, woken * self.settings.idle_wake_ipi());
+        let cost = std::mem::take(&mut self.locks.halted_wake_cost);
+        let Some(releaser) = self.spaces[pid as usize].mmap_lock.released_by else { return };
+        if cost > 0 {
+            if let Some(core) = self.cpu_now(self.threads[releaser].core).filter(|&c| self.cores[c].current == Some(releaser)) {
+                self.charge(core, cost);
             }
+        }
+    }
+
+    /// Make lock waiter `thread` runnable on `core` at `at`; if that CPU had halted, the
+    /// release owes it a reschedule IPI (`machine.idle`, by how long it was idle).
+    fn wake_halted(&mut self, thread: usize, core: usize, at: u64) {
+        if let Some(idle) = self.enqueue(thread, core, at) {
+            self.locks.halted_wake_cost += self.settings.idle_wake_ipi_after(idle);
         }
     }
 
@@ -505,7 +523,7 @@ impl<P: Coherence> Os<P> {
                         self.locks.mmap_stats.wakeups_without_lock += 1;
                         if self.threads[w.thread].state == ThreadState::Blocked {
                             let core = self.threads[w.thread].core;
-                            self.locks.halted_woken += self.enqueue(w.thread, core, at) as u32;
+                            self.wake_halted(w.thread, core, at);
                         }
                         None
                     }
@@ -603,7 +621,7 @@ impl<P: Coherence> Os<P> {
             self.cores[core].waiting -= 1;
             self.mark_dirty(core);
         } else if self.threads[w.thread].state == ThreadState::Blocked {
-            self.locks.halted_woken += self.enqueue(w.thread, core, at) as u32;
+            self.wake_halted(w.thread, core, at);
         }
     }
 
@@ -641,7 +659,7 @@ impl<P: Coherence> Os<P> {
 
     /// `pid`'s lock, released earlier in host order, is free at `at` in simulated time.
     pub(super) fn lock_free_at(&mut self, pid: u32, at: u64) {
-        self.grant_waiters(pid, at);
+        self.grant_waiters_charging(pid, at);
     }
 
     /// A page fault of `thread` at `va` in `pid` (`write`: a write access): whether it must

@@ -34,9 +34,9 @@ impl<P: Coherence> Os<P> {
     /// Make `thread` runnable on `core` at time `at`.
     /// Under a hypervisor `core` is a VCPU: its run queue is on the CPU it runs on, or
     /// with it while it is off every CPU (os/virt.rs).
-    /// True: the core had halted (idle past `machine.idle.poll_ns`), and the waker sends it
-    /// a reschedule IPI.
-    pub(super) fn enqueue(&mut self, thread: usize, core: usize, at: u64) -> bool {
+    /// Some(idle cycles): the core had halted (idle past `machine.idle.poll_ns`) for that
+    /// long, and the waker sends it a reschedule IPI.
+    pub(super) fn enqueue(&mut self, thread: usize, core: usize, at: u64) -> Option<u64> {
         self.threads[thread].core = core;
         self.threads[thread].state = ThreadState::Runnable;
         self.threads[thread].queued_at = at;
@@ -44,7 +44,7 @@ impl<P: Coherence> Os<P> {
             Some(c) => c,
             None => {
                 self.enqueue_off_cpu(thread, core, at);
-                return false;
+                return None;
             }
         };
         self.mark_dirty(core);
@@ -75,9 +75,9 @@ impl<P: Coherence> Os<P> {
             }
             self.stats[core].idle_cycles += now.saturating_sub(idle_from);
             self.set_clock(core, now);
-            return halted;
+            return halted.then_some(idle);
         }
-        false
+        None
     }
 
     /// Main loop: run until every non-daemon thread has exited.

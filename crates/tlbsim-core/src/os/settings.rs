@@ -51,6 +51,8 @@ pub(crate) struct Settings {
     idle_wake_ipi: u64,
     /// `machine.idle.exit_curve` in cycles: `[idle, p10, median, p90]` points.
     idle_exit_curve: Vec<[u64; 4]>,
+    /// `machine.idle.wake_ipi_curve` in cycles: `[idle, waker]` points.
+    idle_wake_ipi_curve: Vec<[u64; 2]>,
     /// Cycles per microsecond (`machine.frequency_ghz` × 1,000): the kernel's own time
     /// limits (rwsem's spinning and hand-off) are in nanoseconds and jiffies.
     cycles_per_us: f64,
@@ -106,6 +108,7 @@ impl Settings {
             idle_poll: (cfg.machine.idle.poll_ns * cfg.machine.frequency_ghz).round() as u64,
             idle_wake_ipi: (cfg.machine.idle.wake_ipi_ns * cfg.machine.frequency_ghz).round() as u64,
             idle_exit_curve: cfg.machine.idle.exit_curve.iter().map(|p| p.map(|ns| (ns * cfg.machine.frequency_ghz).round() as u64)).collect(),
+            idle_wake_ipi_curve: cfg.machine.idle.wake_ipi_curve.iter().map(|p| p.map(|ns| (ns * cfg.machine.frequency_ghz).round() as u64)).collect(),
             cycles_per_us: cfg.machine.frequency_ghz * 1_000.0,
         })
     }
@@ -149,10 +152,21 @@ impl Settings {
     pub(crate) fn idle_poll(&self) -> u64 {
         self.idle_poll
     }
-    /// The waker's reschedule IPI to a halted CPU (`machine.idle.wake_ipi_ns`), in cycles.
-    #[inline]
-    pub(crate) fn idle_wake_ipi(&self) -> u64 {
-        self.idle_wake_ipi
+    /// The waker's reschedule IPI to a CPU halted for `idle` cycles: `wake_ipi_ns`, or with
+    /// `machine.idle.wake_ipi_curve` the curve at that idle time (linear between points,
+    /// flat beyond them), in cycles.
+    pub(crate) fn idle_wake_ipi_after(&self, idle: u64) -> u64 {
+        let c = &self.idle_wake_ipi_curve;
+        let Some(last) = c.last() else { return self.idle_wake_ipi };
+        match c.iter().position(|p| p[0] >= idle) {
+            None => last[1],
+            Some(0) => c[0][1],
+            Some(i) => {
+                let (a, b) = (c[i - 1], c[i]);
+                let f = (idle - a[0]) as f64 / (b[0] - a[0]) as f64;
+                (a[1] as f64 + f * (b[1] as f64 - a[1] as f64)).round() as u64
+            }
+        }
     }
     /// `us` microseconds in cycles.
     #[inline]

@@ -75,7 +75,7 @@ pub fn builtin_machine() -> MachineConfig {
         // switch (1 µs); the waker's FUTEX_WAKE took 6.8 µs, less a null system call
         // (~0.4 µs). `tlbsim calibrate` measures both per host.
         // No exit_curve: one latency for every wake (a calibrated preset has the curve).
-        idle: super::IdleConfig { exit_ns: 16_600.0, poll_ns: 0.0, wake_ipi_ns: 6_400.0, exit_curve: Vec::new() },
+        idle: super::IdleConfig { exit_ns: 16_600.0, poll_ns: 0.0, wake_ipi_ns: 6_400.0, exit_curve: Vec::new(), wake_ipi_curve: Vec::new() },
         sockets: 1,
         cores_per_socket: 2,
         // Nominal; no paper or measurement fixes it. Only converts cycles to seconds.
