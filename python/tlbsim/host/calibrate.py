@@ -227,6 +227,17 @@ def tlb_entries(
     return out
 
 
+def curve_entries(scalar_key: str, scalar_how: str, curve: Sequence[Sequence[float]], curve_how: str) -> list[Entry]:
+    """A `machine.idle` number replaced by its curve by idle time (`<name>_ns` ->
+    `<name>_curve`): the number as a comment (beside a curve it would be refused), then the
+    curve from bench/wake_latency."""
+    curve_key = scalar_key.removesuffix("_ns") + "_curve"
+    return [
+        Entry(scalar_key, None, f"replaced by {curve_key}: {scalar_how}"),
+        Entry(curve_key, curve, f"bench/wake_latency: {curve_how}"),
+    ]
+
+
 def idle_entries(wake: Sequence[Mapping[str, Any]], ghz: float, defaults: Mapping[str, Any]) -> list[Entry]:
     """``machine.idle`` from bench/wake_latency's rows: at the shortest idle gap, the wake-to-
     run latency less the modelled context switch is the exit latency, and the waker's time in
@@ -267,14 +278,12 @@ def idle_entries(wake: Sequence[Mapping[str, Any]], ghz: float, defaults: Mappin
         for point in curve:  # p10 <= median <= p90 (medians and percentiles of one sample set)
             point[1] = min(point[1], point[2])
             point[3] = max(point[3], point[2])
-        out.append(Entry("machine.idle.exit_ns", None, "replaced by machine.idle.exit_curve: " + how))
-        out.append(
-            Entry(
-                "machine.idle.exit_curve",
-                curve,
-                "bench/wake_latency: [idle ns, p10, median, p90] of the wake-to-run latency after each idle gap, "
-                f"less the modelled context switch ({switch_ns / 1000:.1f} µs)",
-            )
+        out += curve_entries(
+            "machine.idle.exit_ns",
+            how,
+            curve,
+            "[idle ns, p10, median, p90] of the wake-to-run latency after each idle gap, "
+            f"less the modelled context switch ({switch_ns / 1000:.1f} µs)",
         )
     else:
         out.append(Entry("machine.idle.exit_ns", round(exit_ns), how))
@@ -288,14 +297,12 @@ def idle_entries(wake: Sequence[Mapping[str, Any]], ghz: float, defaults: Mappin
         ipi_curve = [
             [round(float(x["gap_us"]) * 1000), round(max(0.0, float(x["waker_median_ns"]) - syscall_ns))] for x in rows
         ]
-        out.append(Entry("machine.idle.wake_ipi_ns", None, "replaced by machine.idle.wake_ipi_curve: " + ipi_how))
-        out.append(
-            Entry(
-                "machine.idle.wake_ipi_curve",
-                ipi_curve,
-                "bench/wake_latency: [idle ns, waker ns]: the waker's FUTEX_WAKE (median) after each idle gap, "
-                f"less the modelled system call ({syscall_ns / 1000:.2f} µs)",
-            )
+        out += curve_entries(
+            "machine.idle.wake_ipi_ns",
+            ipi_how,
+            ipi_curve,
+            "[idle ns, waker ns]: the waker's FUTEX_WAKE (median) after each idle gap, "
+            f"less the modelled system call ({syscall_ns / 1000:.2f} µs)",
         )
     else:
         out.append(Entry("machine.idle.wake_ipi_ns", round(ipi_ns), ipi_how))
