@@ -232,6 +232,19 @@ def main() -> None:
         b'  { op = "access", region = "heap", count = 16 },\n  { op = "munmap", region = "heap" },\n'
         b'  { op = "exit" },\n]\n',
     )
+    put(
+        "scenario",
+        "malloc.toml",
+        b'[workload.scenario]\nglibc = "2.23"\n[[workload.scenario.process]]\nname = "p"\n'
+        b'[[workload.scenario.process.thread]]\nname = "a"\nprogram = [\n'
+        b'  { op = "malloc", pointer = "buf", bytes = 200000 },\n'
+        b'  { op = "access", region = "buf", mode = "write", count = 8, stride = 4096 },\n'
+        b'  { op = "barrier" },\n  { op = "barrier" },\n  { op = "realloc", pointer = "buf", bytes = 4096 },\n'
+        b'  { op = "free", pointer = "buf" },\n  { op = "exit" },\n]\n'
+        b'[[workload.scenario.process.thread]]\nname = "b"\nprogram = [\n  { op = "barrier" },\n'
+        b'  { op = "use-pointer", pointer = "buf" },\n  { op = "access", region = "buf", count = 4 },\n'
+        b'  { op = "barrier" },\n  { op = "exit" },\n]\n',
+    )
 
     # Python targets (fuzz/python_targets.py): the scratch folder holds base.toml (a small
     # apache config) and s.toml (a sweep spec over it), which seeds may name.
