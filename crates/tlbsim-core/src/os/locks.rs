@@ -679,9 +679,7 @@ impl<P: Coherence> Os<P> {
         let sem = &self.spaces[pid as usize].mmap_lock;
         let vma_locked = sem.writer.is_some_and(|w| w != thread) && sem.vma_locked.iter().any(|&(s, e)| va >= s && va < e);
         if !vma_locked {
-            let space = &self.spaces[pid as usize];
-            let needs_anon_vma =
-                write && space.vmas.range(..=va).next_back().is_some_and(|(_, v)| va < v.end && !v.reserved && v.writable && !v.shared && !v.anon_vma);
+            let needs_anon_vma = self.spaces[pid as usize].vmas.range(..=va).next_back().is_some_and(|(_, v)| va < v.end && v.needs_anon_vma(write));
             if !needs_anon_vma {
                 return false;
             }

@@ -25,6 +25,15 @@ pub(crate) struct Vma {
     pub anon_vma: bool,
 }
 
+impl Vma {
+    /// Whether an access (`write`) that faults here makes a private anonymous page while
+    /// the VMA has no anon_vma yet (vmf_anon_prepare's case: a write to a private, writable
+    /// mapping; a read maps the zero page or a page-cache page).
+    pub fn needs_anon_vma(&self, write: bool) -> bool {
+        write && !self.reserved && self.writable && !self.shared && !self.anon_vma
+    }
+}
+
 pub(crate) struct Process {
     pub pid: u32,
     /// Arena slot of the primary root table (the tree the kernel walks in software).

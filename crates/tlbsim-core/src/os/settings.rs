@@ -123,19 +123,9 @@ impl Settings {
     /// the points; the quantile function linear between them and flat below p10 and above
     /// p90, as nothing outside them is measured).
     pub(crate) fn idle_exit_after(&self, idle: u64, draw: u64) -> u64 {
-        let c = &self.idle_exit_curve;
-        let Some(last) = c.last() else { return self.idle_exit };
-        let lerp = |x: u64, y: u64, f: f64| (x as f64 + f * (y as f64 - x as f64)).round() as u64;
-        // [p10, median, p90] at this idle time.
-        let at = match c.iter().position(|p| p[0] >= idle) {
-            None => [last[1], last[2], last[3]],
-            Some(0) => [c[0][1], c[0][2], c[0][3]],
-            Some(i) => {
-                let (a, b) = (c[i - 1], c[i]);
-                let f = (idle - a[0]) as f64 / (b[0] - a[0]) as f64;
-                [lerp(a[1], b[1], f), lerp(a[2], b[2], f), lerp(a[3], b[3], f)]
-            }
-        };
+        // [_, p10, median, p90] at this idle time.
+        let Some([_, p10, median, p90]) = curve_at(&self.idle_exit_curve, idle) else { return self.idle_exit };
+        let at = [p10, median, p90];
         let q = (draw >> 11) as f64 / (1u64 << 53) as f64;
         if q <= 0.1 {
             at[0]
@@ -156,17 +146,7 @@ impl Settings {
     /// `machine.idle.wake_ipi_curve` the curve at that idle time (linear between points,
     /// flat beyond them), in cycles.
     pub(crate) fn idle_wake_ipi_after(&self, idle: u64) -> u64 {
-        let c = &self.idle_wake_ipi_curve;
-        let Some(last) = c.last() else { return self.idle_wake_ipi };
-        match c.iter().position(|p| p[0] >= idle) {
-            None => last[1],
-            Some(0) => c[0][1],
-            Some(i) => {
-                let (a, b) = (c[i - 1], c[i]);
-                let f = (idle - a[0]) as f64 / (b[0] - a[0]) as f64;
-                (a[1] as f64 + f * (b[1] as f64 - a[1] as f64)).round() as u64
-            }
-        }
+        curve_at(&self.idle_wake_ipi_curve, idle).map_or(self.idle_wake_ipi, |p| p[1])
     }
     /// `us` microseconds in cycles.
     #[inline]
@@ -237,4 +217,24 @@ impl Settings {
     pub(crate) fn recycling_on(&self) -> bool {
         self.recycling_on
     }
+}
+
+fn lerp(x: u64, y: u64, f: f64) -> u64 {
+    (x as f64 + f * (y as f64 - x as f64)).round() as u64
+}
+
+/// A `machine.idle` curve (points `[idle, values...]` in increasing idle time) at `idle`:
+/// its values interpolated linearly between the points and flat beyond the first and the
+/// last; None for an empty curve.
+fn curve_at<const N: usize>(c: &[[u64; N]], idle: u64) -> Option<[u64; N]> {
+    let last = *c.last()?;
+    Some(match c.iter().position(|p| p[0] >= idle) {
+        None => last,
+        Some(0) => c[0],
+        Some(i) => {
+            let (a, b) = (c[i - 1], c[i]);
+            let f = (idle - a[0]) as f64 / (b[0] - a[0]) as f64;
+            std::array::from_fn(|k| lerp(a[k], b[k], f))
+        }
+    })
 }

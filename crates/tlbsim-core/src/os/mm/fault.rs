@@ -82,7 +82,7 @@ impl<P: Coherence> Os<P> {
         if vma.reserved || (write && !vma.writable) {
             return Ok(false);
         }
-        if write && !vma.shared && !vma.anon_vma {
+        if vma.needs_anon_vma(write) {
             // The private page this write makes needs the VMA's anon_vma
             // (vmf_anon_prepare); os/locks.rs `fault_must_wait` took mmap_lock for it.
             if let Some(v) = self.spaces[pid as usize].vmas.get_mut(&start) {

@@ -130,12 +130,12 @@ pub fn compile(spec: &ScenarioSpec, cores: u32, nodes: u32) -> Result<Workload> 
         }
         let region_count = slot_names.len();
         for t in &p.thread {
-            collect_mmap_names(&t.program, &mut slot_names);
+            collect_names(&t.program, mapped_name, &mut slot_names);
         }
         slots = slots.max(slot_names.len());
         let mut pointer_names = Vec::new();
         for t in &p.thread {
-            collect_pointer_names(&t.program, &mut pointer_names);
+            collect_names(&t.program, |o| o.pointer.as_ref(), &mut pointer_names);
         }
         pointers = pointers.max(pointer_names.len() as u32);
         if p.thread.is_empty() {
@@ -466,17 +466,17 @@ impl Compiler<'_> {
     }
 }
 
-/// Names `mmap` operations write, in first-mention order, through loop bodies and fork
-/// children (slot allocation).
-fn collect_mmap_names(ops: &[ScenarioOp], names: &mut Vec<String>) {
+/// The names `pick` takes from each operation (a region an operation maps, a pointer), in
+/// first-mention order, through loop bodies and fork children (slot and pointer indices).
+fn collect_names(ops: &[ScenarioOp], pick: fn(&ScenarioOp) -> Option<&String>, names: &mut Vec<String>) {
     for o in ops {
-        if let Some(r) = mapped_name(o) {
+        if let Some(r) = pick(o) {
             if !names.contains(r) {
                 names.push(r.clone());
             }
         }
         for inner in [&o.body, &o.program].into_iter().flatten() {
-            collect_mmap_names(inner, names);
+            collect_names(inner, pick, names);
         }
     }
 }
@@ -503,21 +503,6 @@ fn mapped_name(o: &ScenarioOp) -> Option<&String> {
         OpName::Mmap => o.region.as_ref(),
         OpName::Malloc | OpName::UsePointer => o.pointer.as_ref(),
         _ => None,
-    }
-}
-
-/// Pointer names the operations use, in first-mention order, through loop bodies and
-/// fork children.
-fn collect_pointer_names(ops: &[ScenarioOp], names: &mut Vec<String>) {
-    for o in ops {
-        if let Some(p) = &o.pointer {
-            if !names.contains(p) {
-                names.push(p.clone());
-            }
-        }
-        for inner in [&o.body, &o.program].into_iter().flatten() {
-            collect_pointer_names(inner, names);
-        }
     }
 }
 
