@@ -105,6 +105,36 @@ def test_ipi_rows_tolerance() -> None:
     assert rows["two-processes"].status == "error" and rows["two-processes"].note == "simulation failed: boom"
 
 
+def test_ipi_rows_compare_the_operations_the_sibling_was_there_for() -> None:
+    """The bench's record from a run whose sibling's CPU was taken 11% of the operations:
+    the simulated sibling never leaves, so the row compares the IPIs per operation the real
+    one was there for, and says how many operations found it away."""
+    from tlbsim.host.measure import shootdown_record
+
+    raw = {
+        "pattern": "dontneed",
+        "sibling": "spin",
+        "ops": 20000,
+        "reps": 3,
+        "ops_per_second_median": 52000.0,
+        "ipis_per_op": [0.8184, 0.8902, 0.8884],
+        "ipis_per_op_median": 0.8884,
+        "sibling_away_fraction": [0.184, 0.1124, 0.1143],
+        "ipis_per_op_sibling_present": [1.0029, 1.0029, 1.003],
+        "ipis_per_op_sibling_present_median": 1.0029,
+    }
+    rec = shootdown_record(raw, expected=1.0)
+    assert rec["shootdown_ipis_received_per_op"] == 0.8884  # over all operations, as the throughput
+    assert rec["sibling_away_fraction"] == 0.1143 and "note" not in rec
+    (row,) = val.ipi_rows({"dontneed": rec}, {"dontneed": {"ipis_per_op": 1.0}})
+    assert (row.real, row.status) == (1.0029, "pass")
+    assert "off its CPU for 11% of the operations" in row.note and "0.888" in row.note
+    # A bench from before the count (or a pattern without a spinning sibling): the plain ratio.
+    old = shootdown_record({k: v for k, v in raw.items() if "away" not in k and "present" not in k}, expected=1.0)
+    (row,) = val.ipi_rows({"dontneed": old}, {"dontneed": {"ipis_per_op": 1.0}})
+    assert (row.real, row.status) == (0.8884, "FAIL") and "preempted" in row.note
+
+
 def test_throughput_rows_are_relative_to_munmap_4k_alone() -> None:
     real = {n: real_record(n) for n in PATTERNS}
     sim = {n: {"ops_per_second": REAL_OPS[n] * 7.0} for n in PATTERNS}  # a uniformly faster simulator
@@ -319,6 +349,10 @@ def test_validate_end_to_end(tmp_path: Path) -> None:
     if warnings:  # a shared machine: the sibling was preempted, the real IPI counts are low
         pytest.skip("simulated side checked; real side not trusted: " + warnings[0])
     bad = [row for row in rows if row["status"] not in ("pass", "n/a")]
+    # The real rows count the operations the spinning sibling was on its CPU for (the bench
+    # sets aside those that found it away: issue 18's cause, measured in session 38), so they
+    # should pass on a shared machine too. The slack below stays for what that count cannot
+    # see (a sibling away for part of an operation).
     # Up to two patterns may read up to 10% low: on this workplace's 2-vCPU guests, background
     # kernel threads (kdamond) now and then take the sibling's CPU for a moment, and the
     # kernel then skips the IPI (a lazy or switched-away CPU; or the host flushes a preempted

@@ -327,12 +327,23 @@ def shootdown_record(raw: Mapping[str, Any], expected: float | None = None) -> d
     )
     rec["per_thread"] = [{"thread": 0, "ops_completed": ops, "ops_per_second": rate}]
     if "ipis_per_op_median" in raw:
+        # Over all operations: the rate the throughput was measured at, which the cost fit uses.
         ipo = float(raw["ipis_per_op_median"])
         rec["shootdown_ipis_received_per_op"] = ipo
         rec["totals"] = {"shootdown_ipis_received": round(ipo * ops)}
+        away = raw.get("sibling_away_fraction")
+        if "ipis_per_op_sibling_present_median" in raw and away:
+            # Per operation the spinning sibling was on its CPU for: what the kernel sends a
+            # running sibling, the quantity the simulated pattern (a sibling always there) has.
+            # An operation that found it away (another task on its CPU, or its vCPU preempted
+            # by the host) gets no IPI and runs many times faster, so a sibling away 1% of the
+            # time misses ~10% of the operations (bench/shootdown.c).
+            rec["shootdown_ipis_received_per_op_sibling_present"] = float(raw["ipis_per_op_sibling_present_median"])
+            rec["sibling_away_fraction"] = sorted(away)[len(away) // 2]
+        present = rec.get("shootdown_ipis_received_per_op_sibling_present", ipo)
         if expected is not None:
             rec["expected_ipis_per_op"] = expected
-            if ipo < 0.9 * expected:
+            if present < 0.9 * expected:
                 rec["note"] = (
                     "fewer IPIs than the kernel sends with the sibling running: it was preempted "
                     "(other work on its CPU, or the hypervisor's; KVM flushes a preempted vCPU "
