@@ -54,6 +54,11 @@ PBZIP2_BLOCK = 100_000  # pbzip2 -b1: the recording's operation (5 of its 500,00
 # full block's cost each; whole blocks keep its cost per byte the one it stands for.
 RECLAIM_BYTES = 1_000_000
 THREADS = 2  # the recordings' -p / -t / -c (record/recordings.py DEFAULT_THREADS)
+YCSB_OPS = 100_000  # record/recordings.py YCSB_OPS
+# record/ycsb_leveldb.cc's database as loaded by record/recordings.py: 150,000 records of
+# 1,000 bytes (150 MiB of tables on disk, `du`) and a table cache of 64 (max_open_files 74).
+YCSB_DB_BYTES = 150 << 20
+YCSB_TABLE_CACHE = 64
 # wrk's threads in the apache generator's mpm_event model (generators/apache.rs WRK_THREADS).
 WRK_THREADS = 6
 
@@ -178,17 +183,33 @@ def pairings() -> list[Pairing]:
             ],
         ),
         Pairing(
-            "ycsb ~ memcached",
-            ["memcached"],
-            "get/set",
+            "ycsb leveldb ~ LevelDB (YCSB-B)",
+            ["ycsb-leveldb"],
+            "YCSB-B request",
             [
                 Side(
-                    f"ycsb {test} (YCSB-B)",
-                    # YCSB-B (95% reads) is the nearest to memaslap's 9:1 gets to sets.
-                    {"kind": "ycsb", "test": test, "ycsb": "b", "threads": THREADS, "ops": MEMCACHED_OPS // THREADS},
+                    "ycsb leveldb (YCSB-B)",
+                    # The recording's database: 150,000 records of 1,000 bytes in ~75 tables of
+                    # 2 MiB, a table cache of 64 (record/ycsb_leveldb.cc), no memory pressure.
+                    {
+                        "kind": "ycsb",
+                        "test": "leveldb",
+                        "ycsb": "b",
+                        "threads": THREADS,
+                        "ops": YCSB_OPS // THREADS,
+                        "region_bytes": YCSB_DB_BYTES,
+                        "table_cache": YCSB_TABLE_CACHE,
+                        "memory_limit_mib": 1024,
+                    },
                     ["client"],
-                )
-                for test in ("leveldb", "lmdb")
+                    note="table cache 64 of 75 tables, limit 1 GiB, as the recording ran",
+                ),
+                Side(
+                    "ycsb leveldb (YCSB-B, defaults)",
+                    {"kind": "ycsb", "test": "leveldb", "ycsb": "b", "threads": THREADS, "ops": YCSB_OPS // THREADS},
+                    ["client"],
+                    note="the generator's defaults: 64 MiB, half the tables cached, a quarter in memory",
+                ),
             ],
         ),
         Pairing(

@@ -68,6 +68,12 @@ APACHE_REQUESTS = 2000  # ab -n: GETs of one 4 KiB static file
 APACHE_CONCURRENCY = 4
 PGBENCH_CLIENTS = 2  # pgbench -c/-j, TPC-B-like default script, scale 1
 PGBENCH_TRANSACTIONS = 50  # per client (-t)
+# YCSB-B on LevelDB (record/ycsb_leveldb.cc): 150,000 records of 1,000 bytes, about 75
+# tables of 2 MiB, more than the 64 its table cache keeps open, so tables are unmapped as
+# they are evicted; 100,000 requests over 2 threads (20,000 gave 36 to 945 IPIs in five
+# native runs here: too short a run for the two threads to overlap reliably).
+YCSB_RECORDS = 150_000
+YCSB_OPS = 100_000
 # Ports on 127.0.0.1 (assumed free).
 MEMCACHED_PORT = 11347
 APACHE_PORT = 8047
@@ -408,6 +414,50 @@ class Postgres(Program):
         return int(m.group(1))
 
 
+class YcsbLevelDb(Program):
+    """YCSB-B on LevelDB (record/ycsb_leveldb.cc, built here against Debian's libleveldb):
+    what the `ycsb` generator's `leveldb` test stands for. The database is loaded natively
+    once; every run, native or recorded, starts from hard links to it (--reset-from)."""
+
+    def exe(self) -> Path:
+        return self.work / "ycsb_leveldb"
+
+    def prepare(self) -> None:
+        subprocess.run(
+            ["g++", "-O2", "-std=c++17", "-pthread", "-o", str(self.exe()), str(HERE / "ycsb_leveldb.cc"), "-lleveldb"],
+            check=True,
+        )
+        d = self.work / "leveldb"
+        d.mkdir(parents=True, exist_ok=True)
+        if not (d / "pristine" / "CURRENT").exists():
+            subprocess.run(
+                [str(self.exe()), "--db", str(d / "pristine"), "--load", "--records", str(YCSB_RECORDS)],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+
+    def command(self) -> list[str]:
+        d = self.work / "leveldb"
+        return [
+            str(self.exe()),
+            "--db",
+            str(d / "db"),
+            "--reset-from",
+            str(d / "pristine"),
+            "--workload",
+            "b",
+            "--records",
+            str(YCSB_RECORDS),
+            "--ops",
+            str(YCSB_OPS),
+            "--threads",
+            str(self.threads),
+        ]
+
+    def ops(self) -> int:
+        return YCSB_OPS
+
+
 def programs(threads: int) -> list[Program]:
     return [
         Pbzip2("pbzip2", ["pbzip2"], "bzip2 block", threads),
@@ -427,6 +477,7 @@ def programs(threads: int) -> list[Program]:
             "apache2-X-k", ["apache2", "apache2-utils"], "request", threads, server=True, note="(under ab -k)"
         ),
         Xz("xz", ["xz-utils"], "xz block", threads),
+        YcsbLevelDb("ycsb-leveldb", ["libleveldb-dev", "g++"], "YCSB-B request", threads),
     ]
 
 

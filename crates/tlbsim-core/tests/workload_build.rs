@@ -269,6 +269,42 @@ fn ycsb_leveldb_opens_and_closes_tables_like_an_lru_table_cache() {
 }
 
 #[test]
+fn a_ycsb_leveldb_read_searches_the_memtable_then_the_index_block_then_one_data_block() {
+    // YCSB-A (half updates) on one thread: reads after updates find a memtable to search.
+    let w =
+        workload(json!({"workload": {"kind": "ycsb", "test": "leveldb", "ycsb": "a", "threads": 1, "ops": 400, "region_bytes": 16 << 20, "table_cache": 8}}));
+    let prog = &w.programs[w.processes[0].threads[0].program];
+    let (mut reads, mut memtable_searches, mut writes) = (0, 0, 0u64);
+    for o in prog {
+        match *o {
+            // The memtable (slot 0): a write's record, or a read's skiplist search of the
+            // part filled so far, 1.5 log2(records) probes.
+            Op::Access { slot: 0, mode: AccessMode::Write, .. } => writes += 1,
+            Op::Access { slot: 0, mode: AccessMode::Read, count, offset, len, .. } => {
+                memtable_searches += 1;
+                assert_eq!((offset, len % 1024), (0, 0));
+                let records = (len / 1024).max(2);
+                assert!(len / 1024 <= writes && count == 3 * u64::from(records.ilog2()) / 2, "{count} probes of {records}");
+            }
+            // A table: 9 probes of the index block (its last 5 pages), then 18 lines of one
+            // data block, within a page before the index.
+            Op::Access { slot, pattern: Pattern::Random, count, offset, len, .. } if slot > 0 => {
+                reads += 1;
+                assert_eq!((count, offset, len), (9, 507 * 4096, 5 * 4096));
+            }
+            Op::Access { slot, pattern: Pattern::Sequential, count, offset, len, stride, .. } if slot > 0 => {
+                assert_eq!((count, len, stride, offset % 4096), (18, 4096, 64, 0));
+                assert!(offset < 507 * 4096);
+            }
+            _ => {}
+        }
+    }
+    assert!((150..=250).contains(&reads), "{reads} reads of 400");
+    // Every read after the first update searched the memtable.
+    assert!(memtable_searches > 0 && memtable_searches <= reads, "{memtable_searches}");
+}
+
+#[test]
 fn ycsb_leveldb_writes_fill_the_memtable_then_compact() {
     let w = workload(json!({"workload": {"kind": "ycsb", "test": "leveldb", "ycsb": "load", "threads": 4, "ops": 3000}}));
     for t in &w.processes[0].threads {
