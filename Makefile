@@ -159,10 +159,11 @@ record-plugin: qemu-user target/native/tlbsim_record.so $(RECORD_EXAMPLES)
 
 # A library of real programs, recorded and replayed (docs/GUIDE.md "A library of real
 # programs"; not part of `make test`): record/recordings.py installs pbzip2, memcached,
-# PostgreSQL, apache2 and xz from Debian's packages when missing (apt-get, as root), runs each
-# natively counting its TLB-shootdown IPIs, records it under `tlbsim record` (a server under
-# QEMU, its load generator native), replays it, and writes out/recordings/ (the recordings,
-# results.json, table.md). About 10 minutes on 2 CPUs.
+# PostgreSQL, apache2, xz, LevelDB and LMDB (for record/ycsb_leveldb.cc and ycsb_lmdb.c)
+# from Debian's packages when missing (apt-get, as root), runs each natively counting its
+# TLB-shootdown IPIs, records it under `tlbsim record` (a server under QEMU, its load
+# generator native), replays it, and writes out/recordings/ (the recordings, results.json,
+# table.md). About 15 minutes on 2 CPUs.
 recordings: develop
 	nice -n 10 $(VPY) record/recordings.py --out out/recordings
 

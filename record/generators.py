@@ -59,6 +59,8 @@ YCSB_OPS = 100_000  # record/recordings.py YCSB_OPS
 # 1,000 bytes (150 MiB of tables on disk, `du`) and a table cache of 64 (max_open_files 74).
 YCSB_DB_BYTES = 150 << 20
 YCSB_TABLE_CACHE = 64
+# record/ycsb_lmdb.c's data.mdb for the same 150,000 records: 381,526,016 bytes.
+YCSB_LMDB_BYTES = 364 << 20
 # wrk's threads in the apache generator's mpm_event model (generators/apache.rs WRK_THREADS).
 WRK_THREADS = 6
 
@@ -209,6 +211,28 @@ def pairings() -> list[Pairing]:
                     {"kind": "ycsb", "test": "leveldb", "ycsb": "b", "threads": THREADS, "ops": YCSB_OPS // THREADS},
                     ["client"],
                     note="the generator's defaults: 64 MiB, half the tables cached, a quarter in memory",
+                ),
+            ],
+        ),
+        Pairing(
+            "ycsb lmdb ~ LMDB (YCSB-C)",
+            ["ycsb-lmdb"],
+            "YCSB-C request",
+            [
+                Side(
+                    "ycsb lmdb (YCSB-C)",
+                    # The recording's data file (364 MiB), no memory pressure.
+                    {
+                        "kind": "ycsb",
+                        "test": "lmdb",
+                        "ycsb": "c",
+                        "threads": THREADS,
+                        "ops": YCSB_OPS // THREADS,
+                        "region_bytes": YCSB_LMDB_BYTES,
+                        "memory_limit_mib": 1024,
+                    },
+                    ["client"],
+                    note="364 MiB, limit 1 GiB, as the recording ran",
                 ),
             ],
         ),

@@ -68,7 +68,8 @@ APACHE_REQUESTS = 2000  # ab -n: GETs of one 4 KiB static file
 APACHE_CONCURRENCY = 4
 PGBENCH_CLIENTS = 2  # pgbench -c/-j, TPC-B-like default script, scale 1
 PGBENCH_TRANSACTIONS = 50  # per client (-t)
-# YCSB-B on LevelDB (record/ycsb_leveldb.cc): 150,000 records of 1,000 bytes, about 75
+# YCSB-B on LevelDB (record/ycsb_leveldb.cc) and YCSB-C on LMDB (record/ycsb_lmdb.c; its
+# 150,000 records make a 364 MiB data file): 150,000 records of 1,000 bytes, about 75
 # tables of 2 MiB, more than the 64 its table cache keeps open, so tables are unmapped as
 # they are evicted; 100,000 requests over 2 threads (20,000 gave 36 to 945 IPIs in five
 # native runs here: too short a run for the two threads to overlap reliably).
@@ -458,6 +459,43 @@ class YcsbLevelDb(Program):
         return YCSB_OPS
 
 
+class YcsbLmdb(Program):
+    """YCSB-C on LMDB (record/ycsb_lmdb.c against Debian's liblmdb): what the `ycsb`
+    generator's `lmdb` test stands for. Loaded natively once; the runs only read."""
+
+    def exe(self) -> Path:
+        return self.work / "ycsb_lmdb"
+
+    def prepare(self) -> None:
+        subprocess.run(
+            ["gcc", "-O2", "-pthread", "-o", str(self.exe()), str(HERE / "ycsb_lmdb.c"), "-llmdb", "-lm"], check=True
+        )
+        d = self.work / "lmdb"
+        if not (d / "data.mdb").exists():
+            d.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(
+                [str(self.exe()), "--db", str(d), "--load", "--records", str(YCSB_RECORDS)],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+
+    def command(self) -> list[str]:
+        return [
+            str(self.exe()),
+            "--db",
+            str(self.work / "lmdb"),
+            "--records",
+            str(YCSB_RECORDS),
+            "--ops",
+            str(YCSB_OPS),
+            "--threads",
+            str(self.threads),
+        ]
+
+    def ops(self) -> int:
+        return YCSB_OPS
+
+
 def programs(threads: int) -> list[Program]:
     return [
         Pbzip2("pbzip2", ["pbzip2"], "bzip2 block", threads),
@@ -478,6 +516,7 @@ def programs(threads: int) -> list[Program]:
         ),
         Xz("xz", ["xz-utils"], "xz block", threads),
         YcsbLevelDb("ycsb-leveldb", ["libleveldb-dev", "g++"], "YCSB-B request", threads),
+        YcsbLmdb("ycsb-lmdb", ["liblmdb-dev"], "YCSB-C request", threads),
     ]
 
 
