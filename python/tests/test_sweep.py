@@ -201,6 +201,24 @@ def test_example_spec_runs_and_writes_every_file(tmp_path: Path) -> None:
     assert (again.total, again.skipped, again.ran) == (32, 32, 0)
 
 
+def test_a_sweep_resumed_after_the_model_changed_runs_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run IDs include the digest of the core's sources: a finished run of the model before
+    is not reused (session 38 found reproduce reading an earlier session's runs)."""
+    import tlbsim.sweep as sweep_module
+
+    spec = tmp_path / "small.toml"
+    spec.write_text('[base.workload]\naccesses = 20000\n[grid]\n"os.thp" = [false, true]\n')
+    out = tmp_path / "out"
+    first = tlbsim.sweep(spec, out, jobs=1)
+    assert (first.total, first.skipped, first.ran) == (2, 0, 2)
+    old_ids = {r.id for r in expand(spec).runs}
+    real = sweep_module._tlbsim.source_hash()
+    monkeypatch.setattr(sweep_module._tlbsim, "source_hash", lambda: real[::-1])
+    second = tlbsim.sweep(spec, out, jobs=1)
+    assert (second.total, second.skipped, second.ran) == (2, 0, 2)
+    assert not old_ids & {r.id for r in expand(spec).runs}
+
+
 RESUME_SPEC = """\
 seeds = [1, 2, 3, 4, 5, 6]
 [base.machine]

@@ -57,6 +57,9 @@ def record_info(path: _Path, syscalls: bool = False) -> str:
 def version() -> str:
     """The core's version."""
 
+def source_hash() -> str:
+    """A digest of the core's source files (``tlbsim_core::SOURCE_HASH``), in sweep run IDs."""
+
 def config_toml(config_json: str) -> str:
     """A config (JSON) as TOML text that loads back to the same config (nulls left out)."""
 

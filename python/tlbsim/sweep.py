@@ -36,7 +36,10 @@ running (``tlbsim.resolve``: the same checks a run makes first). A ``ConfigError
 a ``SpecError`` naming the spec key, e.g. ``grid."machine.tlb.l1d.entires"``.
 
 Run ID: the first 16 hex digits of the sha256 of the canonical JSON (keys sorted,
-separators ``,`` and ``:``, ASCII) of ``{"config": C, "traces": T, "version": V}`` where
+separators ``,`` and ``:``, ASCII) of ``{"config": C, "source": S, "traces": T, "version":
+V}`` where ``S`` is ``tlbsim._tlbsim.source_hash()``, a digest of the core's source files
+(so a sweep resumed after the model changed runs again instead of reusing runs of the
+model before; crates/tlbsim-core/build.rs),
 ``C`` is the resolved input config (the base config tree with the run's overrides set
 at their dotted paths; not the core's effective config, so defaults are not
 included), ``V`` is ``tlbsim.__version__`` and ``T`` is the list, in order, of the
@@ -204,8 +207,9 @@ def run_id(config: Mapping[str, Any], base_dir: Path, trace_hashes: dict[Path, s
             except OSError as err:
                 raise SpecError(f"workload.paths: {full}: {err.strerror or err}") from None
         traces.append(trace_hashes[full])
-    # the core's version, which is tlbsim.__version__: read here, as the package imports this module
-    doc = {"config": config, "traces": traces, "version": _tlbsim.version()}
+    # the core's version, which is tlbsim.__version__ (read here, as the package imports this
+    # module), and the digest of its sources: a model changed since a run finished is a new run
+    doc = {"config": config, "source": _tlbsim.source_hash(), "traces": traces, "version": _tlbsim.version()}
     return hashlib.sha256(canonical_json(doc).encode()).hexdigest()[:16]
 
 

@@ -39,6 +39,11 @@ pub use error::{Error, Result};
 /// Version string recorded in every run's output (and in sweep run IDs).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// A digest of this crate's source files (build.rs): it changes with any change to the
+/// model. Sweep run IDs include it, so a sweep resumed in the same folder after the model
+/// changed runs again rather than reusing the stats of the model before.
+pub const SOURCE_HASH: &str = env!("TLBSIM_SOURCE_HASH");
+
 /// What one run produces.
 pub struct RunOutput {
     /// The effective config: every key, after preset, file and overrides, so the run can

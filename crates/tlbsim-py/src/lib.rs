@@ -194,6 +194,12 @@ fn version() -> &'static str {
     tlbsim_core::VERSION
 }
 
+/// A digest of the core's source files (`tlbsim_core::SOURCE_HASH`), in sweep run IDs.
+#[pyfunction]
+fn source_hash() -> &'static str {
+    tlbsim_core::SOURCE_HASH
+}
+
 /// The coherence policies `os.coherence` accepts (`tlbsim_core::coherence::NAMES`).
 #[pyfunction]
 fn coherence_policies() -> Vec<&'static str> {
@@ -248,6 +254,7 @@ fn _tlbsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(record_finish, m)?)?;
     m.add_function(wrap_pyfunction!(record_info, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(source_hash, m)?)?;
     m.add_function(wrap_pyfunction!(coherence_policies, m)?)?;
     m.add_function(wrap_pyfunction!(fuzz, m)?)?;
     m.add_function(wrap_pyfunction!(run_policy, m)?)?;
