@@ -177,7 +177,7 @@ def pairings() -> list[Pairing]:
             [
                 Side(
                     "vm-mix tpcc-tpcc",
-                    # Two backends per guest, as pgbench's 2 clients; 50 transactions each.
+                    # Two terminals per guest, as pgbench's 2 clients; 50 transactions each.
                     {"kind": "vm-mix", "test": "tpcc-tpcc", "threads": THREADS, "ops": PGBENCH_TRANSACTIONS // THREADS},
                     ["dom1-tpcc", "dom2-tpcc"],
                     note="Xen guests: dom0 and the two guests' work counted too",

@@ -275,6 +275,26 @@ fn vm_mix_runs_the_paper_setup_with_instruction_fetches() {
 }
 
 #[test]
+fn a_tpcc_guests_monitor_and_backend_hand_the_vcpu_to_each_other() {
+    // TPCC-UVa: per statement the monitor wakes the backend and waits for its reply, on
+    // the guest's one VCPU. The wake-up is local, so the VCPU goes from one to the other
+    // (an intra-VM switch); with dom1 and dom2 pinned to CPU 1, the hypervisor switches
+    // VCPUs there only when a guest has nothing to run (its COMMIT's log write).
+    let tree = json!({
+        "machine": {"preset": "tagtlb-p4", "tlb": {"tagging": "none"}},
+        "workload": {"kind": "vm-mix", "test": "tpcc-tpcc", "pinning": "0012", "ops": 2, "threads": 2},
+    });
+    let v = tlbsim_core::run(tree, &[], std::path::Path::new(".")).unwrap().stats;
+    assert_eq!(violations(&v), 0);
+    let (intra, inter) = (cause(&v, 1, "context_switch_intra_vm"), cause(&v, 1, "context_switch_inter_vm"));
+    assert!(intra > 10 * inter, "CPU 1: {intra} intra-VM against {inter} inter-VM switch flushes");
+    // Each guest's terminals, monitor and backend each finish the guest's 4 transactions.
+    for class in ["dom1-tpcc", "dom1-tm", "dom1-postgres", "dom2-tpcc", "dom2-tm", "dom2-postgres"] {
+        assert_eq!(v["per_class"][class]["ops_completed"].as_u64().unwrap(), 4, "{class}");
+    }
+}
+
+#[test]
 fn intervals_add_up_to_the_run_per_vm() {
     let tree = json!({
         "machine": {"preset": "tagtlb-p4", "tlb": {"tagging": "cr3"}},

@@ -99,6 +99,43 @@ fn every_generator_builds_with_its_defaults() {
 }
 
 #[test]
+fn a_tpcc_guest_is_tpcc_uvas_terminals_monitor_and_one_backend() {
+    let w = workload(json!({"machine": {"preset": "tagtlb-p4"}, "workload": {"kind": "vm-mix", "test": "tpcc-vortex", "threads": 3, "ops": 9}}));
+    let dom1: Vec<&str> = w.vms[1].processes.iter().map(|&p| w.processes[p].name.as_str()).collect();
+    assert_eq!(dom1, ["dom1-postgres", "dom1-tm", "dom1-terminal0", "dom1-terminal1", "dom1-terminal2"]);
+    let program = |name: &str| {
+        let p = w.processes.iter().find(|p| p.name == name).unwrap();
+        &w.programs[p.threads[0].program]
+    };
+    // 27 transactions (3 terminals x 9), a whole cycle of 25 and two more: 12 New-Orders
+    // (57 statements), 12 Payments (11), one of each other type (21, 72, 4).
+    let statements = 12 * 57 + 12 * 11 + 21 + 72 + 4;
+    let backend = program("dom1-postgres");
+    let takes = |prog: &[Op]| -> u64 {
+        // Loops multiplied out: a statement's round trip sits in a loop of the transaction's statements.
+        let mut n = 0;
+        let mut i = 0;
+        while i < prog.len() {
+            if let Op::Loop { count, body } = prog[i] {
+                n += count * prog[i + 1..=i + body].iter().filter(|o| matches!(o, Op::Take { .. })).count() as u64;
+                i += body + 1;
+            } else {
+                n += matches!(prog[i], Op::Take { .. }) as u64;
+                i += 1;
+            }
+        }
+        n
+    };
+    assert_eq!(takes(backend), statements);
+    // The monitor takes each terminal's request and each statement's reply.
+    assert_eq!(takes(program("dom1-tm")), 27 + statements);
+    // A log write (through dom0) per transaction that writes: New-Order, Payment, Delivery.
+    assert_eq!(count(backend, |o| matches!(o, Op::Io { .. })), 12 + 12 + 1);
+    assert_eq!(counted_ops(backend), Some(27));
+    assert_eq!(counted_ops(program("dom1-terminal0")), Some(9));
+}
+
+#[test]
 fn every_vmscale_test_builds() {
     for test in ["migrate", "cow-seq", "cow-rand", "mmap-read", "msync", "anon-read-seq"] {
         for threads in [0, 1, 3] {

@@ -238,7 +238,16 @@ impl<P: Coherence> Os<P> {
         // the queue already.
         if let Some(w) = taker {
             if self.threads[w].state == ThreadState::Blocked {
-                self.schedule_wake_by(w, now, thread, core);
+                if self.virt.is_some() && self.threads[w].core == self.threads[thread].core {
+                    // A guest's wake-up on the waker's own VCPU: try_to_wake_up enqueues the
+                    // wakee on the local run queue at once, so a waker that blocks next (a
+                    // client's request sent, its reply awaited) hands its VCPU to the wakee
+                    // instead of blocking the VCPU and letting the hypervisor run another
+                    // guest's (an intra-VM switch, not two inter-VM ones).
+                    self.enqueue(w, self.threads[w].core, now);
+                } else {
+                    self.schedule_wake_by(w, now, thread, core);
+                }
             }
         }
         if let Some(sleepers) = sleepers {
