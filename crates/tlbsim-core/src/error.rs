@@ -34,4 +34,8 @@ pub enum TraceError {
     Offset { path: PathBuf, offset: u64, message: String },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    /// A record that decodes but cannot be taken (e.g. counts whose sum passes 2^64):
+    /// `event` counts the records from the first, 1-based.
+    #[error("{path}: event {event}: {message}")]
+    Event { path: PathBuf, event: u64, message: String },
 }

@@ -214,3 +214,23 @@ fn a_cycle_of_waits_is_refused_by_check() {
     w.programs[0][0] = Op::Wait { token: 0, count: 2 };
     assert!(w.check(2).unwrap_err().contains("only 1 post"));
 }
+
+#[test]
+fn a_summary_of_instruction_counts_past_2_to_the_64_is_an_error_naming_the_event() {
+    // Found by fuzzing the recorded-trace reader (session 38): `tlbsim record --info`
+    // summed the counts unchecked (a panic under overflow checks, a wrapped total without).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("counts.tlbsim");
+    let mut w = NativeWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
+    for ev in [TraceEvent::Thread { tid: MAIN }, TraceEvent::Instructions { n: u64::MAX / 2 + 1 }, TraceEvent::Instructions { n: u64::MAX / 2 + 1 }] {
+        w.write(&ev).unwrap();
+    }
+    w.finish().unwrap();
+    match tlbsim_core::trace::recorded::summarise(&path, false) {
+        Err(tlbsim_core::trace::TraceError::Event { event, message, .. }) => {
+            assert_eq!(event, 3, "{message}");
+            assert!(message.contains(&format!("thread {MAIN}")) && message.contains("2^64"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -267,6 +267,7 @@ pub(crate) fn clone_error(e: &TraceError) -> TraceError {
         TraceError::Line { path, line, message } => TraceError::Line { path: path.clone(), line: *line, message: message.clone() },
         TraceError::Offset { path, offset, message } => TraceError::Offset { path: path.clone(), offset: *offset, message: message.clone() },
         TraceError::Io { path, source } => TraceError::Io { path: path.clone(), source: io::Error::new(source.kind(), source.to_string()) },
+        TraceError::Event { path, event, message } => TraceError::Event { path: path.clone(), event: *event, message: message.clone() },
     }
 }
 

@@ -142,7 +142,9 @@ impl Summariser {
         }
     }
 
-    fn eat(&mut self, ev: &TraceEvent) {
+    /// Take one event; an error (its message) for instruction counts whose sum passes
+    /// 2^64, which no recording of `tlbsim record` holds.
+    fn eat(&mut self, ev: &TraceEvent) -> Result<(), String> {
         self.s.events += 1;
         let cur = self.cur;
         match *ev {
@@ -168,8 +170,11 @@ impl Summariser {
                 });
             }
             TraceEvent::Instructions { n } => {
-                self.s.threads[cur].instructions += n;
-                self.s.instructions += n;
+                let t = &mut self.s.threads[cur];
+                let overflow = || format!("thread {}'s instruction counts sum past 2^64: not a recording of tlbsim record", t.tid);
+                t.instructions = t.instructions.checked_add(n).ok_or_else(overflow)?;
+                self.s.instructions =
+                    self.s.instructions.checked_add(n).ok_or_else(|| "the instruction counts sum past 2^64: not a recording of tlbsim record".to_string())?;
                 self.bump("instructions");
             }
             TraceEvent::Thread { tid } => {
@@ -199,6 +204,15 @@ impl Summariser {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// `eat` each event of a batch; an error names the event.
+    fn eat_batch(&mut self, batch: &[TraceEvent]) -> Result<(), TraceError> {
+        for e in batch {
+            self.eat(e).map_err(|message| TraceError::Event { path: self.s.path.clone(), event: self.s.events, message })?;
+        }
+        Ok(())
     }
 
     fn finish(mut self) -> RecordingSummary {
@@ -224,10 +238,7 @@ fn drain(src: &mut dyn TraceSource, mut each: impl FnMut(&[TraceEvent]) -> Resul
 pub fn summarise(path: &Path, syscalls: bool) -> Result<RecordingSummary, TraceError> {
     let mut r = NativeReader::open(path)?;
     let mut s = Summariser::new(path, syscalls);
-    drain(&mut r, |b| {
-        b.iter().for_each(|e| s.eat(e));
-        Ok(())
-    })?;
+    drain(&mut r, |b| s.eat_batch(b))?;
     Ok(s.finish())
 }
 
@@ -243,7 +254,7 @@ pub fn finish(raw: &Path, out: &Path) -> Result<RecordingSummary, TraceError> {
     let mut w = NativeWriter::new(BufWriter::new(f)).map_err(|e| io(&part, e))?;
     let mut s = Summariser::new(out, false);
     drain(&mut r, |b| {
-        b.iter().for_each(|e| s.eat(e));
+        s.eat_batch(b)?;
         w.write_batch(b).map_err(|e| io(&part, e))
     })?;
     let inner = w.finish().map_err(|e| io(&part, e))?;
