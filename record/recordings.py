@@ -415,38 +415,39 @@ class Postgres(Program):
         return int(m.group(1))
 
 
-class YcsbLevelDb(Program):
-    """YCSB-B on LevelDB (record/ycsb_leveldb.cc, built here against Debian's libleveldb):
-    what the `ycsb` generator's `leveldb` test stands for. The database is loaded natively
-    once; every run, native or recorded, starts from hard links to it (--reset-from)."""
+class YcsbProgram(Program):
+    """A YCSB driver of record/ built here against a Debian library: the database loaded
+    natively once (`load_args`), then every run, native or recorded, `run_args`."""
+
+    source = ""  # the driver's file in record/
+    compile_cmd: tuple[str, ...] = ()  # the compiler and its flags, before -o
+    libraries: tuple[str, ...] = ()  # after the source
 
     def exe(self) -> Path:
-        return self.work / "ycsb_leveldb"
+        return self.work / Path(self.source).stem
+
+    def db(self) -> Path:
+        return self.work / Path(self.source).stem.removeprefix("ycsb_")
+
+    def loaded(self) -> bool:
+        raise NotImplementedError
+
+    def load_args(self) -> list[str]:
+        raise NotImplementedError
+
+    def run_args(self) -> list[str]:
+        raise NotImplementedError
 
     def prepare(self) -> None:
-        subprocess.run(
-            ["g++", "-O2", "-std=c++17", "-pthread", "-o", str(self.exe()), str(HERE / "ycsb_leveldb.cc"), "-lleveldb"],
-            check=True,
-        )
-        d = self.work / "leveldb"
-        d.mkdir(parents=True, exist_ok=True)
-        if not (d / "pristine" / "CURRENT").exists():
-            subprocess.run(
-                [str(self.exe()), "--db", str(d / "pristine"), "--load", "--records", str(YCSB_RECORDS)],
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
+        subprocess.run([*self.compile_cmd, "-o", str(self.exe()), str(HERE / self.source), *self.libraries], check=True)
+        self.db().mkdir(parents=True, exist_ok=True)
+        if not self.loaded():
+            subprocess.run([str(self.exe()), *self.load_args()], check=True, stdout=subprocess.DEVNULL)
 
     def command(self) -> list[str]:
-        d = self.work / "leveldb"
         return [
             str(self.exe()),
-            "--db",
-            str(d / "db"),
-            "--reset-from",
-            str(d / "pristine"),
-            "--workload",
-            "b",
+            *self.run_args(),
             "--records",
             str(YCSB_RECORDS),
             "--ops",
@@ -459,41 +460,42 @@ class YcsbLevelDb(Program):
         return YCSB_OPS
 
 
-class YcsbLmdb(Program):
-    """YCSB-C on LMDB (record/ycsb_lmdb.c against Debian's liblmdb): what the `ycsb`
-    generator's `lmdb` test stands for. Loaded natively once; the runs only read."""
+class YcsbLevelDb(YcsbProgram):
+    """YCSB-B on LevelDB (record/ycsb_leveldb.cc): what the `ycsb` generator's `leveldb`
+    test stands for. Every run starts from hard links to the loaded database
+    (--reset-from), so that its updates do not carry over."""
 
-    def exe(self) -> Path:
-        return self.work / "ycsb_lmdb"
+    source = "ycsb_leveldb.cc"
+    compile_cmd = ("g++", "-O2", "-std=c++17", "-pthread")
+    libraries = ("-lleveldb",)
 
-    def prepare(self) -> None:
-        subprocess.run(
-            ["gcc", "-O2", "-pthread", "-o", str(self.exe()), str(HERE / "ycsb_lmdb.c"), "-llmdb", "-lm"], check=True
-        )
-        d = self.work / "lmdb"
-        if not (d / "data.mdb").exists():
-            d.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run(
-                [str(self.exe()), "--db", str(d), "--load", "--records", str(YCSB_RECORDS)],
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
+    def loaded(self) -> bool:
+        return (self.db() / "pristine" / "CURRENT").exists()
 
-    def command(self) -> list[str]:
-        return [
-            str(self.exe()),
-            "--db",
-            str(self.work / "lmdb"),
-            "--records",
-            str(YCSB_RECORDS),
-            "--ops",
-            str(YCSB_OPS),
-            "--threads",
-            str(self.threads),
-        ]
+    def load_args(self) -> list[str]:
+        return ["--db", str(self.db() / "pristine"), "--load", "--records", str(YCSB_RECORDS)]
 
-    def ops(self) -> int:
-        return YCSB_OPS
+    def run_args(self) -> list[str]:
+        d = self.db()
+        return ["--db", str(d / "db"), "--reset-from", str(d / "pristine"), "--workload", "b"]
+
+
+class YcsbLmdb(YcsbProgram):
+    """YCSB-C on LMDB (record/ycsb_lmdb.c): what the `ycsb` generator's `lmdb` test stands
+    for. The runs only read."""
+
+    source = "ycsb_lmdb.c"
+    compile_cmd = ("gcc", "-O2", "-pthread")
+    libraries = ("-llmdb", "-lm")
+
+    def loaded(self) -> bool:
+        return (self.db() / "data.mdb").exists()
+
+    def load_args(self) -> list[str]:
+        return ["--db", str(self.db()), "--load", "--records", str(YCSB_RECORDS)]
+
+    def run_args(self) -> list[str]:
+        return ["--db", str(self.db())]
 
 
 def programs(threads: int) -> list[Program]:

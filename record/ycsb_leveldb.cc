@@ -46,64 +46,18 @@
 #include <thread>
 #include <vector>
 
+#include "ycsb_common.h"
+
 namespace {
 
 constexpr int kValueBytes = 1000;
 
-uint64_t fnv1a64(uint64_t v) {
-    uint64_t h = 0xCBF29CE484222325ull;
-    for (int i = 0; i < 8; i++) {
-        h ^= v & 0xff;
-        h *= 1099511628211ull;
-        v >>= 8;
-    }
-    return h;
-}
-
-std::string key_of(uint64_t record) {
-    char buf[32];
-    snprintf(buf, sizeof buf, "user%020llu", (unsigned long long)fnv1a64(record));
-    return buf;
-}
-
-struct Rng {  // splitmix64
-    uint64_t s;
-    uint64_t next() {
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    double uniform() { return (double)(next() >> 11) / 9007199254740992.0; }
-};
-
-void fill_value(Rng &rng, char *v) {
+void fill_value(uint64_t *rng, char *v) {
     for (int i = 0; i < kValueBytes; i += 8) {
-        uint64_t x = rng.next();
+        uint64_t x = ycsb_splitmix64(rng);
         memcpy(v + i, &x, kValueBytes - i < 8 ? kValueBytes - i : 8);
     }
 }
-
-// YCSB's ZipfianGenerator (Gray et al., "Quickly generating billion-record synthetic
-// databases"), constant 0.99, over items 0..n-1.
-struct Zipfian {
-    double n, theta = 0.99, alpha, zetan, eta, half_pow_theta;
-    explicit Zipfian(uint64_t items) : n((double)items) {
-        zetan = 0;
-        for (uint64_t i = 1; i <= items; i++) zetan += 1.0 / std::pow((double)i, theta);
-        double zeta2 = 1.0 + 1.0 / std::pow(2.0, theta);
-        alpha = 1.0 / (1.0 - theta);
-        eta = (1.0 - std::pow(2.0 / n, 1.0 - theta)) / (1.0 - zeta2 / zetan);
-        half_pow_theta = 1.0 + std::pow(0.5, theta);
-    }
-    uint64_t next(Rng &rng) const {
-        double u = rng.uniform(), uz = u * zetan;
-        if (uz < 1.0) return 0;
-        if (uz < half_pow_theta) return 1;
-        uint64_t r = (uint64_t)(n * std::pow(eta * u - eta + 1.0, alpha));
-        return r < (uint64_t)n ? r : (uint64_t)n - 1;
-    }
-};
 
 [[noreturn]] void usage(const char *why) {
     fprintf(stderr, "ycsb_leveldb: %s\n", why);
@@ -184,13 +138,13 @@ int main(int argc, char **argv) {
     auto t0 = std::chrono::steady_clock::now();
     std::atomic<long long> reads{0}, updates{0}, found{0};
     if (load) {
-        Rng rng{(uint64_t)seed};
-        char value[kValueBytes];
+        uint64_t rng = (uint64_t)seed;
+        char value[kValueBytes], key[32];
         for (long long r = 0; r < records; r += 1000) {
             leveldb::WriteBatch batch;
             for (long long k = r; k < records && k < r + 1000; k++) {
-                fill_value(rng, value);
-                batch.Put(key_of((uint64_t)k), leveldb::Slice(value, kValueBytes));
+                fill_value(&rng, value);
+                batch.Put(leveldb::Slice(key, ycsb_key((uint64_t)k, key)), leveldb::Slice(value, kValueBytes));
             }
             s = db->Write(leveldb::WriteOptions(), &batch);
             if (!s.ok()) break;
@@ -198,24 +152,25 @@ int main(int argc, char **argv) {
         // Every table written out and compacted: the runs start from settled levels.
         if (s.ok()) db->CompactRange(nullptr, nullptr);
     } else {
-        Zipfian zipf((uint64_t)records);
+        ycsb_zipfian zipf;
+        ycsb_zipfian_init(&zipf, (uint64_t)records);
         std::vector<std::thread> pool;
         for (long long t = 0; t < threads; t++) {
             long long mine = ops / threads + (t < ops % threads);
             pool.emplace_back([&, t, mine] {
-                Rng rng{(uint64_t)seed * 1000003u + (uint64_t)t};
-                char value[kValueBytes];
+                uint64_t rng = (uint64_t)seed * 1000003u + (uint64_t)t;
+                char value[kValueBytes], keybuf[32];
                 std::string got;
                 long long r = 0, u = 0, f = 0;
                 for (long long i = 0; i < mine; i++) {
-                    uint64_t record = fnv1a64(zipf.next(rng)) % (uint64_t)records;
-                    std::string key = key_of(record);
-                    if ((long long)(rng.next() % 100) < read_percent) {
+                    uint64_t record = ycsb_next_record(&zipf, &rng);
+                    leveldb::Slice key(keybuf, ycsb_key(record, keybuf));
+                    if ((long long)(ycsb_splitmix64(&rng) % 100) < read_percent) {
                         r++;
                         f += db->Get(leveldb::ReadOptions(), key, &got).ok();
                     } else {
                         u++;
-                        fill_value(rng, value);
+                        fill_value(&rng, value);
                         db->Put(leveldb::WriteOptions(), key, leveldb::Slice(value, kValueBytes));
                     }
                 }

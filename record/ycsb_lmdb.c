@@ -3,9 +3,9 @@
  * records for the `ycsb` generator's `lmdb` test (FPR §V-B, Fig. 21: "the read-heavy lookup
  * workload YCSB-C"; issue 47 items 5 and 6).
  *
- * What it follows of YCSB, as record/ycsb_leveldb.cc does: records of 1,000 bytes, keys
- * "user" + FNV-1a-64 of the record's number, requests zipfian (constant 0.99) over the
- * records with the rank scrambled by the same hash. Of YCSB's LMDB binding: every read is
+ * What it follows of YCSB, as record/ycsb_leveldb.cc does (record/ycsb_common.h): records
+ * of 1,000 bytes, keys "user" + FNV-1a-64 of the record's number, requests zipfian
+ * (constant 0.99) over the records with the rank scrambled by the same hash. Of YCSB's LMDB binding: every read is
  * its own read-only transaction (mdb_txn_begin with MDB_RDONLY, mdb_get, mdb_txn_abort).
  * LMDB maps its data file once, read-only, and reads through the map (no MDB_WRITEMAP):
  * the single memory map the generator models.
@@ -26,51 +26,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "ycsb_common.h"
+
 #define VALUE_BYTES 1000
-
-static uint64_t fnv1a64(uint64_t v) {
-    uint64_t h = 0xCBF29CE484222325ull;
-    for (int i = 0; i < 8; i++) {
-        h ^= v & 0xff;
-        h *= 1099511628211ull;
-        v >>= 8;
-    }
-    return h;
-}
-
-static int key_of(uint64_t record, char *buf) {
-    return snprintf(buf, 32, "user%020llu", (unsigned long long)fnv1a64(record));
-}
-
-static uint64_t splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double uniform(uint64_t *s) { return (double)(splitmix(s) >> 11) / 9007199254740992.0; }
-
-/* YCSB's ZipfianGenerator, constant 0.99, over items 0..n-1 (as record/ycsb_leveldb.cc). */
-static double z_n, z_theta = 0.99, z_alpha, z_zetan, z_eta, z_half;
-
-static void zipf_init(uint64_t items) {
-    z_n = (double)items;
-    z_zetan = 0;
-    for (uint64_t i = 1; i <= items; i++) z_zetan += 1.0 / pow((double)i, z_theta);
-    double zeta2 = 1.0 + 1.0 / pow(2.0, z_theta);
-    z_alpha = 1.0 / (1.0 - z_theta);
-    z_eta = (1.0 - pow(2.0 / z_n, 1.0 - z_theta)) / (1.0 - zeta2 / z_zetan);
-    z_half = 1.0 + pow(0.5, z_theta);
-}
-
-static uint64_t zipf_next(uint64_t *s) {
-    double u = uniform(s), uz = u * z_zetan;
-    if (uz < 1.0) return 0;
-    if (uz < z_half) return 1;
-    uint64_t r = (uint64_t)(z_n * pow(z_eta * u - z_eta + 1.0, z_alpha));
-    return r < (uint64_t)z_n ? r : (uint64_t)z_n - 1;
-}
 
 static void check(int rc, const char *what) {
     if (rc != 0) {
@@ -80,6 +38,7 @@ static void check(int rc, const char *what) {
 }
 
 static MDB_env *env;
+static struct ycsb_zipfian zipf;
 static MDB_dbi dbi;
 static long long records, ops, threads = 2, seed = 47;
 
@@ -92,8 +51,8 @@ static void *work(void *arg) {
     uint64_t rng = (uint64_t)seed * 1000003u + (uint64_t)w->index;
     char key[32];
     for (long long i = 0; i < w->ops; i++) {
-        uint64_t record = fnv1a64(zipf_next(&rng)) % (uint64_t)records;
-        MDB_val k = {(size_t)key_of(record, key), key}, v;
+        uint64_t record = ycsb_next_record(&zipf, &rng);
+        MDB_val k = {(size_t)ycsb_key(record, key), key}, v;
         MDB_txn *txn;
         check(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), "mdb_txn_begin");
         w->found += mdb_get(txn, dbi, &k, &v) == 0 && v.mv_size == VALUE_BYTES;
@@ -148,10 +107,10 @@ int main(int argc, char **argv) {
             check(mdb_dbi_open(txn, NULL, 0, &dbi), "mdb_dbi_open");
             for (long long k = r; k < records && k < r + 10000; k++) {
                 for (int i = 0; i < VALUE_BYTES; i += 8) {
-                    uint64_t x = splitmix(&rng);
+                    uint64_t x = ycsb_splitmix64(&rng);
                     memcpy(value + i, &x, VALUE_BYTES - i < 8 ? VALUE_BYTES - i : 8);
                 }
-                MDB_val kv = {(size_t)key_of((uint64_t)k, key), key}, vv = {VALUE_BYTES, value};
+                MDB_val kv = {(size_t)ycsb_key((uint64_t)k, key), key}, vv = {VALUE_BYTES, value};
                 check(mdb_put(txn, dbi, &kv, &vv, 0), "mdb_put");
             }
             check(mdb_txn_commit(txn), "mdb_txn_commit");
@@ -162,7 +121,7 @@ int main(int argc, char **argv) {
         check(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), "mdb_txn_begin");
         check(mdb_dbi_open(txn, NULL, 0, &dbi), "mdb_dbi_open");
         mdb_txn_abort(txn);
-        zipf_init((uint64_t)records);
+        ycsb_zipfian_init(&zipf, (uint64_t)records);
         pthread_t tid[256];
         struct worker w[256];
         for (long long t = 0; t < threads; t++) {
