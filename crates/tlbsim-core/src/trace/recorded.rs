@@ -149,18 +149,18 @@ impl Summariser {
         let cur = self.cur;
         match *ev {
             TraceEvent::Access { kind, .. } => {
+                if kind == AccessKind::Fetch {
+                    self.add_instructions(1)?;
+                }
                 let t = &mut self.s.threads[cur];
                 match kind {
-                    AccessKind::Fetch => t.instructions += 1,
+                    AccessKind::Fetch => {}
                     AccessKind::Load => t.loads += 1,
                     AccessKind::Store => t.stores += 1,
                     AccessKind::Modify => {
                         t.loads += 1;
                         t.stores += 1
                     }
-                }
-                if kind == AccessKind::Fetch {
-                    self.s.instructions += 1;
                 }
                 self.bump(match kind {
                     AccessKind::Fetch => "fetch",
@@ -170,11 +170,7 @@ impl Summariser {
                 });
             }
             TraceEvent::Instructions { n } => {
-                let t = &mut self.s.threads[cur];
-                let overflow = || format!("thread {}'s instruction counts sum past 2^64: not a recording of tlbsim record", t.tid);
-                t.instructions = t.instructions.checked_add(n).ok_or_else(overflow)?;
-                self.s.instructions =
-                    self.s.instructions.checked_add(n).ok_or_else(|| "the instruction counts sum past 2^64: not a recording of tlbsim record".to_string())?;
+                self.add_instructions(n)?;
                 self.bump("instructions");
             }
             TraceEvent::Thread { tid } => {
@@ -204,6 +200,15 @@ impl Summariser {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// `n` more instructions of the current thread (and of the whole recording).
+    fn add_instructions(&mut self, n: u64) -> Result<(), String> {
+        let t = &mut self.s.threads[self.cur];
+        let sum = t.instructions.checked_add(n).zip(self.s.instructions.checked_add(n));
+        let (mine, all) = sum.ok_or_else(|| format!("thread {}'s instruction counts sum past 2^64: not a recording of tlbsim record", t.tid))?;
+        (t.instructions, self.s.instructions) = (mine, all);
         Ok(())
     }
 
