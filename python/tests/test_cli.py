@@ -226,7 +226,7 @@ def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         else:
             assert r[1] == "yes" and r[2] == "0-0", r
     assert f"{len(tlbsim.coherence_policies()) * len(UNSAFE_SEEDS)} runs (0 reused" in printed
-    # The VM section: CR3 tags leave no context-switch flush, and no policy run is stale.
+    # The VM section: CR3 tags leave few context-switch flushes, and no policy run is stale.
     assert "Tagged TLBs under VMs" in printed
     vm_rows = [
         r
@@ -234,12 +234,15 @@ def test_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         if r and r[0] in ("none", "domain", "cr3") and len(r) == 9
     ]
     assert {(r[0], r[1]) for r in vm_rows} == {(t, p) for t in ("none", "domain", "cr3") for p in ("none", "0012")}
+    switches = {(r[0], r[1]): int(r[2].replace(",", "")) + int(r[3].replace(",", "")) for r in vm_rows}
     for r in vm_rows:
         assert r[8] == "0", r
-        if r[0] == "cr3":
-            assert r[2] == "0" and r[3] == "0", r
         if r[0] == "none":
             assert int(r[2].replace(",", "")) > 0, r
+        if r[0] == "cr3":
+            # CR3 tags keep address spaces across switches; what is left is a guest reusing
+            # one of a CPU's six PCID slots (a TPC-C guest has more processes than that).
+            assert switches[("cr3", r[1])] * 50 < switches[("none", r[1])], r
     # The partition section: the controller re-partitions and beats the fixed 50/50 split.
     part = {
         r[0]: r
