@@ -255,7 +255,7 @@ pub(super) fn vm_mix(cfg: &Config, w: &VmMixParams) -> Result<Workload> {
         let transactions = u64::from(terminals) * ops;
         let kind = |k: u64| TPCC_CYCLE[((k + (vm as u64 - 1) * 12) % TPCC_CYCLE.len() as u64) as usize];
         let mut tm_prog = Vec::new();
-        let mut backend_prog = Vec::new();
+        let mut postgres_prog = Vec::new();
         for k in 0..transactions {
             let (_, statements, commit_writes) = TPCC_TYPES[kind(k)];
             let t = (k % u64::from(terminals)) as u32;
@@ -263,25 +263,25 @@ pub(super) fn vm_mix(cfg: &Config, w: &VmMixParams) -> Result<Workload> {
             tm_prog.extend(times(statements, [tm_path.clone(), vec![Op::Post { token: to_backend }, Op::Take { token: to_tm }]].concat()));
             tm_prog.extend([Op::Post { token: reply(t) }, Op::CountOp]);
             let statement = &statement_paths[kind(k)];
-            backend_prog.extend(times(statements - 1, [vec![Op::Take { token: to_backend }], statement.clone(), vec![Op::Post { token: to_tm }]].concat()));
+            postgres_prog.extend(times(statements - 1, [vec![Op::Take { token: to_backend }], statement.clone(), vec![Op::Post { token: to_tm }]].concat()));
             // The COMMIT: a transaction that wrote waits for its log write (through dom0's
             // back-end, as the guest's disk I/O goes) before the reply.
-            backend_prog.push(Op::Take { token: to_backend });
-            backend_prog.extend(statement.iter().cloned());
+            postgres_prog.push(Op::Take { token: to_backend });
+            postgres_prog.extend(statement.iter().cloned());
             if commit_writes {
-                backend_prog.push(Op::Io { server: backend_thread, cycles: sleep });
+                postgres_prog.push(Op::Io { server: backend_thread, cycles: sleep });
             }
-            backend_prog.extend([Op::Post { token: to_tm }, Op::CountOp]);
+            postgres_prog.extend([Op::Post { token: to_tm }, Op::CountOp]);
         }
         tm_prog.push(Op::Exit);
-        backend_prog.push(Op::Exit);
-        let backend_prog = b.program(backend_prog);
+        postgres_prog.push(Op::Exit);
+        let postgres_prog = b.program(postgres_prog);
         let backend = b.process(
             &format!("dom{vm}-postgres"),
             root,
             vec![file_map(postgres[vm - 1], 0, 512 * PAGE, false, false), anon(64 * PAGE, true), file_map(shm[vm - 1], 0, 2048 * PAGE, true, true)],
         );
-        b.thread(backend, &format!("dom{vm}-postgres"), &format!("dom{vm}-postgres"), Some(0), backend_prog, false);
+        b.thread(backend, &format!("dom{vm}-postgres"), &format!("dom{vm}-postgres"), Some(0), postgres_prog, false);
         vm_processes[vm].push(backend);
         let tm_prog = b.program(tm_prog);
         let tm = b.process(&format!("dom{vm}-tm"), root, vec![file_map(tm_bin[vm - 1], 0, 64 * PAGE, false, false), anon(16 * PAGE, true)]);
