@@ -186,6 +186,18 @@ def simulate_reach_point(
 # rows (pure)
 
 
+def sibling_away_note(rec: Mapping[str, Any]) -> str:
+    """How many of a pattern's operations found the spinning sibling off its CPU (from
+    ``measure.shootdown_record``), when 1% or more; else ""."""
+    away = rec.get("sibling_away_fraction") or 0.0
+    if away < 0.01:
+        return ""
+    return (
+        f"the sibling was off its CPU for {100 * away:.0f}% of the operations (no IPI for those; "
+        f"over all operations {rec['shootdown_ipis_received_per_op']:.3f} per operation)"
+    )
+
+
 def ipi_rows(real: Mapping[str, Mapping[str, Any]], sim: Mapping[str, Mapping[str, Any]]) -> list[Row]:
     rows = []
     for name, r in real.items():
@@ -193,13 +205,7 @@ def ipi_rows(real: Mapping[str, Mapping[str, Any]], sim: Mapping[str, Mapping[st
         # The simulated sibling is always on its CPU: compare the operations the real one was on
         # its CPU for (where the bench could tell), and say how many found it away.
         rv = r.get("shootdown_ipis_received_per_op_sibling_present", r.get("shootdown_ipis_received_per_op"))
-        away = r.get("sibling_away_fraction") or 0.0
-        away_note = (
-            f"the sibling was off its CPU for {100 * away:.0f}% of the operations (no IPI for those; "
-            f"over all operations {r['shootdown_ipis_received_per_op']:.3f} per operation)"
-            if away >= 0.01
-            else ""
-        )
+        away = sibling_away_note(r)
         sv = s.get("ipis_per_op")
         if "not_measurable" in r or rv is None:
             why = r.get("not_measurable") or r.get("ipis_not_measurable") or "not measured"
@@ -208,7 +214,7 @@ def ipi_rows(real: Mapping[str, Mapping[str, Any]], sim: Mapping[str, Mapping[st
             rows.append(Row("ipis_per_op", name, rv, None, ERROR, s.get("error", "simulation failed: no value")))
         else:
             ok = abs(sv - rv) <= IPI_TOLERANCE * max(rv, 1.0)
-            note = "; ".join(n for n in (away_note, "" if ok else r.get("note", "")) if n)
+            note = "; ".join(n for n in (away, "" if ok else r.get("note", "")) if n)
             rows.append(Row("ipis_per_op", name, rv, sv, PASS if ok else FAIL, note))
     return rows
 

@@ -149,12 +149,9 @@ impl Summariser {
         let cur = self.cur;
         match *ev {
             TraceEvent::Access { kind, .. } => {
-                if kind == AccessKind::Fetch {
-                    self.add_instructions(1)?;
-                }
                 let t = &mut self.s.threads[cur];
                 match kind {
-                    AccessKind::Fetch => {}
+                    AccessKind::Fetch => self.add_instructions(1)?,
                     AccessKind::Load => t.loads += 1,
                     AccessKind::Store => t.stores += 1,
                     AccessKind::Modify => {

@@ -152,14 +152,10 @@ def values(data: Mapping[str, Any]) -> tuple[dict[str, float | None], dict[str, 
         key = f"{row.name}/ipis_per_op"
         out[key] = row.real
         rec = real.get(row.name, {})
-        note = row.note if row.status == validate.NA else rec.get("note", "")
-        away = rec.get("sibling_away_fraction") or 0.0
-        if away >= 0.01 and row.status != validate.NA:
-            present = (
-                f"per operation the sibling was on its CPU for ({100 * away:.0f}% found it away and "
-                f"got no IPI; over all operations {rec['shootdown_ipis_received_per_op']:.3f})"
-            )
-            note = f"{present}; {note}" if note else present
+        if row.status == validate.NA:
+            note = row.note
+        else:
+            note = "; ".join(n for n in (validate.sibling_away_note(rec), rec.get("note", "")) if n)
         if note:
             notes[key] = f"measured: {note}"
     baseline = native.baseline_view(real, data.get("shootdown_controls"))
