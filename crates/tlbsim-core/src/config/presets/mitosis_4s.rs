@@ -13,6 +13,8 @@
 //! Manual, its Haswell microarchitecture section (§2.2 in revision 031, September 2015;
 //! the numbering moves between revisions): 192 ROB entries, and the L1 DCU's 10 line fill
 //! buffers, as in Sandy Bridge; the section numbers were not re-checked against a PDF here).
+//! Memory per socket: 128 GB (§8: 512 GB over the four sockets), so that GUPS' 64 GB
+//! working set (Table 1) fits on one node as the paper's numactl runs place it.
 //! Idle CPUs: bare metal under intel_idle, whose Haswell table (hsw_cstates) gives C1 an
 //! exit latency of 2 µs (deeper states not modelled).
 //! The waker sends no reschedule IPI: a CPU idle in MWAIT monitors its thread flags, and
@@ -31,7 +33,7 @@ impl super::Preset for Mitosis4s {
         json!({
             "sockets": 4, "cores_per_socket": 14, "frequency_ghz": 2.2,
             "idle": {"exit_ns": 2000.0, "poll_ns": 0.0, "wake_ipi_ns": 0.0},
-            "memory": {"local_latency": 280, "remote_latency": 580, "model": "cache",
+            "memory": {"node_mib": 128 << 10, "local_latency": 280, "remote_latency": 580, "model": "cache",
                        "llc_bytes": 35u64 << 20, "llc_ways": 35, "llc_latency": 40,
                        "private_bytes": 256 << 10, "private_ways": 8,
                        "bandwidth_gbps_local": 28.0, "bandwidth_gbps_remote": 11.0,
