@@ -13,14 +13,8 @@
 //! Implementation: a line needs only its tag and its place in the set's recency order, so
 //! LRU caches of 8 or 16 ways (every default and preset) keep exactly that: a `u64` tag per
 //! way, for 16 ways a 16-bit fingerprint per way compared all at once with SSE2, and one
-//! word per set with the ways in recency order (`set_assoc::order_touch`). LRU caches of
-//! other associativities up to 64 ways (mitosis-4s's 35-way L3) keep a tag and a
-//! fingerprint per way, and the set's recency order as a circular list of way numbers, so
-//! that a hit's relink and a miss's victim take no scan: the general structure's hash
-//! index and stamps, which suit its fully associative TLBs, cost such a cache's runs most
-//! of their time (a Mitosis Table 2 run with a STREAM co-runner: 86% in `Tlb` lookups,
-//! index removals and victim choice).
-//! Any other shape or policy is a [`Tlb`] holding lines. Both give the same hits, misses and victims as
+//! word per set with the ways in recency order (`set_assoc::order_touch`). Any other shape
+//! or policy is a [`Tlb`] holding lines. Both give the same hits, misses and victims as
 //! a `Tlb` of the same geometry (the `line_cache_matches_tlb` test).
 
 use super::set_assoc::{fp_mask, order_touch, Replacement, Tlb, TlbEntry, TlbGeometry};
@@ -31,9 +25,6 @@ use crate::types::{PageSize, Pfn, Vpn};
 const KEY_MASK: u64 = (1 << 45) - 1;
 const INVALID: u64 = u64::MAX;
 const FP_WAYS: usize = 16;
-/// The most ways [`ListLines`] holds; a wider LRU cache is a [`Tlb`] (its index suits
-/// fully associative structures of hundreds of ways).
-const LIST_MAX_WAYS: usize = 64;
 
 pub struct LineCache {
     imp: Imp,
@@ -44,7 +35,6 @@ pub struct LineCache {
 #[repr(u8)]
 enum Imp {
     Lru(LruLines),
-    List(ListLines),
     General(Tlb),
 }
 
@@ -58,24 +48,6 @@ struct LruLines {
     fps: Vec<u16>,
     /// Per set: the ways in recency order, least recently used in the low 4 bits.
     order: Vec<u64>,
-    valid: u32,
-}
-
-/// LRU, any other number of ways up to [`LIST_MAX_WAYS`].
-struct ListLines {
-    ways: usize,
-    set_mask: usize,
-    keys: Vec<u64>,
-    /// Each way's `fingerprint` (stale for an empty way: the key decides).
-    fps: Vec<u16>,
-    /// Per set, `ways + 1` links: way `w`'s next (more recently used) way, and at index
-    /// `ways` the set's sentinel, whose next is the least recently used way.
-    next: Vec<u8>,
-    /// The same links the other way: at the sentinel, the most recently used way.
-    prev: Vec<u8>,
-    /// Per set, the ways filled (lines are never removed): small enough to stay in the
-    /// host's cache, where reading the victim's key to see whether it was empty would miss.
-    filled: Vec<u8>,
     valid: u32,
 }
 
@@ -94,31 +66,6 @@ impl LineCache {
             && entries > 0
             && entries.is_multiple_of(ways)
             && (entries / ways).is_power_of_two();
-        let list = geometry.replacement == Replacement::Lru
-            && (1..=LIST_MAX_WAYS).contains(&ways)
-            && entries.is_multiple_of(ways)
-            && (entries / ways).is_power_of_two();
-        if list && !lean {
-            let sets = entries / ways;
-            // Every set's list in ascending order from the least recently used end: ways
-            // never touched stay there in that order below every touched one, so a set that
-            // is not full fills its lowest empty way, as [`Tlb`] does.
-            let (links, sentinel) = (ways + 1, ways as u8);
-            let next = (0..sets * links).map(|i| if i % links == ways { 0 } else { (i % links + 1) as u8 }).collect();
-            let prev = (0..sets * links).map(|i| if i % links == 0 { sentinel } else { (i % links - 1) as u8 }).collect();
-            return Ok(LineCache {
-                imp: Imp::List(ListLines {
-                    ways,
-                    set_mask: sets - 1,
-                    keys: vec![INVALID; sets * ways],
-                    fps: vec![0; sets * ways],
-                    next,
-                    prev,
-                    filled: vec![0; sets],
-                    valid: 0,
-                }),
-            });
-        }
         if !lean {
             // The general structure, whose errors name what is wrong with the geometry.
             return Ok(LineCache { imp: Imp::General(Tlb::new(geometry, seed)?) });
@@ -145,7 +92,6 @@ impl LineCache {
     pub fn access(&mut self, key: u64) -> bool {
         match &mut self.imp {
             Imp::Lru(c) => c.access(key),
-            Imp::List(c) => c.access(key),
             Imp::General(t) => general_access(t, key),
         }
     }
@@ -162,11 +108,6 @@ impl LineCache {
                     crate::prefetch::read(&c.fps[start]);
                 }
             }
-            Imp::List(c) => {
-                let set = key as usize & c.set_mask;
-                crate::prefetch::read(&c.fps[set * c.ways]);
-                crate::prefetch::read(&c.next[set * (c.ways + 1)]);
-            }
             Imp::General(t) => t.prefetch(Vpn(key), PageSize::Size4K, 0),
         }
     }
@@ -175,7 +116,6 @@ impl LineCache {
     pub fn occupancy(&self) -> u32 {
         match &self.imp {
             Imp::Lru(c) => c.valid,
-            Imp::List(c) => c.valid,
             Imp::General(t) => t.occupancy(),
         }
     }
@@ -191,57 +131,6 @@ fn general_access(t: &mut Tlb, key: u64) -> bool {
     }
     t.insert(TlbEntry { vpn, pfn: Pfn(0), size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 });
     false
-}
-
-impl ListLines {
-    /// Out of line: these caches are large and missed often, so the call is cheap beside
-    /// the host cache misses of the set's lines, and the lean form's callers keep their
-    /// small frame.
-    #[inline(never)]
-    fn access(&mut self, key: u64) -> bool {
-        let set = key as usize & self.set_mask;
-        let start = set * self.ways;
-        let links = set * (self.ways + 1);
-        let tag = key & KEY_MASK;
-        let fp = fingerprint(tag);
-        let mut m = fp_mask(&self.fps[start..start + self.ways], fp);
-        let mut hit = None;
-        while m != 0 {
-            let w = m.trailing_zeros() as usize;
-            if self.keys[start + w] == tag {
-                hit = Some(w);
-                break;
-            }
-            m &= m - 1;
-        }
-        let next = &mut self.next[links..links + self.ways + 1];
-        let prev = &mut self.prev[links..links + self.ways + 1];
-        let sentinel = self.ways;
-        let way = match hit {
-            Some(w) => w,
-            None => {
-                let w = next[sentinel] as usize;
-                if (self.filled[set] as usize) < self.ways {
-                    debug_assert_eq!(w, self.filled[set] as usize, "the lowest empty way first");
-                    self.filled[set] += 1;
-                    self.valid += 1;
-                }
-                self.keys[start + w] = tag;
-                self.fps[start + w] = fp;
-                w
-            }
-        };
-        // Unlink the way and put it most recently used, before the sentinel.
-        let (p, n) = (prev[way] as usize, next[way] as usize);
-        next[p] = n as u8;
-        prev[n] = p as u8;
-        let last = prev[sentinel] as usize;
-        next[last] = way as u8;
-        prev[way] = last as u8;
-        next[way] = sentinel as u8;
-        prev[sentinel] = way as u8;
-        hit.is_some()
-    }
 }
 
 impl LruLines {
@@ -316,11 +205,6 @@ mod tests {
             (64, 4, Replacement::Lru),
             (64, 16, Replacement::Fifo),
             (60, 30, Replacement::Lru),
-            (35 * 16, 35, Replacement::Lru),
-            (12 * 4, 12, Replacement::Lru),
-            (64, 64, Replacement::Lru),
-            (2, 1, Replacement::Lru),
-            (65 * 2, 65, Replacement::Lru),
         ] {
             let g = TlbGeometry { entries, ways, replacement };
             let mut lines = LineCache::new(&g, 7).unwrap();
