@@ -25,11 +25,12 @@ const PREFETCH_DISTANCE: usize = 12;
 /// come from DRAM (`tlbsim bench`'s 20 M pre-generated events; a long batch) the engine's
 /// loop is too long for the host's out-of-order window to overlap their misses by itself,
 /// so that how far it did depended on the loop's code layout: a line-cache change that no
-/// L1 hit ever reaches cost the L1-hit stream 40%. With the hint the stream runs at 0.6 of
-/// the null loop instead of 0.4, whatever the layout. 16 lines at about 10 ns an event
-/// is about one DRAM latency ahead (session 40, this Intel Xeon guest). A host-speed
-/// setting, not a model parameter: no simulated state changes.
-const EVENT_PREFETCH_DISTANCE: usize = 16;
+/// L1 hit ever reaches cost the L1-hit stream 40%. A host-speed setting, not a model
+/// parameter (no simulated state changes), chosen on this Intel Xeon guest in session 40
+/// (`examples/bench 20000000 ratio`, L1-hit stream, two runs each): 8 events ahead 68-69
+/// M/s, 16 103-105, 32 109-113, 64 116-117; 32 is about 300 ns ahead, beyond a DRAM
+/// latency, and 2 KiB, within a host page for most events.
+const EVENT_PREFETCH_DISTANCE: usize = 32;
 
 /// Trace mode's methods on the machine: one access, one batch of events.
 impl Machine {
