@@ -23,15 +23,17 @@
 //! policy is a [`Tlb`] holding lines. All give the same hits, misses and victims as a `Tlb`
 //! of the same geometry (the `line_cache_matches_tlb` test).
 
-use super::line_list::{ListLines, LIST_MAX_WAYS};
 use super::set_assoc::{fp_mask, order_touch, Replacement, Tlb, TlbEntry, TlbGeometry};
 use crate::types::{PageSize, Pfn, Vpn};
 
 /// Tag bits a line key keeps: as many as a TLB entry's key keeps of a 4 KiB VPN (45), so
 /// that both implementations treat every key alike.
-pub(super) const KEY_MASK: u64 = (1 << 45) - 1;
-pub(super) const INVALID: u64 = u64::MAX;
+const KEY_MASK: u64 = (1 << 45) - 1;
+const INVALID: u64 = u64::MAX;
 const FP_WAYS: usize = 16;
+/// The most ways [`ListLines`] holds; a wider LRU cache is a [`Tlb`] (its index suits
+/// fully associative structures of hundreds of ways).
+const LIST_MAX_WAYS: usize = 64;
 
 pub struct LineCache {
     imp: Imp,
@@ -42,7 +44,6 @@ pub struct LineCache {
 #[repr(u8)]
 enum Imp {
     Lru(LruLines),
-    /// LRU, other associativities up to `LIST_MAX_WAYS`.
     List(ListLines),
     General(Tlb),
 }
@@ -60,8 +61,26 @@ struct LruLines {
     valid: u32,
 }
 
+/// LRU, any other number of ways up to [`LIST_MAX_WAYS`].
+struct ListLines {
+    ways: usize,
+    set_mask: usize,
+    keys: Vec<u64>,
+    /// Each way's `fingerprint` (stale for an empty way: the key decides).
+    fps: Vec<u16>,
+    /// Per set, `ways + 1` links: way `w`'s next (more recently used) way, and at index
+    /// `ways` the set's sentinel, whose next is the least recently used way.
+    next: Vec<u8>,
+    /// The same links the other way: at the sentinel, the most recently used way.
+    prev: Vec<u8>,
+    /// Per set, the ways filled (lines are never removed): small enough to stay in the
+    /// host's cache, where reading the victim's key to see whether it was empty would miss.
+    filled: Vec<u8>,
+    valid: u32,
+}
+
 #[inline(always)]
-pub(super) fn fingerprint(key: u64) -> u16 {
+fn fingerprint(key: u64) -> u16 {
     (key ^ (key >> 16) ^ (key >> 32)) as u16
 }
 
@@ -81,7 +100,24 @@ impl LineCache {
             && (entries / ways).is_power_of_two();
         if list && !lean {
             let sets = entries / ways;
-            return Ok(LineCache { imp: Imp::List(ListLines::new(sets, ways)) });
+            // Every set's list in ascending order from the least recently used end: ways
+            // never touched stay there in that order below every touched one, so a set that
+            // is not full fills its lowest empty way, as [`Tlb`] does.
+            let (links, sentinel) = (ways + 1, ways as u8);
+            let next = (0..sets * links).map(|i| if i % links == ways { 0 } else { (i % links + 1) as u8 }).collect();
+            let prev = (0..sets * links).map(|i| if i % links == 0 { sentinel } else { (i % links - 1) as u8 }).collect();
+            return Ok(LineCache {
+                imp: Imp::List(ListLines {
+                    ways,
+                    set_mask: sets - 1,
+                    keys: vec![INVALID; sets * ways],
+                    fps: vec![0; sets * ways],
+                    next,
+                    prev,
+                    filled: vec![0; sets],
+                    valid: 0,
+                }),
+            });
         }
         if !lean {
             // The general structure, whose errors name what is wrong with the geometry.
@@ -105,7 +141,7 @@ impl LineCache {
 
     /// Look up line `key`, making it most recently used; on a miss, fill it. Returns
     /// whether it hit.
-    #[inline(always)]
+    #[inline]
     pub fn access(&mut self, key: u64) -> bool {
         match &mut self.imp {
             Imp::Lru(c) => c.access(key),
@@ -126,8 +162,12 @@ impl LineCache {
                     crate::prefetch::read(&c.fps[start]);
                 }
             }
+            Imp::List(c) => {
+                let set = key as usize & c.set_mask;
+                crate::prefetch::read(&c.fps[set * c.ways]);
+                crate::prefetch::read(&c.next[set * (c.ways + 1)]);
+            }
             Imp::General(t) => t.prefetch(Vpn(key), PageSize::Size4K, 0),
-            Imp::List(c) => c.prefetch(key),
         }
     }
 
@@ -135,7 +175,7 @@ impl LineCache {
     pub fn occupancy(&self) -> u32 {
         match &self.imp {
             Imp::Lru(c) => c.valid,
-            Imp::List(c) => c.valid(),
+            Imp::List(c) => c.valid,
             Imp::General(t) => t.occupancy(),
         }
     }
@@ -151,6 +191,57 @@ fn general_access(t: &mut Tlb, key: u64) -> bool {
     }
     t.insert(TlbEntry { vpn, pfn: Pfn(0), size: PageSize::Size4K, tag: 0, sl: 0, flags: 0 });
     false
+}
+
+impl ListLines {
+    /// Out of line: these caches are large and missed often, so the call is cheap beside
+    /// the host cache misses of the set's lines, and the lean form's callers keep their
+    /// small frame.
+    #[inline(never)]
+    fn access(&mut self, key: u64) -> bool {
+        let set = key as usize & self.set_mask;
+        let start = set * self.ways;
+        let links = set * (self.ways + 1);
+        let tag = key & KEY_MASK;
+        let fp = fingerprint(tag);
+        let mut m = fp_mask(&self.fps[start..start + self.ways], fp);
+        let mut hit = None;
+        while m != 0 {
+            let w = m.trailing_zeros() as usize;
+            if self.keys[start + w] == tag {
+                hit = Some(w);
+                break;
+            }
+            m &= m - 1;
+        }
+        let next = &mut self.next[links..links + self.ways + 1];
+        let prev = &mut self.prev[links..links + self.ways + 1];
+        let sentinel = self.ways;
+        let way = match hit {
+            Some(w) => w,
+            None => {
+                let w = next[sentinel] as usize;
+                if (self.filled[set] as usize) < self.ways {
+                    debug_assert_eq!(w, self.filled[set] as usize, "the lowest empty way first");
+                    self.filled[set] += 1;
+                    self.valid += 1;
+                }
+                self.keys[start + w] = tag;
+                self.fps[start + w] = fp;
+                w
+            }
+        };
+        // Unlink the way and put it most recently used, before the sentinel.
+        let (p, n) = (prev[way] as usize, next[way] as usize);
+        next[p] = n as u8;
+        prev[n] = p as u8;
+        let last = prev[sentinel] as usize;
+        next[last] = way as u8;
+        prev[way] = last as u8;
+        next[way] = sentinel as u8;
+        prev[sentinel] = way as u8;
+        hit.is_some()
+    }
 }
 
 impl LruLines {

@@ -10,7 +10,6 @@
 pub mod hierarchy;
 pub mod level;
 pub mod line_cache;
-mod line_list;
 pub mod partition;
 pub mod set_assoc;
 pub mod tmt;
